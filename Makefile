@@ -1,0 +1,172 @@
+# hone build: one C++20/CUDA executable (build/hone) and its test suites.
+#
+#   make            build build/hone (CUDA on when nvcc is found at CUDA_HOME; CUDA=0 forces a CPU-only build)
+#   make deps       install what this machine lacks (Debian packages, cuDNN frontend headers)
+#   make run        deps if missing, build, run input/demo.toml on the CPU
+#   make test       deps if missing, build, run every suite; last line: N passed, N failed, N skipped
+#   make test-gpu   the GPU suite alone (skipped without a GPU)
+#   make bundle     dist/hone-<version>-linux-x86_64/ with bin/hone, its non-system libraries and env.sh
+#   make clean
+#
+# Knobs: CUDA=0|1, SM=90a (GPU architecture), CUDA_HOME=/usr/local/cuda, BUILD=build, DEBUG=1 (-O0), V=1 (echo commands).
+
+BUILD     ?= build
+CUDA_HOME ?= /usr/local/cuda
+NVCC      := $(CUDA_HOME)/bin/nvcc
+SM        ?= 90a
+VERSION   := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+ifeq ($(origin CUDA), undefined)
+  CUDA := $(if $(wildcard $(NVCC)),1,0)
+endif
+
+SM_ALLOWED := 80 86 89 90 90a 100 100a 120
+ifeq ($(filter $(SM),$(SM_ALLOWED)),)
+  $(error SM=$(SM) is not one of: $(SM_ALLOWED))
+endif
+
+ifneq ($(V),1)
+  Q := @
+endif
+
+MAKEFLAGS += --no-builtin-rules
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+  MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
+
+CCACHE := $(shell command -v ccache 2>/dev/null)
+CXX    := $(CCACHE) g++
+export CCACHE_BASEDIR := $(CURDIR)
+
+# ---- dependencies found through pkg-config / mpicxx -------------------------------------------------------
+PKGS := tomlplusplus hdf5 libpcre2-8 libutf8proc openblas
+# Targets that install dependencies first skip this check; the recursive make they start does it.
+NODEP_GOALS := deps run test test-gpu clean
+ifneq ($(or $(if $(MAKECMDGOALS),,all),$(filter-out $(NODEP_GOALS),$(MAKECMDGOALS))),)
+  MISSING_PKGS := $(strip $(foreach p,$(PKGS),$(if $(shell pkg-config --exists $(p) && echo y),,$(p))))
+  ifneq ($(MISSING_PKGS),)
+    $(error missing libraries: $(MISSING_PKGS); run 'make deps' first)
+  endif
+endif
+# Third-party include folders are -isystem so that -Wall -Wextra speak of our code only.
+PKG_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(PKGS) 2>/dev/null))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile 2>/dev/null)) -DOMPI_SKIP_MPICXX=1
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+
+# ---- flags ------------------------------------------------------------------------------------------------
+OPT      := $(if $(filter 1,$(DEBUG)),-O0,-O2)
+DEFS     := -DHONE_VERSION=\"$(VERSION)\" -DHONE_CUDA=$(CUDA) -DBOOST_TEST_DYN_LINK
+INCLUDES := -Isrc -I. -Itests
+CXXFLAGS := -std=c++20 $(OPT) -g -Wall -Wextra -fopenmp -MMD -MP $(DEFS) $(INCLUDES)
+HOSTDEP_CFLAGS := $(PKG_CFLAGS) $(MPI_CFLAGS)
+LDLIBS   := $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lpthread -ldl
+
+CUDNN_FE_INC := $(BUILD)/deps/cudnn-frontend/include
+ifeq ($(CUDA),1)
+  NVCCFLAGS := -std=c++20 $(OPT) -lineinfo -gencode=arch=compute_$(SM),code=sm_$(SM) -MMD -MP $(DEFS) -Isrc -I. \
+               --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra
+  CUDA_CFLAGS := -isystem $(CUDA_HOME)/include -isystem $(CUDNN_FE_INC)
+  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublasLt -lcublas -lcudnn -lnccl -lrt
+endif
+
+# ---- sources ----------------------------------------------------------------------------------------------
+SRC_CPP  := $(shell find src -name '*.cpp' | sort)
+MAIN_OBJ := $(BUILD)/obj/src/main.o
+ifeq ($(CUDA),1)
+  CUDA_CPP := $(shell find cuda -name '*.cpp' 2>/dev/null | sort)
+  CUDA_CU  := $(shell find cuda -name '*.cu' 2>/dev/null | sort)
+endif
+LIB_OBJS := $(filter-out $(MAIN_OBJ),$(SRC_CPP:%.cpp=$(BUILD)/obj/%.o)) \
+            $(CUDA_CPP:%.cpp=$(BUILD)/obj/%.o) $(CUDA_CU:%.cu=$(BUILD)/obj/%.cu.o)
+
+UNIT_SRC := $(sort $(wildcard tests/unit/*.cpp) $(wildcard tests/common/*.cpp))
+MPI_SRC  := $(sort $(wildcard tests/mpi/*.cpp) $(wildcard tests/common/*.cpp))
+GPU_SRC  := $(sort $(wildcard tests/gpu/*.cpp) $(wildcard tests/common/*.cpp))
+GPU_CU   := $(if $(filter 1,$(CUDA)),$(sort $(wildcard tests/gpu/*.cu)))
+PROG_SRC := $(sort $(wildcard tests/programs/*.cpp))
+
+HONE      := $(BUILD)/hone
+UNIT_BIN  := $(BUILD)/tests/unit_tests
+MPI_BIN   := $(BUILD)/tests/mpi_tests
+GPU_BIN   := $(BUILD)/tests/gpu_tests
+PROG_BINS := $(PROG_SRC:tests/programs/%.cpp=$(BUILD)/tests/programs/%)
+TEST_BINS := $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(PROG_BINS)
+
+.PHONY: all deps run test test-gpu tests bundle clean _run _test _test-gpu doc-deck
+
+all: $(HONE)
+
+# The git commit is baked into one object only; its stamp changes only when the commit does.
+GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+$(BUILD)/gen/commit.stamp: FORCE
+	@mkdir -p $(@D); echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' > $@
+$(BUILD)/obj/src/runtime/version.o: $(BUILD)/gen/commit.stamp
+$(BUILD)/obj/src/runtime/version.o: DEFS += -DHONE_GIT_COMMIT=\"$(GIT_COMMIT)\"
+FORCE:
+
+$(HONE): $(MAIN_OBJ) $(LIB_OBJS)
+	@echo "  LINK    $@"
+	$(Q)$(CXX) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(@D)
+	@echo "  CXX     $<"
+	$(Q)$(CXX) $(CXXFLAGS) $(HOSTDEP_CFLAGS) $(if $(filter cuda/% tests/gpu/%,$<),$(CUDA_CFLAGS)) -c $< -o $@
+
+# .cu files see only CUDA headers and our plain headers: no TOML++, HDF5, MPI, Boost or JSON include paths.
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	@echo "  NVCC    $<"
+	$(Q)$(CCACHE) $(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+tests: $(TEST_BINS)
+
+$(UNIT_BIN): $(UNIT_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB_OBJS)
+	@mkdir -p $(@D); echo "  LINK    $@"
+	$(Q)$(CXX) -o $@ $^ $(LDLIBS) -lboost_unit_test_framework
+
+$(MPI_BIN): $(MPI_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB_OBJS)
+	@mkdir -p $(@D); echo "  LINK    $@"
+	$(Q)$(CXX) -o $@ $^ $(LDLIBS) -lboost_unit_test_framework
+
+$(GPU_BIN): $(GPU_SRC:%.cpp=$(BUILD)/obj/%.o) $(GPU_CU:%.cu=$(BUILD)/obj/%.cu.o) $(LIB_OBJS)
+	@mkdir -p $(@D); echo "  LINK    $@"
+	$(Q)$(CXX) -o $@ $^ $(LDLIBS) -lboost_unit_test_framework
+
+$(BUILD)/tests/programs/%: $(BUILD)/obj/tests/programs/%.o $(LIB_OBJS)
+	@mkdir -p $(@D); echo "  LINK    $@"
+	$(Q)$(CXX) -o $@ $^ $(LDLIBS)
+
+# ---- user-facing targets ----------------------------------------------------------------------------------
+deps:
+	@bash mk/deps.sh
+
+run:
+	@bash mk/deps.sh --if-missing
+	@$(MAKE) --no-print-directory _run
+_run: $(HONE)
+	$(HONE) run input/demo.toml
+
+test:
+	@bash mk/deps.sh --if-missing
+	@$(MAKE) --no-print-directory _test
+_test: $(HONE) $(TEST_BINS)
+	@HONE_BUILD=$(BUILD) bash mk/run-tests.sh unit mpi gpu
+
+test-gpu:
+	@bash mk/deps.sh --if-missing
+	@$(MAKE) --no-print-directory _test-gpu
+_test-gpu: $(HONE) $(GPU_BIN)
+	@HONE_BUILD=$(BUILD) bash mk/run-tests.sh gpu
+
+bundle: $(HONE)
+	@bash mk/bundle.sh $(HONE) $(VERSION)
+
+doc-deck: $(HONE)
+	$(HONE) help deck --markdown > doc/deck.md
+
+clean:
+	rm -rf $(BUILD) dist
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

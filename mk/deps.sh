@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# make deps: install what a fresh Debian/Ubuntu machine lacks to build and test hone.
+#   mk/deps.sh               check, install what is missing, report
+#   mk/deps.sh --if-missing  the same, silent when everything is there (used by make run/test)
+# Idempotent and quick when all is present: one dpkg-query and two file tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quiet=0
+[ "${1:-}" = "--if-missing" ] && quiet=1
+
+BUILD=${BUILD:-build}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+CUDNN_FE_VERSION=1.32.0
+CUDNN_FE_DIR=$BUILD/deps/cudnn-frontend
+
+PACKAGES=(
+  build-essential pkg-config git
+  libopenmpi-dev openmpi-bin
+  libhdf5-dev hdf5-tools
+  libtomlplusplus-dev libboost-test-dev nlohmann-json3-dev
+  libpcre2-dev libutf8proc-dev libopenblas-dev
+  ccache
+  python3 python3-pip python3-h5py python3-numpy python3-matplotlib
+)
+
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  installed=$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "${PACKAGES[@]}" 2>/dev/null | awk '$2 ~ /^ii/ {print $1}')
+  for p in "${PACKAGES[@]}"; do
+    grep -qx "$p" <<<"$installed" || missing+=("$p")
+  done
+else
+  missing=("${PACKAGES[@]}")
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "hone needs these Debian/Ubuntu packages, which this machine lacks:" >&2
+    echo "  sudo apt-get install ${missing[*]}" >&2
+    echo "(ask your administrator if you cannot install them; then run 'make deps' again)" >&2
+    exit 1
+  fi
+  echo "make deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# cuDNN frontend headers (header-only C++ API over cuDNN's graph API), only when the CUDA toolkit is here.
+if [ -x "$CUDA_HOME/bin/nvcc" ] && [ ! -f "$CUDNN_FE_DIR/include/cudnn_frontend.h" ]; then
+  echo "make deps: fetching the cuDNN frontend headers (nvidia-cudnn-frontend $CUDNN_FE_VERSION)"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  pip=""
+  for py in /usr/bin/python3 python3; do
+    if "$py" -m pip --version >/dev/null 2>&1; then pip="$py -m pip"; break; fi
+  done
+  [ -n "$pip" ] || { echo "make deps: no pip found to fetch nvidia-cudnn-frontend" >&2; exit 1; }
+  $pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
+      --platform manylinux_2_28_x86_64 -d "$tmp" "nvidia-cudnn-frontend==$CUDNN_FE_VERSION"
+  mkdir -p "$CUDNN_FE_DIR"
+  /usr/bin/python3 - "$tmp"/nvidia_cudnn_frontend-*.whl "$CUDNN_FE_DIR" <<'EOF'
+import sys, zipfile, os
+whl, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(whl) as z:
+    for name in z.namelist():
+        if name.startswith("include/") and not name.endswith("/"):
+            dest = os.path.join(out, name)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(z.read(name))
+EOF
+  [ -f "$CUDNN_FE_DIR/include/cudnn_frontend.h" ] || { echo "make deps: cudnn_frontend.h not found in the wheel" >&2; exit 1; }
+fi
+
+if [ $quiet -eq 0 ]; then
+  echo "make deps: all dependencies present"
+  if [ -x "$CUDA_HOME/bin/nvcc" ]; then
+    echo "  CUDA toolkit: $CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+  else
+    echo "  CUDA toolkit: not found at $CUDA_HOME (CPU-only build; set CUDA_HOME to enable CUDA)"
+  fi
+fi

@@ -1,0 +1,49 @@
+// The model's parameters on the host in fp32, named exactly as Hugging Face names them, laid out in one flat
+// buffer (so the optimizer, gradient reduction and refit see one array), with load, save and random init.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/model_config.h"
+#include "tensor/tensor.h"
+
+namespace hone {
+
+struct LayerWeights {
+  Tensor input_layernorm;           // [C]                 model.layers.i.input_layernorm.weight
+  Tensor q_proj, k_proj, v_proj;    // [Hq*D, C], [Hkv*D, C], [Hkv*D, C]   self_attn.{q,k,v}_proj.weight
+  Tensor q_bias, k_bias, v_bias;    // [Hq*D], [Hkv*D] (Qwen2 only; undefined otherwise)   self_attn.{q,k,v}_proj.bias
+  Tensor q_norm, k_norm;            // [D] (Qwen3 only)    self_attn.{q,k}_norm.weight
+  Tensor o_proj;                    // [C, Hq*D]           self_attn.o_proj.weight
+  Tensor post_attention_layernorm;  // [C]
+  Tensor gate_proj, up_proj;        // [I, C]              mlp.{gate,up}_proj.weight
+  Tensor down_proj;                 // [C, I]              mlp.down_proj.weight
+};
+
+struct ModelWeights {
+  Tensor flat;                      // every parameter, contiguous f32, in named_parameters() order
+  Tensor embed_tokens;              // [V, C]  model.embed_tokens.weight
+  std::vector<LayerWeights> layers;
+  Tensor norm;                      // [C]     model.norm.weight
+  Tensor lm_head;                   // [V, C]  lm_head.weight; a view of embed_tokens when tied
+
+  // Every distinct parameter with its Hugging Face name, in a fixed order (a tied lm_head is not listed).
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+};
+
+// Views into one zeroed flat f32 buffer shaped for `c` (also how gradients are allocated: same layout).
+ModelWeights allocate_weights(const ModelConfig& c);
+// Normal(0, std) for matrices and embeddings, 1 for norm weights, 0 for biases; deterministic in `seed`.
+void init_random_weights(ModelWeights& w, const ModelConfig& c, uint64_t seed, float std = 0.02f);
+// Loads every parameter from <dir>/model.safetensors or the shards in <dir>/model.safetensors.index.json
+// (bf16/f16/f32 converted to f32). Missing or extra tensors, and shape mismatches, are UserErrors by name.
+void load_weights(ModelWeights& w, const ModelConfig& c, const std::string& dir);
+// Writes <dir>/config.json and the weights as safetensors (sharded with an index above max_shard_bytes),
+// in `dtype` (f32 or bf16), so transformers' from_pretrained(dir) loads them unchanged.
+void save_model(const ModelWeights& w, const ModelConfig& c, const std::string& dir, DType dtype = DType::f32,
+                int64_t max_shard_bytes = int64_t(5) << 30);
+
+}  // namespace hone

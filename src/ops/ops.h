@@ -1,0 +1,95 @@
+// The op API, declared once. Every op has a plain fp32 CPU reference (hone::cpu, src/ops/cpu/) and a CUDA twin
+// (hone::cuda, cuda/) with the same signature shape. The model (src/model/) is written against these.
+//
+// Conventions, for every op:
+//   * Raw row-major pointers; sizes as ints: T tokens (rows), C channels, V vocabulary, H heads, D head dim.
+//   * Forward writes (overwrites) its outputs, and saves what backward needs in the buffers it is given.
+//   * Backward ACCUMULATES (+=) into every gradient it produces (dx, dw, ...), so gradients of a parameter used
+//     twice, of micro-batches, and of the residual stream add up without extra copies. Callers zero them first.
+//   * A gradient pointer that may be null says so; backward then skips that gradient.
+//   * Linear weights are stored as Hugging Face stores them: W[out_features, in_features], y = x W^T + b.
+#pragma once
+
+#include <cstdint>
+
+namespace hone {
+
+// RoPE frequencies: default (theta^(-2i/D)) or Llama 3 `rope_scaling` (rope_type "llama3").
+struct RopeParams {
+  int head_dim = 0;           // D; rotation pairs (i, i + D/2), as Hugging Face's rotate_half
+  float theta = 10000.f;      // rope_theta
+  bool llama3 = false;        // apply Llama 3 frequency scaling
+  float factor = 8.f;         // rope_scaling.factor
+  float low_freq_factor = 1.f;
+  float high_freq_factor = 4.f;
+  int original_max_position_embeddings = 8192;
+};
+
+namespace cpu {
+
+// ---- embedding: out[t, :] = wte[ids[t], :] ---------------------------------------------------------------
+void embedding_forward(float* out, const int32_t* ids, const float* wte, int T, int C);
+void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int T, int C);
+
+// ---- RMSNorm over the last C values of each row: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) --------
+// Also the per-head q/k norm of Qwen3: rows = T*H, C = D, w of length D.
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int rows, int C, float eps);
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                      int rows, int C);
+
+// ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias[OC]) ------------------------------------------------
+void linear_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
+// dx and dbias may be null.
+void linear_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w, int T,
+                     int IC, int OC);
+
+// ---- RoPE on x[T, H, D] by position ids (packed sequences restart at 0) ---------------------------------------
+void rope_inv_freq(float* inv_freq, const RopeParams& p);  // D/2 values
+void rope_forward(float* out, const float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D);
+void rope_backward(float* dx, const float* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D);
+
+// ---- causal attention over packed variable-length sequences, grouped-query heads ----------------------------
+// q[T, Hq, D], k/v[T, Hkv, D], out[T, Hq, D]; sequence s covers rows [cu_seqlens[s], cu_seqlens[s+1]);
+// token i attends to tokens j <= i of its own sequence. Hq % Hkv == 0; query head h uses kv head h / (Hq/Hkv).
+// lse[Hq, T] (log-sum-exp of the scaled scores) is saved for backward.
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const int32_t* cu_seqlens, int num_seqs, int T, int Hq, int Hkv, int D, float scale);
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                        const float* q, const float* k, const float* v, const int32_t* cu_seqlens, int num_seqs,
+                        int T, int Hq, int Hkv, int D, float scale);
+
+// ---- SwiGLU: out = silu(gate) * up, elementwise over N values --------------------------------------------------
+void swiglu_forward(float* out, const float* gate, const float* up, int64_t N);
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N);
+
+// ---- residual add: out = a + b ----------------------------------------------------------------------------------
+void add_forward(float* out, const float* a, const float* b, int64_t N);
+
+// ---- LM head fused with log-softmax gather and entropy, in vocabulary chunks -------------------------------------
+// For each row t with targets[t] >= 0: z = h[t] W^T / temperature (W[V, C]),
+//   logprob[t] = z[targets[t]] - logsumexp(z),  entropy[t] = -sum_v p_v log p_v,  lse[t] = logsumexp(z).
+// Rows with targets[t] < 0 get logprob 0 and entropy 0 (and receive no gradient).
+// Logits are formed chunk_v vocabulary rows at a time: no [T, V] buffer exists. entropy may be null.
+void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const float* h, const float* w,
+                             const int32_t* targets, int T, int C, int V, float temperature, int chunk_v);
+// Gradients of sum_t dlogprob[t]*logprob[t] + dentropy[t]*entropy[t] into dh[T, C] and dw[V, C].
+// dentropy may be null (entropy not in the loss); entropy is needed only when dentropy is given.
+void lm_head_logprob_backward(float* dh, float* dw, const float* dlogprob, const float* dentropy, const float* h,
+                              const float* w, const int32_t* targets, const float* lse, const float* entropy, int T,
+                              int C, int V, float temperature, int chunk_v);
+
+// Full logits for a few rows (generation samples from them): logits[T, V] = h W^T, no temperature.
+void lm_head_logits(float* logits, const float* h, const float* w, int T, int C, int V);
+
+// ---- optimizer pieces on flat fp32 buffers ------------------------------------------------------------------------
+// AdamW (decoupled weight decay, bias correction with the 1-based step count):
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr * (m/(1-b1^step) / (sqrt(v/(1-b2^step)) + eps) + wd p)
+void adamw_update(float* param, const float* grad, float* m, float* v, int64_t N, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int step);
+// sum of squares in double (for the global gradient norm)
+double sum_squares(const float* x, int64_t N);
+// x *= s
+void scale_inplace(float* x, float s, int64_t N);
+
+}  // namespace cpu
+}  // namespace hone

@@ -1,0 +1,12 @@
+// Out-of-line part of the check macros (keeps the throw path out of every call site).
+#include "runtime/error.h"
+
+namespace hone::detail {
+
+void check_failed(const char* kind, const char* expr, const char* file, int line, const std::string& detail) {
+  std::string msg = cat(kind, " failed: ", expr, " at ", file, ":", line);
+  if (!detail.empty()) msg += cat(": ", detail);
+  throw Error(msg);
+}
+
+}  // namespace hone::detail
