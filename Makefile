@@ -102,7 +102,7 @@ GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 $(BUILD)/gen/commit.stamp: FORCE
 	@mkdir -p $(@D); echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' > $@
 $(BUILD)/obj/src/runtime/version.o: $(BUILD)/gen/commit.stamp
-$(BUILD)/obj/src/runtime/version.o: DEFS += -DHONE_GIT_COMMIT=\"$(GIT_COMMIT)\"
+$(BUILD)/obj/src/runtime/version.o: OBJ_DEFS = -DHONE_GIT_COMMIT=\"$(GIT_COMMIT)\"
 FORCE:
 
 $(HONE): $(MAIN_OBJ) $(LIB_OBJS)
@@ -112,7 +112,7 @@ $(HONE): $(MAIN_OBJ) $(LIB_OBJS)
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
 	@echo "  CXX     $<"
-	$(Q)$(CXX) $(CXXFLAGS) $(HOSTDEP_CFLAGS) $(if $(filter cuda/% tests/gpu/%,$<),$(CUDA_CFLAGS)) -c $< -o $@
+	$(Q)$(CXX) $(CXXFLAGS) $(OBJ_DEFS) $(HOSTDEP_CFLAGS) $(if $(filter cuda/% tests/gpu/%,$<),$(CUDA_CFLAGS)) -c $< -o $@
 
 # .cu files see only CUDA headers and our plain headers: no TOML++, HDF5, MPI, Boost or JSON include paths.
 $(BUILD)/obj/%.cu.o: %.cu
@@ -146,7 +146,7 @@ run:
 	@bash mk/deps.sh --if-missing
 	@$(MAKE) --no-print-directory _run
 _run: $(HONE)
-	$(HONE) run input/demo.toml
+	$(HONE) check input/demo.toml
 
 test:
 	@bash mk/deps.sh --if-missing

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# make bundle: a self-contained folder that runs hone on another x86-64 Linux machine which has a CUDA driver and
+# CUDA toolkit libraries but none of our Debian packages.
+#   dist/hone-<version>-linux-x86_64/
+#     bin/hone           the executable
+#     lib/               every non-system, non-CUDA shared library hone (and Open MPI's plugins) link
+#     ompi/usr/...       Open MPI's plugins and help texts, at the paths Open MPI expects below OPAL_PREFIX
+#     env.sh             source it: PATH, LD_LIBRARY_PATH, OPAL_PREFIX
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+exe=${1:?usage: mk/bundle.sh build/hone VERSION}
+version=${2:?usage: mk/bundle.sh build/hone VERSION}
+name=hone-$version-linux-$(uname -m)
+out=dist/$name
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+cp "$exe" "$out/bin/hone"
+
+# Libraries the target provides: the C library family (glibc's own, always matched to the kernel and loader)
+# and CUDA's (driver and toolkit, matched to the GPU driver there).
+system_re='^(linux-vdso|ld-linux|libc|libm|libdl|librt|libpthread|libutil|libresolv|libnsl|libanl)\.so'
+cuda_re='^(libcuda|libcudart|libcublas|libcublasLt|libcudnn[a-z_]*|libnccl|libnvrtc|libnvJitLink|libnvidia-[a-z-]*)\.so'
+
+ompi_libdir=$(mpicc --showme:libdirs 2>/dev/null | awk '{print $1}')
+ompi_pkglib=""
+[ -n "$ompi_libdir" ] && [ -d "$ompi_libdir/openmpi3" ] && ompi_pkglib=$ompi_libdir/openmpi3
+
+# Every ELF whose dependencies we follow: hone itself and Open MPI's dynamically loaded components.
+elves=("$out/bin/hone")
+if [ -n "$ompi_pkglib" ]; then
+  mkdir -p "$out/ompi$ompi_pkglib"
+  cp -a "$ompi_pkglib/." "$out/ompi$ompi_pkglib/"
+  while IFS= read -r f; do elves+=("$f"); done < <(find "$out/ompi$ompi_pkglib" -name '*.so')
+  for d in /usr/share/openmpi /usr/share/pmix; do
+    [ -d "$d" ] && mkdir -p "$out/ompi$d" && cp -a "$d/." "$out/ompi$d/"
+  done
+  # PMIx (and its plugins) when Open MPI uses an external one
+  for d in /usr/lib/$(uname -m)-linux-gnu/pmix2; do
+    if [ -d "$d" ]; then
+      mkdir -p "$out/ompi$d" && cp -a "$d/." "$out/ompi$d/"
+      while IFS= read -r f; do elves+=("$f"); done < <(find "$out/ompi$d" -name '*.so')
+    fi
+  done
+  # the launcher, for machines without an MPI of their own
+  for b in mpirun orterun orted; do
+    p=$(command -v $b 2>/dev/null || true)
+    [ -n "$p" ] && cp -L "$p" "$out/bin/$b" && elves+=("$out/bin/$b")
+  done
+fi
+
+declare -A seen=()
+for elf in "${elves[@]}"; do
+  while read -r lib arrow path _; do
+    [ "$arrow" = "=>" ] || continue
+    [ -f "$path" ] || continue
+    base=$(basename "$lib")
+    [[ $base =~ $system_re ]] && continue
+    [[ $base =~ $cuda_re ]] && continue
+    [ -n "${seen[$base]:-}" ] && continue
+    seen[$base]=1
+    cp -L "$path" "$out/lib/$base"
+  done < <(ldd "$elf" 2>/dev/null || true)
+done
+
+cat > "$out/env.sh" <<'EOF'
+# Source this file to use this hone bundle: PATH, LD_LIBRARY_PATH and Open MPI's relocated prefix.
+# The CUDA libraries (cuBLAS, cuDNN, NCCL) come from the machine: add their folders to LD_LIBRARY_PATH if they are
+# not on the loader's path already (e.g. a PyTorch environment's site-packages/nvidia/*/lib).
+HONE_HOME=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)
+export HONE_HOME
+export PATH="$HONE_HOME/bin:$PATH"
+export LD_LIBRARY_PATH="$HONE_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OPAL_PREFIX="$HONE_HOME/ompi/usr"
+export PMIX_INSTALL_PREFIX="$HONE_HOME/ompi/usr"
+export OMPI_MCA_plm_rsh_agent="${OMPI_MCA_plm_rsh_agent:-ssh}"
+EOF
+
+echo "bundle: $out ($(du -sh "$out" | cut -f1), $(ls "$out/lib" | wc -l) libraries)"
