@@ -62,8 +62,8 @@ std::string mismatch_impl(const std::string& what, const G* got, const double* w
   size_t at = 0;
   for (size_t i = 0; i < n; ++i) {
     const double err = std::fabs(double(got[i]) - want[i]);
-    const double ratio = std::isfinite(double(got[i])) ? err / (atol + rtol * std::fabs(want[i]))
-                                                        : std::numeric_limits<double>::infinity();
+    double ratio = err == 0.0 ? 0.0 : err / (atol + rtol * std::fabs(want[i]));
+    if (!std::isfinite(double(got[i]))) ratio = std::numeric_limits<double>::infinity();
     if (!(ratio <= worst)) {
       worst = ratio;
       at = i;
