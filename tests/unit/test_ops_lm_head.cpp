@@ -112,7 +112,7 @@ BOOST_AUTO_TEST_CASE(forward_matches_full_log_softmax_for_every_chunking) {
 }
 
 BOOST_AUTO_TEST_CASE(forward_over_several_row_blocks) {
-  check_forward(make_problem(300, 8, 37, 1.3f, 11), 10, 1e-5);
+  check_forward(make_problem(1200, 8, 37, 1.3f, 11), 10, 1e-5);  // 900 rows with targets: two blocks of 512
 }
 
 BOOST_AUTO_TEST_CASE(forward_is_stable_for_large_logits) {
@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(gradients_match_finite_differences) {
 
 // Many row blocks and chunk sizes against the closed-form gradient of the double reference.
 BOOST_AUTO_TEST_CASE(gradients_match_closed_form_over_row_blocks_and_chunks) {
-  Problem p = make_problem(300, 6, 23, 0.8f, 51);
+  Problem p = make_problem(1200, 6, 23, 0.8f, 51);
   const auto a = test::random_floats(test::len(p.T), 52), b = test::random_floats(test::len(p.T), 53);
   const Reference r = reference(p, &a, &b);
   const Outputs o = forward(p, 5);

@@ -17,7 +17,9 @@ namespace hone::cpu {
 
 namespace {
 
-constexpr int kRowBlock = 128;
+// Rows per block: W (V x C, the largest matrix of the model) is streamed once per block, so blocks are large;
+// the logits buffer is kRowBlock x chunk_v floats.
+constexpr int kRowBlock = 512;
 
 // The rows with a target (targets[t] >= 0), checked against V.
 std::vector<int> rows_with_targets(const int32_t* targets, int T, int V) {
@@ -93,9 +95,9 @@ void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const f
         const double mr = m[size_t(r)];
         double sr = 0.0, ur = 0.0;
         for (int j = 0; j < n; ++j) {
-          const double d = double(zr[j]) - mr, e = std::exp(d);
+          const float d = zr[j] - float(mr), e = std::exp(d);  // exp in fp32, the sums in double
           sr += e;
-          ur += e * d;
+          ur += double(e) * d;
         }
         s[size_t(r)] += sr;
         u[size_t(r)] += ur;
