@@ -33,12 +33,13 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
                        const int32_t* cu_seqlens, int num_seqs, int T, int Hq, int Hkv, int D, float scale) {
   check_layout(cu_seqlens, num_seqs, T, Hq, Hkv);
   const int group = Hq / Hkv;
+  const bool parallel = int64_t(Hq) * T * D > 16384;  // tiny problems run serially: no thread start-up cost
   // start[i]: the first row of row i's sequence.
   std::vector<int> start(static_cast<size_t>(T));
   for (int s = 0; s < num_seqs; ++s)
     for (int i = cu_seqlens[s]; i < cu_seqlens[s + 1]; ++i) start[size_t(i)] = cu_seqlens[s];
 
-#pragma omp parallel
+#pragma omp parallel if (parallel)
   {
     std::vector<float> p;
     std::vector<float> acc(static_cast<size_t>(D));
@@ -79,7 +80,8 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         int T, int Hq, int Hkv, int D, float scale) {
   check_layout(cu_seqlens, num_seqs, T, Hq, Hkv);
   const int group = Hq / Hkv;
-#pragma omp parallel
+  const bool parallel = int64_t(Hq) * T * D > 16384;
+#pragma omp parallel if (parallel)
   {
     std::vector<float> ds;
     std::vector<float> dqi(static_cast<size_t>(D));
