@@ -149,7 +149,9 @@ std::string Config::to_toml() const {
     std::string note;
     if (!has) {
       line = cat("# ", k.name(), " =");
-      note = k.required_when.empty() ? "no value" : cat("no value (required when ", k.required_when, ")");
+      if (k.random_init_only && checkpoint_model) note = "no value; not used: the shape comes from model.path";
+      else if (!k.required_when.empty()) note = cat("no value (required when ", k.required_when, ")");
+      else note = "no value";
     } else {
       line = cat(k.name(), " = ", deck_value_to_toml(it->second.value));
       note = it->second.source.describe();

@@ -187,8 +187,8 @@ void read_deck(const std::string& text, const std::string& file, Config& c) {
     ValueSource sec;
     sec.kind = ValueSource::Kind::file;
     sec.file = file;
-    sec.line = static_cast<int>(key.source().begin.line);
-    sec.column = static_cast<int>(key.source().begin.column);
+    sec.line = static_cast<int>(header_position(key, node).line);
+    sec.column = static_cast<int>(header_position(key, node).column);
     c.set_section_source(name, sec);
     read_section(text, file, name, *node.as_table(), c, problems);
   }

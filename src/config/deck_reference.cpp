@@ -30,6 +30,8 @@ std::string md_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '|') out += "\\|";
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
     else out += c;
   }
   return out;
