@@ -2,6 +2,8 @@
 // (committed as doc/deck.md; a unit test keeps the two equal).
 #include "config/deck_reference.h"
 
+#include <cctype>
+
 #include "config/schema.h"
 #include "runtime/error.h"
 
@@ -28,11 +30,12 @@ std::string allowed_text(const KeySpec& k) {
 
 std::string md_escape(const std::string& s) {
   std::string out;
-  for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else out += c;
+  // '|' would end a table cell; '<' before a letter would open an HTML tag ("<run.name>").
+  for (size_t a = 0; a < s.size(); ++a) {
+    const bool tag = s[a] == '<' && a + 1 < s.size() && (std::isalpha(static_cast<unsigned char>(s[a + 1])) || s[a + 1] == '/');
+    if (s[a] == '|') out += "\\|";
+    else if (tag) out += "&lt;";
+    else out += s[a];
   }
   return out;
 }
