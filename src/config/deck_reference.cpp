@@ -14,7 +14,7 @@ std::string default_text(const KeySpec& k) {
   if (k.default_value) return deck_value_to_toml(*k.default_value);
   if (!k.derived_from.empty()) return cat("value of ", k.derived_from);
   if (!k.required_when.empty()) return cat("required when ", k.required_when);
-  return "none";
+  return "no default";
 }
 
 std::string allowed_text(const KeySpec& k) {
@@ -54,7 +54,9 @@ std::string deck_reference_text() {
     out += cat("\n[", sec.name, "]  ", sec.description, "\n");
     for (const auto& k : deck_schema()) {
       if (k.section() != sec.name) continue;
-      std::string head = cat("  ", k.path, "  (", key_type_short_name(k.type), ")  default: ", default_text(k));
+      const bool has_default = k.default_value || !k.derived_from.empty();
+      std::string head = cat("  ", k.path, "  (", key_type_short_name(k.type), ")  ", has_default ? "default: " : "",
+                             default_text(k));
       const std::string allowed = allowed_text(k);
       if (!allowed.empty()) head += cat("  ", k.type == KeyType::enumeration ? "one of: " : "", allowed);
       if (!k.unit.empty()) head += cat("  [", k.unit, "]");

@@ -19,6 +19,12 @@ BOOST_AUTO_TEST_CASE(unknown_key_in_the_wrong_section_suggests_the_right_section
   BOOST_TEST(deck_error("max_steps = 3\n") == "deck.toml:1:1: unknown key 'max_steps' (did you mean 'run.max_steps'?)");
 }
 
+BOOST_AUTO_TEST_CASE(suggestions_forgive_transpositions_and_case) {
+  BOOST_TEST(deck_error("[run]\nmax_setps = 3\n") == "deck.toml:2:1: unknown key 'run.max_setps' (did you mean 'run.max_steps'?)");
+  BOOST_TEST(deck_error("[run]\nMax_Steps = 3\n") == "deck.toml:2:1: unknown key 'run.Max_Steps' (did you mean 'run.max_steps'?)");
+  BOOST_TEST(deck_error("[Train]\nx = 3\n") == "deck.toml:1:1: unknown section '[Train]' (did you mean '[train]'?)");
+}
+
 BOOST_AUTO_TEST_CASE(unknown_key_far_from_every_key_gets_no_suggestion) {
   BOOST_TEST(deck_error("[run]\nzzzzzzzz = 1\n") == "deck.toml:2:1: unknown key 'run.zzzzzzzz'");
 }
