@@ -1,0 +1,137 @@
+// Rules that involve more than one key: derived defaults (tokenizer.path from model.path, ...), keys required
+// under a condition, and keys that conflict. Checks compare values, not whether a key was written, so a
+// resolved deck (Config::to_toml) that spells out every default reads back without new conflicts.
+#include "config/config.h"
+#include "runtime/error.h"
+
+namespace hone {
+namespace {
+
+// Where an error about `key` points: its line in the deck or its override; for a default, the key's
+// [section] header when the deck has one, else the deck file.
+std::string where(const Config& c, const std::string& key) {
+  const ValueSource& s = c.source(key);
+  if (s.kind == ValueSource::Kind::file || s.kind == ValueSource::Kind::override_arg) return s.describe();
+  const std::string section = key.substr(0, key.find('.'));
+  if (const ValueSource* sec = c.section_source(section)) return sec->describe();
+  return c.deck_path().empty() ? std::string("deck") : c.deck_path();
+}
+
+// "'data.task' = 'jsonl' (default)" / "... (deck.toml:3:1)"
+std::string key_and_value(const Config& c, const std::string& key) {
+  const std::string v = c.has_value(key) ? deck_value_for_message(c.value(key)) : "(no value)";
+  return cat("'", key, "' = ", v, " (", c.source(key).describe(), ")");
+}
+
+// The key of a pair that the user wrote, so the error points at the line to change.
+const std::string& given_one(const Config& c, const std::string& a, const std::string& b) {
+  return (!c.is_set(a) && c.is_set(b)) ? b : a;
+}
+
+[[noreturn]] void conflict(const Config& c, const std::string& a, const std::string& b, const std::string& why) {
+  throw UserError(cat(where(c, given_one(c, b, a)), ": conflicting keys ", key_and_value(c, a), " and ",
+                      key_and_value(c, b), ": ", why));
+}
+
+[[noreturn]] void missing(const Config& c, const std::string& key, const std::string& because_key, const std::string& why) {
+  throw UserError(cat(where(c, because_key), ": missing required key '", key, "' (required because ",
+                      key_and_value(c, because_key), why, ")"));
+}
+
+void fill_derived(Config& c) {
+  for (const auto& k : deck_schema()) {
+    if (k.derived_from.empty() || c.is_set(k.path) || !c.has_value(k.derived_from)) continue;
+    ValueSource src;
+    src.kind = ValueSource::Kind::derived;
+    src.text = k.derived_from;
+    c.set(k.path, c.value(k.derived_from), src);
+  }
+}
+
+void check_model(const Config& c) {
+  const bool from_checkpoint = !c.get_string("model.path").empty();
+  for (const auto& k : deck_schema()) {
+    if (!k.random_init_only) continue;
+    if (from_checkpoint && c.is_set(k.path))
+      conflict(c, "model.path", k.path, "a checkpoint's shape comes from its config.json; remove the shape key or model.path");
+    if (!from_checkpoint && !k.required_when.empty() && !c.has_value(k.path))
+      missing(c, k.path, "model.path", ": a random-init model needs its shape");
+  }
+  if (from_checkpoint) return;
+  const int64_t hidden = c.get_int("model.hidden_size");
+  const int64_t heads = c.get_int("model.num_attention_heads");
+  const int64_t kv = c.get_int("model.num_key_value_heads");
+  const int64_t head_dim = c.get_int("model.head_dim");
+  if (head_dim == 0 && hidden % heads != 0)
+    conflict(c, "model.hidden_size", "model.num_attention_heads",
+             "hidden_size must be a multiple of num_attention_heads when head_dim = 0");
+  if (kv > 0 && heads % kv != 0)
+    conflict(c, "model.num_attention_heads", "model.num_key_value_heads",
+             "num_attention_heads must be a multiple of num_key_value_heads");
+  const int64_t d = head_dim > 0 ? head_dim : hidden / heads;
+  if (d % 2 != 0)
+    conflict(c, "model.hidden_size", head_dim > 0 ? "model.head_dim" : "model.num_attention_heads",
+             cat("the head width (", d, ") must be even: rotary embeddings rotate pairs of channels"));
+}
+
+void check_tokenizer_and_data(const Config& c) {
+  if (c.get_string("tokenizer.kind") == "hf" && (!c.has_value("tokenizer.path") || c.get_string("tokenizer.path").empty()))
+    missing(c, "tokenizer.path", "tokenizer.kind", " and model.path is empty: the tokenizer.json must come from somewhere");
+  if (c.get_string("data.task") == "jsonl" && (!c.has_value("data.path") || c.get_string("data.path").empty()))
+    missing(c, "data.path", "data.task", "");
+  if (c.get_int("data.min_digits") > c.get_int("data.max_digits"))
+    conflict(c, "data.min_digits", "data.max_digits", "min_digits must be <= max_digits");
+  if (c.get_int("data.min_length") > c.get_int("data.max_length"))
+    conflict(c, "data.min_length", "data.max_length", "min_length must be <= max_length");
+}
+
+void check_generation(const Config& c) {
+  if (c.get_bool("generation.greedy")) {
+    const char* why = "greedy decoding does not sample; remove greedy or the sampling filter";
+    if (c.get_int("generation.top_k") != 0) conflict(c, "generation.greedy", "generation.top_k", why);
+    if (c.get_float("generation.top_p") != 1.0) conflict(c, "generation.greedy", "generation.top_p", why);
+    if (c.get_float("generation.min_p") != 0.0) conflict(c, "generation.greedy", "generation.min_p", why);
+  }
+  const int64_t total = c.get_int("generation.max_total_sequence_length");
+  if (c.get_int("generation.max_new_tokens") >= total)
+    conflict(c, "generation.max_new_tokens", "generation.max_total_sequence_length",
+             "max_new_tokens must be < max_total_sequence_length (the prompt needs room)");
+  if (c.get_int("data.max_prompt_tokens") >= total)
+    conflict(c, "data.max_prompt_tokens", "generation.max_total_sequence_length",
+             "max_prompt_tokens must be < max_total_sequence_length (the completion needs room)");
+  if (c.get_int("model.max_position_embeddings") < total && c.get_string("model.path").empty())
+    conflict(c, "model.max_position_embeddings", "generation.max_total_sequence_length",
+             "the model must cover the longest sequence");
+}
+
+void check_grpo_and_train(const Config& c) {
+  const int64_t prompts = c.get_int("grpo.num_prompts_per_step");
+  const int64_t gens = c.get_int("grpo.num_generations_per_prompt");
+  const int64_t gbs = c.get_int("train.global_batch_size");
+  if (gbs > 0 && (prompts * gens) % gbs != 0)
+    throw UserError(cat(where(c, "train.global_batch_size"), ": conflicting keys ", key_and_value(c, "train.global_batch_size"),
+                        " and grpo.num_prompts_per_step * grpo.num_generations_per_prompt = ", prompts, " * ", gens, " = ",
+                        prompts * gens, ": global_batch_size must divide the rollouts of a step"));
+  if (c.get_bool("grpo.use_leave_one_out_baseline") && gens < 2)
+    conflict(c, "grpo.use_leave_one_out_baseline", "grpo.num_generations_per_prompt",
+             "a leave-one-out baseline needs at least 2 generations per prompt");
+  if (c.get_float("loss.is_threshold_low") >= c.get_float("loss.is_threshold_high"))
+    conflict(c, "loss.is_threshold_low", "loss.is_threshold_high", "is_threshold_low must be < is_threshold_high");
+  if (c.get_float("train.min_learning_rate") > c.get_float("train.learning_rate"))
+    conflict(c, "train.min_learning_rate", "train.learning_rate", "min_learning_rate must be <= learning_rate");
+  if (c.get_int("train.max_tokens_per_microbatch") < c.get_int("generation.max_total_sequence_length"))
+    conflict(c, "train.max_tokens_per_microbatch", "generation.max_total_sequence_length",
+             "a micro-batch must hold the longest sequence");
+}
+
+}  // namespace
+
+void resolve_and_check(Config& c) {
+  fill_derived(c);
+  check_model(c);
+  check_tokenizer_and_data(c);
+  check_generation(c);
+  check_grpo_and_train(c);
+}
+
+}  // namespace hone

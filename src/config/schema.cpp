@@ -1,0 +1,272 @@
+// The deck schema itself: one line per key. Adding a key here makes it valid in decks, overridable on the
+// command line, echoed in the resolved deck and documented in `hone help deck` and doc/deck.md.
+#include "config/schema.h"
+
+#include <cctype>
+#include <limits>
+#include <map>
+
+namespace hone {
+namespace {
+
+struct Range {
+  std::optional<double> min, max;
+  bool min_open = false, max_open = false;
+};
+Range any() { return {}; }
+Range at_least(double lo) { return {lo, std::nullopt, false, false}; }
+Range above(double lo) { return {lo, std::nullopt, true, false}; }
+Range closed(double lo, double hi) { return {lo, hi, false, false}; }
+Range open_closed(double lo, double hi) { return {lo, hi, true, false}; }
+Range closed_open(double lo, double hi) { return {lo, hi, false, true}; }
+Range open(double lo, double hi) { return {lo, hi, true, true}; }
+
+KeySpec make(const std::string& path, KeyType type, std::optional<DeckValue> def, Range r, const std::string& unit,
+             const std::string& desc) {
+  KeySpec k;
+  k.path = path;
+  k.type = type;
+  k.default_value = std::move(def);
+  k.min = r.min;
+  k.max = r.max;
+  k.min_open = r.min_open;
+  k.max_open = r.max_open;
+  k.unit = unit;
+  k.description = desc;
+  return k;
+}
+KeySpec b(const std::string& p, bool def, const std::string& desc) { return make(p, KeyType::boolean, def, any(), "", desc); }
+KeySpec i(const std::string& p, std::optional<int64_t> def, Range r, const std::string& unit, const std::string& desc) {
+  return make(p, KeyType::integer, def ? std::optional<DeckValue>(*def) : std::nullopt, r, unit, desc);
+}
+KeySpec f(const std::string& p, double def, Range r, const std::string& unit, const std::string& desc) {
+  return make(p, KeyType::floating, def, r, unit, desc);
+}
+KeySpec s(const std::string& p, std::optional<std::string> def, const std::string& desc) {
+  return make(p, KeyType::string, def ? std::optional<DeckValue>(*def) : std::nullopt, any(), "", desc);
+}
+KeySpec e(const std::string& p, std::vector<std::string> allowed, const std::string& def, const std::string& desc) {
+  KeySpec k = make(p, KeyType::enumeration, def, any(), "", desc);
+  k.allowed = std::move(allowed);
+  return k;
+}
+KeySpec with_check(KeySpec k, std::string (*check)(const DeckValue&)) {
+  k.check = check;
+  return k;
+}
+KeySpec random_init(KeySpec k) {
+  k.random_init_only = true;
+  return k;
+}
+KeySpec required_when(KeySpec k, const std::string& condition) {
+  k.required_when = condition;
+  return k;
+}
+KeySpec derived(KeySpec k, const std::string& from) {
+  k.derived_from = from;
+  return k;
+}
+
+// ---- single-value checks beyond a range --------------------------------------------------------------------
+std::string check_file_name(const DeckValue& v) {
+  const auto& t = std::get<std::string>(v);
+  if (t.empty() || t == "." || t == "..") return "not a file name: must be non-empty (letters, digits, '.', '_', '-')";
+  for (char c : t)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'))
+      return "not a file name: use only letters, digits, '.', '_', '-'";
+  return "";
+}
+std::string check_non_empty(const DeckValue& v) {
+  return std::get<std::string>(v).empty() ? "empty: must name something" : "";
+}
+std::string check_operators(const DeckValue& v) {
+  const auto& t = std::get<std::string>(v);
+  if (t.empty()) return "empty: give one or more of the characters +-*/";
+  for (size_t a = 0; a < t.size(); ++a) {
+    if (std::string("+-*/").find(t[a]) == std::string::npos) return "not valid: only the characters +-*/ are allowed";
+    if (t.find(t[a], a + 1) != std::string::npos) return "not valid: an operator is repeated";
+  }
+  return "";
+}
+std::string check_dual_clip(const DeckValue& v) {
+  const double c = std::get<double>(v);
+  return (c == 0.0 || c > 1.0) ? "" : "out of range: must be 0 (dual clip off) or > 1";
+}
+std::string check_power_of_two(const DeckValue& v) {
+  const int64_t n = std::get<int64_t>(v);
+  return (n > 0 && (n & (n - 1)) == 0) ? "" : "not a power of two";
+}
+
+std::vector<KeySpec> build_schema() {
+  using S = std::vector<std::string>;
+  const auto no_int = std::optional<int64_t>();
+  return {
+      // [run]
+      with_check(s("run.name", "hone", "name of the run: the output file is <output.dir>/<run.name>.h5"), check_file_name),
+      i("run.seed", 1234, at_least(0), "", "seed of every random choice (initialization, data order, sampling)"),
+      e("run.device", S{"cpu", "cuda"}, "cpu", "where the model runs: cpu (fp32 reference path) or cuda (one GPU per rank)"),
+      i("run.max_steps", 100, at_least(1), "steps", "number of GRPO steps to run"),
+      e("run.resume", S{"never", "auto"}, "never", "auto: continue from the newest checkpoint in checkpoint.dir when there is one"),
+      b("run.log_all_ranks", false, "every rank logs, with a [rank r] prefix (otherwise rank 0 alone)"),
+      e("run.log_level", S{"debug", "info", "warn", "error"}, "info", "least severe log message printed"),
+
+      // [model]
+      s("model.path", "", "Hugging Face checkpoint directory (config.json, *.safetensors); empty: random init from the shape keys below"),
+      random_init(e("model.architecture", S{"llama", "qwen2", "qwen3"}, "qwen3", "random init: the transformer family")),
+      random_init(i("model.vocab_size", 0, at_least(0), "tokens", "random init: vocabulary size; 0 = the tokenizer's vocabulary size")),
+      random_init(required_when(i("model.hidden_size", no_int, at_least(1), "", "random init: model width"), "model.path is empty")),
+      random_init(required_when(i("model.intermediate_size", no_int, at_least(1), "", "random init: MLP width"), "model.path is empty")),
+      random_init(required_when(i("model.num_layers", no_int, at_least(1), "", "random init: number of transformer layers"), "model.path is empty")),
+      random_init(required_when(i("model.num_attention_heads", no_int, at_least(1), "", "random init: number of query heads"), "model.path is empty")),
+      random_init(i("model.num_key_value_heads", 0, at_least(0), "", "random init: number of key/value heads (grouped-query attention); 0 = num_attention_heads")),
+      random_init(i("model.head_dim", 0, at_least(0), "", "random init: width of one attention head; 0 = hidden_size / num_attention_heads")),
+      random_init(derived(i("model.max_position_embeddings", no_int, at_least(1), "tokens", "random init: longest position the model is built for"),
+                          "generation.max_total_sequence_length")),
+      random_init(f("model.rope_theta", 1000000.0, above(0), "", "random init: rotary position embedding base")),
+      random_init(f("model.rms_norm_eps", 1e-6, open(0, 1), "", "random init: epsilon of the RMS norms")),
+      random_init(b("model.tie_word_embeddings", false, "random init: the LM head shares the embedding matrix")),
+      random_init(f("model.init_std", 0.02, open_closed(0, 1), "", "random init: standard deviation of the normal weight initialization")),
+
+      // [tokenizer]
+      e("tokenizer.kind", S{"hf", "chars"}, "hf", "hf: a Hugging Face tokenizer.json; chars: the built-in character tokenizer for synthetic tasks"),
+      derived(s("tokenizer.path", std::nullopt, "directory holding tokenizer.json (and tokenizer_config.json)"), "model.path"),
+      e("tokenizer.chat_format", S{"chatml", "llama3", "none"}, "none", "how a prompt is wrapped into a chat turn; none: the prompt text as is"),
+      s("tokenizer.system_prompt", "", "system message put before every prompt (chat formats only); empty: none"),
+
+      // [data]
+      e("data.task", S{"jsonl", "arithmetic", "countdown", "sort", "reverse"}, "jsonl", "jsonl: prompts and answers from data.path; otherwise a built-in synthetic task"),
+      required_when(s("data.path", std::nullopt, "JSONL file, one {prompt, answer} object per line"), "data.task = jsonl"),
+      with_check(s("data.prompt_key", "prompt", "JSONL field holding the prompt"), check_non_empty),
+      with_check(s("data.answer_key", "answer", "JSONL field holding the reference answer"), check_non_empty),
+      b("data.skip_bad_lines", false, "skip JSONL lines that do not parse or lack a field (otherwise stop with an error)"),
+      b("data.shuffle", true, "shuffle the prompts (seeded by run.seed) before every pass"),
+      i("data.max_prompt_tokens", 0, at_least(0), "tokens", "longer prompts are skipped; 0 = limited by generation.max_total_sequence_length"),
+      i("data.min_digits", 1, closed(1, 18), "", "arithmetic, countdown: fewest digits of an operand"),
+      i("data.max_digits", 2, closed(1, 18), "", "arithmetic, countdown: most digits of an operand"),
+      with_check(s("data.operators", "+-", "arithmetic, countdown: operators to draw from (characters of +-*/)"), check_operators),
+      i("data.num_operands", 2, closed(2, 8), "", "arithmetic, countdown: numbers in one problem"),
+      i("data.min_length", 3, closed(1, 256), "", "sort, reverse: shortest sequence"),
+      i("data.max_length", 6, closed(1, 256), "", "sort, reverse: longest sequence"),
+      e("data.alphabet", S{"digits", "letters"}, "digits", "sort, reverse: symbols the sequences are made of"),
+
+      // [grpo]
+      i("grpo.num_prompts_per_step", 32, at_least(1), "prompts", "prompts drawn per step (over all data-parallel ranks)"),
+      i("grpo.num_generations_per_prompt", 16, at_least(1), "", "completions sampled per prompt (the group of group-relative advantages)"),
+      b("grpo.normalize_rewards", true, "divide advantages by the group's reward standard deviation"),
+      b("grpo.use_leave_one_out_baseline", false, "baseline of a sample: the mean reward of the other samples of its group"),
+      b("grpo.use_dynamic_sampling", false, "drop groups whose rewards are all equal and sample more prompts to refill the batch"),
+      i("grpo.dynamic_sampling_max_gen_batches", 10, at_least(1), "", "dynamic sampling: most generation batches per step before giving up"),
+      b("grpo.overlong_filtering", false, "truncated completions (no stop before the length limit) get no gradient"),
+
+      // [loss]
+      f("loss.ratio_clip_min", 0.2, closed(0, 1), "", "PPO clip: the ratio is kept >= 1 - ratio_clip_min"),
+      f("loss.ratio_clip_max", 0.2, at_least(0), "", "PPO clip: the ratio is kept <= 1 + ratio_clip_max"),
+      with_check(f("loss.ratio_clip_c", 0.0, at_least(0), "", "dual clip of negative advantages at c; 0 = off, else > 1"), check_dual_clip),
+      f("loss.kl_coef", 0.0, at_least(0), "", "weight of the KL penalty to the reference policy; 0 = no reference model"),
+      e("loss.kl_type", S{"k1", "k2", "k3"}, "k3", "KL estimator (Schulman's k1, k2, k3)"),
+      f("loss.kl_input_clamp", 20.0, above(0), "", "the log-ratio fed to the KL estimator is clamped to +-this"),
+      f("loss.kl_output_clamp", 10.0, above(0), "", "the per-token KL value is clamped to +-this"),
+      e("loss.aggregation", S{"token", "sequence"}, "token", "token: mean over all tokens of the batch; sequence: mean per sequence, then over sequences"),
+      e("loss.importance_sampling", S{"none", "tis", "icepop", "seq_mask"}, "none",
+        "correction of train/generation mismatch: truncated IS weights, IcePop token masking, or sequence masking"),
+      f("loss.is_threshold_low", 0.5, at_least(0), "", "importance ratios below this are masked (icepop, seq_mask)"),
+      f("loss.is_threshold_high", 2.0, above(0), "", "importance ratios above this are truncated (tis) or masked (icepop, seq_mask)"),
+      b("loss.skip_prev_logprobs_on_policy", true, "with one optimizer step per GRPO step, use the training forward's logprobs as the previous policy's"),
+      f("loss.entropy_coef", 0.0, at_least(0), "", "weight of the entropy bonus"),
+
+      // [generation]
+      f("generation.temperature", 1.0, above(0), "", "sampling temperature"),
+      i("generation.top_k", 0, at_least(0), "tokens", "sample among the k most likely tokens; 0 = off"),
+      f("generation.top_p", 1.0, open_closed(0, 1), "", "nucleus sampling: smallest set of tokens with this much probability; 1 = off"),
+      f("generation.min_p", 0.0, closed_open(0, 1), "", "drop tokens less likely than min_p times the most likely one; 0 = off"),
+      b("generation.greedy", false, "always take the most likely token (no sampling)"),
+      i("generation.max_new_tokens", 512, at_least(1), "tokens", "longest completion"),
+      i("generation.max_total_sequence_length", 4096, at_least(2), "tokens", "longest prompt plus completion"),
+      make("generation.stop_strings", KeyType::string_list, std::vector<std::string>{}, any(), "", "a completion ends after any of these strings"),
+      make("generation.stop_token_ids", KeyType::int_list, std::vector<int64_t>{}, at_least(0), "", "a completion ends after any of these tokens (besides the tokenizer's EOS)"),
+      b("generation.ignore_eos", false, "keep generating after EOS up to max_new_tokens (for benchmarks)"),
+      f("generation.kv_cache_memory_fraction", 0.3, open(0, 1), "", "share of free GPU memory given to the KV cache (when kv_cache_gib = 0)"),
+      f("generation.kv_cache_gib", 0.0, at_least(0), "GiB", "KV cache size; 0 = use kv_cache_memory_fraction"),
+      with_check(i("generation.kv_block_size", 16, closed(1, 1024), "tokens", "tokens per KV cache page (a power of two)"), check_power_of_two),
+      b("generation.cuda_graphs", true, "capture the decode step in CUDA graphs"),
+
+      // [train]
+      f("train.learning_rate", 1e-6, at_least(0), "", "peak learning rate"),
+      f("train.min_learning_rate", 0.0, at_least(0), "", "learning rate at the end of a linear or cosine decay"),
+      e("train.lr_schedule", S{"constant", "linear", "cosine"}, "constant", "learning rate after warmup: constant, or decaying to min_learning_rate at run.max_steps"),
+      i("train.warmup_steps", 0, at_least(0), "steps", "linear warmup from 0 to learning_rate"),
+      f("train.weight_decay", 0.01, at_least(0), "", "AdamW decoupled weight decay"),
+      f("train.adam_beta1", 0.9, closed_open(0, 1), "", "AdamW first-moment decay"),
+      f("train.adam_beta2", 0.999, closed_open(0, 1), "", "AdamW second-moment decay"),
+      f("train.adam_eps", 1e-8, above(0), "", "AdamW epsilon"),
+      f("train.max_grad_norm", 1.0, at_least(0), "", "clip the global gradient norm to this; 0 = off"),
+      i("train.global_batch_size", 0, at_least(0), "sequences", "rollouts per optimizer step; 0 = all rollouts of a step (one optimizer step per GRPO step)"),
+      i("train.max_tokens_per_microbatch", 8192, at_least(1), "tokens", "sequences are packed into micro-batches of at most this many tokens"),
+      b("train.activation_recompute", false, "recompute each layer's activations in backward instead of keeping them"),
+      b("train.distributed_optimizer", false, "shard optimizer state and master weights over data-parallel ranks"),
+      b("train.grad_reduce_in_fp32", true, "reduce gradients over data-parallel ranks in fp32"),
+      b("train.optimizer_offload", false, "keep optimizer state in host memory"),
+
+      // [parallel]
+      i("parallel.tp", 1, at_least(1), "ranks", "tensor-parallel size"),
+      i("parallel.pp", 1, at_least(1), "ranks", "pipeline-parallel size"),
+      f("parallel.nccl_timeout_s", 600.0, above(0), "seconds", "a collective that takes longer ends the run"),
+
+      // [checkpoint]
+      with_check(s("checkpoint.dir", "checkpoints", "directory of the checkpoints"), check_non_empty),
+      i("checkpoint.every", 0, at_least(0), "steps", "save a checkpoint every this many steps; 0 = only at exit"),
+      i("checkpoint.keep", 2, at_least(1), "", "newest checkpoints kept; older ones are deleted"),
+      b("checkpoint.save_at_exit", true, "save a checkpoint when the run ends or is stopped by a signal"),
+
+      // [output]
+      with_check(s("output.dir", "out", "directory of the output file <run.name>.h5"), check_non_empty),
+      i("output.sample_every", 10, at_least(0), "steps", "store sample prompts and completions every this many steps; 0 = never"),
+      i("output.num_samples", 4, at_least(0), "", "samples stored each time"),
+      b("output.overwrite", false, "replace an existing output file (otherwise refuse to start)"),
+  };
+}
+
+}  // namespace
+
+std::string KeySpec::section() const { return path.substr(0, path.find('.')); }
+std::string KeySpec::name() const { return path.substr(path.find('.') + 1); }
+
+const std::vector<SectionSpec>& deck_sections() {
+  static const std::vector<SectionSpec> sections{
+      {"run", "the run as a whole"},
+      {"model", "the policy model: a Hugging Face checkpoint, or a random-init shape"},
+      {"tokenizer", "text to tokens and the chat format"},
+      {"data", "the prompts: a JSONL dataset or a built-in synthetic task"},
+      {"grpo", "prompts and generations per step, advantages, dynamic sampling"},
+      {"loss", "the clipped policy-gradient loss, KL penalty, importance sampling"},
+      {"generation", "sampling, lengths, stop conditions, KV cache"},
+      {"train", "optimizer, learning rate schedule, batch sizes, packing, memory"},
+      {"parallel", "tensor and pipeline parallelism (data parallelism follows from the rank count)"},
+      {"checkpoint", "where and how often checkpoints are saved"},
+      {"output", "the HDF5 output file and its samples"},
+  };
+  return sections;
+}
+
+const std::vector<KeySpec>& deck_schema() {
+  static const std::vector<KeySpec> schema = build_schema();
+  return schema;
+}
+
+const KeySpec* find_key_spec(const std::string& path) {
+  static const std::map<std::string, const KeySpec*> index = [] {
+    std::map<std::string, const KeySpec*> m;
+    for (const auto& k : deck_schema()) m[k.path] = &k;
+    return m;
+  }();
+  auto it = index.find(path);
+  return it == index.end() ? nullptr : it->second;
+}
+
+bool is_deck_section(const std::string& name) {
+  for (const auto& s : deck_sections())
+    if (s.name == name) return true;
+  return false;
+}
+
+}  // namespace hone

@@ -1,0 +1,104 @@
+// Deck errors found while reading the file: each is one line naming file:line:column and the full key path.
+#include <boost/test/unit_test.hpp>
+
+#include "unit/test_config_util.h"
+
+using test::deck_error;
+
+BOOST_AUTO_TEST_SUITE(config_errors)
+
+BOOST_AUTO_TEST_CASE(unknown_key_names_position_and_suggests_the_nearest_key) {
+  BOOST_TEST(deck_error("[run]\nmax_steps = 3\n[grpo]\nnum_generation_per_prompt = 4\n") ==
+             "deck.toml:4:1: unknown key 'grpo.num_generation_per_prompt' (did you mean 'grpo.num_generations_per_prompt'?)");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_key_in_the_wrong_section_suggests_the_right_section) {
+  BOOST_TEST(deck_error("[grpo]\n  temperature = 0.7\n") ==
+             "deck.toml:2:3: unknown key 'grpo.temperature' (did you mean 'generation.temperature'?)");
+  // A key outside any section.
+  BOOST_TEST(deck_error("max_steps = 3\n") == "deck.toml:1:1: unknown key 'max_steps' (did you mean 'run.max_steps'?)");
+}
+
+BOOST_AUTO_TEST_CASE(suggestions_forgive_transpositions_and_case) {
+  BOOST_TEST(deck_error("[run]\nmax_setps = 3\n") == "deck.toml:2:1: unknown key 'run.max_setps' (did you mean 'run.max_steps'?)");
+  BOOST_TEST(deck_error("[run]\nMax_Steps = 3\n") == "deck.toml:2:1: unknown key 'run.Max_Steps' (did you mean 'run.max_steps'?)");
+  BOOST_TEST(deck_error("[Train]\nx = 3\n") == "deck.toml:1:1: unknown section '[Train]' (did you mean '[train]'?)");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_key_far_from_every_key_gets_no_suggestion) {
+  BOOST_TEST(deck_error("[run]\nzzzzzzzz = 1\n") == "deck.toml:2:1: unknown key 'run.zzzzzzzz'");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_section) {
+  BOOST_TEST(deck_error("[run]\nseed = 1\n\n[grop]\nx = 1\n") == "deck.toml:4:1: unknown section '[grop]' (did you mean '[grpo]'?)");
+  BOOST_TEST(deck_error("[run.extra]\nx = 1\n") == "deck.toml:1:1: unknown section '[run.extra]'");
+  // A dotted key inside a section is a key, not a section.
+  BOOST_TEST(deck_error("[run]\nfoo.bar = 1\n") == "deck.toml:2:1: unknown key 'run.foo'");
+}
+
+BOOST_AUTO_TEST_CASE(the_earliest_problem_in_the_file_is_reported) {
+  // TOML++ keeps keys sorted; the report must still follow the file's order.
+  BOOST_TEST(deck_error("[run]\nzeta = 1\nalpha = 2\n") == "deck.toml:2:1: unknown key 'run.zeta'");
+}
+
+BOOST_AUTO_TEST_CASE(wrong_type_says_expected_and_found) {
+  BOOST_TEST(deck_error("[run]\nmax_steps = \"abc\"\n") ==
+             "deck.toml:2:13: wrong type for 'run.max_steps': expected an integer, found a string");
+  BOOST_TEST(deck_error("[run]\nmax_steps = 2.5\n") ==
+             "deck.toml:2:13: wrong type for 'run.max_steps': expected an integer, found a float");
+  BOOST_TEST(deck_error("[generation]\ngreedy = 1\n") ==
+             "deck.toml:2:10: wrong type for 'generation.greedy': expected a boolean (true or false), found an integer");
+  BOOST_TEST(deck_error("[generation]\ntemperature = \"hot\"\n") ==
+             "deck.toml:2:15: wrong type for 'generation.temperature': expected a number, found a string");
+  BOOST_TEST(deck_error("[generation]\nstop_strings = \"</a>\"\n") ==
+             "deck.toml:2:16: wrong type for 'generation.stop_strings': expected an array of strings, found a string");
+  BOOST_TEST(deck_error("[generation]\nstop_token_ids = [1, \"a\"]\n") ==
+             "deck.toml:2:22: wrong type for 'generation.stop_token_ids[1]': expected an integer, found a string");
+  BOOST_TEST(deck_error("[[run]]\nseed = 1\n") ==
+             "deck.toml:1:3: wrong type for section 'run': expected a table [run], found an array of tables");
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_states_the_range) {
+  BOOST_TEST(deck_error("[run]\nmax_steps = 0\n") == "deck.toml:2:13: 'run.max_steps' = 0 is out of range: must be >= 1");
+  BOOST_TEST(deck_error("[generation]\ntop_p = 0.0\n") ==
+             "deck.toml:2:9: 'generation.top_p' = 0.0 is out of range: must be in (0, 1]");
+  BOOST_TEST(deck_error("[generation]\nmin_p = 1.0\n") ==
+             "deck.toml:2:9: 'generation.min_p' = 1.0 is out of range: must be in [0, 1)");
+  BOOST_TEST(deck_error("[generation]\ntemperature = 0\n") ==
+             "deck.toml:2:15: 'generation.temperature' = 0.0 is out of range: must be > 0");
+  BOOST_TEST(deck_error("[generation]\ntemperature = nan\n") ==
+             "deck.toml:2:15: 'generation.temperature' = nan is not a finite number");
+  BOOST_TEST(deck_error("[generation]\nstop_token_ids = [5, -1]\n") ==
+             "deck.toml:2:18: 'generation.stop_token_ids[1]' = -1 is out of range: must be >= 0");
+  BOOST_TEST(deck_error("[loss]\nratio_clip_c = 0.5\n") ==
+             "deck.toml:2:16: 'loss.ratio_clip_c' = 0.5 is out of range: must be 0 (dual clip off) or > 1");
+  BOOST_TEST(deck_error("[generation]\nkv_block_size = 24\n") ==
+             "deck.toml:2:17: 'generation.kv_block_size' = 24 is not a power of two");
+  BOOST_TEST(deck_error("[run]\nname = \"my run\"\n") ==
+             "deck.toml:2:8: 'run.name' = 'my run' is not a file name: use only letters, digits, '.', '_', '-'");
+}
+
+BOOST_AUTO_TEST_CASE(value_not_allowed_lists_the_allowed_values) {
+  BOOST_TEST(deck_error("[run]\ndevice = \"gpu\"\n") ==
+             "deck.toml:2:10: 'run.device' = 'gpu' is not one of the allowed values: cpu, cuda");
+  BOOST_TEST(deck_error("[loss]\nimportance_sampling = \"is\"\n") ==
+             "deck.toml:2:23: 'loss.importance_sampling' = 'is' is not one of the allowed values: none, tis, icepop, seq_mask");
+}
+
+BOOST_AUTO_TEST_CASE(toml_syntax_error_names_the_position) {
+  const std::string e = deck_error("[run]\nseed = 1\nmax_steps = \n");
+  BOOST_TEST(e.rfind("deck.toml:3:", 0) == 0, e);
+  BOOST_TEST(e.find("TOML syntax error: ") != std::string::npos, e);
+  BOOST_TEST(e.find('\n') == std::string::npos, e);
+  const std::string dup = deck_error("[run]\nseed = 1\nseed = 2\n");
+  BOOST_TEST(dup.rfind("deck.toml:3:", 0) == 0, dup);
+  BOOST_TEST(dup.find("TOML syntax error") != std::string::npos, dup);
+}
+
+BOOST_AUTO_TEST_CASE(missing_deck_file) {
+  BOOST_CHECK_EXCEPTION(hone::load_config("no/such/deck.toml"), hone::UserError, [](const hone::UserError& e) {
+    return std::string(e.what()) == "cannot read deck 'no/such/deck.toml': No such file or directory";
+  });
+}
+
+BOOST_AUTO_TEST_SUITE_END()

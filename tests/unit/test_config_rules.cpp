@@ -1,0 +1,108 @@
+// Deck rules over several keys: conditional requirements and conflicting keys, each naming where the values came from.
+#include <boost/test/unit_test.hpp>
+
+#include "unit/test_config_util.h"
+
+using test::deck_error;
+
+BOOST_AUTO_TEST_SUITE(config_rules)
+
+BOOST_AUTO_TEST_CASE(the_minimal_decks_are_valid) {
+  BOOST_TEST(deck_error(test::kCheckpointDeck) == "(no error)");
+  BOOST_TEST(deck_error(test::kRandomInitDeck) == "(no error)");
+}
+
+BOOST_AUTO_TEST_CASE(jsonl_task_needs_a_path_and_says_where_the_task_came_from) {
+  BOOST_TEST(deck_error("[model]\npath = \"m\"\n") ==
+             "deck.toml: missing required key 'data.path' (required because 'data.task' = 'jsonl' (default))");
+  BOOST_TEST(deck_error("[model]\npath = \"m\"\n[data]\ntask = \"jsonl\"\n") ==
+             "deck.toml:4:1: missing required key 'data.path' (required because 'data.task' = 'jsonl' (deck.toml:4:1))");
+  BOOST_TEST(deck_error("[model]\npath = \"m\"\n[data]\nshuffle = false\n") ==
+             "deck.toml:3:1: missing required key 'data.path' (required because 'data.task' = 'jsonl' (default))");
+  BOOST_TEST(deck_error("[model]\npath = \"m\"\n[data]\ntask = \"sort\"\n", {"data.task=jsonl"}) ==
+             "override 'data.task=jsonl': missing required key 'data.path' (required because 'data.task' = 'jsonl' "
+             "(override 'data.task=jsonl'))");
+}
+
+BOOST_AUTO_TEST_CASE(random_init_needs_its_shape) {
+  BOOST_TEST(deck_error("[tokenizer]\nkind = \"chars\"\n[data]\ntask = \"sort\"\n[model]\nhidden_size = 64\n") ==
+             "deck.toml:5:1: missing required key 'model.intermediate_size' (required because 'model.path' = '' (default): "
+             "a random-init model needs its shape)");
+}
+
+BOOST_AUTO_TEST_CASE(model_path_conflicts_with_shape_keys) {
+  BOOST_TEST(deck_error("[model]\npath = \"m\"\nnum_layers = 2\n[data]\npath = \"x\"\n") ==
+             "deck.toml:3:1: conflicting keys 'model.path' = 'm' (deck.toml:2:1) and 'model.num_layers' = 2 (deck.toml:3:1): "
+             "a checkpoint's shape comes from its config.json; remove the shape key or model.path");
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"model.path=models/q"}) ==
+             "deck.toml:2:1: conflicting keys 'model.path' = 'models/q' (override 'model.path=models/q') and "
+             "'model.hidden_size' = 64 (deck.toml:2:1): a checkpoint's shape comes from its config.json; remove the shape key "
+             "or model.path");
+}
+
+BOOST_AUTO_TEST_CASE(random_init_shape_must_be_consistent) {
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"model.num_attention_heads=3"}) ==
+             "override 'model.num_attention_heads=3': conflicting keys 'model.hidden_size' = 64 (deck.toml:2:1) and "
+             "'model.num_attention_heads' = 3 (override 'model.num_attention_heads=3'): hidden_size must be a multiple of "
+             "num_attention_heads when head_dim = 0");
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"model.num_key_value_heads=3"}).find(
+                 "num_attention_heads must be a multiple of num_key_value_heads") != std::string::npos);
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"model.head_dim=15"}).find("the head width (15) must be even") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(hf_tokenizer_needs_a_path) {
+  BOOST_TEST(deck_error("[model]\nhidden_size = 64\nintermediate_size = 128\nnum_layers = 2\nnum_attention_heads = 4\n"
+                        "[data]\ntask = \"sort\"\n") ==
+             "deck.toml: missing required key 'tokenizer.path' (required because 'tokenizer.kind' = 'hf' (default) and "
+             "model.path is empty: the tokenizer.json must come from somewhere)");
+  // Given explicitly, a random-init model may use a real tokenizer.
+  BOOST_TEST(deck_error("[model]\nhidden_size = 64\nintermediate_size = 128\nnum_layers = 2\nnum_attention_heads = 4\n"
+                        "[data]\ntask = \"sort\"\n[tokenizer]\npath = \"tok\"\n") == "(no error)");
+}
+
+BOOST_AUTO_TEST_CASE(greedy_conflicts_with_sampling_filters) {
+  const std::string deck = std::string(test::kCheckpointDeck) + "[generation]\ngreedy = true\ntop_k = 5\n";
+  BOOST_TEST(deck_error(deck) ==
+             "deck.toml:7:1: conflicting keys 'generation.greedy' = true (deck.toml:6:1) and 'generation.top_k' = 5 "
+             "(deck.toml:7:1): greedy decoding does not sample; remove greedy or the sampling filter");
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"generation.greedy=true", "generation.top_p=0.9"}).find(
+                 "conflicting keys 'generation.greedy' = true (override 'generation.greedy=true') and 'generation.top_p' = 0.9") !=
+             std::string::npos);
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"generation.greedy=true", "generation.min_p=0.1"}).find("'generation.min_p'") !=
+             std::string::npos);
+  // Neutral values are not a conflict.
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"generation.greedy=true", "generation.top_p=1"}) == "(no error)");
+}
+
+BOOST_AUTO_TEST_CASE(global_batch_size_must_divide_the_rollouts) {
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"train.global_batch_size=100"}) ==
+             "override 'train.global_batch_size=100': conflicting keys 'train.global_batch_size' = 100 "
+             "(override 'train.global_batch_size=100') and grpo.num_prompts_per_step * grpo.num_generations_per_prompt = "
+             "32 * 16 = 512: global_batch_size must divide the rollouts of a step");
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"train.global_batch_size=128"}) == "(no error)");
+}
+
+BOOST_AUTO_TEST_CASE(other_conflicts) {
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"generation.max_new_tokens=4096"}).find(
+                 "max_new_tokens must be < max_total_sequence_length") != std::string::npos);
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"data.max_prompt_tokens=5000"}).find(
+                 "max_prompt_tokens must be < max_total_sequence_length") != std::string::npos);
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"train.max_tokens_per_microbatch=1000"}).find(
+                 "a micro-batch must hold the longest sequence") != std::string::npos);
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"train.min_learning_rate=1"}).find(
+                 "min_learning_rate must be <= learning_rate") != std::string::npos);
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"loss.is_threshold_low=3"}).find(
+                 "is_threshold_low must be < is_threshold_high") != std::string::npos);
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"grpo.use_leave_one_out_baseline=true", "grpo.num_generations_per_prompt=1"})
+                 .find("a leave-one-out baseline needs at least 2 generations per prompt") != std::string::npos);
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"data.min_digits=3"}) ==
+             "override 'data.min_digits=3': conflicting keys 'data.min_digits' = 3 (override 'data.min_digits=3') and "
+             "'data.max_digits' = 2 (default): min_digits must be <= max_digits");
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"data.min_length=9"}).find("min_length must be <= max_length") !=
+             std::string::npos);
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"model.max_position_embeddings=100"}).find(
+                 "the model must cover the longest sequence") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
