@@ -18,6 +18,8 @@ struct Filtered {
   std::vector<double> weight;  // exp(z_i - z_max), over the full vocabulary
   std::vector<char> keep;      // 1 where the token survives every filter
   double kept_mass = 0;        // sum of weight over kept tokens
+  double total_mass = 0;       // sum of weight over the whole vocabulary
+  double zmax = 0;
 };
 
 Filtered filter(std::span<const float> logits, const SamplingParams& p) {
@@ -32,7 +34,11 @@ Filtered filter(std::span<const float> logits, const SamplingParams& p) {
     zmax = std::max(zmax, logits[i] * inv_t);
   }
   HONE_CHECK(std::isfinite(zmax), "no finite logit in a row of ", v);
-  for (size_t i = 0; i < v; ++i) f.weight[i] = std::exp(logits[i] * inv_t - zmax);
+  for (size_t i = 0; i < v; ++i) {
+    f.weight[i] = std::exp(logits[i] * inv_t - zmax);
+    f.total_mass += f.weight[i];
+  }
+  f.zmax = zmax;
 
   // top-k: the k-th largest weight is the threshold (weights are monotone in z, so this is the k-th largest z).
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < v) {
@@ -44,18 +50,27 @@ Filtered filter(std::span<const float> logits, const SamplingParams& p) {
   }
 
   // top-p: walk the kept weights from the largest down until their mass reaches p; everything >= that weight stays.
+  // Only the head of the distribution is sorted: select the m largest (m = 64, 256, ...) until they hold the mass.
   if (p.top_p < 1.0f) {
     std::vector<double> w;
     double mass = 0;
     for (size_t i = 0; i < v; ++i)
       if (f.keep[i]) w.push_back(f.weight[i]), mass += f.weight[i];
-    std::sort(w.begin(), w.end(), std::greater<double>());
     const double target = static_cast<double>(p.top_p) * mass;
-    double acc = 0, threshold = w.back();
-    for (double x : w) {
-      acc += x;
+    size_t m = std::min<size_t>(64, w.size());
+    for (;;) {
+      if (m < w.size()) std::nth_element(w.begin(), w.begin() + (m - 1), w.end(), std::greater<double>());
+      double head = 0;
+      for (size_t i = 0; i < m; ++i) head += w[i];
+      if (head >= target || m == w.size()) break;
+      m = std::min(4 * m, w.size());
+    }
+    std::sort(w.begin(), w.begin() + m, std::greater<double>());
+    double acc = 0, threshold = w[m - 1];
+    for (size_t i = 0; i < m; ++i) {
+      acc += w[i];
       if (acc >= target) {
-        threshold = x;
+        threshold = w[i];
         break;
       }
     }
@@ -126,6 +141,7 @@ SampledToken sample_token(std::span<const float> logits, const SamplingParams& p
   SampledToken out;
   if (params.greedy) {
     out.token = greedy_token(logits);
+    out.logprob = static_cast<float>(temperature_logprob(logits, params.temperature, out.token));
   } else {
     const Filtered f = filter(logits, params);
     const double target = static_cast<double>(u) * f.kept_mass;
@@ -136,8 +152,10 @@ SampledToken sample_token(std::span<const float> logits, const SamplingParams& p
       acc += f.weight[i];
       if (acc > target) break;
     }
+    // The same value as temperature_logprob, from the weights already computed.
+    const double inv_t = 1.0 / static_cast<double>(params.temperature);
+    out.logprob = static_cast<float>(logits[out.token] * inv_t - f.zmax - std::log(f.total_mass));
   }
-  out.logprob = static_cast<float>(temperature_logprob(logits, params.temperature, out.token));
   return out;
 }
 

@@ -2,7 +2,9 @@
 // logprob, sampling frequencies against the filtered distribution, and reproducibility of seeded draws.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "generation/rng.h"
@@ -93,6 +95,33 @@ BOOST_AUTO_TEST_CASE(top_p_keeps_the_smallest_most_probable_set) {
   const std::vector<float> tied = logits_of({0.4, 0.2, 0.2, 0.2});
   BOOST_TEST(support(hone::sampling_distribution(tied, params(1, 0, 0.5f))).size() == 4u);
   BOOST_TEST(support(hone::sampling_distribution(tied, params(1, 0, 0.3f))) == std::vector<int>({0}));
+}
+
+// On a 1000-token row where the top-p set needs hundreds of tokens, the kept set equals a plain full-sort reference.
+BOOST_AUTO_TEST_CASE(top_p_matches_a_full_sort_reference_on_a_large_row) {
+  std::vector<float> l(1000);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = 2.0f * hone::philox_uniform(8, 0, 0, static_cast<uint32_t>(i), 9);
+  l[17] = l[400];  // a tie somewhere
+  for (float top_p : {0.1f, 0.5f, 0.9f, 0.999f}) {
+    std::vector<double> w;
+    double z = 0;
+    for (float x : l) z += std::exp(static_cast<double>(x));
+    for (float x : l) w.push_back(std::exp(static_cast<double>(x)) / z);
+    std::vector<double> sorted = w;
+    std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+    double acc = 0, threshold = 0;
+    for (double x : sorted)
+      if ((acc += x) >= top_p) {
+        threshold = x;
+        break;
+      }
+    std::vector<int> expect;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (w[i] >= threshold) expect.push_back(static_cast<int>(i));
+    const std::vector<int> got = support(hone::sampling_distribution(l, params(1, 0, top_p)));
+    BOOST_TEST_MESSAGE("top_p " << top_p << " keeps " << got.size());
+    BOOST_TEST(got == expect);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(min_p_drops_tokens_below_a_fraction_of_the_top_probability) {
