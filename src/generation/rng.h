@@ -11,10 +11,12 @@
 
 #include <cstdint>
 
+#ifndef HONE_HD
 #ifdef __CUDACC__
 #define HONE_HD __host__ __device__
 #else
 #define HONE_HD
+#endif
 #endif
 
 namespace hone {

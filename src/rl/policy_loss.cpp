@@ -206,6 +206,8 @@ PolicyLossMetrics policy_loss(const PolicyLossConfig& c, const PolicyLossBatch<T
     for (int64_t t = begin; t < end; ++t) {
       if (!b.mask[t]) continue;
       const double now = b.new_logprobs[t], old = b.old_logprobs[t], gen = b.gen_logprobs[t];
+      HONE_CHECK(!std::isnan(now) && !std::isnan(old) && !std::isnan(gen), "NaN logprob at token ", t,
+                 ": new ", now, " old ", old, " generation ", gen);
       ++m.valid_tokens;
 
       // Clipped surrogate (pessimistic branch), then the dual-clip bound for negative advantages.

@@ -421,6 +421,13 @@ BOOST_AUTO_TEST_CASE(names_parse_and_bad_config_is_a_user_error) {
   c.ratio_clip_min = 1.5;
   BOOST_CHECK_THROW(hone::validate_policy_loss_config(c), hone::UserError);
   BOOST_CHECK_NO_THROW(hone::validate_policy_loss_config(hone::PolicyLossConfig{}));
+  // A NaN logprob on a trained token is an internal error, not a silent NaN loss; on a masked token it is ignored.
+  Data d = one_token(1.0, 1.0);
+  d.add_token(NAN, NAN, NAN, NAN, 0.0, 0);
+  d.end_sequence(1.0);
+  BOOST_CHECK_NO_THROW(run(hone::PolicyLossConfig{}, d, 1.0));
+  d.now[0] = NAN;
+  BOOST_CHECK_THROW(run(hone::PolicyLossConfig{}, d, 1.0), hone::Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
