@@ -15,6 +15,12 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::info)};
 std::atomic<bool> g_all_ranks{false};
 std::mutex g_write_mutex;
 
+// Without MPI (a command that does not start it, even under mpirun) the launcher's rank decides who logs.
+int log_rank() {
+  static const int launcher = launcher_rank();
+  return mpi_active() ? world_rank() : launcher;
+}
+
 const char* tag(LogLevel level) {
   switch (level) {
     case LogLevel::debug: return "debug: ";
@@ -63,12 +69,12 @@ void configure_logging_from_env() {
 }
 
 bool log_enabled(LogLevel level) {
-  return static_cast<int>(level) >= g_level.load() && (g_all_ranks.load() || world_rank() == 0);
+  return static_cast<int>(level) >= g_level.load() && (g_all_ranks.load() || log_rank() == 0);
 }
 
 void log_line(LogLevel level, const std::string& message) {
   if (!log_enabled(level)) return;
-  const std::string prefix = (g_all_ranks.load() ? cat("[rank ", world_rank(), "] ") : std::string()) + tag(level);
+  const std::string prefix = (g_all_ranks.load() ? cat("[rank ", log_rank(), "] ") : std::string()) + tag(level);
   std::string text;
   size_t begin = 0;
   while (true) {  // every line of a multi-line message carries the prefix

@@ -1,4 +1,4 @@
-// Logging with levels. By default only rank 0 writes; with all-ranks logging on, every rank writes and each line
+// Logging with levels. By default only rank 0 writes (without MPI: the launcher's rank 0, see launcher_rank()); with all-ranks logging on, every rank writes and each line
 // starts with "[rank r] ". debug and info go to stdout, warn and error to stderr; every line is written whole
 // (thread safe). Lines: info as is, the others tagged "debug: ", "warning: ", "error: ".
 // Settings come from $HONE_LOG_LEVEL (debug|info|warn|error, default info) and $HONE_LOG_ALL_RANKS=1, read by

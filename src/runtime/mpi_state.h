@@ -5,7 +5,7 @@
 
 namespace hone::detail {
 
-// A duplicate of MPI_COMM_WORLD used only on the error path (fatal_exit, agree), so that its messages never
+// A duplicate of MPI_COMM_WORLD used only by fatal_exit, so that its messages never
 // match a collective the program has in flight on MPI_COMM_WORLD. MPI_COMM_WORLD when the Runtime has not set it up.
 MPI_Comm error_comm();
 

@@ -4,7 +4,10 @@
 
 #include <string>
 
+#include <cstdlib>
+
 #include "common/paths.h"
+#include "runtime/runtime.h"
 
 namespace {
 const std::string kMpirun = "timeout 60 mpirun -np 2 --oversubscribe --allow-run-as-root ";
@@ -44,6 +47,19 @@ BOOST_AUTO_TEST_CASE(unknown_command_under_mpirun_is_reported_once) {
   std::string out;
   BOOST_TEST(test::run_command(kMpirun + test::hone_exe() + " frobnicate", &out) == 2);
   BOOST_TEST(count(out, "unknown command 'frobnicate'") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(launcher_rank_comes_from_the_environment) {
+  const char* before = std::getenv("OMPI_COMM_WORLD_RANK");
+  const std::string saved = before ? before : "";
+  setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+  BOOST_TEST(hone::launcher_rank() == 5);
+  if (before)
+    setenv("OMPI_COMM_WORLD_RANK", saved.c_str(), 1);
+  else
+    unsetenv("OMPI_COMM_WORLD_RANK");
+  BOOST_TEST(hone::world_rank() == 0);  // MPI is not running in this process
+  BOOST_TEST(hone::world_size() == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
