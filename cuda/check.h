@@ -5,7 +5,7 @@
 // Plain header for .cu and .cpp files of a CUDA build (HONE_CUDA=1): only CUDA headers and runtime/error.h.
 #pragma once
 
-#include <cublas_api.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <nccl.h>
