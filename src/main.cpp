@@ -1,8 +1,6 @@
 // The command line: `hone <command> [args...]`. Commands register themselves (runtime/command.h);
 // this file finds the command, starts MPI when the command uses it, and turns exceptions into exit codes.
 #include <cstdio>
-#include <exception>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,19 +37,13 @@ int main(int argc, char** argv) {
   }
   const hone::Command* cmd = hone::find_command(name);
   if (!cmd) {
-    std::fprintf(stderr, "hone: error: unknown command '%s'\n\n", name.c_str());
-    print_usage(stderr);
+    if (hone::launcher_rank() == 0) {  // once, not once per rank under mpirun/srun
+      std::fprintf(stderr, "hone: error: unknown command '%s'\n\n", name.c_str());
+      print_usage(stderr);
+    }
     return hone::kExitUserError;
   }
-  std::vector<std::string> args(argv + 2, argv + argc);
-
-  std::optional<hone::Runtime> runtime;
-  try {
-    if (cmd->uses_mpi) runtime.emplace(&argc, &argv);
-    return cmd->run(args);
-  } catch (const hone::UserError& e) {
-    hone::fatal_exit(hone::kExitUserError, e.what(), /*collective=*/true);
-  } catch (const std::exception& e) {
-    hone::fatal_exit(hone::kExitFailure, e.what(), /*collective=*/false);
-  }
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  // MPI starts only for commands that use it; errors end every rank with one message (runtime/runtime.h).
+  return hone::run_guarded(cmd->uses_mpi, &argc, &argv, [&] { return cmd->run(args); });
 }

@@ -9,4 +9,8 @@ void check_failed(const char* kind, const char* expr, const char* file, int line
   throw Error(msg);
 }
 
+void call_failed(const char* macro, const char* expr, const std::string& reason, const char* file, int line) {
+  throw Error(cat(macro, "(", expr, ") failed: ", reason, " at ", file, ":", line));
+}
+
 }  // namespace hone::detail

@@ -39,6 +39,8 @@ std::string cat(const Args&... args) {
 
 namespace detail {
 [[noreturn]] void check_failed(const char* kind, const char* expr, const char* file, int line, const std::string& detail);
+// For the library-call checks (MPI_CHECK, CUDA_CHECK, ...): throws Error("<macro>(<expr>) failed: <reason> at file:line").
+[[noreturn]] void call_failed(const char* macro, const char* expr, const std::string& reason, const char* file, int line);
 }  // namespace detail
 
 }  // namespace hone

@@ -1,0 +1,63 @@
+// `hone ranks [parallel.tp=N] [parallel.pp=N]`: prints where every rank runs and its place in the rank grid, to
+// check a launch (mpirun/srun options, ranks per node, GPU per local rank) before a long job.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "runtime/command.h"
+#include "runtime/error.h"
+#include "runtime/mpi_check.h"
+#include "runtime/rank_grid.h"
+#include "runtime/runtime.h"
+
+namespace hone {
+namespace {
+
+int parse_positive(const std::string& key, const std::string& value) {
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  HONE_USER_CHECK(used == value.size() && v >= 1, key, " = '", value, "' must be a positive integer");
+  return v;
+}
+
+int run_ranks(const std::vector<std::string>& args) {
+  int tp = 1, pp = 1;
+  for (const auto& a : args) {
+    const size_t eq = a.find('=');
+    const std::string key = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    if (key == "parallel.tp") {
+      tp = parse_positive(key, value);
+    } else if (key == "parallel.pp") {
+      pp = parse_positive(key, value);
+    } else {
+      throw UserError(cat("hone ranks: unknown argument '", a, "' (allowed: parallel.tp=N parallel.pp=N)"));
+    }
+  }
+  const RankGrid grid(world_size(), tp, pp);
+  char host[64] = {};
+  gethostname(host, sizeof(host) - 1);
+  const RankCoord c = grid.coord(world_rank());
+  char line[192];
+  std::snprintf(line, sizeof(line), "rank %d: host %s, local rank %d of %d, dp %d tp %d pp %d", world_rank(), host,
+                local_rank(), local_size(), c.dp, c.tp, c.pp);
+  std::vector<char> lines(world_rank() == 0 ? sizeof(line) * static_cast<size_t>(world_size()) : 1);
+  MPI_CHECK(MPI_Gather(line, sizeof(line), MPI_CHAR, lines.data(), sizeof(line), MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (world_rank() == 0) {
+    std::printf("%d ranks: dp %d x tp %d x pp %d\n", world_size(), grid.dp(), grid.tp(), grid.pp());
+    for (int r = 0; r < world_size(); ++r) std::printf("%s\n", &lines[sizeof(line) * static_cast<size_t>(r)]);
+  }
+  return kExitOk;
+}
+
+const CommandRegistration reg{{"ranks", "print each rank's host, local rank and place in the dp x tp x pp grid",
+                               /*uses_mpi=*/true, &run_ranks}};
+
+}  // namespace
+}  // namespace hone

@@ -1,0 +1,48 @@
+// Fatal-error scenarios for tests/unit/test_runtime_fatal.cpp, run under `mpirun -np 2` (or alone as one rank).
+// Every scenario runs through hone::run_guarded, the same path as every hone command.
+//   fatal_error <scenario>
+//     ok                   prints each rank's place and exits 0
+//     one-rank-error       rank 1 throws hone::Error while rank 0 waits in MPI_Barrier   (abort, exit 1)
+//     one-rank-user-error  the same with a hone::UserError                                (abort, exit 2)
+//     all-ranks-user-error every rank throws the same UserError                           (clean exit 2)
+//     all-ranks-different  every rank throws a different Error                            (clean exit 1)
+//     agreed-one-rank      rank 1 fails inside hone::agreed, rank 0 passes                (clean exit 2)
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+
+#include "runtime/agree.h"
+#include "runtime/error.h"
+#include "runtime/runtime.h"
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  return hone::run_guarded(true, &argc, &argv, [&]() -> int {
+    const int rank = hone::world_rank();
+    if (scenario == "ok") {
+      std::printf("rank %d of %d, local rank %d of %d\n", rank, hone::world_size(), hone::local_rank(),
+                  hone::local_size());
+      return 0;
+    }
+    if (scenario == "one-rank-error" || scenario == "one-rank-user-error") {
+      if (rank == 1) {
+        if (scenario == "one-rank-error") throw hone::Error("rank 1 lost its device (test)");
+        throw hone::UserError("rank 1 cannot read shard 1 (test)");
+      }
+      MPI_Barrier(MPI_COMM_WORLD);  // never completes: rank 1 does not come
+      std::printf("rank %d passed the barrier\n", rank);
+      return 0;
+    }
+    if (scenario == "all-ranks-user-error") throw hone::UserError("deck.toml:3:1: unknown key 'foo' (test)");
+    if (scenario == "all-ranks-different") throw hone::Error(hone::cat("rank ", rank, " failed its own way (test)"));
+    if (scenario == "agreed-one-rank") {
+      hone::agreed([&] {
+        if (rank == 1) throw hone::UserError("missing input file (test)");
+      });
+      std::printf("rank %d passed the agreement\n", rank);
+      return 0;
+    }
+    throw hone::UserError(hone::cat("unknown scenario '", scenario, "'"));
+  });
+}

@@ -1,0 +1,59 @@
+// Stop signals: SIGUSR1/SIGTERM set the flag the GRPO loop polls; a second one ends the process
+// (tests/programs/stop_signal).
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <string>
+
+#include "common/paths.h"
+
+namespace {
+std::string program() { return test::build_dir() + "/tests/programs/stop_signal"; }
+const std::string kMpirun = "timeout 60 mpirun -np 2 --oversubscribe --allow-run-as-root ";
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(runtime_signals)
+
+BOOST_AUTO_TEST_CASE(first_signal_sets_the_stop_flag) {
+  std::string out;
+  BOOST_TEST(test::run_command(program() + " once", &out) == 3);
+  BOOST_TEST(out.find("rank 0 before: 0") != std::string::npos);
+  BOOST_TEST(out.find("rank 0 after: 1 signal " + std::to_string(SIGUSR1) + " any rank: 1") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(second_signal_ends_the_process) {
+  std::string out;
+  BOOST_TEST(test::run_command(program() + " twice", &out) == 128 + SIGTERM);
+  BOOST_TEST(out.find("rank 0 after: 1 signal " + std::to_string(SIGTERM)) != std::string::npos);
+  BOOST_TEST(out.find("still running") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_signal_on_one_rank_stops_every_rank) {
+  std::string out;
+  const int status =
+      test::run_command(kMpirun + program() + " rank1", &out);
+  BOOST_TEST(status == 3);
+  BOOST_TEST(out.find("rank 0 after: 0 signal 0 any rank: 1") != std::string::npos);
+  BOOST_TEST(out.find("rank 1 after: 1 signal " + std::to_string(SIGUSR1) + " any rank: 1") != std::string::npos);
+}
+
+// A signal sent from outside, to the process alone or to mpirun (which forwards SIGUSR1 to every rank), stops the
+// polling loop on every rank with exit code 3.
+BOOST_AUTO_TEST_CASE(signal_from_outside_stops_the_loop) {
+  const std::string dir = test::temp_dir("stop-signal");
+  // No `timeout` in front of mpirun here: it would take the signal itself; it wraps the whole script instead.
+  for (const std::string& launcher : {std::string(), std::string("mpirun -np 2 --oversubscribe --allow-run-as-root ")}) {
+    BOOST_TEST_CONTEXT(launcher) {
+      const std::string log = dir + "/out.txt";
+      const std::string script = launcher + program() + " wait > " + log + " 2>&1 & p=$!; " +
+                                 "for i in $(seq 300); do grep -q ready " + log + " && break; sleep 0.1; done; " +
+                                 "kill -USR1 $p; wait $p; s=$?; cat " + log + "; exit $s";
+      std::string out;
+      BOOST_TEST(test::run_command("timeout 90 bash -c '" + script + "'", &out) == 3);
+      BOOST_TEST(out.find("rank 0 stopping at step") != std::string::npos);
+      BOOST_TEST((launcher.empty() || out.find("rank 1 stopping at step") != std::string::npos));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
