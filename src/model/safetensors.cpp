@@ -81,14 +81,15 @@ SafetensorsTensorInfo parse_entry(const std::string& file, const std::string& na
   if (!d) throw bad(cat("unknown dtype '", t.dtype_name, "'"));
   t.supported = d->supported;
   t.dtype = d->dtype;
-  // Bytes implied by the shape, saturated just past the data size so that no product overflows.
+  // Bytes implied by the shape, saturated at 2^64 so that no product overflows.
+  const unsigned __int128 kSaturated = (unsigned __int128)1 << 64;
   unsigned __int128 bytes = uint64_t(d->itemsize);
   for (const json& dim : e["shape"]) {
     if (!dim.is_number_unsigned()) throw bad(cat("shape entry ", dim.dump(), " is not a non-negative integer"));
     const uint64_t v = dim.get<uint64_t>();
     if (v > uint64_t(INT64_MAX)) throw bad("shape entry too large");
     t.shape.push_back(int64_t(v));
-    bytes = std::min<unsigned __int128>(bytes * v, (unsigned __int128)data_size + 1);
+    bytes = std::min<unsigned __int128>(bytes * v, kSaturated);
   }
   for (const json& o : e["data_offsets"])
     if (!o.is_number_unsigned()) throw bad(cat("data offset ", o.dump(), " is not a non-negative integer"));
@@ -99,8 +100,8 @@ SafetensorsTensorInfo parse_entry(const std::string& file, const std::string& na
                   " bytes): the file is truncated or the header is wrong"));
   if (bytes != end - begin)
     throw bad(cat("shape ", e["shape"].dump(), " of ", t.dtype_name, " needs ",
-                  bytes > data_size ? "more than the file holds" : std::to_string(uint64_t(bytes)),
-                  " bytes but data_offsets cover ", end - begin));
+                  bytes >= kSaturated ? std::string("2^64 bytes or more") : cat(uint64_t(bytes), " bytes"),
+                  " but data_offsets cover ", end - begin));
   t.begin = int64_t(begin);
   t.end = int64_t(end);
   return t;
@@ -216,7 +217,7 @@ void SafetensorsFile::read_f32(const std::string& name, float* dst) const {
     std::memcpy(dst, src, size_t(n) * 4);
   } else if (t.supported && (t.dtype == DType::bf16 || t.dtype == DType::f16)) {
     const bool bf = t.dtype == DType::bf16;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > (1 << 18))
     for (int64_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, src + 2 * i, 2);

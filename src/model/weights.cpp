@@ -142,7 +142,7 @@ void init_random_weights(ModelWeights& w, const ModelConfig& c, uint64_t seed, f
     }
     // Counter-based: element i of a parameter depends only on (seed, name, i), not on threads or layout.
     const uint64_t key = splitmix64(base ^ fnv1a(name));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i) {
       const uint64_t a = splitmix64(key + 2 * uint64_t(i)), b = splitmix64(key + 2 * uint64_t(i) + 1);
       const double u1 = (double((a >> 11) + 1)) * 0x1.0p-53;  // (0, 1]
