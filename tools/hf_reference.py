@@ -197,7 +197,7 @@ def roundtrip(args):
                      ("bf16-sharded", ["--max-shard-size", "10KB"], want_bf16))
             for name, extra, expect in cases:
                 dst = os.path.join(tmp, name)
-                run([HONE, "convert", "--model", src, "--output", dst, "--dtype", name.split("-")[0]] + extra)
+                run([args.hone, "convert", "--model", src, "--output", dst, "--dtype", name.split("-")[0]] + extra)
                 files = sorted(os.listdir(dst))
                 stored = {f"{t.dtype}" for f in files if f.endswith(".safetensors")
                           for t in [safe_open_first(os.path.join(dst, f))]}
@@ -248,7 +248,7 @@ def compare(args):
             for s in sequences:
                 f.write(json.dumps({"tokens": s}) + "\n")
         out = os.path.join(tmp, "out.h5")
-        run([HONE, "logprobs", "--model", mdir, "--input", seqs, "--output", out])
+        run([args.hone, "logprobs", "--model", mdir, "--input", seqs, "--output", out])
         got = h5_dataset(out, "/logprobs", "<f4")
         offsets = h5_dataset(out, "/offsets", "<i8")
     want = logprobs_of(model, sequences).numpy()
@@ -271,6 +271,7 @@ def main():
     c.add_argument("--shape", choices=("qwen3-0.6b", "llama-3.2-1b", "tiny"), required=True)
     c.add_argument("--lengths", default="300,200,257", help="comma-separated sequence lengths")
     c.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hone", default=HONE, help="the hone executable (default: build/hone)")
     args = ap.parse_args()
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     {"goldens": write_goldens, "roundtrip": roundtrip, "compare": compare}[args.mode](args)

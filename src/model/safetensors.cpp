@@ -130,8 +130,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     ::close(fd);
     throw UserError(cat(path, ": not a safetensors file: ", size, " bytes, shorter than the 8-byte header length"));
   }
-  // Copy-on-write so that a caller writing through a view can neither change the file nor fault.
-  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  // Read-only: a writable private mapping would be charged in full against the commit limit, which fails for
+  // large checkpoints on hosts that disable overcommit.
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   HONE_USER_CHECK(m != MAP_FAILED, "cannot map ", path, ": ", errno_text());
   map_ = m;

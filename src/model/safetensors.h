@@ -30,7 +30,7 @@ struct SafetensorsTensorInfo {
 };
 
 // A read-only, memory-mapped safetensors file. Views it returns point into the mapping: they are valid while this
-// object lives (copy-on-write mapping: writing through a view changes neither the file nor other readers).
+// object lives and must only be read (the mapping is read-only; copy out with convert_copy or read_f32).
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::string& path);  // maps and validates; UserError naming the file on failure
