@@ -336,7 +336,14 @@ void write_entry_bytes(AtomicFile& out, const SafetensorsEntry& e) {
     const int64_t m = std::min(kChunk, n - i);
     Tensor src = Tensor::view(static_cast<char*>(t.data()) + size_t(i) * dtype_size(t.dtype()), {m}, t.dtype());
     Tensor dst = Tensor::view(buf.data(), {m}, e.dtype);
-    convert_copy(src, dst);
+    if (t.dtype() == DType::f32 && e.dtype == DType::bf16) {  // the common case (saving for inference), unrolled
+      const float* x = src.f32();
+      uint16_t* y = dst.u16();
+#pragma omp parallel for schedule(static) if (m > (1 << 18))
+      for (int64_t k = 0; k < m; ++k) y[k] = f32_to_bf16(x[k]);
+    } else {
+      convert_copy(src, dst);
+    }
     out.write(dst.data(), dst.nbytes());
   }
 }
