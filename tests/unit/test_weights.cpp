@@ -160,6 +160,32 @@ BOOST_AUTO_TEST_CASE(bf16_save_rounds_to_nearest_even) {
     if (w2.flat.f32()[i] != hone::bf16_to_f32(hone::f32_to_bf16(w.flat.f32()[i]))) BOOST_FAIL("bf16 load " << i);
 }
 
+BOOST_AUTO_TEST_CASE(f16_and_mixed_dtype_checkpoints_load_as_f32) {
+  const hone::ModelConfig c = hone::load_model_config(golden("qwen2"));
+  hone::ModelWeights w = hone::allocate_weights(c);
+  hone::load_weights(w, c, golden("qwen2"));
+  const std::string dir = test::temp_dir("weights-f16");
+  std::vector<hone::SafetensorsEntry> entries;
+  int k = 0;
+  for (const auto& [n, t] : w.named_parameters())  // alternate F16, BF16, F32 tensors
+    entries.push_back({n, t, k % 3 == 0 ? DType::f16 : (k % 3 == 1 ? DType::bf16 : DType::f32)}), ++k;
+  hone::write_safetensors_checkpoint(dir, entries, int64_t(1) << 30);
+  hone::ModelWeights w2 = hone::allocate_weights(c);
+  hone::load_weights(w2, c, dir);
+  k = 0;
+  const auto p1 = w.named_parameters(), p2 = w2.named_parameters();
+  for (size_t j = 0; j < p1.size(); ++j, ++k) {
+    const Tensor &a = p1[j].second, &b = p2[j].second;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const float x = a.f32()[i];
+      const float want = k % 3 == 0 ? hone::f16_to_f32(hone::f32_to_f16(x))
+                                    : (k % 3 == 1 ? hone::bf16_to_f32(hone::f32_to_bf16(x)) : x);
+      if (b.f32()[i] != want) BOOST_FAIL(p1[j].first << "[" << i << "] " << b.f32()[i] << " != " << want);
+    }
+  }
+  BOOST_TEST(!same_bits(w.flat, w2.flat));  // the rounding happened
+}
+
 BOOST_AUTO_TEST_CASE(random_init_is_deterministic_and_shaped) {
   const hone::ModelConfig c = hone::load_model_config(golden("qwen2"));
   hone::ModelWeights a = hone::allocate_weights(c), b = hone::allocate_weights(c), d = hone::allocate_weights(c);
