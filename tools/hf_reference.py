@@ -1,8 +1,8 @@
-#!/usr/bin/env python3
 """Hugging Face transformers as the reference for hone's model engine and checkpoint I/O.
 
-Needs torch, transformers and safetensors: run with a Python that has them (e.g. `pip install torch transformers
-safetensors`). Not run by `make test`; its `goldens` mode writes the small golden files committed under tests/data/hf.
+Needs torch, transformers and safetensors (`pip install torch transformers safetensors`): run it with a Python that
+has them, e.g. `/opt/hone-ref/bin/python tools/hf_reference.py goldens`. h5dump (HDF5 tools) is used by `compare`.
+Not run by `make test`; its `goldens` mode writes the small golden files committed under tests/data/hf.
 
 Modes:
   goldens    tests/data/hf/{llama,qwen2,qwen3}: a tiny random checkpoint written by transformers itself
@@ -240,9 +240,10 @@ def compare(args):
         mdir = os.path.join(tmp, "model")
         if args.shape == "tiny":
             model.save_pretrained(mdir)
-        else:
-            model.to(torch.bfloat16).save_pretrained(mdir)
-            model.to(torch.float32)
+        else:  # a bf16 copy of the parameters only: casting the model would also round its RoPE frequency buffer
+            state = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
+            model.save_pretrained(mdir, state_dict=state)
+            del state
         seqs = os.path.join(tmp, "seqs.jsonl")
         with open(seqs, "w") as f:
             for s in sequences:
