@@ -1,0 +1,91 @@
+// `hone convert`: reads a Hugging Face checkpoint and writes it back through hone's own writer (f32 or bf16,
+// optionally sharded). Useful to change a checkpoint's dtype or sharding, and to check that a checkpoint loads.
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/weights.h"
+#include "runtime/command.h"
+#include "runtime/error.h"
+
+namespace hone {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kUsage =
+    "usage: hone convert --model DIR --output DIR [--dtype f32|bf16] [--max-shard-size BYTES]\n"
+    "  --model DIR            a Hugging Face checkpoint (config.json + safetensors)\n"
+    "  --output DIR           where to write; must not exist or be empty\n"
+    "  --dtype f32|bf16       dtype of the written weights (default: bf16 when the config says bfloat16, else f32)\n"
+    "  --max-shard-size SIZE  shard above this size, in bytes or with a suffix KB, MB, GB (10^3) or KiB, MiB, GiB\n"
+    "                         (default 5GB)\n";
+
+// "1000", "5GB", "512MiB" -> bytes.
+int64_t parse_size(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  HONE_USER_CHECK(i > 0 && i <= 15, "--max-shard-size: '", text, "' is not a size (e.g. 2000000000, 2GB, 500MiB)");
+  int64_t n = std::stoll(text.substr(0, i));
+  const std::string unit = text.substr(i);
+  int64_t mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KB") mult = 1000;
+  else if (unit == "MB") mult = 1000 * 1000;
+  else if (unit == "GB") mult = 1000 * 1000 * 1000;
+  else if (unit == "KiB") mult = int64_t(1) << 10;
+  else if (unit == "MiB") mult = int64_t(1) << 20;
+  else if (unit == "GiB") mult = int64_t(1) << 30;
+  else throw UserError(cat("--max-shard-size: unknown unit '", unit, "' (use B, KB, MB, GB, KiB, MiB, GiB)"));
+  HONE_USER_CHECK(n > 0, "--max-shard-size must be positive");
+  return n * mult;
+}
+
+int run_convert(const std::vector<std::string>& args) {
+  std::string model, output, dtype_arg, shard_arg;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return kExitOk;
+    }
+    auto value = [&]() -> std::string {
+      HONE_USER_CHECK(i + 1 < args.size(), "convert: ", a, " needs a value\n", kUsage);
+      return args[++i];
+    };
+    if (a == "--model") model = value();
+    else if (a == "--output") output = value();
+    else if (a == "--dtype") dtype_arg = value();
+    else if (a == "--max-shard-size") shard_arg = value();
+    else throw UserError(cat("convert: unknown argument '", a, "'\n", kUsage));
+  }
+  HONE_USER_CHECK(!model.empty() && !output.empty(), "convert: --model and --output are required\n", kUsage);
+  HONE_USER_CHECK(!fs::exists(output) || (fs::is_directory(output) && fs::is_empty(output)), "convert: ", output,
+                  " exists and is not an empty folder; refusing to overwrite it");
+
+  const ModelConfig config = load_model_config(model);
+  DType dtype = config.torch_dtype == "bfloat16" ? DType::bf16 : DType::f32;
+  if (dtype_arg == "f32" || dtype_arg == "float32") dtype = DType::f32;
+  else if (dtype_arg == "bf16" || dtype_arg == "bfloat16") dtype = DType::bf16;
+  else HONE_USER_CHECK(dtype_arg.empty(), "convert: --dtype must be f32 or bf16 (got '", dtype_arg, "')");
+  const int64_t max_shard = shard_arg.empty() ? int64_t(5) * 1000 * 1000 * 1000 : parse_size(shard_arg);
+
+  ModelWeights w = allocate_weights(config);
+  load_weights(w, config, model);
+  save_model(w, config, output, dtype, max_shard);
+  // Tokenizer and generation settings travel along unchanged, so the output is a complete model folder.
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"})
+    if (fs::exists(fs::path(model) / f)) fs::copy_file(fs::path(model) / f, fs::path(output) / f);
+
+  std::printf("converted %s (%s, %lld parameters) to %s in %s\n", model.c_str(), architecture_hf_name(config.arch),
+              static_cast<long long>(config.num_parameters()), output.c_str(), dtype_name(dtype));
+  return kExitOk;
+}
+
+const CommandRegistration reg{{"convert", "rewrite a Hugging Face checkpoint (dtype, sharding)", false, &run_convert}};
+
+}  // namespace
+}  // namespace hone

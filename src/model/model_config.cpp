@@ -1,0 +1,335 @@
+// ModelConfig from and to a Hugging Face config.json. Reads both the classic field names (rope_theta,
+// rope_scaling, torch_dtype) and those newer transformers releases write (rope_parameters, dtype); refuses by name
+// whatever hone's engine does not compute (other architectures, sliding windows, other RoPE scalings, biases
+// outside q/k/v), so a checkpoint is never run with a silently different model.
+#include "model/model_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+
+namespace hone {
+
+using json = nlohmann::json;
+
+const char* architecture_hf_name(Architecture a) {
+  switch (a) {
+    case Architecture::llama: return "LlamaForCausalLM";
+    case Architecture::qwen2: return "Qwen2ForCausalLM";
+    case Architecture::qwen3: return "Qwen3ForCausalLM";
+  }
+  return "?";
+}
+
+static const char* architecture_model_type(Architecture a) {
+  switch (a) {
+    case Architecture::llama: return "llama";
+    case Architecture::qwen2: return "qwen2";
+    case Architecture::qwen3: return "qwen3";
+  }
+  return "?";
+}
+
+int64_t ModelConfig::num_parameters() const {
+  const int64_t C = hidden_size, I = intermediate_size, V = vocab_size, D = head_dim;
+  const int64_t q = q_dim(), kv = kv_dim();
+  int64_t layer = 2 * C                   // input and post-attention norms
+                  + C * q + 2 * C * kv     // q, k, v projections
+                  + q * C                  // o projection
+                  + 3 * C * I;             // gate, up, down
+  if (attention_bias) layer += q + 2 * kv;
+  if (qk_norm) layer += 2 * D;
+  return V * C + int64_t(num_hidden_layers) * layer + C + (tie_word_embeddings ? 0 : V * C);
+}
+
+void ModelConfig::validate() const {
+  auto positive = [](int v, const char* name) {
+    HONE_USER_CHECK(v > 0, "model config: ", name, " must be positive (got ", v, ")");
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(intermediate_size, "intermediate_size");
+  positive(num_hidden_layers, "num_hidden_layers");
+  positive(num_attention_heads, "num_attention_heads");
+  positive(num_key_value_heads, "num_key_value_heads");
+  positive(head_dim, "head_dim");
+  positive(max_position_embeddings, "max_position_embeddings");
+  HONE_USER_CHECK(num_attention_heads % num_key_value_heads == 0, "model config: num_attention_heads (",
+                  num_attention_heads, ") must be a multiple of num_key_value_heads (", num_key_value_heads, ")");
+  HONE_USER_CHECK(head_dim % 2 == 0, "model config: head_dim must be even for RoPE (got ", head_dim, ")");
+  HONE_USER_CHECK(rope.head_dim == head_dim, "model config: rope.head_dim (", rope.head_dim, ") differs from head_dim (",
+                  head_dim, ")");
+  HONE_USER_CHECK(std::isfinite(rms_norm_eps) && rms_norm_eps > 0.f, "model config: rms_norm_eps must be positive");
+  HONE_USER_CHECK(std::isfinite(rope.theta) && rope.theta > 0.f, "model config: rope_theta must be positive");
+  if (rope.llama3) {
+    HONE_USER_CHECK(rope.factor > 0.f, "model config: rope_scaling.factor must be positive");
+    HONE_USER_CHECK(rope.low_freq_factor > 0.f && rope.high_freq_factor > rope.low_freq_factor,
+                    "model config: rope_scaling needs 0 < low_freq_factor < high_freq_factor (got ",
+                    rope.low_freq_factor, ", ", rope.high_freq_factor, ")");
+    HONE_USER_CHECK(rope.original_max_position_embeddings > 0,
+                    "model config: rope_scaling.original_max_position_embeddings must be positive");
+  }
+  const bool wants_bias = arch == Architecture::qwen2, wants_qk_norm = arch == Architecture::qwen3;
+  HONE_USER_CHECK(attention_bias == wants_bias, "model config: attention_bias must be ", wants_bias ? "true" : "false",
+                  " for ", architecture_hf_name(arch));
+  HONE_USER_CHECK(qk_norm == wants_qk_norm, "model config: qk_norm must be ", wants_qk_norm ? "true" : "false",
+                  " for ", architecture_hf_name(arch));
+  if (bos_token_id >= 0)
+    HONE_USER_CHECK(bos_token_id < vocab_size, "model config: bos_token_id ", bos_token_id, " is not below vocab_size ",
+                    vocab_size);
+  for (int e : eos_token_ids)
+    HONE_USER_CHECK(e >= 0 && e < vocab_size, "model config: eos_token_id ", e, " is outside [0, ", vocab_size, ")");
+}
+
+namespace {
+
+// Field readers that name the file and the field in every error.
+struct ConfigReader {
+  std::string where;  // "<dir>/config.json"
+  const json& j;
+
+  [[noreturn]] void fail(const std::string& msg) const { throw UserError(cat(where, ": ", msg)); }
+
+  bool has(const char* key) const { return j.contains(key) && !j.at(key).is_null(); }
+
+  int get_int(const json& obj, const std::string& key, const std::string& label) const {
+    const json& v = obj.at(key);
+    if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))
+      fail(cat("field '", label, "' must be an integer (got ", v.dump(), ")"));
+    const double d = v.get<double>();
+    if (d < -2147483648.0 || d > 2147483647.0) fail(cat("field '", label, "' is out of range (", v.dump(), ")"));
+    return int(v.get<int64_t>());
+  }
+  int req_int(const char* key) const {
+    if (!has(key)) fail(cat("missing field '", key, "'"));
+    return get_int(j, key, key);
+  }
+  int opt_int(const char* key, int fallback) const { return has(key) ? get_int(j, key, key) : fallback; }
+
+  double get_num(const json& obj, const std::string& key, const std::string& label) const {
+    const json& v = obj.at(key);
+    if (!v.is_number()) fail(cat("field '", label, "' must be a number (got ", v.dump(), ")"));
+    return v.get<double>();
+  }
+  double opt_num(const char* key, double fallback) const { return has(key) ? get_num(j, key, key) : fallback; }
+
+  bool opt_bool(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j.at(key).is_boolean()) fail(cat("field '", key, "' must be true or false (got ", j.at(key).dump(), ")"));
+    return j.at(key).get<bool>();
+  }
+  std::string opt_string(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!j.at(key).is_string()) fail(cat("field '", key, "' must be a string (got ", j.at(key).dump(), ")"));
+    return j.at(key).get<std::string>();
+  }
+};
+
+Architecture parse_architecture(const ConfigReader& r) {
+  static const char* kSupported = "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+  std::string name;
+  if (r.has("architectures")) {
+    const json& a = r.j.at("architectures");
+    if (!a.is_array() || a.empty() || !a[0].is_string())
+      r.fail(cat("field 'architectures' must be a non-empty list of names (got ", a.dump(), ")"));
+    name = a[0].get<std::string>();
+  } else if (r.has("model_type")) {
+    const std::string t = r.opt_string("model_type", "");
+    if (t == "llama") return Architecture::llama;
+    if (t == "qwen2") return Architecture::qwen2;
+    if (t == "qwen3") return Architecture::qwen3;
+    r.fail(cat("unsupported model_type '", t, "' (supported: llama, qwen2, qwen3)"));
+  } else {
+    r.fail("missing field 'architectures'");
+  }
+  if (name == "LlamaForCausalLM") return Architecture::llama;
+  if (name == "Qwen2ForCausalLM") return Architecture::qwen2;
+  if (name == "Qwen3ForCausalLM") return Architecture::qwen3;
+  r.fail(cat("unsupported architecture '", name, "' (supported: ", kSupported, ")"));
+}
+
+// rope_scaling (classic) or rope_parameters (newer transformers, which also carries rope_theta).
+void parse_rope(const ConfigReader& r, ModelConfig& c) {
+  c.rope.head_dim = c.head_dim;
+  c.rope.theta = float(r.opt_num("rope_theta", 10000.0));
+  const char* key = r.has("rope_scaling") ? "rope_scaling" : (r.has("rope_parameters") ? "rope_parameters" : nullptr);
+  if (!key) return;
+  const json& s = r.j.at(key);
+  if (!s.is_object()) r.fail(cat("field '", key, "' must be an object (got ", s.dump(), ")"));
+  const std::string prefix = std::string(key) + ".";
+  if (s.contains("rope_theta") && !s.at("rope_theta").is_null() && !r.has("rope_theta"))
+    c.rope.theta = float(r.get_num(s, "rope_theta", prefix + "rope_theta"));
+  std::string type = "default";
+  for (const char* k : {"rope_type", "type"}) {
+    if (s.contains(k) && !s.at(k).is_null()) {
+      if (!s.at(k).is_string()) r.fail(cat("field '", prefix, k, "' must be a string"));
+      type = s.at(k).get<std::string>();
+      break;
+    }
+  }
+  if (type == "default") return;
+  if (type != "llama3") r.fail(cat("unsupported ", prefix, "rope_type '", type, "' (supported: default, llama3)"));
+  auto num = [&](const char* k) {
+    if (!s.contains(k) || s.at(k).is_null()) r.fail(cat("missing field '", prefix, k, "' for rope_type llama3"));
+    return r.get_num(s, k, prefix + k);
+  };
+  c.rope.llama3 = true;
+  c.rope.factor = float(num("factor"));
+  c.rope.low_freq_factor = float(num("low_freq_factor"));
+  c.rope.high_freq_factor = float(num("high_freq_factor"));
+  if (!s.contains("original_max_position_embeddings") || s.at("original_max_position_embeddings").is_null())
+    r.fail(cat("missing field '", prefix, "original_max_position_embeddings' for rope_type llama3"));
+  c.rope.original_max_position_embeddings =
+      r.get_int(s, "original_max_position_embeddings", prefix + "original_max_position_embeddings");
+}
+
+std::vector<int> parse_token_ids(const ConfigReader& r, const char* key) {
+  std::vector<int> ids;
+  if (!r.has(key)) return ids;
+  const json& v = r.j.at(key);
+  if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_number_integer()) r.fail(cat("field '", key, "' must be an integer or a list of integers"));
+      ids.push_back(v[i].get<int>());
+    }
+  } else {
+    ids.push_back(r.get_int(r.j, key, key));
+  }
+  return ids;
+}
+
+// Features hone does not compute: refused by name rather than ignored.
+void refuse_unsupported(const ConfigReader& r, const ModelConfig& c) {
+  const std::string act = r.has("hidden_act") ? r.opt_string("hidden_act", "silu") : r.opt_string("hidden_activation", "silu");
+  if (act != "silu") r.fail(cat("unsupported hidden_act '", act, "' (supported: silu)"));
+  if (r.opt_bool("use_sliding_window", false))
+    r.fail("use_sliding_window true is not supported (hone computes full causal attention)");
+  if (r.has("layer_types")) {
+    const json& lt = r.j.at("layer_types");
+    if (!lt.is_array()) r.fail("field 'layer_types' must be a list");
+    for (size_t i = 0; i < lt.size(); ++i)
+      if (!lt[i].is_string() || lt[i].get<std::string>() != "full_attention")
+        r.fail(cat("layer_types[", i, "] is ", lt[i].dump(), ": only \"full_attention\" is supported"));
+  }
+  if (c.arch != Architecture::qwen2 && r.opt_bool("attention_bias", false))
+    r.fail(cat("attention_bias true is not supported for ", architecture_hf_name(c.arch),
+               " (it adds a bias to o_proj too; hone supports q/k/v biases as in Qwen2 only)"));
+  if (r.opt_bool("mlp_bias", false)) r.fail("mlp_bias true is not supported");
+  if (r.opt_int("pretraining_tp", 1) != 1) r.fail("pretraining_tp other than 1 is not supported");
+  if (r.has("quantization_config")) r.fail("quantized checkpoints (quantization_config) are not supported");
+}
+
+}  // namespace
+
+ModelConfig load_model_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  std::ifstream in(path);
+  HONE_USER_CHECK(in.good(), "cannot open ", path, " (is '", dir, "' a Hugging Face model folder?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::exception& e) {
+    throw UserError(cat(path, ": not valid JSON: ", e.what()));
+  }
+  HONE_USER_CHECK(j.is_object(), path, ": expected a JSON object at the top level");
+  const ConfigReader r{path, j};
+
+  ModelConfig c;
+  c.arch = parse_architecture(r);
+  c.vocab_size = r.req_int("vocab_size");
+  c.hidden_size = r.req_int("hidden_size");
+  c.intermediate_size = r.req_int("intermediate_size");
+  c.num_hidden_layers = r.req_int("num_hidden_layers");
+  c.num_attention_heads = r.req_int("num_attention_heads");
+  c.num_key_value_heads = r.opt_int("num_key_value_heads", c.num_attention_heads);
+  if (c.num_attention_heads <= 0) r.fail("num_attention_heads must be positive");
+  c.head_dim = r.opt_int("head_dim", c.hidden_size / c.num_attention_heads);
+  c.max_position_embeddings = r.opt_int("max_position_embeddings", 2048);
+  c.rms_norm_eps = float(r.opt_num("rms_norm_eps", 1e-6));
+  parse_rope(r, c);
+  c.tie_word_embeddings = r.opt_bool("tie_word_embeddings", false);
+  c.attention_bias = c.arch == Architecture::qwen2;
+  c.qk_norm = c.arch == Architecture::qwen3;
+  const std::vector<int> bos = parse_token_ids(r, "bos_token_id");
+  c.bos_token_id = bos.empty() ? -1 : bos[0];
+  c.eos_token_ids = parse_token_ids(r, "eos_token_id");
+  c.torch_dtype = r.has("torch_dtype") ? r.opt_string("torch_dtype", "bfloat16") : r.opt_string("dtype", "bfloat16");
+  refuse_unsupported(r, c);
+  try {
+    c.validate();
+  } catch (const UserError& e) {
+    throw UserError(cat(path, ": ", e.what()));
+  }
+  return c;
+}
+
+std::string model_config_to_hf_json(const ModelConfig& c) {
+  json j;
+  j["architectures"] = json::array({architecture_hf_name(c.arch)});
+  j["model_type"] = architecture_model_type(c.arch);
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = double(c.rms_norm_eps);
+  j["hidden_act"] = "silu";
+  j["initializer_range"] = 0.02;
+  j["attention_dropout"] = 0.0;
+  j["use_cache"] = true;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["rope_theta"] = double(c.rope.theta);
+  // Both spellings of the RoPE settings: classic readers take rope_theta/rope_scaling, newer ones rope_parameters.
+  json params = {{"rope_theta", double(c.rope.theta)}, {"rope_type", "default"}};
+  if (c.rope.llama3) {
+    json s = {{"rope_type", "llama3"},
+              {"factor", double(c.rope.factor)},
+              {"low_freq_factor", double(c.rope.low_freq_factor)},
+              {"high_freq_factor", double(c.rope.high_freq_factor)},
+              {"original_max_position_embeddings", c.rope.original_max_position_embeddings}};
+    j["rope_scaling"] = s;
+    params.update(s);
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["rope_parameters"] = params;
+  switch (c.arch) {
+    case Architecture::llama:
+      j["attention_bias"] = false;
+      j["mlp_bias"] = false;
+      j["pretraining_tp"] = 1;
+      break;
+    case Architecture::qwen2:
+      j["use_sliding_window"] = false;
+      j["sliding_window"] = nullptr;
+      j["max_window_layers"] = c.num_hidden_layers;
+      break;
+    case Architecture::qwen3:
+      j["attention_bias"] = false;
+      j["use_sliding_window"] = false;
+      j["sliding_window"] = nullptr;
+      j["max_window_layers"] = c.num_hidden_layers;
+      break;
+  }
+  j["bos_token_id"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
+  if (c.eos_token_ids.empty())
+    j["eos_token_id"] = nullptr;
+  else if (c.eos_token_ids.size() == 1)
+    j["eos_token_id"] = c.eos_token_ids[0];
+  else
+    j["eos_token_id"] = c.eos_token_ids;
+  j["torch_dtype"] = c.torch_dtype;
+  j["dtype"] = c.torch_dtype;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace hone

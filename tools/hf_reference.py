@@ -1,0 +1,282 @@
+"""Hugging Face transformers as the reference for hone's model engine and checkpoint I/O.
+
+Needs torch, transformers and safetensors (`pip install torch transformers safetensors`): run it with a Python that
+has them, e.g. `/opt/hone-ref/bin/python tools/hf_reference.py goldens`. h5dump (HDF5 tools) is used by `compare`.
+Not run by `make test`; its `goldens` mode writes the small golden files committed under tests/data/hf.
+
+Modes:
+  goldens    tests/data/hf/{llama,qwen2,qwen3}: a tiny random checkpoint written by transformers itself
+             (config.json + model.safetensors, f32), sequences.jsonl and reference.safetensors (definition below).
+  roundtrip  a tiny random checkpoint per architecture, rewritten by `hone convert` (f32, bf16, and sharded);
+             transformers loads hone's output and must give the same logprobs (f32: bitwise; bf16: bitwise equal
+             to the same model with its weights rounded to bf16).
+  compare    a random checkpoint at a real shape (qwen3-0.6b, llama-3.2-1b) or tiny, scored by
+             `hone logprobs` and by transformers in fp32 on the same sequences; prints the logprob differences.
+
+reference.safetensors (every tensor f32 unless said otherwise), for the sequences s = 0..S-1 of sequences.jsonl,
+each run through the model on its own (batch of one, no packing, positions 0..n_s-1, eager attention, fp32):
+  logprobs  [N]    for each sequence, for t = 1..n_s-1: log softmax(logits[t-1])[tokens[t]], i.e. the log-prob of
+                   each token given the previous ones; the sequences' n_s - 1 values concatenated in order.
+  entropy   [N]    at the same positions: -sum_v p_v log p_v with p = softmax(logits[t-1]).
+  offsets   [S+1]  i64; sequence s owns logprobs[offsets[s]:offsets[s+1]].
+  grad.<hf parameter name>  the gradient of L = sum_i c_i * logprobs[i], c_i = 1 + 0.1 * (i mod 5), with i the
+                   index into the concatenated logprobs array, for every parameter transformers lists in
+                   named_parameters() (a tied lm_head is embed_tokens and receives both gradients there).
+The header metadata "parameter_order" holds the JSON list of parameter names in named_parameters() order.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HONE = os.path.join(ROOT, "build", "hone")
+SEQUENCE_LENGTHS = (5, 17, 40)
+
+
+def tiny_config(arch):
+    """The golden shapes: vocab 96, hidden 32, intermediate 64, 2 layers, 4 heads, 2 kv heads."""
+    common = dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128, rms_norm_eps=1e-6, bos_token_id=1,
+                  eos_token_id=2)
+    if arch == "llama":
+        # original_max_position_embeddings 16 puts the head_dim-8 frequencies on both sides of the llama3 band, so
+        # the scaling changes the result at the 40-token sequence.
+        return LlamaConfig(**common, rope_theta=10000.0, tie_word_embeddings=True,
+                           rope_scaling={"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
+                                         "high_freq_factor": 4.0, "original_max_position_embeddings": 16})
+    if arch == "qwen2":
+        return Qwen2Config(**common, rope_theta=10000.0, tie_word_embeddings=False)
+    if arch == "qwen3":
+        return Qwen3Config(**common, head_dim=16, rope_theta=1000000.0, tie_word_embeddings=False)
+    raise ValueError(arch)
+
+
+def real_config(arch, shape):
+    if shape == "tiny":
+        return tiny_config(arch)
+    if shape == "qwen3-0.6b":
+        return Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                           num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
+                           rope_theta=1000000.0, max_position_embeddings=40960, rms_norm_eps=1e-6,
+                           bos_token_id=151643, eos_token_id=151645)
+    if shape == "llama-3.2-1b":
+        return LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                           num_attention_heads=32, num_key_value_heads=8, head_dim=64, tie_word_embeddings=True,
+                           rope_theta=500000.0, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                           bos_token_id=128000, eos_token_id=[128001, 128008, 128009],
+                           rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    raise ValueError(shape)
+
+
+def build_model(config, seed, randomize_all=True):
+    """A model from `config` with every parameter random: matrices N(0, 0.15^2), embeddings and lm_head N(0, 0.4^2)
+    (logits of a few units: neither flat nor saturated), norm weights
+    uniform in [0.5, 1.5] and biases N(0, 0.1^2), so that a wrong use of a norm or a bias changes the result."""
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32)
+    if randomize_all:
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("norm.weight"):
+                    p.copy_(0.5 + torch.rand(p.shape, generator=g))
+                elif name.endswith(".bias"):
+                    p.copy_(0.1 * torch.randn(p.shape, generator=g))
+                elif "embed_tokens" in name or name.startswith("lm_head"):
+                    p.copy_(0.4 * torch.randn(p.shape, generator=g))
+                else:
+                    p.copy_(0.15 * torch.randn(p.shape, generator=g))
+    model.eval()
+    return model
+
+
+def sequence_logprobs(model, tokens):
+    """logprobs and entropies [n-1] of one sequence, as defined in the module docstring."""
+    ids = torch.tensor([tokens], dtype=torch.long)
+    logits = model(input_ids=ids).logits[0, :-1].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    target = ids[0, 1:]
+    lp = logp.gather(-1, target[:, None])[:, 0]
+    ent = -(logp.exp() * logp).sum(-1)
+    return lp, ent
+
+
+def reference(model, sequences):
+    model.zero_grad(set_to_none=True)
+    lps, ents, offsets = [], [], [0]
+    for tokens in sequences:
+        lp, ent = sequence_logprobs(model, tokens)
+        first = offsets[-1]
+        c = torch.tensor([1.0 + 0.1 * ((first + i) % 5) for i in range(lp.numel())])
+        (c * lp).sum().backward()  # gradients add up over the sequences
+        lps.append(lp.detach())
+        ents.append(ent.detach())
+        offsets.append(first + lp.numel())
+    out = {"logprobs": torch.cat(lps).contiguous(), "entropy": torch.cat(ents).contiguous(),
+           "offsets": torch.tensor(offsets, dtype=torch.int64)}
+    for name, p in model.named_parameters():
+        out["grad." + name] = p.grad.detach().clone().contiguous()
+    return out
+
+
+def write_goldens(args):
+    seeds = {"llama": 101, "qwen2": 202, "qwen3": 303}
+    for arch, seed in seeds.items():
+        out = os.path.join(ROOT, "tests", "data", "hf", arch)
+        if os.path.isdir(out):
+            shutil.rmtree(out)
+        model = build_model(tiny_config(arch), seed)
+        model.save_pretrained(out)
+        for extra in ("generation_config.json",):
+            if os.path.exists(os.path.join(out, extra)):
+                os.remove(os.path.join(out, extra))
+        rng = np.random.default_rng(seed)
+        vocab = model.config.vocab_size
+        sequences = [[int(t) for t in rng.integers(0, vocab, size=n)] for n in SEQUENCE_LENGTHS]
+        with open(os.path.join(out, "sequences.jsonl"), "w") as f:
+            for s in sequences:
+                f.write(json.dumps({"tokens": s}) + "\n")
+        ref = reference(model, sequences)
+        order = [name for name, _ in model.named_parameters()]
+        save_file(ref, os.path.join(out, "reference.safetensors"),
+                  metadata={"format": "pt", "parameter_order": json.dumps(order),
+                            "definition": "see tools/hf_reference.py and doc/models.md"})
+        sizes = {f: os.path.getsize(os.path.join(out, f)) for f in sorted(os.listdir(out))}
+        print(f"{arch}: {sum(p.numel() for p in model.parameters())} parameters, "
+              f"mean logprob {ref['logprobs'].mean():.4f}, mean entropy {ref['entropy'].mean():.4f} "
+              f"(uniform {math.log(vocab):.4f}); files {sizes}")
+
+
+def logprobs_of(model, sequences):
+    with torch.no_grad():
+        return torch.cat([sequence_logprobs(model, s)[0] for s in sequences])
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def safe_open_first(path):
+    """The first tensor of a safetensors file."""
+    with safe_open(path, "pt") as f:
+        return f.get_tensor(next(iter(f.keys())))
+
+
+def roundtrip(args):
+    failures = 0
+    for arch, seed in (("llama", 11), ("qwen2", 12), ("qwen3", 13)):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "src")
+            model = build_model(tiny_config(arch), seed)
+            model.save_pretrained(src)
+            rng = np.random.default_rng(seed)
+            sequences = [[int(t) for t in rng.integers(0, 96, size=n)] for n in (7, 33)]
+            want = logprobs_of(model, sequences)
+            bf16_model = build_model(tiny_config(arch), seed)
+            with torch.no_grad():
+                for p in bf16_model.parameters():
+                    p.copy_(p.to(torch.bfloat16).to(torch.float32))
+            want_bf16 = logprobs_of(bf16_model, sequences)
+            cases = (("f32", [], want), ("bf16", [], want_bf16), ("f32-sharded", ["--max-shard-size", "20000"], want),
+                     ("bf16-sharded", ["--max-shard-size", "10KB"], want_bf16))
+            for name, extra, expect in cases:
+                dst = os.path.join(tmp, name)
+                run([args.hone, "convert", "--model", src, "--output", dst, "--dtype", name.split("-")[0]] + extra)
+                files = sorted(os.listdir(dst))
+                stored = {f"{t.dtype}" for f in files if f.endswith(".safetensors")
+                          for t in [safe_open_first(os.path.join(dst, f))]}
+                want_dtype = "torch.bfloat16" if name.startswith("bf16") else "torch.float32"
+                if stored != {want_dtype}:
+                    sys.exit(f"{arch} {name}: stored dtypes {stored}, expected {want_dtype}")
+                loaded = AutoModelForCausalLM.from_pretrained(dst, attn_implementation="eager", dtype=torch.float32)
+                loaded.eval()
+                got = logprobs_of(loaded, sequences)
+                diff = (got - expect).abs().max().item()
+                ok = diff == 0.0
+                failures += not ok
+                print(f"{arch} {name}: files {files}; max |logprob diff| {diff:.3g} {'OK' if ok else 'MISMATCH'}")
+    if failures:
+        sys.exit(f"{failures} round trip(s) differ")
+
+
+def h5_dataset(path, name, dtype):
+    """Reads a 1-D dataset with the h5dump tool (no h5py needed)."""
+    with tempfile.NamedTemporaryFile(suffix=".bin") as f:
+        run(["h5dump", "-d", name, "-b", "LE", "-o", f.name, path])
+        return np.fromfile(f.name, dtype=dtype)
+
+
+def compare(args):
+    config = real_config(args.arch, args.shape)
+    if args.shape == "tiny":
+        model = build_model(config, args.seed)
+    else:  # transformers' own initialization at the real shape, with weights rounded to bf16 to halve the files
+        torch.manual_seed(args.seed)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch.float32)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).to(torch.float32))
+        model.eval()
+    rng = np.random.default_rng(args.seed)
+    lengths = [int(x) for x in args.lengths.split(",")]
+    sequences = [[int(t) for t in rng.integers(0, config.vocab_size, size=n)] for n in lengths]
+    with tempfile.TemporaryDirectory() as tmp:
+        mdir = os.path.join(tmp, "model")
+        if args.shape == "tiny":
+            model.save_pretrained(mdir)
+        else:  # a bf16 copy of the parameters only: casting the model would also round its RoPE frequency buffer
+            state = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
+            model.save_pretrained(mdir, state_dict=state)
+            del state
+        seqs = os.path.join(tmp, "seqs.jsonl")
+        with open(seqs, "w") as f:
+            for s in sequences:
+                f.write(json.dumps({"tokens": s}) + "\n")
+        out = os.path.join(tmp, "out.h5")
+        run([args.hone, "logprobs", "--model", mdir, "--input", seqs, "--output", out])
+        got = h5_dataset(out, "/logprobs", "<f4")
+        offsets = h5_dataset(out, "/offsets", "<i8")
+    want = logprobs_of(model, sequences).numpy()
+    want_offsets = np.cumsum([0] + [n - 1 for n in lengths])
+    if got.shape != want.shape or not np.array_equal(offsets, want_offsets):
+        sys.exit(f"hone logprobs gave {got.shape[0]} values with offsets {offsets.tolist()}; expected "
+                 f"{want.shape[0]} with offsets {want_offsets.tolist()}")
+    d = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    print(f"{args.arch} {args.shape}: {len(sequences)} sequences, {want.size} logprobs; "
+          f"max |diff| {d.max():.3e}, mean |diff| {d.mean():.3e}; mean logprob {want.mean():.4f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="mode", required=True)
+    sub.add_parser("goldens", help="write tests/data/hf/{llama,qwen2,qwen3}")
+    sub.add_parser("roundtrip", help="hone convert output loaded by transformers")
+    c = sub.add_parser("compare", help="hone logprobs against transformers at a real shape")
+    c.add_argument("--arch", choices=("qwen3", "llama"), required=True)
+    c.add_argument("--shape", choices=("qwen3-0.6b", "llama-3.2-1b", "tiny"), required=True)
+    c.add_argument("--lengths", default="300,200,257", help="comma-separated sequence lengths")
+    c.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hone", default=HONE, help="the hone executable (default: build/hone)")
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    {"goldens": write_goldens, "roundtrip": roundtrip, "compare": compare}[args.mode](args)
+
+
+if __name__ == "__main__":
+    main()
