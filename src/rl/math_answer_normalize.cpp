@@ -275,6 +275,7 @@ bool make_fraction(const MathNumber& a, const MathNumber& b, MathNumber& out) {
 bool parse_math_number(const std::string& s, MathNumber& out) {
   if (s.empty() || s.size() > 400) return false;
   if (parse_decimal(s, out)) return true;
+  if (s.rfind("10^", 0) == 0) return parse_math_number("1\\times" + s, out);  // 10^{3}
   // Sign in front of a fraction: -\frac{1}{2}.
   size_t i = 0;
   bool neg = false;
@@ -380,7 +381,7 @@ NormalizedAnswer normalize_answer(const std::string& raw) {
            {"\\displaystyle", ""}, {"\\!", ""}, {"\\,", ""}, {"\\;", ""}, {"\\:", ""}, {"\\ ", " "}, {"~", " "},
            {"{,}", ""}, {"\\$", ""}, {"$", ""}, {"\\(", ""}, {"\\)", ""}, {"\\[", ""}, {"\\]", ""},
            {"^{\\circ}", ""}, {"^\\circ", ""}, {"\\circ", ""}, {"\xC2\xB0", ""}, {"\\degree", ""},
-           {"\\%", "%"}, {"\\le", "\\leq"}, {"\\ge", "\\geq"}})
+           {"\\%", "%"}, {"\\le", "\\leq"}, {"\\ge", "\\geq"}, {"\xE2\x88\x92", "-"} /* U+2212 minus */})
     s = replace_all(s, from, to);
   s = trim(s);
   NormalizedAnswer out;
@@ -398,6 +399,10 @@ NormalizedAnswer normalize_answer(const std::string& raw) {
     std::string left = trim(s.substr(0, eq)), right = trim(s.substr(eq + 1));
     if (is_variable(left) && !right.empty()) s = right;
   }
+  // "x \in [2, 5]" -> "[2, 5]".
+  size_t in = s.find("\\in");
+  if (in != std::string::npos && is_variable(trim(s.substr(0, in))) && in + 3 < s.size() && !is_alpha(s[in + 3]))
+    s = trim(s.substr(in + 3));
   s = trim(strip_units(s));
   s = remove_spaces(s);
   s = brace_shorthand(s);

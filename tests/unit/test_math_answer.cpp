@@ -132,6 +132,21 @@ const std::vector<Case> kCases = {
     {"the result is $\\boxed 7$ indeed", "7", true},
     {"\\fbox{13}", "13", true},
     {"\\fbox{13}", "14", false},
+    {"\\boxed{\\$1,080}", "1080", true},
+    {"\\boxed{2, 3}", "2,3", true},
+    {"\\boxed{3, 2}", "2,3", false},  // lists compare as written
+    {"\\boxed{3,5}", "3.5", false},   // no decimal commas
+    {"\\boxed{1 + x^2}", "x^2+1", false},  // expressions compare as normalized strings, not algebraically
+    {"\\boxed{5\\sqrt{2}}", "5\\sqrt2", true},
+    {"\\boxed{\\infty}", "\\infty", true},
+    {"\\boxed{x \\in [2, 5]}", "[2,5]", true},
+    {"\\boxed{\xE2\x88\x92" "5}", "-5", true},  // U+2212 minus sign
+    {"\\boxed{1.5 x 10^3}", "1500", true},
+    {"\\boxed{10^{3}}", "1000", true},
+    {"\\boxed{2^{10}}", "1024", false},  // only powers of ten are read as numbers
+    {"\\boxed{y = 2x + 3}", "y=2x+3", true},
+    {"\\boxed{50 \\text{ percent}}", "50\\%", true},
+    {"\\boxed{.5}", "0.5", true},
     // --- several boxed answers: the last complete one wins ---
     {"At first I thought \\boxed{3}, but rechecking gives \\boxed{5}.", "5", true},
     {"At first I thought \\boxed{3}, but rechecking gives \\boxed{5}.", "3", false},
