@@ -187,11 +187,7 @@ std::string drop_thousands_commas(const std::string& s) {
 bool parse_decimal(const std::string& s, MathNumber& out) {
   size_t i = 0;
   bool neg = false;
-  while (i < s.size() && (s[i] == '-' || s[i] == '+')) {
-    if (s[i] == '-') neg = !neg;
-    ++i;
-    if (i > 2) return false;
-  }
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
   std::string whole, frac;
   while (i < s.size() && is_digit(s[i])) whole += s[i++];
   bool point = i < s.size() && s[i] == '.';
