@@ -67,13 +67,19 @@ class BraceMatcher {
 };
 
 // Last case-insensitive occurrence of a lowercase needle.
-size_t rfind_nocase(const std::string& s, const char* needle) {
+// Last case-insensitive occurrence of a lowercase needle that starts before `before` and, when line_start is set,
+// has only spaces and markdown marks (* # >) between it and the start of its line.
+size_t rfind_nocase(const std::string& s, const char* needle, bool line_start = false) {
   const size_t n = std::strlen(needle);
   if (s.size() < n) return std::string::npos;
   for (size_t i = s.size() - n + 1; i-- > 0;) {
     size_t k = 0;
     while (k < n && lower(s[i + k]) == needle[k]) ++k;
-    if (k == n) return i;
+    if (k != n) continue;
+    if (!line_start) return i;
+    size_t j = i;
+    while (j > 0 && (s[j - 1] == ' ' || s[j - 1] == '\t' || s[j - 1] == '*' || s[j - 1] == '#' || s[j - 1] == '>')) --j;
+    if (j == 0 || s[j - 1] == '\n') return i;
   }
   return std::string::npos;
 }
@@ -94,11 +100,16 @@ ExtractedAnswer extract_hashes(const std::string& text) {
 }
 
 ExtractedAnswer extract_phrase(const std::string& text) {
-  static const char* const kPhrases[] = {"the answer is", "final answer is", "final answer:", "answer is:",
-                                         "answer:"};
+  // "answer:" alone is common inside reasoning ("let me check my answer: 3*4 = 12"): only at the start of a line.
+  struct Phrase {
+    const char* text;
+    bool line_start;
+  };
+  static const Phrase kPhrases[] = {{"the answer is", false}, {"final answer is", false}, {"final answer:", false},
+                                    {"answer is:", true},     {"answer:", true}};
   size_t best = std::string::npos, best_end = 0;
-  for (const char* p : kPhrases) {
-    size_t at = rfind_nocase(text, p);
+  for (const auto& [p, line_start] : kPhrases) {
+    size_t at = rfind_nocase(text, p, line_start);
     if (at == std::string::npos) continue;
     // Prefer the occurrence that starts last; at equal starts the longer phrase.
     if (best == std::string::npos || at > best || (at == best && at + std::strlen(p) > best_end)) {
@@ -109,7 +120,7 @@ ExtractedAnswer extract_phrase(const std::string& text) {
   if (best == std::string::npos) return {};
   std::string a = rest_of_line(text, best_end);
   size_t b = 0;
-  while (b < a.size() && (is_space(a[b]) || a[b] == ':')) ++b;
+  while (b < a.size() && (is_space(a[b]) || a[b] == ':' || a[b] == '*')) ++b;  // "**Final Answer:** 42"
   a = a.substr(b);
   // End of the first sentence: a period followed by a space ("12. I hope it is correct."); "3.5" is not one.
   for (size_t i = 0; i + 1 < a.size(); ++i) {
@@ -119,7 +130,7 @@ ExtractedAnswer extract_phrase(const std::string& text) {
     }
   }
   a = trim(a);
-  while (!a.empty() && a.back() == '.') a.pop_back();
+  while (!a.empty() && (a.back() == '.' || a.back() == '*')) a.pop_back();
   if (a.empty()) return {};
   return {AnswerSource::phrase, a};
 }

@@ -188,6 +188,11 @@ const std::vector<Case> kCases = {
     {"I think the answer is 5. Wait, no: the answer is 6.", "6", true},
     {"I think the answer is 5. Wait, no: the answer is 6.", "5", false},
     {"The answer is \\boxed{10}, not 11.", "10", true},
+    {"**Final Answer:** 42", "42", true},
+    {"**Answer:** 12", "12", true},
+    {"## Answer: 12", "12", true},
+    {"Let me check my answer: 3*4 = 12. So we get 12", "12", true},  // mid-line "answer:" is not a phrase
+    {"The final answer is **7**.", "7", true},
     // --- last-number fallback ---
     {"So she has 15 marbles left.", "15", true},
     {"So she has 15 marbles left.", "16", false},
