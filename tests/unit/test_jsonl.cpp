@@ -43,6 +43,17 @@ BOOST_AUTO_TEST_CASE(reader_gives_line_numbers_and_errors) {
   BOOST_TEST(!r.read_at(1u << 20, 99, rec));
 }
 
+BOOST_AUTO_TEST_CASE(byte_order_mark_and_no_final_newline) {
+  std::string path = write_file(test::temp_dir("jsonl_bom") + "/b.jsonl", "\xEF\xBB\xBF{\"a\": 1}\n{\"a\": 2}");
+  hone::JsonlReader r(path);
+  hone::JsonlRecord rec;
+  BOOST_TEST(r.next(rec));
+  BOOST_TEST(rec.ok, rec.error);
+  BOOST_TEST(r.next(rec));
+  BOOST_TEST(rec.value["a"].get<int>() == 2);
+  BOOST_TEST(!r.next(rec));
+}
+
 BOOST_AUTO_TEST_CASE(missing_file_is_a_user_error) {
   BOOST_CHECK_THROW(hone::JsonlReader("/nonexistent/dir/x.jsonl"), hone::UserError);
   BOOST_CHECK_THROW(hone::JsonlWriter("/nonexistent/dir/x.jsonl"), hone::UserError);
