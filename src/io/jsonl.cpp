@@ -69,7 +69,7 @@ bool JsonlReader::read_at(uint64_t offset, int64_t line_number, JsonlRecord& rec
   rec.offset = offset;
   rec.text = std::move(line);
   parse_jsonl_text(rec);
-  // Sequential reading resumes from the start of the file's next call to next() only through a fresh reader.
+  // Put the stream back where next() left it, so reading in order and by offset can be mixed.
   in_.clear();
   in_.seekg(static_cast<std::streamoff>(offset_));
   return true;
