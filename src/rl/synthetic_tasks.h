@@ -1,0 +1,18 @@
+// Constructors of the individual synthetic tasks (internal to src/rl; use make_synthetic_task()).
+#pragma once
+
+#include <memory>
+
+#include "rl/data_rng.h"
+#include "rl/synthetic_task.h"
+
+namespace hone::rl {
+
+std::unique_ptr<SyntheticTask> make_arithmetic_task(const SyntheticTaskOptions& options);
+std::unique_ptr<SyntheticTask> make_countdown_task(const SyntheticTaskOptions& options);
+std::unique_ptr<SyntheticTask> make_sequence_task(const SyntheticTaskOptions& options);  // sort | reverse
+
+// A random integer with a digit count in [min_digits, max_digits] (one-digit numbers include 0 unless nonzero).
+int64_t random_operand(DataRng& rng, int min_digits, int max_digits, bool nonzero);
+
+}  // namespace hone::rl
