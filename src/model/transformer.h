@@ -22,8 +22,8 @@ namespace hone {
 
 class Transformer {
  public:
-  // Keeps references to config and weights: both must outlive the Transformer. The weights may change between
-  // calls (optimizer steps); forward always reads their current values.
+  // Copies the config and keeps a reference to the weights, which must outlive the Transformer. The weights may
+  // change between calls (optimizer steps); forward always reads their current values.
   Transformer(const ModelConfig& config, const ModelWeights& weights);
 
   void set_recompute(bool on);                  // every layer
@@ -55,7 +55,7 @@ class Transformer {
   void plan_forward(int T);
   void layer_inputs(int layer, LayerActivations& a) const;
 
-  const ModelConfig& c_;
+  const ModelConfig c_;
   const ModelWeights& w_;
   std::vector<bool> recompute_;
   int chunk_v_ = 8192;
