@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/paths.h"
+#include "io/hdf5_file.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
 #include "model/transformer.h"
@@ -125,9 +126,36 @@ void check_parity(const std::string& arch) {
   BOOST_TEST_MESSAGE(arch << ": " << compared << " parameter gradients, worst relative L2 error " << worst);
 }
 
+// `hone logprobs` on the golden sequences reproduces the reference file's logprobs, entropies and offsets.
+void check_logprobs_command(const std::string& arch) {
+  const std::string dir = golden_dir(arch);
+  const std::string out = test::temp_dir("hf_parity_logprobs_" + arch) + "/out.h5";
+  std::string log;
+  // 30 tokens per batch: the 5- and 17-token sequences share a batch, the 40-token one runs alone
+  const int rc = test::run_command(test::hone_exe() + " logprobs --model " + dir + " --input " + dir +
+                                       "/sequences.jsonl --output " + out + " --batch-tokens 30",
+                                   &log);
+  BOOST_TEST_REQUIRE(rc == 0, log);
+  const Reference ref(dir + "/reference.safetensors");
+  hone::Hdf5File f(out, hone::Hdf5File::Mode::read);
+  BOOST_TEST(f.read_i64("/offsets") == ref.get<int64_t>("offsets", "I64"));
+  for (const char* name : {"logprobs", "entropy"}) {
+    const auto got = f.read_f32(std::string("/") + name);
+    const auto want = ref.get<float>(name, "F32");
+    BOOST_TEST_REQUIRE(got.size() == want.size());
+    double max_diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, double(std::fabs(got[i] - want[i])));
+    BOOST_TEST(max_diff <= 1e-4, name << ": max |diff| " << max_diff);
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(hf_parity)
+
+BOOST_AUTO_TEST_CASE(logprobs_command_qwen2, *boost::unit_test::precondition([](auto) { return has_goldens("qwen2"); })) {
+  check_logprobs_command("qwen2");
+}
 
 BOOST_AUTO_TEST_CASE(llama, *boost::unit_test::precondition([](auto) { return has_goldens("llama"); })) {
   check_parity("llama");
