@@ -1,0 +1,152 @@
+// `hone logprobs`: per-token logprobs and entropies of given token sequences under a model, written to HDF5.
+//
+//   hone logprobs --model DIR --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]
+//
+// Input: one JSON object per line, {"tokens": [ids...]} (blank lines are skipped). Output datasets:
+//   /logprobs f32  n-1 values per sequence (log p(token[i+1] | tokens[0..i])), sequences concatenated in input order
+//   /entropy  f32  the entropy of the same next-token distributions
+//   /offsets  i64  S+1 values: where each sequence's values start, then the end
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/hdf5_file.h"
+#include "model/model_config.h"
+#include "model/packed_batch.h"
+#include "model/transformer.h"
+#include "model/weights.h"
+#include "runtime/command.h"
+#include "runtime/error.h"
+
+namespace hone {
+namespace {
+
+const char* kUsage =
+    "usage: hone logprobs --model DIR --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]";
+
+struct LogprobsArgs {
+  std::string model, input, output;
+  float temperature = 1.f;
+  int64_t batch_tokens = 4096;
+};
+
+LogprobsArgs parse_args(const std::vector<std::string>& args) {
+  LogprobsArgs a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& k = args[i];
+    HONE_USER_CHECK(k == "--model" || k == "--input" || k == "--output" || k == "--temperature" ||
+                        k == "--batch-tokens",
+                    "logprobs: unknown argument '", k, "'\n", kUsage);
+    HONE_USER_CHECK(i + 1 < args.size(), "logprobs: ", k, " needs a value\n", kUsage);
+    const std::string& v = args[++i];
+    try {
+      size_t used = 0;
+      if (k == "--model") a.model = v;
+      else if (k == "--input") a.input = v;
+      else if (k == "--output") a.output = v;
+      else if (k == "--temperature") a.temperature = std::stof(v, &used);
+      else a.batch_tokens = std::stoll(v, &used);
+      HONE_USER_CHECK(used == 0 || used == v.size(), "logprobs: bad value '", v, "' for ", k);
+    } catch (const std::logic_error&) {
+      throw UserError(cat("logprobs: bad value '", v, "' for ", k));
+    }
+  }
+  HONE_USER_CHECK(!a.model.empty() && !a.input.empty() && !a.output.empty(),
+                  "logprobs: --model, --input and --output are required\n", kUsage);
+  HONE_USER_CHECK(a.temperature > 0.f, "logprobs: --temperature must be positive, got ", a.temperature);
+  HONE_USER_CHECK(a.batch_tokens >= 1, "logprobs: --batch-tokens must be at least 1, got ", a.batch_tokens);
+  return a;
+}
+
+// Reads {"tokens": [...]} lines; errors name the file and line.
+std::vector<std::vector<int32_t>> read_sequences(const std::string& path, int vocab_size) {
+  std::ifstream f(path);
+  HONE_USER_CHECK(f.good(), "cannot open input file '", path, "'");
+  std::vector<std::vector<int32_t>> seqs;
+  std::string line;
+  for (int lineno = 1; std::getline(f, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = cat(path, ":", lineno, ": ");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw UserError(cat(where, "not valid JSON (", e.what(), ")"));
+    }
+    HONE_USER_CHECK(j.is_object() && j.contains("tokens") && j["tokens"].is_array(), where,
+                    "expected an object {\"tokens\": [ids...]}");
+    const auto& arr = j["tokens"];
+    HONE_USER_CHECK(!arr.empty(), where, "empty token sequence");
+    std::vector<int32_t> ids;
+    ids.reserve(arr.size());
+    for (size_t i = 0; i < arr.size(); ++i) {
+      HONE_USER_CHECK(arr[i].is_number_integer(), where, "token ", i, " is not an integer");
+      const int64_t id = arr[i].get<int64_t>();
+      HONE_USER_CHECK(id >= 0 && id < vocab_size, where, "token id ", id, " (position ", i,
+                      ") is outside the vocabulary [0, ", vocab_size, ")");
+      ids.push_back(int32_t(id));
+    }
+    seqs.push_back(std::move(ids));
+  }
+  return seqs;
+}
+
+int run_logprobs(const std::vector<std::string>& argv) {
+  const LogprobsArgs a = parse_args(argv);
+  HONE_USER_CHECK(std::filesystem::is_directory(a.model), "model directory '", a.model, "' does not exist");
+  const ModelConfig config = load_model_config(a.model);
+  ModelWeights weights = allocate_weights(config);
+  load_weights(weights, config, a.model);
+  const auto seqs = read_sequences(a.input, config.vocab_size);
+
+  std::vector<int> lengths;
+  std::vector<int64_t> offsets{0};
+  for (const auto& s : seqs) {
+    lengths.push_back(int(s.size()));
+    offsets.push_back(offsets.back() + int64_t(s.size()) - 1);
+  }
+  std::vector<float> logprobs(size_t(offsets.back())), entropy(size_t(offsets.back()));
+
+  Transformer model(config, weights);
+  model.set_recompute(true);  // forward only: no layer needs its activations kept
+  for (const auto& [begin, end] : split_by_tokens(lengths, a.batch_tokens)) {
+    PackedBatch batch;
+    for (int s = begin; s < end; ++s) batch.append(seqs[size_t(s)]);
+    model.forward(batch, a.temperature, /*need_entropy=*/true);
+    const float* lp = model.logprobs().f32();
+    const float* en = model.entropy().f32();
+    for (int s = begin; s < end; ++s) {
+      const int row = batch.seq_begin(s - begin);
+      const int64_t n = offsets[size_t(s) + 1] - offsets[size_t(s)];
+      std::copy(lp + row, lp + row + n, logprobs.begin() + offsets[size_t(s)]);
+      std::copy(en + row, en + row + n, entropy.begin() + offsets[size_t(s)]);
+    }
+  }
+
+  // Written next to the destination and renamed, so a failure never leaves a half-written output.
+  const std::string tmp = a.output + ".tmp";
+  {
+    Hdf5File out(tmp, Hdf5File::Mode::create);
+    out.write_f32("/logprobs", logprobs);
+    out.write_f32("/entropy", entropy);
+    out.write_i64("/offsets", offsets);
+    out.set_attribute("/", "model", a.model);
+    out.set_attribute("/", "temperature", cat(a.temperature));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, a.output, ec);
+  HONE_USER_CHECK(!ec, "cannot write '", a.output, "': ", ec.message());
+  std::printf("wrote %zu sequences, %lld logprobs to %s\n", seqs.size(), (long long)offsets.back(),
+              a.output.c_str());
+  return kExitOk;
+}
+
+const CommandRegistration reg{{"logprobs", "per-token logprobs of token sequences under a model (HDF5 out)",
+                               /*uses_mpi=*/false, &run_logprobs}};
+
+}  // namespace
+}  // namespace hone

@@ -1,0 +1,155 @@
+// The transformer's forward and backward over the layers, the final norm and the fused LM head, and the
+// activation arena sized from the number of tokens.
+#include "model/transformer.h"
+
+#include <cstring>
+
+#include "ops/ops.h"
+#include "runtime/error.h"
+
+namespace hone {
+namespace {
+
+int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; }
+
+}  // namespace
+
+Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights)
+    : c_(config), w_(weights), recompute_(size_t(config.num_hidden_layers), false) {
+  HONE_CHECK(int(w_.layers.size()) == c_.num_hidden_layers, "weights have ", w_.layers.size(), " layers, config ",
+             c_.num_hidden_layers);
+  HONE_CHECK(c_.rope.head_dim == c_.head_dim, "rope.head_dim ", c_.rope.head_dim, " != head_dim ", c_.head_dim);
+  inv_freq_.resize(size_t(c_.head_dim / 2));
+  cpu::rope_inv_freq(inv_freq_.data(), c_.rope);
+}
+
+void Transformer::set_recompute(bool on) { recompute_.assign(recompute_.size(), on); }
+
+void Transformer::set_layer_recompute(int layer, bool on) {
+  HONE_CHECK(layer >= 0 && layer < int(recompute_.size()), "layer ", layer, " out of range");
+  recompute_[size_t(layer)] = on;
+}
+
+int64_t Transformer::layer_activation_floats(const ModelConfig& c, int T) {
+  LayerActivations a;
+  return carve_layer_activations(a, nullptr, c, T);
+}
+
+int64_t Transformer::forward_floats(int T) const {
+  const int64_t C = c_.hidden_size, L = c_.num_hidden_layers;
+  const int64_t per_layer = layer_activation_floats(c_, T);
+  int64_t n = (L + 1) * aligned(T * C);
+  bool any_recompute = false;
+  for (bool r : recompute_) {
+    if (r) any_recompute = true;
+    else n += per_layer;
+  }
+  if (any_recompute) n += per_layer;
+  n += aligned(T) + aligned(T * C) + 3 * aligned(T);  // final rstd, h, lse, logprob, entropy
+  return n;
+}
+
+// Lays the forward arena out for T tokens, growing it when needed.
+void Transformer::plan_forward(int T) {
+  const int64_t C = c_.hidden_size, L = c_.num_hidden_layers;
+  act_used_ = forward_floats(T);
+  if (!act_.defined() || act_.numel() < act_used_) act_ = Tensor::empty({act_used_});
+  float* p = act_.f32();
+  x_.resize(size_t(L + 1));
+  for (auto& x : x_) {
+    x = p;
+    p += aligned(T * C);
+  }
+  saved_.assign(size_t(L), LayerActivations{});
+  bool any_recompute = false;
+  for (int l = 0; l < L; ++l) {
+    if (recompute_[size_t(l)]) {
+      any_recompute = true;
+      continue;
+    }
+    p += carve_layer_activations(saved_[size_t(l)], p, c_, T);
+  }
+  scratch_ = LayerActivations{};
+  if (any_recompute) p += carve_layer_activations(scratch_, p, c_, T);
+  for (int l = 0; l < L; ++l)
+    if (recompute_[size_t(l)]) saved_[size_t(l)] = scratch_;
+  rstd_f_ = p;
+  p += aligned(T);
+  h_f_ = p;
+  p += aligned(T * C);
+  lse_f_ = p;
+  p += aligned(T);
+  logprob_ = Tensor::view(p, {T}, DType::f32);
+  p += aligned(T);
+  entropy_ = Tensor::view(p, {T}, DType::f32);
+  p += aligned(T);
+  HONE_CHECK(p - act_.f32() == act_used_, "arena layout mismatch");
+}
+
+void Transformer::layer_inputs(int layer, LayerActivations& a) const { a.x_in = x_[size_t(layer)]; }
+
+void Transformer::forward(const PackedBatch& batch, float temperature, bool need_entropy) {
+  const int T = batch.num_tokens(), C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  HONE_CHECK(T > 0 && batch.num_seqs() > 0 && batch.cu_seqlens.back() == T, "malformed packed batch");
+  HONE_CHECK(int(batch.positions.size()) == T && int(batch.targets.size()) == T, "malformed packed batch");
+  HONE_CHECK(temperature > 0.f, "temperature must be positive, got ", temperature);
+  for (int t = 0; t < T; ++t) {
+    HONE_CHECK(batch.tokens[size_t(t)] >= 0 && batch.tokens[size_t(t)] < V, "token id ", batch.tokens[size_t(t)],
+               " out of the vocabulary [0, ", V, ")");
+    HONE_CHECK(batch.targets[size_t(t)] < V, "target id ", batch.targets[size_t(t)], " out of the vocabulary");
+  }
+  batch_ = batch;
+  T_ = T;
+  temperature_ = temperature;
+  have_entropy_ = need_entropy;
+  plan_forward(T);
+
+  const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), inv_freq_.data()};
+  cpu::embedding_forward(x_[0], batch_.tokens.data(), w_.embed_tokens.f32(), T, C);
+  for (int l = 0; l < L; ++l) {
+    LayerActivations& a = saved_[size_t(l)];
+    layer_inputs(l, a);
+    layer_forward(c_, w_.layers[size_t(l)], lb, a, x_[size_t(l + 1)]);
+  }
+  cpu::rmsnorm_forward(h_f_, rstd_f_, x_[size_t(L)], w_.norm.f32(), T, C, c_.rms_norm_eps);
+  cpu::lm_head_logprob_forward(logprob_.f32(), need_entropy ? entropy_.f32() : nullptr, lse_f_, h_f_,
+                               w_.lm_head.f32(), batch_.targets.data(), T, C, V, temperature, chunk_v_);
+  if (!need_entropy) entropy_.fill_zero();
+  backward_ready_ = true;
+}
+
+void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWeights& grads) {
+  HONE_CHECK(backward_ready_, "backward needs a forward first (and runs once per forward)");
+  HONE_CHECK(dentropy == nullptr || have_entropy_, "a gradient of the entropy needs forward(need_entropy=true)");
+  HONE_CHECK(grads.flat.numel() == w_.flat.numel() && grads.layers.size() == w_.layers.size(),
+             "gradient buffer is not shaped like the weights");
+  backward_ready_ = false;
+  const int T = T_, C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+
+  LayerGradScratch s;
+  grad_used_ = 2 * aligned(int64_t(T) * C) + carve_layer_grad_scratch(s, nullptr, c_, T);
+  if (!grad_.defined() || grad_.numel() < grad_used_) grad_ = Tensor::empty({grad_used_});
+  float* dres = grad_.f32();
+  float* dh_f = dres + aligned(int64_t(T) * C);
+  carve_layer_grad_scratch(s, dh_f + aligned(int64_t(T) * C), c_, T);
+
+  std::memset(dh_f, 0, sizeof(float) * size_t(T) * size_t(C));
+  cpu::lm_head_logprob_backward(dh_f, grads.lm_head.f32(), dlogprob, dentropy, h_f_, w_.lm_head.f32(),
+                                batch_.targets.data(), lse_f_, have_entropy_ ? entropy_.f32() : nullptr, T, C, V,
+                                temperature_, chunk_v_);
+  std::memset(dres, 0, sizeof(float) * size_t(T) * size_t(C));
+  cpu::rmsnorm_backward(dres, grads.norm.f32(), dh_f, x_[size_t(L)], w_.norm.f32(), rstd_f_, T, C);
+
+  const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), inv_freq_.data()};
+  for (int l = L - 1; l >= 0; --l) {
+    LayerActivations a = saved_[size_t(l)];
+    layer_inputs(l, a);
+    // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
+    // values it had (the next layer's input, already consumed), so nothing downstream changes.
+    if (recompute_[size_t(l)]) layer_forward(c_, w_.layers[size_t(l)], lb, a, x_[size_t(l + 1)]);
+    layer_backward(c_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, dres);
+  }
+  cpu::embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, C);
+}
+
+}  // namespace hone

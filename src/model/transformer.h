@@ -1,0 +1,84 @@
+// The decoder-only transformer (Llama, Qwen2, Qwen3) in fp32 on the CPU: a hand-written forward that saves
+// what backward needs, and a backward that accumulates parameter gradients into a ModelWeights-shaped buffer.
+//
+//   embed -> L x [RMSNorm -> q,k,v (+bias) -> (q/k per-head RMSNorm) -> RoPE -> packed causal GQA attention
+//                 -> o_proj -> +residual -> RMSNorm -> gate/up -> SwiGLU -> down -> +residual]
+//         -> RMSNorm -> LM head fused with logprob and entropy (vocabulary chunks; no [T, V] logits)
+//
+// Per-layer activation recompute: a recomputed layer keeps only its input and reruns its forward into a shared
+// scratch during backward (bitwise the same results, less memory). See doc/model-engine.md.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/packed_batch.h"
+#include "model/transformer_layer.h"
+#include "model/weights.h"
+#include "tensor/tensor.h"
+
+namespace hone {
+
+class Transformer {
+ public:
+  // Copies the config and keeps a reference to the weights, which must outlive the Transformer. The weights may
+  // change between calls (optimizer steps); forward always reads their current values.
+  Transformer(const ModelConfig& config, const ModelWeights& weights);
+
+  void set_recompute(bool on);                  // every layer
+  void set_layer_recompute(int layer, bool on);
+  bool layer_recompute(int layer) const { return recompute_[layer]; }
+  void set_vocab_chunk(int chunk_v) { chunk_v_ = chunk_v; }
+
+  // Runs the batch (copied; positions, targets and cu_seqlens as packed). After it, logprobs() and entropy()
+  // hold [T] values (0 where targets < 0) until the next forward. Token ids must be in [0, vocab_size).
+  // With need_entropy false, entropy is not computed and backward must get dentropy == nullptr.
+  void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true);
+  const Tensor& logprobs() const { return logprob_; }
+  const Tensor& entropy() const { return entropy_; }
+
+  // Gradient of sum_t dlogprob[t] * logprob[t] + dentropy[t] * entropy[t] for the last forward's batch,
+  // ACCUMULATED into grads (allocate_weights(config) layout; a tied lm_head lands in embed_tokens).
+  // dentropy may be null. Can be called once per forward.
+  void backward(const float* dlogprob, const float* dentropy, ModelWeights& grads);
+
+  // Bytes held for activations and backward scratch now, and for the last forward's T alone.
+  size_t allocated_bytes() const { return (act_.nbytes() + grad_.nbytes()); }
+  size_t activation_bytes() const { return size_t(act_used_) * sizeof(float); }
+  size_t backward_scratch_bytes() const { return size_t(grad_used_) * sizeof(float); }
+  // Activation floats per layer for T tokens (saved, excluding the layer input) and for the whole forward.
+  static int64_t layer_activation_floats(const ModelConfig& c, int T);
+  int64_t forward_floats(int T) const;
+
+ private:
+  void plan_forward(int T);
+  void layer_inputs(int layer, LayerActivations& a) const;
+
+  const ModelConfig c_;
+  const ModelWeights& w_;
+  std::vector<bool> recompute_;
+  int chunk_v_ = 8192;
+  std::vector<float> inv_freq_;
+
+  PackedBatch batch_;
+  float temperature_ = 1.f;
+  bool have_entropy_ = false;
+  bool backward_ready_ = false;
+  int T_ = 0;
+
+  Tensor act_;             // forward arena
+  int64_t act_used_ = 0;
+  std::vector<float*> x_;  // L+1 residual streams [T, C]: x_[0] embeddings, x_[l+1] output of layer l
+  std::vector<LayerActivations> saved_;  // per layer; recomputed layers point into the shared scratch
+  LayerActivations scratch_;             // shared by recomputed layers
+  float* rstd_f_ = nullptr;              // final RMSNorm [T]
+  float* h_f_ = nullptr;                 // [T, C]
+  float* lse_f_ = nullptr;               // LM head log-sum-exp [T]
+  Tensor logprob_, entropy_;             // views into the arena, [T]
+
+  Tensor grad_;            // backward arena
+  int64_t grad_used_ = 0;
+};
+
+}  // namespace hone

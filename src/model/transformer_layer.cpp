@@ -1,0 +1,157 @@
+// A decoder layer (Llama / Qwen2 / Qwen3) forward and backward written against the op API.
+#include "model/transformer_layer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace hone {
+namespace {
+
+void zero(float* p, int64_t n) { std::memset(p, 0, size_t(n) * sizeof(float)); }
+const float* opt(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
+float* opt_mut(Tensor& t) { return t.defined() ? t.f32() : nullptr; }
+
+// Bump allocation of per-token regions: every region is T * per_token floats, rounded to 16 floats (64 bytes).
+// With base == nullptr it only counts (used), so sizing and carving share one code path.
+struct Carver {
+  float* base;
+  int T;
+  int64_t used = 0;
+  float* take(int64_t per_token) {
+    float* r = base ? base + used : nullptr;
+    used += (per_token * T + 15) / 16 * 16;
+    return r;
+  }
+};
+
+}  // namespace
+
+int64_t carve_layer_activations(LayerActivations& a, float* base, const ModelConfig& c, int T) {
+  const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
+  Carver cv{base, T};
+  a.rstd1 = cv.take(1);
+  a.h1 = cv.take(C);
+  a.q = cv.take(Q);
+  a.k = cv.take(K);
+  a.v = cv.take(K);
+  if (c.qk_norm) {
+    a.q_n = cv.take(Q);
+    a.k_n = cv.take(K);
+    a.rstd_q = cv.take(c.num_attention_heads);
+    a.rstd_k = cv.take(c.num_key_value_heads);
+  } else {
+    a.q_n = a.q;
+    a.k_n = a.k;
+    a.rstd_q = a.rstd_k = nullptr;
+  }
+  a.q_r = cv.take(Q);
+  a.k_r = cv.take(K);
+  a.attn = cv.take(Q);
+  a.lse = cv.take(c.num_attention_heads);
+  a.x_mid = cv.take(C);
+  a.rstd2 = cv.take(1);
+  a.h2 = cv.take(C);
+  a.gate = cv.take(I);
+  a.up = cv.take(I);
+  a.act = cv.take(I);
+  return cv.used;
+}
+
+int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const ModelConfig& c, int T) {
+  const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
+  Carver cv{base, T};
+  g.dh = cv.take(C);
+  g.dact = cv.take(I);
+  g.dgate = cv.take(I);
+  g.dup = cv.take(I);
+  g.dattn = cv.take(Q);
+  g.dq_r = cv.take(Q);
+  g.dq_n = cv.take(Q);
+  g.dq = cv.take(Q);
+  g.dk_r = cv.take(K);
+  g.dk_n = cv.take(K);
+  g.dk = cv.take(K);
+  g.dv = cv.take(K);
+  return cv.used;
+}
+
+void layer_forward(const ModelConfig& c, const LayerWeights& w, const LayerBatch& b, const LayerActivations& a,
+                   float* x_out) {
+  const int T = b.T, C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
+  const int Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
+  const float eps = c.rms_norm_eps;
+
+  cpu::rmsnorm_forward(a.h1, a.rstd1, a.x_in, w.input_layernorm.f32(), T, C, eps);
+  cpu::linear_forward(a.q, a.h1, w.q_proj.f32(), opt(w.q_bias), T, C, Q);
+  cpu::linear_forward(a.k, a.h1, w.k_proj.f32(), opt(w.k_bias), T, C, K);
+  cpu::linear_forward(a.v, a.h1, w.v_proj.f32(), opt(w.v_bias), T, C, K);
+  if (c.qk_norm) {
+    cpu::rmsnorm_forward(a.q_n, a.rstd_q, a.q, w.q_norm.f32(), T * Hq, D, eps);
+    cpu::rmsnorm_forward(a.k_n, a.rstd_k, a.k, w.k_norm.f32(), T * Hkv, D, eps);
+  }
+  cpu::rope_forward(a.q_r, a.q_n, b.positions, b.inv_freq, T, Hq, D);
+  cpu::rope_forward(a.k_r, a.k_n, b.positions, b.inv_freq, T, Hkv, D);
+  const float scale = 1.f / std::sqrt(float(D));
+  cpu::attention_forward(a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, T, Hq, Hkv, D, scale);
+  cpu::linear_forward(a.x_mid, a.attn, w.o_proj.f32(), nullptr, T, Q, C);
+  cpu::add_forward(a.x_mid, a.x_mid, a.x_in, int64_t(T) * C);
+
+  cpu::rmsnorm_forward(a.h2, a.rstd2, a.x_mid, w.post_attention_layernorm.f32(), T, C, eps);
+  cpu::linear_forward(a.gate, a.h2, w.gate_proj.f32(), nullptr, T, C, I);
+  cpu::linear_forward(a.up, a.h2, w.up_proj.f32(), nullptr, T, C, I);
+  cpu::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * I);
+  cpu::linear_forward(x_out, a.act, w.down_proj.f32(), nullptr, T, I, C);
+  cpu::add_forward(x_out, x_out, a.x_mid, int64_t(T) * C);
+}
+
+void layer_backward(const ModelConfig& c, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
+                    const LayerActivations& a, const LayerGradScratch& s, float* dres) {
+  const int T = b.T, C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
+  const int Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
+  const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
+
+  // MLP branch: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid). dres is read as
+  // d(x_out) by the down projection before rmsnorm_backward adds the branch's share of d(x_mid) into it.
+  zero(s.dact, TI);
+  cpu::linear_backward(s.dact, g.down_proj.f32(), nullptr, dres, a.act, w.down_proj.f32(), T, I, C);
+  zero(s.dgate, TI);
+  zero(s.dup, TI);
+  cpu::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI);
+  zero(s.dh, TC);
+  cpu::linear_backward(s.dh, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I);
+  cpu::linear_backward(s.dh, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I);
+  cpu::rmsnorm_backward(dres, g.post_attention_layernorm.f32(), s.dh, a.x_mid, w.post_attention_layernorm.f32(),
+                        a.rstd2, T, C);
+
+  // Attention branch: x_mid = x_in + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
+  zero(s.dattn, TQ);
+  cpu::linear_backward(s.dattn, g.o_proj.f32(), nullptr, dres, a.attn, w.o_proj.f32(), T, Q, C);
+  zero(s.dq_r, TQ);
+  zero(s.dk_r, TK);
+  zero(s.dv, TK);
+  const float scale = 1.f / std::sqrt(float(D));
+  cpu::attention_backward(s.dq_r, s.dk_r, s.dv, s.dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, T, Hq,
+                          Hkv, D, scale);
+  zero(s.dq, TQ);
+  zero(s.dk, TK);
+  if (c.qk_norm) {
+    zero(s.dq_n, TQ);
+    zero(s.dk_n, TK);
+    cpu::rope_backward(s.dq_n, s.dq_r, b.positions, b.inv_freq, T, Hq, D);
+    cpu::rope_backward(s.dk_n, s.dk_r, b.positions, b.inv_freq, T, Hkv, D);
+    cpu::rmsnorm_backward(s.dq, g.q_norm.f32(), s.dq_n, a.q, w.q_norm.f32(), a.rstd_q, T * Hq, D);
+    cpu::rmsnorm_backward(s.dk, g.k_norm.f32(), s.dk_n, a.k, w.k_norm.f32(), a.rstd_k, T * Hkv, D);
+  } else {
+    cpu::rope_backward(s.dq, s.dq_r, b.positions, b.inv_freq, T, Hq, D);
+    cpu::rope_backward(s.dk, s.dk_r, b.positions, b.inv_freq, T, Hkv, D);
+  }
+  zero(s.dh, TC);
+  cpu::linear_backward(s.dh, g.q_proj.f32(), opt_mut(g.q_bias), s.dq, a.h1, w.q_proj.f32(), T, C, Q);
+  cpu::linear_backward(s.dh, g.k_proj.f32(), opt_mut(g.k_bias), s.dk, a.h1, w.k_proj.f32(), T, C, K);
+  cpu::linear_backward(s.dh, g.v_proj.f32(), opt_mut(g.v_bias), s.dv, a.h1, w.v_proj.f32(), T, C, K);
+  cpu::rmsnorm_backward(dres, g.input_layernorm.f32(), s.dh, a.x_in, w.input_layernorm.f32(), a.rstd1, T, C);
+}
+
+}  // namespace hone

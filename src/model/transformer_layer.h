@@ -1,0 +1,68 @@
+// One decoder layer's forward and backward on a packed batch (fp32, CPU ops): the pieces the Transformer
+// strings together. The caller owns every buffer; a layer only reads and writes the pointers it is given.
+#pragma once
+
+#include <cstdint>
+
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace hone {
+
+// The packed batch as the layer sees it.
+struct LayerBatch {
+  const int32_t* positions = nullptr;   // [T]
+  const int32_t* cu_seqlens = nullptr;  // [S+1]
+  int T = 0;
+  int S = 0;
+  const float* inv_freq = nullptr;      // [D/2] RoPE frequencies
+};
+
+// What a layer's forward writes and its backward reads. Sizes per token in parentheses; C hidden, Q = Hq*D,
+// K = Hkv*D, I intermediate. Without qk_norm, q_n/k_n alias q/k and rstd_q/rstd_k are unused.
+struct LayerActivations {
+  const float* x_in = nullptr;  // (C) layer input: the residual stream, owned by the caller
+  float* rstd1 = nullptr;       // (1) input RMSNorm
+  float* h1 = nullptr;          // (C)
+  float* q = nullptr;           // (Q) projections (+bias)
+  float* k = nullptr;           // (K)
+  float* v = nullptr;           // (K)
+  float* q_n = nullptr;         // (Q) per-head RMSNorm of q (Qwen3)
+  float* k_n = nullptr;         // (K)
+  float* rstd_q = nullptr;      // (Hq)
+  float* rstd_k = nullptr;      // (Hkv)
+  float* q_r = nullptr;         // (Q) after RoPE
+  float* k_r = nullptr;         // (K)
+  float* attn = nullptr;        // (Q) attention output
+  float* lse = nullptr;         // (Hq) attention log-sum-exp, [Hq, T]
+  float* x_mid = nullptr;       // (C) residual after attention
+  float* rstd2 = nullptr;       // (1) post-attention RMSNorm
+  float* h2 = nullptr;          // (C)
+  float* gate = nullptr;        // (I)
+  float* up = nullptr;          // (I)
+  float* act = nullptr;         // (I) silu(gate) * up
+};
+
+// Points a's buffers (all but x_in) into `base` for T tokens and returns the floats they take (64-byte aligned
+// regions). With base == nullptr it only returns the size.
+int64_t carve_layer_activations(LayerActivations& a, float* base, const ModelConfig& c, int T);
+
+// Scratch for gradients inside a layer's backward (contents are not kept between layers).
+struct LayerGradScratch {
+  float* dh = nullptr;                                  // (C)
+  float* dact = nullptr, *dgate = nullptr, *dup = nullptr;  // (I) each
+  float* dattn = nullptr, *dq_r = nullptr, *dq_n = nullptr, *dq = nullptr;  // (Q) each
+  float* dk_r = nullptr, *dk_n = nullptr, *dk = nullptr, *dv = nullptr;     // (K) each
+};
+// As carve_layer_activations, for the gradient scratch.
+int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const ModelConfig& c, int T);
+
+// Computes the layer on a.x_in and writes its output (the next residual stream) to x_out [T, C].
+void layer_forward(const ModelConfig& c, const LayerWeights& w, const LayerBatch& b, const LayerActivations& a,
+                   float* x_out);
+// dres [T, C] holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on return; parameter gradients accumulate
+// into g (same shapes as w).
+void layer_backward(const ModelConfig& c, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
+                    const LayerActivations& a, const LayerGradScratch& s, float* dres);
+
+}  // namespace hone
