@@ -24,7 +24,7 @@ void attention_decode_forward(float* out, const float* q, const float* k_cache, 
   const int group = Hq / Hkv;
   int64_t work = 0;
   for (int b = 0; b < B; ++b) work += int64_t(lens[b]) * Hq * D;
-  const bool parallel = work > 65536;  // small steps run serially: no thread start-up cost
+  const bool parallel = work > (int64_t(1) << 22);  // threads pay off only for long caches and big batches
 #pragma omp parallel if (parallel)
   {
     // Per-thread scratch kept across calls: the decode loop calls this once per layer and step.
