@@ -26,6 +26,16 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 }  // namespace
 
+std::vector<GenerationRequest> group_requests(const std::vector<std::vector<int32_t>>& prompts, int G,
+                                              int64_t first_sample_index) {
+  HONE_USER_CHECK(G > 0, "generations per prompt must be > 0, got ", G);
+  std::vector<GenerationRequest> out;
+  out.reserve(prompts.size() * size_t(G));
+  for (size_t p = 0; p < prompts.size(); ++p)
+    for (int g = 0; g < G; ++g) out.push_back({prompts[p], first_sample_index + int64_t(p) * G + g});
+  return out;
+}
+
 CpuGenerator::CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options)
     : config_(config), weights_(weights), options_(options), forward_(config) {
   HONE_USER_CHECK(options_.max_batch > 0, "generation max_batch must be > 0, got ", options_.max_batch);

@@ -41,6 +41,11 @@ struct Rollout {
   int64_t sample_index = 0;
 };
 
+// The requests of GRPO groups: G samples of every prompt, prompt p's sample g with sample index
+// first_sample_index + p * G + g (give each rank's first prompt its global index so indices never repeat).
+std::vector<GenerationRequest> group_requests(const std::vector<std::vector<int32_t>>& prompts, int G,
+                                              int64_t first_sample_index = 0);
+
 // Turns token ids into text (a tokenizer's decode); needed for stop strings, and fills Rollout::text.
 using DecodeFunction = std::function<std::string(const std::vector<int32_t>&)>;
 

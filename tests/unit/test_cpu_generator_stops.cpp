@@ -148,6 +148,23 @@ BOOST_FIXTURE_TEST_CASE(group_samples_share_the_prompt_prefill, Fixture) {
   BOOST_TEST(differ);  // samples of one group are different draws
 }
 
+BOOST_FIXTURE_TEST_CASE(group_requests_number_samples_globally, Fixture) {
+  const std::vector<std::vector<int32_t>> prompts = {{3, 4}, {5}, {6, 7, 8}};
+  const auto reqs = group_requests(prompts, 4, 100);
+  BOOST_REQUIRE_EQUAL(reqs.size(), 12u);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    BOOST_TEST(reqs[i].prompt == prompts[i / 4]);
+    BOOST_TEST(reqs[i].sample_index == int64_t(100 + i));
+  }
+  // A group split over two waves (max_batch 3) gives what one wave gives: prefilled once per wave it touches.
+  CpuGenerator one(m.config, m.weights), split(m.config, m.weights, GenerationOptions{3});
+  const auto a = one.generate(reqs, p, max_new(5), 2, 0, 64), b = split.generate(reqs, p, max_new(5), 2, 0, 64);
+  for (size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(a[i].completion == b[i].completion);
+  BOOST_TEST(one.stats().prefill_tokens == 6);
+  BOOST_TEST(split.stats().prefill_tokens == 2 + (2 + 1) + (1 + 3) + 3);  // waves: a a a | a b b | b b c | c c c
+  BOOST_CHECK_THROW(group_requests(prompts, 0), hone::UserError);
+}
+
 BOOST_FIXTURE_TEST_CASE(the_kv_cache_is_sized_by_the_wave, Fixture) {
   CpuGenerator gen(m.config, m.weights, GenerationOptions{2});
   const auto reqs = requests();  // 5 requests, prompts up to 7 tokens
