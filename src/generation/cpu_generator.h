@@ -66,8 +66,8 @@ struct GenerationStats {
 
 class CpuGenerator {
  public:
-  // The weights are read at every generate() call, so a refit that overwrites them in place is seen. Both
-  // arguments must outlive the generator.
+  // The weights are read at every generate() call, so a refit that overwrites them in place is seen; they must
+  // outlive the generator (the config is copied).
   CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options = {});
 
   // One rollout per request, in request order. Throws UserError for an empty prompt, a token id outside the
@@ -86,7 +86,7 @@ class CpuGenerator {
   // Samples the next token of `seq` from its logits row and applies the stop rules.
   void take_token(Sequence& seq, Rollout& r, const float* logits_row);
 
-  const ModelConfig& config_;
+  const ModelConfig config_;  // a copy: the caller's may be a temporary
   const ModelWeights& weights_;
   GenerationOptions options_;
   CachedForward forward_;
