@@ -58,6 +58,16 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* q, const float* k, const float* v, const int32_t* cu_seqlens, int num_seqs,
                         int T, int Hq, int Hkv, int D, float scale);
 
+// ---- decode attention: one new query row per sequence against its KV cache (generation; no backward) ----------
+// Cache layout: k_cache/v_cache[num_slots, max_len, Hkv, D], one contiguous slot per sequence; position p of the
+// sequence in slot s is row (s * max_len + p). Sequence b (of B) has q[b, Hq, D] and reads slot slots[b] (slots
+// may be null: slot b), positions [0, lens[b]) where lens[b] >= 1 already counts the current token, whose k and v
+// the caller has written at position lens[b] - 1. GQA as in attention_forward. out[B, Hq, D]. Same arithmetic as
+// attention_forward's row for that token, so the two agree to rounding. Inference only: there is no backward.
+void attention_decode_forward(float* out, const float* q, const float* k_cache, const float* v_cache,
+                              const int32_t* slots, const int32_t* lens, int B, int max_len, int Hq, int Hkv, int D,
+                              float scale);
+
 // ---- SwiGLU: out = silu(gate) * up, elementwise over N values --------------------------------------------------
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t N);
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N);

@@ -1,0 +1,54 @@
+// The transformer forward of generation: the same ops and the same math as the training forward, but writing each
+// token's keys and values to a KvCache so that later tokens attend to them without recomputing them.
+//   prefill: the prompts of several sequences packed into one forward (causal attention per prompt through
+//            attention_forward with cu_seqlens); K and V of every prompt token go to the sequence's cache slot.
+//   decode:  one new token per sequence at its position; its K and V are appended to the slot and it attends to
+//            the slot's cached tokens through attention_decode_forward.
+// Both return the logits (no temperature) of one row per sequence: the last prompt token, or the new token.
+// Buffers grow to the largest call and are reused: the decode loop does no heap allocation once warm.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "generation/kv_cache.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace hone {
+
+class CachedForward {
+ public:
+  explicit CachedForward(const ModelConfig& config);
+
+  // Prompts packed: tokens[cu_seqlens[num_seqs]], prompt s is tokens[cu_seqlens[s], cu_seqlens[s+1]) at positions
+  // 0, 1, ... and is cached in slot slots[s]. logits[num_seqs, V] gets the last prompt token's logits.
+  void prefill(const ModelWeights& w, KvCache& cache, const int32_t* tokens, const int32_t* cu_seqlens,
+               const int32_t* slots, int num_seqs, float* logits);
+
+  // One token per sequence: tokens[b] at position positions[b] of slot slots[b] (positions [0, positions[b]) are
+  // already cached). logits[B, V] gets each new token's logits.
+  void decode(const ModelWeights& w, KvCache& cache, const int32_t* tokens, const int32_t* positions,
+              const int32_t* slots, int B, float* logits);
+
+  const ModelConfig& config() const { return c_; }
+
+ private:
+  enum class Mode { prefill, decode };
+  // Embedding and every layer over R rows; K and V of row r go to (row_slot[r], pos[r]).
+  void layers(const ModelWeights& w, KvCache& cache, Mode mode, const int32_t* tokens, int R,
+              const int32_t* cu_seqlens, int num_seqs, const int32_t* decode_slots);
+  // Final norm and LM head over the rows listed in `rows` (n of them) of the residual stream.
+  void head(const ModelWeights& w, const int32_t* rows, int n, float* logits);
+  void reserve(int R);
+
+  ModelConfig c_;
+  std::vector<float> inv_freq_;
+  float scale_ = 1.f;
+  int capacity_ = 0;  // rows the buffers hold
+  // Per-row work buffers.
+  std::vector<int32_t> pos_, row_slot_, lens_, rows_;
+  std::vector<float> x_, xn_, rstd_, q_, k_, v_, qn_, kn_, head_rstd_, att_, lse_, proj_, gate_, up_, act_;
+};
+
+}  // namespace hone

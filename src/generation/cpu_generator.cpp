@@ -1,0 +1,191 @@
+// The CPU generation engine (behaviour in cpu_generator.h, doc/generation.md).
+#include "generation/cpu_generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <span>
+
+#include "runtime/error.h"
+
+namespace hone {
+
+struct CpuGenerator::Sequence {
+  int slot = 0;          // KV cache slot in the wave (also the request's offset in the wave)
+  int prompt_len = 0;
+  bool done = false;
+  size_t text_size = 0;  // bytes of decoded completion text already checked for stop strings
+  size_t text_end = std::string::npos;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+std::vector<GenerationRequest> group_requests(const std::vector<std::vector<int32_t>>& prompts, int G,
+                                              int64_t first_sample_index) {
+  HONE_USER_CHECK(G > 0, "generations per prompt must be > 0, got ", G);
+  std::vector<GenerationRequest> out;
+  out.reserve(prompts.size() * size_t(G));
+  for (size_t p = 0; p < prompts.size(); ++p)
+    for (int g = 0; g < G; ++g) out.push_back({prompts[p], first_sample_index + int64_t(p) * G + g});
+  return out;
+}
+
+CpuGenerator::CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options)
+    : config_(config), weights_(weights), options_(options), forward_(config) {
+  HONE_USER_CHECK(options_.max_batch > 0, "generation max_batch must be > 0, got ", options_.max_batch);
+}
+
+std::vector<Rollout> CpuGenerator::generate(const std::vector<GenerationRequest>& requests,
+                                            const SamplingParams& sampling, const StopCriteria& stop, uint64_t seed,
+                                            uint32_t step, int max_total_sequence_length,
+                                            const DecodeFunction& decode) {
+  validate_sampling_params(sampling);
+  HONE_USER_CHECK(stop.max_new_tokens > 0, "max_new_tokens must be > 0, got ", stop.max_new_tokens);
+  HONE_USER_CHECK(stop.stop_strings.empty() || decode, "stop strings need a tokenizer to decode completions");
+  HONE_USER_CHECK(max_total_sequence_length > 1, "max_total_sequence_length must be > 1, got ",
+                  max_total_sequence_length);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const GenerationRequest& r = requests[i];
+    HONE_USER_CHECK(!r.prompt.empty(), "request ", i, " has an empty prompt");
+    HONE_USER_CHECK(int64_t(r.prompt.size()) < max_total_sequence_length, "request ", i, " has a prompt of ",
+                    r.prompt.size(), " tokens, which leaves no room for a completion under ",
+                    "max_total_sequence_length = ", max_total_sequence_length);
+    HONE_USER_CHECK(r.sample_index >= 0 && r.sample_index <= int64_t(UINT32_MAX), "request ", i,
+                    " has sample index ", r.sample_index, " outside [0, 2^32)");
+    for (int32_t t : r.prompt)
+      HONE_USER_CHECK(t >= 0 && t < config_.vocab_size, "request ", i, " has token id ", t,
+                      " outside the vocabulary [0, ", config_.vocab_size, ")");
+  }
+  sampling_ = &sampling;
+  stop_ = &stop;
+  decode_ = &decode;
+  seed_ = seed;
+  step_ = step;
+  max_total_ = max_total_sequence_length;
+  stats_ = GenerationStats{};
+  stats_.sequences = int64_t(requests.size());
+
+  std::vector<Rollout> out(requests.size());
+  for (size_t b = 0; b < requests.size(); b += size_t(options_.max_batch))
+    generate_wave(requests, b, std::min(requests.size(), b + size_t(options_.max_batch)), out);
+  return out;
+}
+
+void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests, size_t begin, size_t end,
+                                 std::vector<Rollout>& out) {
+  const int n = int(end - begin);
+  const int V = config_.vocab_size;
+  ++stats_.waves;
+
+  // The cache holds what this wave can reach: the longest prompt plus max_new_tokens, capped by the total length.
+  int64_t longest = 0;
+  for (size_t i = begin; i < end; ++i) longest = std::max<int64_t>(longest, int64_t(requests[i].prompt.size()));
+  const int max_len = int(std::min<int64_t>(max_total_, longest + stop_->max_new_tokens));
+  cache_.reshape(config_.num_hidden_layers, n, max_len, config_.num_key_value_heads, config_.head_dim);
+  stats_.peak_kv_bytes = std::max(stats_.peak_kv_bytes, cache_.bytes());
+
+  // Prefill each distinct prompt once, into the slot of its first request; the others copy its K and V.
+  const auto t0 = Clock::now();
+  std::map<std::vector<int32_t>, int> first_of;  // prompt -> index among the distinct prompts
+  std::vector<int> distinct_of(static_cast<size_t>(n));       // request -> its distinct prompt
+  tokens_.clear();
+  slots_.clear();
+  cu_seqlens_.assign(1, 0);
+  for (int i = 0; i < n; ++i) {
+    const std::vector<int32_t>& prompt = requests[begin + size_t(i)].prompt;
+    auto [it, inserted] = first_of.try_emplace(prompt, int(slots_.size()));
+    distinct_of[size_t(i)] = it->second;
+    if (!inserted) continue;
+    tokens_.insert(tokens_.end(), prompt.begin(), prompt.end());
+    cu_seqlens_.push_back(int32_t(tokens_.size()));
+    slots_.push_back(i);
+  }
+  const int num_distinct = int(slots_.size());
+  if (logits_.size() < size_t(n) * size_t(V)) logits_.resize(size_t(n) * size_t(V));  // distinct prompts <= n
+  forward_.prefill(weights_, cache_, tokens_.data(), cu_seqlens_.data(), slots_.data(), num_distinct, logits_.data());
+  stats_.prefill_tokens += int64_t(tokens_.size());
+  std::vector<Sequence> seqs(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    Sequence& s = seqs[size_t(i)];
+    s.slot = i;
+    s.prompt_len = int(requests[begin + size_t(i)].prompt.size());
+    const int src = slots_[size_t(distinct_of[size_t(i)])];
+    if (src != i) cache_.copy_prefix(src, i, s.prompt_len);
+    Rollout& r = out[begin + size_t(i)];
+    r.prompt = requests[begin + size_t(i)].prompt;
+    r.sample_index = requests[begin + size_t(i)].sample_index;
+    r.completion.reserve(size_t(stop_->max_new_tokens));
+    r.logprobs.reserve(size_t(stop_->max_new_tokens));
+  }
+  stats_.prefill_seconds += seconds_since(t0);
+
+  // The first token of every sample comes from its prompt's last-token logits.
+  const auto t1 = Clock::now();
+  for (int i = 0; i < n; ++i)
+    take_token(seqs[size_t(i)], out[begin + size_t(i)], logits_.data() + int64_t(distinct_of[size_t(i)]) * V);
+
+  // Then one batched decode step per token for the sequences still running.
+  for (;;) {
+    active_.clear();
+    tokens_.clear();
+    positions_.clear();
+    slots_.clear();
+    for (int i = 0; i < n; ++i) {
+      const Sequence& s = seqs[size_t(i)];
+      if (s.done) continue;
+      const Rollout& r = out[begin + size_t(i)];
+      active_.push_back(i);
+      tokens_.push_back(r.completion.back());
+      positions_.push_back(int32_t(s.prompt_len + int(r.completion.size()) - 1));
+      slots_.push_back(s.slot);
+    }
+    if (active_.empty()) break;
+    const int B = int(active_.size());
+    forward_.decode(weights_, cache_, tokens_.data(), positions_.data(), slots_.data(), B, logits_.data());
+    ++stats_.decode_steps;
+    for (int b = 0; b < B; ++b)
+      take_token(seqs[size_t(active_[size_t(b)])], out[begin + size_t(active_[size_t(b)])],
+                 logits_.data() + int64_t(b) * V);
+  }
+  stats_.decode_seconds += seconds_since(t1);
+
+  if (*decode_) {
+    for (int i = 0; i < n; ++i) {
+      Rollout& r = out[begin + size_t(i)];
+      r.text = (*decode_)(r.completion);
+      if (seqs[size_t(i)].text_end != std::string::npos) r.text.resize(seqs[size_t(i)].text_end);
+    }
+  }
+}
+
+void CpuGenerator::take_token(Sequence& seq, Rollout& r, const float* logits_row) {
+  const uint32_t position = uint32_t(r.completion.size());
+  const SampledToken t =
+      sample_token(std::span<const float>(logits_row, size_t(config_.vocab_size)), *sampling_, seed_, step_,
+                   uint32_t(r.sample_index), position);
+  r.completion.push_back(t.token);
+  r.logprobs.push_back(t.logprob);
+  ++stats_.generated_tokens;
+
+  // Stop strings need the text; without them check_stop never looks at it, so nothing is decoded per token.
+  std::string text;
+  if (!stop_->stop_strings.empty()) text = (*decode_)(r.completion);
+  const StopDecision d = check_stop(*stop_, t.token, int64_t(r.completion.size()), text, seq.text_size);
+  seq.text_size = text.size();
+  if (d.stopped()) {
+    r.finish_reason = d.reason;
+    seq.text_end = d.text_end;
+    seq.done = true;
+  } else if (seq.prompt_len + int64_t(r.completion.size()) >= max_total_) {
+    r.finish_reason = FinishReason::length;
+    seq.done = true;
+  }
+}
+
+}  // namespace hone

@@ -1,0 +1,107 @@
+// The CPU generation engine: prompts in, rollouts out (completion tokens, their generation logprobs, why each
+// stopped). Batched: prompts are prefilled together in one packed forward, then every unfinished sequence decodes
+// one token per step against its KV cache slot (CachedForward, KvCache). Requests with the same prompt in a wave
+// (the G samples of a GRPO group) share one prefill: the prompt's K and V are copied into each sample's slot.
+//
+// Reproducibility: the token at completion position p of the request with global sample index s is drawn with
+// philox_uniform(seed, step, s, p), so a completion depends only on (weights, prompt, seed, step, s), never on the
+// other requests, their order, the wave size or the number of ranks. The recorded logprob is
+// log_softmax(logits / temperature)[token] over the full vocabulary (what training recomputes).
+//
+// Stop rules (stop_conditions.h) after each token: a stop token id, a stop string in the decoded completion (needs
+// the decode callback), max_new_tokens; and the sequence never grows beyond max_total_sequence_length tokens
+// (prompt + completion; finish reason `length`). Rules and layout: doc/generation.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "generation/cached_forward.h"
+#include "generation/kv_cache.h"
+#include "generation/sampler.h"
+#include "generation/stop_conditions.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace hone {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // token ids, non-empty
+  int64_t sample_index = 0;     // global index of this sample in the step (keys its random numbers), in [0, 2^32)
+};
+
+struct Rollout {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> completion;  // every sampled token, a stop token or the token completing a stop string included
+  std::vector<float> logprobs;      // one per completion token: log_softmax(logits / T)[token], full vocabulary
+  FinishReason finish_reason = FinishReason::none;  // stop or length once generated
+  std::string text;                 // the decoded completion cut before a stop string (empty without a decoder)
+  int64_t sample_index = 0;
+};
+
+// The requests of GRPO groups: G samples of every prompt, prompt p's sample g with sample index
+// first_sample_index + p * G + g (give each rank's first prompt its global index so indices never repeat).
+std::vector<GenerationRequest> group_requests(const std::vector<std::vector<int32_t>>& prompts, int G,
+                                              int64_t first_sample_index = 0);
+
+// Turns token ids into text (a tokenizer's decode); needed for stop strings, and fills Rollout::text.
+using DecodeFunction = std::function<std::string(const std::vector<int32_t>&)>;
+
+struct GenerationOptions {
+  int max_batch = 256;  // sequences decoded together (one wave); bounds the KV cache to max_batch slots
+};
+
+// Totals of the last generate() call.
+struct GenerationStats {
+  int64_t sequences = 0;
+  int64_t prefill_tokens = 0;    // prompt tokens run through the model (a shared group prompt counts once)
+  int64_t generated_tokens = 0;  // completion tokens sampled
+  int64_t decode_steps = 0;      // batched decode forwards
+  int64_t waves = 0;
+  int64_t peak_kv_bytes = 0;     // largest KV cache in use (K and V, all layers)
+  double prefill_seconds = 0, decode_seconds = 0;  // decode includes sampling and stop checks
+};
+
+class CpuGenerator {
+ public:
+  // The weights are read at every generate() call, so a refit that overwrites them in place is seen; they must
+  // outlive the generator (the config is copied).
+  CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options = {});
+
+  // One rollout per request, in request order. Throws UserError for an empty prompt, a token id outside the
+  // vocabulary, a prompt that leaves no room under max_total_sequence_length, or bad sampling/stop settings.
+  std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
+                                const StopCriteria& stop, uint64_t seed, uint32_t step,
+                                int max_total_sequence_length, const DecodeFunction& decode = {});
+
+  const GenerationStats& stats() const { return stats_; }
+  const GenerationOptions& options() const { return options_; }
+
+ private:
+  struct Sequence;
+  void generate_wave(const std::vector<GenerationRequest>& requests, size_t begin, size_t end,
+                     std::vector<Rollout>& out);
+  // Samples the next token of `seq` from its logits row and applies the stop rules.
+  void take_token(Sequence& seq, Rollout& r, const float* logits_row);
+
+  const ModelConfig config_;  // a copy: the caller's may be a temporary
+  const ModelWeights& weights_;
+  GenerationOptions options_;
+  CachedForward forward_;
+  KvCache cache_;
+  GenerationStats stats_;
+  // Settings of the call in progress.
+  const SamplingParams* sampling_ = nullptr;
+  const StopCriteria* stop_ = nullptr;
+  const DecodeFunction* decode_ = nullptr;
+  uint64_t seed_ = 0;
+  uint32_t step_ = 0;
+  int max_total_ = 0;
+  // Wave buffers, reused across waves and calls.
+  std::vector<float> logits_;
+  std::vector<int32_t> tokens_, positions_, slots_, cu_seqlens_, active_;
+};
+
+}  // namespace hone
