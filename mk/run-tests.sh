@@ -21,7 +21,12 @@ EXTRA=(${HONE_TEST_ARGS:-})
 total_passed=0; total_failed=0; total_skipped=0; status=0
 
 # attr NAME FILE: the value of attribute NAME on the first TestSuite element of an XML report.
-attr() { grep -o "<TestSuite [^>]*" "$2" | head -1 | grep -o " $1=\"[0-9]*\"" | grep -o '[0-9]*' || echo 0; }
+attr() {  # no pipes: under pipefail an early-closing reader would turn a large report into a failure
+  awk -v k="$1" 'match($0, "<TestSuite [^>]*") {
+      s = substr($0, RSTART, RLENGTH)
+      if (match(s, " " k "=\"[0-9]+\"")) { v = substr(s, RSTART, RLENGTH); gsub(/[^0-9]/, "", v); print v; found = 1; exit }
+    } END { if (!found) print 0 }' "$2"
+}
 
 count() {  # suite report...
   local suite=$1; shift
