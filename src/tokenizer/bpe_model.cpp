@@ -49,7 +49,7 @@ BpeModel::BpeModel(const nlohmann::json& model) {
   }
 
   const auto& merges = model.at("merges");
-  merges_.reserve(merges.size() * 2);
+  merges_.reserve(merges.size());
   int32_t rank = 0;
   for (const auto& m : merges) {
     std::string a, b;
@@ -66,7 +66,7 @@ BpeModel::BpeModel(const nlohmann::json& model) {
     const int32_t ia = token_to_id(a), ib = token_to_id(b), im = token_to_id(a + b);
     HONE_USER_CHECK(ia >= 0 && ib >= 0 && im >= 0, "tokenizer.json: merge '", a, " ", b,
                     "' names a token missing from the vocabulary");
-    merges_.emplace(pair_key(ia, ib), Merge{rank, im});  // the first (lowest) rank of a duplicate pair wins
+    merges_.insert(ia, ib, Merge{rank, im});  // the first (lowest) rank of a duplicate pair wins
     ++rank;
   }
 }
@@ -79,11 +79,6 @@ int32_t BpeModel::token_to_id(std::string_view token) const {
 int32_t BpeModel::bytes_to_id(std::string_view bytes) const {
   const auto it = by_bytes_.find(std::string(bytes));
   return it == by_bytes_.end() ? -1 : it->second;
-}
-
-const BpeModel::Merge* BpeModel::find_merge(int32_t a, int32_t b) const {
-  const auto it = merges_.find(pair_key(a, b));
-  return it == merges_.end() ? nullptr : &it->second;
 }
 
 // Quadratic in the worst case but with one merge lookup per new pair: fast for ordinary pieces.
@@ -156,16 +151,12 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& ids) c
   }
   const bool cacheable = piece.size() <= kCacheMaxPiece;
   Shard* shard = nullptr;
-  std::string key;
+  uint64_t hash = 0;
   if (cacheable) {
-    key.assign(piece);
-    shard = &cache_[std::hash<std::string>{}(key) % kShards];
+    hash = hash_bytes(piece);
+    shard = &cache_[(hash >> 56) % kShards];
     std::lock_guard<std::mutex> lock(shard->mu);
-    const auto it = shard->map.find(key);
-    if (it != shard->map.end()) {
-      ids.insert(ids.end(), it->second.begin(), it->second.end());
-      return;
-    }
+    if (shard->cache.lookup(piece, hash, ids)) return;
   }
   std::vector<int32_t> syms;
   const int32_t whole = ignore_merges_ ? bytes_to_id(piece) : -1;
@@ -183,8 +174,7 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& ids) c
   ids.insert(ids.end(), syms.begin(), syms.end());
   if (cacheable) {
     std::lock_guard<std::mutex> lock(shard->mu);
-    if (shard->map.size() >= kCacheMaxEntries / kShards) shard->map.clear();
-    shard->map.emplace(std::move(key), std::move(syms));
+    shard->cache.insert(piece, hash, syms);
   }
 }
 

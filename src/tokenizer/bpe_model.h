@@ -14,6 +14,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "tokenizer/flat_tables.h"
+
 namespace hone::tok {
 
 class BpeModel {
@@ -32,12 +34,8 @@ class BpeModel {
   bool byte_fallback() const { return byte_fallback_; }
 
  private:
-  struct Merge {
-    int32_t rank;
-    int32_t merged;
-  };
-  static uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
-  const Merge* find_merge(int32_t a, int32_t b) const;
+  using Merge = MergeTable::Merge;
+  const Merge* find_merge(int32_t a, int32_t b) const { return merges_.find(a, b); }
   void merge_small(std::vector<int32_t>& syms) const;
   void merge_large(std::vector<int32_t>& syms) const;
 
@@ -45,17 +43,16 @@ class BpeModel {
   std::vector<std::string> bytes_;   // id -> raw bytes (byte-level decoded; the file text when not byte-level)
   std::vector<char> present_;
   std::unordered_map<std::string, int32_t> by_token_, by_bytes_;
-  std::unordered_map<uint64_t, Merge> merges_;
+  MergeTable merges_;
   int32_t byte_ids_[256];
   bool ignore_merges_ = false;
   bool byte_fallback_ = false;
 
   static constexpr size_t kCacheMaxPiece = 64;   // longer pieces are not cached
-  static constexpr size_t kCacheMaxEntries = 200000;
-  static constexpr size_t kShards = 16;
+  static constexpr size_t kShards = 16;  // each with 16384 entries at most
   struct Shard {
     std::mutex mu;
-    std::unordered_map<std::string, std::vector<int32_t>> map;
+    PieceCache cache;
   };
   mutable Shard cache_[kShards];
 };

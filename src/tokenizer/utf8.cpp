@@ -112,15 +112,36 @@ void utf8_append(std::string& out, uint32_t cp) {
   }
 }
 
+namespace {
+
+// Code points that NFC leaves alone whatever their neighbours are from the same set: NFC_QC=Yes, combining
+// class 0, and never the second half of a canonical composition (checked over all of Unicode 14 with Python's
+// unicodedata). Text made only of these needs no utf8proc call.
+bool nfc_inert(uint32_t cp) {
+  static constexpr uint32_t kRanges[][2] = {
+      {0x0000, 0x02FF},   {0x0388, 0x03CE},   {0x0400, 0x0482},   {0x048A, 0x052F},   {0x05D0, 0x05EA},
+      {0x0620, 0x064A},   {0x0905, 0x0939},   {0x0E01, 0x0E30},   {0x2002, 0x20CF},   {0x2190, 0x2328},
+      {0x232B, 0x23FF},   {0x2500, 0x25FF},   {0x2600, 0x27BF},   {0x2E80, 0x2FDF},   {0x3000, 0x3029},
+      {0x3030, 0x303F},   {0x3041, 0x3096},   {0x30A1, 0x30FA},   {0x4E00, 0x9FFF},   {0xAC00, 0xD7A3},
+      {0xFF01, 0xFFEE},   {0x1F1E6, 0x1F1FF}, {0x1F300, 0x1FAFF}};
+  for (const auto& r : kRanges)
+    if (cp >= r[0] && cp <= r[1]) return true;
+  return false;
+}
+
+}  // namespace
+
 std::string normalize(std::string_view text, NormalForm form) {
-  bool ascii = true;
-  for (char c : text) {
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      ascii = false;
-      break;
+  bool inert = true;
+  for (size_t i = 0; i < text.size() && inert;) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
     }
+    const uint32_t cp = utf8_next(text, i);
+    inert = form == NormalForm::NFC && nfc_inert(cp);
   }
-  if (ascii) return std::string(text);
+  if (inert) return std::string(text);
   int options = UTF8PROC_STABLE;
   switch (form) {
     case NormalForm::NFC: options |= UTF8PROC_COMPOSE; break;
