@@ -30,8 +30,6 @@ BpeModel::BpeModel(const nlohmann::json& model) {
   present_.assign(tokens_.size(), 0);
   const ByteLevelAlphabet& alphabet = byte_level_alphabet();
   std::string raw;
-  by_token_.reserve(vocab.size());
-  by_bytes_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const int32_t id = it.value().get<int32_t>();
     HONE_USER_CHECK(id >= 0, "tokenizer.json: negative id in the vocabulary");
@@ -40,13 +38,10 @@ BpeModel::BpeModel(const nlohmann::json& model) {
     present_[i] = 1;
     if (!alphabet.to_bytes(it.key(), &raw)) raw = it.key();
     bytes_[i] = raw;
-    by_token_.emplace(it.key(), id);
-    by_bytes_.emplace(raw, id);
   }
-  for (int b = 0; b < 256; ++b) {
-    const auto it = by_token_.find(alphabet.char_of(static_cast<unsigned char>(b)));
-    byte_ids_[b] = it == by_token_.end() ? -1 : it->second;
-  }
+  by_token_.build(&tokens_, present_);
+  by_bytes_.build(&bytes_, present_);
+  for (int b = 0; b < 256; ++b) byte_ids_[b] = token_to_id(alphabet.char_of(static_cast<unsigned char>(b)));
 
   const auto& merges = model.at("merges");
   merges_.reserve(merges.size());
@@ -54,14 +49,14 @@ BpeModel::BpeModel(const nlohmann::json& model) {
   for (const auto& m : merges) {
     std::string a, b;
     if (m.is_string()) {  // "a b"
-      const std::string s = m.get<std::string>();
+      const std::string& s = m.get_ref<const std::string&>();
       const size_t sp = s.find(' ', 1);
       HONE_USER_CHECK(sp != std::string::npos, "tokenizer.json: bad merge '", s, "'");
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else {  // ["a", "b"]
-      a = m.at(0).get<std::string>();
-      b = m.at(1).get<std::string>();
+      a = m.at(0).get_ref<const std::string&>();
+      b = m.at(1).get_ref<const std::string&>();
     }
     const int32_t ia = token_to_id(a), ib = token_to_id(b), im = token_to_id(a + b);
     HONE_USER_CHECK(ia >= 0 && ib >= 0 && im >= 0, "tokenizer.json: merge '", a, " ", b,
@@ -69,16 +64,6 @@ BpeModel::BpeModel(const nlohmann::json& model) {
     merges_.insert(ia, ib, Merge{rank, im});  // the first (lowest) rank of a duplicate pair wins
     ++rank;
   }
-}
-
-int32_t BpeModel::token_to_id(std::string_view token) const {
-  const auto it = by_token_.find(std::string(token));
-  return it == by_token_.end() ? -1 : it->second;
-}
-
-int32_t BpeModel::bytes_to_id(std::string_view bytes) const {
-  const auto it = by_bytes_.find(std::string(bytes));
-  return it == by_bytes_.end() ? -1 : it->second;
 }
 
 // Quadratic in the worst case but with one merge lookup per new pair: fast for ordinary pieces.

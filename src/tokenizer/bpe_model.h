@@ -9,7 +9,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -25,8 +24,8 @@ class BpeModel {
   // Appends the ids of one piece (raw bytes) to ids.
   void encode_piece(std::string_view piece, std::vector<int32_t>& ids) const;
 
-  int32_t token_to_id(std::string_view token) const;  // token as written in the file (byte-level characters)
-  int32_t bytes_to_id(std::string_view bytes) const;  // token by its raw bytes
+  int32_t token_to_id(std::string_view token) const { return by_token_.find(token); }  // as written in the file
+  int32_t bytes_to_id(std::string_view bytes) const { return by_bytes_.find(bytes); }  // by its raw bytes
   const std::string& token_of(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
   const std::string& bytes_of(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   bool has_id(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < tokens_.size() && present_[static_cast<size_t>(id)]; }
@@ -42,7 +41,7 @@ class BpeModel {
   std::vector<std::string> tokens_;  // id -> token as in the file
   std::vector<std::string> bytes_;   // id -> raw bytes (byte-level decoded; the file text when not byte-level)
   std::vector<char> present_;
-  std::unordered_map<std::string, int32_t> by_token_, by_bytes_;
+  StringIndex by_token_, by_bytes_;
   MergeTable merges_;
   int32_t byte_ids_[256];
   bool ignore_merges_ = false;

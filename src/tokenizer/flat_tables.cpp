@@ -30,6 +30,29 @@ void MergeTable::insert(int32_t a, int32_t b, Merge m) {
   }
 }
 
+void StringIndex::build(const std::vector<std::string>* keys, const std::vector<char>& present) {
+  keys_ = keys;
+  size_t cap = 16;
+  while (cap < keys->size() * 2) cap <<= 1;
+  slots_.assign(cap, Slot{});
+  mask_ = cap - 1;
+  for (size_t id = 0; id < keys->size(); ++id) {
+    if (!present[id]) continue;
+    const std::string& key = (*keys)[id];
+    const uint64_t h = hash_bytes(key);
+    const uint32_t t = static_cast<uint32_t>(h >> 32) | 1U;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.tag == 0) {
+        s.tag = t;
+        s.id = static_cast<int32_t>(id);
+        break;
+      }
+      if (s.tag == t && (*keys)[static_cast<size_t>(s.id)] == key) break;
+    }
+  }
+}
+
 void PieceCache::clear() {
   size_t cap = 16;
   while (cap < max_entries_ * 2) cap <<= 1;

@@ -56,6 +56,33 @@ class MergeTable {
   size_t mask_ = 0, size_ = 0;
 };
 
+// Index of a vocabulary: key string -> id, where the keys live in a vector indexed by id (8-byte slots; the
+// key itself is compared only on a hash-tag match). Duplicate keys keep the first id inserted.
+class StringIndex {
+ public:
+  // keys[id] for every id with present[id] != 0.
+  void build(const std::vector<std::string>* keys, const std::vector<char>& present);
+  int32_t find(std::string_view key) const {
+    if (slots_.empty()) return -1;
+    const uint64_t h = hash_bytes(key);
+    const uint32_t t = static_cast<uint32_t>(h >> 32) | 1U;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.tag == 0) return -1;
+      if (s.tag == t && (*keys_)[static_cast<size_t>(s.id)] == key) return s.id;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint32_t tag = 0;
+    int32_t id = -1;
+  };
+  const std::vector<std::string>* keys_ = nullptr;
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
 // Not thread-safe by itself (BpeModel holds one per lock shard).
 class PieceCache {
  public:

@@ -131,17 +131,9 @@ bool nfc_inert(uint32_t cp) {
 
 }  // namespace
 
-std::string normalize(std::string_view text, NormalForm form) {
-  bool inert = true;
-  for (size_t i = 0; i < text.size() && inert;) {
-    if (static_cast<unsigned char>(text[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    const uint32_t cp = utf8_next(text, i);
-    inert = form == NormalForm::NFC && nfc_inert(cp);
-  }
-  if (inert) return std::string(text);
+namespace {
+
+std::string utf8proc_normalize(std::string_view text, NormalForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
     case NormalForm::NFC: options |= UTF8PROC_COMPOSE; break;
@@ -157,6 +149,49 @@ std::string normalize(std::string_view text, NormalForm form) {
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   std::free(out);
   return result;
+}
+
+}  // namespace
+
+std::string normalize(std::string_view text, NormalForm form) {
+  if (form != NormalForm::NFC) {
+    for (char c : text)
+      if (static_cast<unsigned char>(c) >= 0x80) return utf8proc_normalize(text, form);
+    return std::string(text);
+  }
+  // NFC only changes stretches of non-inert characters together with the inert character just before them
+  // (a starter they may compose with); inert characters further away are copied unchanged.
+  std::string out;
+  size_t copied = 0;     // text before this is already in out
+  size_t prev = 0;       // start of the previous code point
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t at = i;
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      prev = at;
+      ++i;
+      continue;
+    }
+    if (nfc_inert(utf8_next(text, i))) {
+      prev = at;
+      continue;
+    }
+    const size_t span_begin = at > 0 ? prev : 0;
+    size_t span_end = i;
+    while (span_end < text.size()) {
+      size_t j = span_end;
+      if (static_cast<unsigned char>(text[j]) < 0x80 || nfc_inert(utf8_next(text, j))) break;
+      span_end = j;
+    }
+    out.append(text.substr(copied, span_begin - copied));
+    out += utf8proc_normalize(text.substr(span_begin, span_end - span_begin), form);
+    copied = span_end;
+    i = span_end;
+    prev = span_end;  // the next character is inert (or the end): it starts a fresh stretch
+  }
+  if (copied == 0) return std::string(text);
+  out.append(text.substr(copied));
+  return out;
 }
 
 bool py_isspace(uint32_t cp) {
