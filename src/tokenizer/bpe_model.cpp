@@ -139,7 +139,7 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& ids) c
   uint64_t hash = 0;
   if (cacheable) {
     hash = hash_bytes(piece);
-    shard = &cache_[(hash >> 56) % kShards];
+    shard = &cache_[hash % kShards];
     std::lock_guard<std::mutex> lock(shard->mu);
     if (shard->cache.lookup(piece, hash, ids)) return;
   }

@@ -54,18 +54,28 @@ void StringIndex::build(const std::vector<std::string>* keys, const std::vector<
 }
 
 void PieceCache::clear() {
-  size_t cap = 16;
-  while (cap < max_entries_ * 2) cap <<= 1;
-  slots_.assign(cap, Slot{});
+  slots_.assign(256, Slot{});
   keys_.clear();
   ids_.clear();
   size_ = 0;
 }
 
+void PieceCache::grow() {
+  std::vector<Slot> old(slots_.size() * 2);
+  old.swap(slots_);
+  const size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.hash == 0) continue;
+    size_t i = home(s.hash);
+    while (slots_[i].hash != 0) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
 bool PieceCache::lookup(std::string_view piece, uint64_t hash, std::vector<int32_t>& out) const {
   const size_t mask = slots_.size() - 1;
   const uint32_t t = tag(hash);
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+  for (size_t i = home(t);; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
     if (s.hash == 0) return false;
     if (s.hash == t && s.key_len == piece.size() && key_of(s) == piece) {
@@ -80,9 +90,10 @@ void PieceCache::insert(std::string_view piece, uint64_t hash, const std::vector
   if (piece.size() > 0xFFFF || ids.size() > 0xFFFF) return;
   if (size_ >= max_entries_ || keys_.size() + piece.size() > UINT32_MAX / 2 || ids_.size() + ids.size() > UINT32_MAX / 2)
     clear();
+  if ((size_ + 1) * 2 > slots_.size()) grow();
   const size_t mask = slots_.size() - 1;
   const uint32_t t = tag(hash);
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+  for (size_t i = home(t);; i = (i + 1) & mask) {
     Slot& s = slots_[i];
     if (s.hash != 0) {
       if (s.hash == t && s.key_len == piece.size() && key_of(s) == piece) return;

@@ -1,6 +1,6 @@
 // Two small open-addressing hash tables for the BPE hot path, where std::unordered_map's node chasing and
 // string allocations dominated: MergeTable (pair of ids -> merge rank and result) and PieceCache (piece bytes
-// -> ids, no allocation on a hit). Linear probing, power-of-two capacity, never shrinks.
+// -> ids, no allocation on a hit). Linear probing, power-of-two capacity.
 #pragma once
 
 #include <cstdint>
@@ -87,6 +87,7 @@ class StringIndex {
 class PieceCache {
  public:
   // Pieces longer than 65535 bytes or with more than 65535 ids are not cached.
+  // Starts small and doubles up to max_entries; when full it starts over empty.
   explicit PieceCache(size_t max_entries = 1 << 14) : max_entries_(max_entries) { clear(); }
   // Appends the cached ids of piece to out; false when absent.
   bool lookup(std::string_view piece, uint64_t hash, std::vector<int32_t>& out) const;
@@ -108,6 +109,8 @@ class PieceCache {
     };
   };
   static uint32_t tag(uint64_t hash) { return static_cast<uint32_t>(hash >> 32) | 1U; }
+  size_t home(uint32_t t) const { return (t >> 1) & (slots_.size() - 1); }  // rehashing needs only the tag
+  void grow();
   std::string_view key_of(const Slot& s) const {
     return s.key_len <= 8 ? std::string_view(s.inline_key, s.key_len) : std::string_view(keys_).substr(s.key_off, s.key_len);
   }
