@@ -121,7 +121,7 @@ def numbers(rng):
 
 def whitespace(rng):
     pieces = [" ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", "\r", " \n", "\n ", " \t ", "\u00a0", "\u3000",
-              "\u2003", "\u2028", "\u0085", "\x0b", "\x0c", "\u200b", "\u1680", "\u202f", "\u205f"]
+              "\u2003", "\u2028", "\u0085", "\x0b", "\x0c", "\u200b", "\u1680", "\u202f", "\u205f", "\u180e"]
     return "".join(rng.choice(pieces) + rng.choice(WORDS + ["", "", "."]) for _ in range(40))
 
 
@@ -190,7 +190,7 @@ def build():
     texts += [whitespace(rng) for _ in range(12)]
     texts += long_words(rng)
     texts += urls_json(rng)
-    texts += ["", " ", "\n", "a", "'s", " 's", "é", "\u0301", "🇺", "\r\n\r\n", "   \n", "<|im_start|>", "ſ'ſ 'Ś"]
+    texts += ["", " ", "\n", "a", "'s", " 's", "é", "\u0301", "🇺", "\r\n\r\n", "   \n", "<|im_start|>", "ſ'ſ 'Ś", "a\u180e's b \u180e c\u180e\u180e\n"]
     texts += [unicodedata.normalize("NFD", s) for s in SCRIPTS[:6] + PROSE[11:13]]
     while sum(len(t.encode()) for t in texts) < 110_000:
         texts.append(mixture(rng, rng.randint(20, 300)))
