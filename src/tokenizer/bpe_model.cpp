@@ -35,6 +35,7 @@ BpeModel::BpeModel(const nlohmann::json& model) {
     HONE_USER_CHECK(id >= 0, "tokenizer.json: negative id in the vocabulary");
     const auto i = static_cast<size_t>(id);
     tokens_[i] = it.key();
+    if (!present_[i]) ++entry_count_;
     present_[i] = 1;
     if (!alphabet.to_bytes(it.key(), &raw)) raw = it.key();
     bytes_[i] = raw;

@@ -29,7 +29,8 @@ class BpeModel {
   const std::string& token_of(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
   const std::string& bytes_of(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   bool has_id(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < tokens_.size() && present_[static_cast<size_t>(id)]; }
-  int32_t size() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t size() const { return static_cast<int32_t>(tokens_.size()); }  // largest id + 1
+  int32_t entry_count() const { return entry_count_; }                   // number of vocabulary entries
   bool byte_fallback() const { return byte_fallback_; }
 
  private:
@@ -44,6 +45,7 @@ class BpeModel {
   StringIndex by_token_, by_bytes_;
   MergeTable merges_;
   int32_t byte_ids_[256];
+  int32_t entry_count_ = 0;
   bool ignore_merges_ = false;
   bool byte_fallback_ = false;
 

@@ -55,10 +55,17 @@ HfTokenizer::HfTokenizer(const std::string& dir) {
     const nlohmann::json j = read_json(path);
     model_ = std::make_unique<BpeModel>(j.at("model"));
     vocab_size_ = model_->size();
+    // Ids of added tokens are assigned as `tokenizers` assigns them when it loads the file (the "id" field is
+    // only checked there): a token already in the model vocabulary keeps that id, any other takes the next id
+    // after the model vocabulary and the added tokens before it. The real files agree with their "id" fields.
+    TokenId max_added = -1;
     for (const auto& a : member(j, "added_tokens")) {
       AddedToken t;
-      t.id = a.at("id").get<TokenId>();
       t.content = a.at("content").get<std::string>();
+      if (t.content.empty() || added_by_content_.count(t.content)) continue;
+      t.id = model_->token_to_id(t.content);
+      if (t.id < 0) t.id = max_added >= model_->entry_count() ? max_added + 1 : model_->entry_count();
+      max_added = std::max(max_added, t.id);
       t.special = a.value("special", false);
       t.lstrip = a.value("lstrip", false);
       t.rstrip = a.value("rstrip", false);

@@ -58,8 +58,7 @@ class Regex {
     const std::string pattern = literal ? source : onig_spaces(source);
     int err = 0;
     PCRE2_SIZE offset = 0;
-    uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
-    if (literal) options |= PCRE2_LITERAL;
+    const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err, &offset,
                           nullptr);
     if (!code_) {

@@ -1,0 +1,118 @@
+// tokenizer.json features that the two real files do not use, on a tiny hand-made file: added tokens with
+// lstrip/rstrip/single_word/normalized, an added token that is also a vocabulary entry, ids reassigned on load,
+// NFKC, a String Split with behaviour Removed, ByteLevel with add_prefix_space and the GPT-2 regex, and a
+// TemplateProcessing with a suffix. The expected ids are what HF tokenizers 0.23.3 gives for the same file.
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/paths.h"
+#include "runtime/error.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+nlohmann::json added(int id, const std::string& content, bool special, bool lstrip = false, bool rstrip = false,
+                     bool single_word = false, bool normalized = false) {
+  return {{"id", id}, {"content", content}, {"single_word", single_word}, {"lstrip", lstrip},
+          {"rstrip", rstrip}, {"normalized", normalized}, {"special", special}};
+}
+
+std::string write_tiny_tokenizer() {
+  using nlohmann::json;
+  const auto& alphabet = hone::tok::byte_level_alphabet();
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[alphabet.char_of(static_cast<unsigned char>(b))] = b;
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {"Ġ", "w"}, {"o", "r"}, {"Ġw", "or"}, {"Ġ", "h"}, {"Ġh", "e"}};
+  json merge_list = json::array();
+  int next = 256;
+  for (const auto& [a, b] : merges) {
+    if (!vocab.contains(a + b)) vocab[a + b] = next++;
+    merge_list.push_back(a + " " + b);
+  }
+  json tj;
+  // The "id" fields are deliberately off: loading assigns [M]=265, <s>=266, </s>=267, he=256 (vocabulary), cat=268.
+  tj["added_tokens"] = {added(302, "[M]", false, true, true), added(300, "<s>", true), added(301, "</s>", true),
+                        added(5, "he", true), added(303, "cat", false, false, false, true, true)};
+  tj["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}}}};
+  tj["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"String", "|"}}}, {"behavior", "Removed"}, {"invert", false}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}}}};
+  tj["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                  {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
+      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {300}}, {"tokens", {"<s>"}}}},
+                          {"</s>", {{"id", "</s>"}, {"ids", {301}}, {"tokens", {"</s>"}}}}}}};
+  tj["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+  tj["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+                 {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
+                 {"ignore_merges", false}, {"vocab", vocab}, {"merges", merge_list}};
+  const std::string dir = test::temp_dir("tiny-tokenizer");
+  std::ofstream(dir + "/tokenizer.json") << tj.dump();
+  return dir;
+}
+
+using Ids = std::vector<int32_t>;
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(tokenizer_features)
+
+BOOST_AUTO_TEST_CASE(tiny_tokenizer_matches_hf) {
+  const auto tok = hone::load_tokenizer("hf", write_tiny_tokenizer());
+  BOOST_TEST(tok->token_to_id("[M]") == 265);
+  BOOST_TEST(tok->token_to_id("cat") == 268);
+  BOOST_TEST(tok->token_to_id("he") == 256);
+  BOOST_TEST(tok->is_special(256));
+  struct Case {
+    std::string text;
+    Ids ids;
+    std::string decoded;
+  };
+  const std::vector<Case> cases = {
+      {"hello world", {256, 32, 257, 111, 262, 108, 100}, "he llo world"},
+      {"a|b||c hello|world", {32, 97, 32, 98, 32, 99, 32, 256, 32, 257, 111, 262, 108, 100}, " a b c he llo world"},
+      {"x [M] y", {32, 120, 265, 32, 121}, " x[M] y"},
+      {"x[M]y", {32, 120, 265, 32, 121}, " x[M] y"},
+      {"cat concat cats cat. cat",
+       {268, 32, 99, 111, 110, 99, 97, 116, 32, 99, 97, 116, 115, 32, 268, 32, 46, 32, 268},
+       "cat concat cats cat . cat"},
+      {"\xEF\xBD\x88\xEF\xBD\x85\xEF\xBD\x8C\xEF\xBD\x8C\xEF\xBD\x8F \xEF\xBC\xB7\xEF\xBC\xAF\xEF\xBC\xB2\xEF\xBC\xAC\xEF\xBC\xA4",
+       {32, 259, 32, 87, 79, 82, 76, 68}, " hello WORLD"},  // full-width letters, NFKC
+      {"<s>hello</s>", {266, 256, 32, 257, 111, 267}, "<s>he llo</s>"},
+      {"  hello", {32, 32, 256, 32, 257, 111}, "  he llo"},
+  };
+  for (const auto& c : cases) {
+    BOOST_TEST(tok->encode(c.text) == c.ids, "encode " << c.text);
+    BOOST_TEST(tok->decode(c.ids) == c.decoded, "decode " << c.text);
+    Ids with = c.ids;
+    with.insert(with.begin(), 300);
+    with.push_back(301);
+    BOOST_TEST(tok->encode(c.text, true) == with, "add_special " << c.text);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_parts_are_user_errors) {
+  const std::string dir = test::temp_dir("bad-tokenizer");
+  auto load_with = [&](const std::string& json) {
+    std::ofstream(dir + "/tokenizer.json") << json;
+    return hone::load_tokenizer("hf", dir);
+  };
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": []})";
+  BOOST_CHECK_NO_THROW(load_with("{" + model + "}"));
+  BOOST_CHECK_THROW(load_with(R"({"model": {"type": "WordPiece", "vocab": {}}})"), hone::UserError);
+  BOOST_CHECK_THROW(load_with(R"({"normalizer": {"type": "Lowercase"}, )" + model + "}"), hone::UserError);
+  BOOST_CHECK_THROW(load_with(R"({"pre_tokenizer": {"type": "Whitespace"}, )" + model + "}"), hone::UserError);
+  BOOST_CHECK_THROW(load_with(R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(("}}, )" + model + "}"),
+                    hone::UserError);
+  BOOST_CHECK_THROW(load_with(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})"), hone::UserError);
+  BOOST_CHECK_THROW(load_with("{not json"), hone::UserError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
