@@ -5,8 +5,6 @@
 //   --kind chars selects the built-in character tokenizer (no DIR needed).
 // stdin is read byte for byte (nothing stripped); special-token text in it is matched as special tokens.
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -30,9 +28,12 @@ const char* const kUsage =
     "  --skip-special    with --decode: leave special tokens out\n";
 
 std::string read_stdin() {
-  std::cin >> std::noskipws;
-  std::ios::sync_with_stdio(false);
-  return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  std::string data;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) data.append(buf, n);
+  HONE_USER_CHECK(!std::ferror(stdin), "tokenize: cannot read stdin");
+  return data;
 }
 
 int run_tokenize(const std::vector<std::string>& args) {

@@ -111,6 +111,18 @@ void check_parity(const std::string& name) {
     ++checks;
     if (tok->decode(got) != decoded) fail("entry " + std::to_string(k) + ": decode(encode(x)) differs");
   }
+  // The same corpus through encode_batch (OpenMP threads sharing the piece cache), twice: cold and warm.
+  std::vector<std::string> inputs;
+  for (const auto& e : corpus)
+    inputs.push_back(e.contains("text") ? e.at("text").get<std::string>() : hex_bytes(e.at("hex").get<std::string>()));
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto batch = tok->encode_batch(inputs);
+    for (size_t k = 0; k < corpus.size(); ++k) {
+      ++checks;
+      if (batch[k] != varint_base64(golden[k + 1].at("ids").get<std::string>()))
+        fail("entry " + std::to_string(k) + ": encode_batch differs (pass " + std::to_string(pass) + ")");
+    }
+  }
   size_t decode_cases = 0;
   for (size_t k = corpus.size() + 1; k < golden.size(); ++k) {
     const auto& g = golden[k];
