@@ -20,7 +20,6 @@ BpeModel::BpeModel(const nlohmann::json& model) {
                     key, " is not supported");
   }
   ignore_merges_ = model.value("ignore_merges", false);
-  byte_fallback_ = model.value("byte_fallback", false);
 
   const auto& vocab = model.at("vocab");
   int32_t max_id = -1;
@@ -42,7 +41,13 @@ BpeModel::BpeModel(const nlohmann::json& model) {
   }
   by_token_.build(&tokens_, present_);
   by_bytes_.build(&bytes_, present_);
-  for (int b = 0; b < 256; ++b) byte_ids_[b] = token_to_id(alphabet.char_of(static_cast<unsigned char>(b)));
+  for (int b = 0; b < 256; ++b) {
+    byte_ids_[b] = token_to_id(alphabet.char_of(static_cast<unsigned char>(b)));
+    // Encoding starts from one symbol per byte: the vocabulary must be byte-level (GPT-2 style). SentencePiece
+    // style BPE (characters plus <0xNN> byte fallback, e.g. Llama 2) is not supported.
+    HONE_USER_CHECK(byte_ids_[b] >= 0, "tokenizer.json: the BPE vocabulary is not byte-level (no token for byte ", b,
+                    "); only byte-level BPE tokenizers are supported");
+  }
 
   const auto& merges = model.at("merges");
   merges_.reserve(merges.size());

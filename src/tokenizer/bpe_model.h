@@ -31,7 +31,6 @@ class BpeModel {
   bool has_id(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < tokens_.size() && present_[static_cast<size_t>(id)]; }
   int32_t size() const { return static_cast<int32_t>(tokens_.size()); }  // largest id + 1
   int32_t entry_count() const { return entry_count_; }                   // number of vocabulary entries
-  bool byte_fallback() const { return byte_fallback_; }
 
  private:
   using Merge = MergeTable::Merge;
@@ -47,7 +46,6 @@ class BpeModel {
   int32_t byte_ids_[256];
   int32_t entry_count_ = 0;
   bool ignore_merges_ = false;
-  bool byte_fallback_ = false;
 
   static constexpr size_t kCacheMaxPiece = 64;   // longer pieces are not cached
   static constexpr size_t kShards = 16;  // each with 16384 entries at most

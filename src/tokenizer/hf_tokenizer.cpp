@@ -41,6 +41,7 @@ int byte_fallback_value(const std::string& t) {
     v *= 16;
     if (c >= '0' && c <= '9') v += c - '0';
     else if (c >= 'A' && c <= 'F') v += c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f') v += c - 'a' + 10;
     else return -1;
   }
   return v;
@@ -219,25 +220,35 @@ std::vector<TokenId> HfTokenizer::encode(std::string_view input, bool add_specia
 }
 
 void HfTokenizer::decode_chunk(std::span<const TokenId> ids, std::string& out) const {
-  std::string bytes;
-  bool first = true;
-  for (TokenId id : ids) {
-    switch (decoder_) {
-      case Decoder::ByteLevel:
-        bytes += model_->bytes_of(id);
-        break;
-      case Decoder::ByteFallbackThenText: {
-        const int b = model_->byte_fallback() ? byte_fallback_value(model_->token_of(id)) : -1;
-        if (b >= 0) bytes += static_cast<char>(b);
-        else bytes += model_->token_of(id);
-        break;
+  if (decoder_ == Decoder::ByteFallbackThenText) {
+    // As the ByteFallback decoder: a run of <0xNN> tokens becomes its bytes when they are valid UTF-8, else one
+    // U+FFFD per byte; other tokens are their text.
+    std::string run;
+    auto flush = [&] {
+      if (utf8_valid(run)) out += run;
+      else for (size_t k = 0; k < run.size(); ++k) out += "\xEF\xBF\xBD";
+      run.clear();
+    };
+    for (TokenId id : ids) {
+      const int b = byte_fallback_value(model_->token_of(id));
+      if (b >= 0) {
+        run += static_cast<char>(b);
+      } else {
+        flush();
+        out += model_->token_of(id);
       }
-      case Decoder::None:
-        if (!first) bytes += ' ';
-        bytes += model_->token_of(id);
-        break;
     }
-    first = false;
+    flush();
+    return;
+  }
+  std::string bytes;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (decoder_ == Decoder::ByteLevel) {
+      bytes += model_->bytes_of(ids[k]);
+    } else {  // no decoder: the tokens joined with spaces
+      if (k) bytes += ' ';
+      bytes += model_->token_of(ids[k]);
+    }
   }
   out += utf8_lossy(bytes);
 }

@@ -1,7 +1,8 @@
 // tokenizer.json features that the two real files do not use, on a tiny hand-made file: added tokens with
 // lstrip/rstrip/single_word/normalized, an added token that is also a vocabulary entry, ids reassigned on load,
 // NFKC, a String Split with behaviour Removed, ByteLevel with add_prefix_space and the GPT-2 regex, and a
-// TemplateProcessing with a suffix. The expected ids are what HF tokenizers 0.23.3 gives for the same file.
+// TemplateProcessing with a suffix, the ByteFallback decoder. The expected ids and texts are what HF tokenizers
+// 0.23.3 gives for the same files.
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
@@ -20,7 +21,7 @@ nlohmann::json added(int id, const std::string& content, bool special, bool lstr
           {"rstrip", rstrip}, {"normalized", normalized}, {"special", special}};
 }
 
-std::string write_tiny_tokenizer() {
+nlohmann::json tiny_tokenizer_json() {
   using nlohmann::json;
   const auto& alphabet = hone::tok::byte_level_alphabet();
   json vocab = json::object();
@@ -53,7 +54,11 @@ std::string write_tiny_tokenizer() {
   tj["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
                  {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
                  {"ignore_merges", false}, {"vocab", vocab}, {"merges", merge_list}};
-  const std::string dir = test::temp_dir("tiny-tokenizer");
+  return tj;
+}
+
+std::string write_tokenizer(const std::string& tag, const nlohmann::json& tj) {
+  const std::string dir = test::temp_dir(tag);
   std::ofstream(dir + "/tokenizer.json") << tj.dump();
   return dir;
 }
@@ -65,7 +70,7 @@ using Ids = std::vector<int32_t>;
 BOOST_AUTO_TEST_SUITE(tokenizer_features)
 
 BOOST_AUTO_TEST_CASE(tiny_tokenizer_matches_hf) {
-  const auto tok = hone::load_tokenizer("hf", write_tiny_tokenizer());
+  const auto tok = hone::load_tokenizer("hf", write_tokenizer("tiny-tokenizer", tiny_tokenizer_json()));
   BOOST_TEST(tok->token_to_id("[M]") == 265);
   BOOST_TEST(tok->token_to_id("cat") == 268);
   BOOST_TEST(tok->token_to_id("he") == 256);
@@ -98,21 +103,45 @@ BOOST_AUTO_TEST_CASE(tiny_tokenizer_matches_hf) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(unsupported_parts_are_user_errors) {
-  const std::string dir = test::temp_dir("bad-tokenizer");
-  auto load_with = [&](const std::string& json) {
-    std::ofstream(dir + "/tokenizer.json") << json;
-    return hone::load_tokenizer("hf", dir);
+BOOST_AUTO_TEST_CASE(byte_fallback_decoder_matches_hf) {
+  nlohmann::json tj = tiny_tokenizer_json();
+  for (const char* t : {"<0xE4>", "<0xB8>", "<0xAD>", "<0x41>", "<0xe4>"}) tj["model"]["vocab"][t] = tj["model"]["vocab"].size();
+  tj["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}};
+  const auto tok = hone::load_tokenizer("hf", write_tokenizer("byte-fallback", tj));
+  auto ids = [&](std::initializer_list<const char*> tokens) {
+    Ids out;
+    for (const char* t : tokens) out.push_back(tok->token_to_id(t));
+    return out;
   };
-  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": []})";
-  BOOST_CHECK_NO_THROW(load_with("{" + model + "}"));
-  BOOST_CHECK_THROW(load_with(R"({"model": {"type": "WordPiece", "vocab": {}}})"), hone::UserError);
-  BOOST_CHECK_THROW(load_with(R"({"normalizer": {"type": "Lowercase"}, )" + model + "}"), hone::UserError);
-  BOOST_CHECK_THROW(load_with(R"({"pre_tokenizer": {"type": "Whitespace"}, )" + model + "}"), hone::UserError);
-  BOOST_CHECK_THROW(load_with(R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(("}}, )" + model + "}"),
-                    hone::UserError);
-  BOOST_CHECK_THROW(load_with(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})"), hone::UserError);
-  BOOST_CHECK_THROW(load_with("{not json"), hone::UserError);
+  const std::string r = "\xEF\xBF\xBD";
+  BOOST_TEST(tok->decode(ids({"<0xE4>", "<0xB8>", "<0xAD>"})) == "\xE4\xB8\xAD");
+  BOOST_TEST(tok->decode(ids({"<0xE4>", "<0xB8>"})) == r + r);  // invalid run: one U+FFFD per byte
+  BOOST_TEST(tok->decode(ids({"h", "<0xE4>", "<0xB8>", "\xC4\xA0", "<0x41>"})) == "h" + r + r + "\xC4\xA0" "A");
+  BOOST_TEST(tok->decode(ids({"<0xe4>", "<0xB8>", "<0xAD>", "hello"})) == "\xE4\xB8\xAD" "hello");
+  BOOST_TEST(tok->decode(ids({"<0xAD>"})) == r);
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_parts_are_user_errors) {
+  const nlohmann::json good = tiny_tokenizer_json();
+  auto load_with = [&](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json tj = good;
+    tj[key] = value;
+    return hone::load_tokenizer("hf", write_tokenizer("bad-tokenizer", tj));
+  };
+  BOOST_CHECK_NO_THROW(load_with("normalizer", nullptr));
+  BOOST_CHECK_THROW(load_with("model", {{"type", "WordPiece"}, {"vocab", nlohmann::json::object()}}), hone::UserError);
+  BOOST_CHECK_THROW(load_with("model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array()}}),
+                    hone::UserError);  // not byte-level
+  nlohmann::json bad_merge = good["model"];
+  bad_merge["merges"].push_back("x zz");
+  BOOST_CHECK_THROW(load_with("model", bad_merge), hone::UserError);
+  BOOST_CHECK_THROW(load_with("normalizer", {{"type", "Lowercase"}}), hone::UserError);
+  BOOST_CHECK_THROW(load_with("pre_tokenizer", {{"type", "Whitespace"}}), hone::UserError);
+  BOOST_CHECK_THROW(load_with("pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(("}}}}), hone::UserError);
+  BOOST_CHECK_THROW(load_with("decoder", {{"type", "WordPiece"}}), hone::UserError);
+  const std::string dir = test::temp_dir("not-json");
+  std::ofstream(dir + "/tokenizer.json") << "{not json";
+  BOOST_CHECK_THROW(hone::load_tokenizer("hf", dir), hone::UserError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
