@@ -1,7 +1,8 @@
-#!/opt/hone-ref/bin/python
+#!/usr/bin/python3
 """Reference outputs of Hugging Face `tokenizers` and jinja2 chat templates for hone's tokenizer tests.
 
-Run with a Python that has the reference libraries: `pip install tokenizers jinja2`. Not run by `make test`:
+Run with a Python that has the reference libraries (`pip install tokenizers jinja2`), e.g.
+`/opt/hone-ref/bin/python tools/tokenizer_reference.py`. Not run by `make test`:
 it writes the committed golden files that tests/unit/test_tokenizer_parity.cpp and test_chat_format.cpp read.
 
   tools/tokenizer_reference.py [--tokenizers DIR]          write tests/data/tokenizer/golden_<name>.jsonl and
@@ -90,9 +91,16 @@ def decode_cases(tok, rng):
     return cases
 
 
+def need(module):
+    try:
+        return __import__(module)
+    except ImportError:
+        sys.exit("tools/tokenizer_reference.py needs the Python package '%s' (pip install tokenizers jinja2)" % module)
+
+
 def write_golden(tdir):
-    from tokenizers import Tokenizer
-    import tokenizers
+    tokenizers = need("tokenizers")
+    Tokenizer = tokenizers.Tokenizer
     texts = corpus_texts()
     for name in NAMES:
         tok = Tokenizer.from_file(os.path.join(tdir, name, "tokenizer.json"))
@@ -144,6 +152,7 @@ def chat_cases():
 
 
 def write_chat_golden(tdir):
+    need("jinja2")
     import jinja2
     import jinja2.ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -191,7 +200,7 @@ def write_chat_golden(tdir):
 def bench(tdir):
     os.environ["RAYON_NUM_THREADS"] = "1"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    from tokenizers import Tokenizer
+    Tokenizer = need("tokenizers").Tokenizer
     texts = corpus_texts()
     nbytes = sum(len(t.encode("utf-8")) for t in texts)
     prompts = bench_prompts(texts)
