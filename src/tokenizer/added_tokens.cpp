@@ -1,6 +1,8 @@
 // Leftmost-longest matching of added tokens with a byte trie.
 #include "tokenizer/added_tokens.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 
 #include "tokenizer/utf8.h"
@@ -9,10 +11,28 @@ namespace hone::tok {
 
 namespace {
 
-// The word characters of the `single_word` check: letters, digits and '_' (Unicode-aware for letters/digits
-// would need a property table; ASCII and any non-ASCII byte count as word characters here).
-bool is_word_byte(unsigned char c) {
-  return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
+// The word characters of the `single_word` check, as `tokenizers` (char::is_alphanumeric, or '_'): Unicode
+// letters and numbers by general category (Rust's Alphabetic also has a few marks; those count as non-word here).
+bool is_word_char(uint32_t cp) {
+  if (cp < 0x80) return cp == '_' || (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z');
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool word_before(std::string_view text, size_t pos) {
+  if (pos == 0) return false;
+  size_t b = pos - 1;
+  while (b > 0 && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80) --b;
+  return is_word_char(utf8_next(text, b));
+}
+
+bool word_after(std::string_view text, size_t pos) {
+  return pos < text.size() && is_word_char(utf8_next(text, pos));
 }
 
 }  // namespace
@@ -73,9 +93,7 @@ std::vector<TextPiece> AddedTokenMatcher::split(std::string_view text) const {
     }
     const AddedToken& tok = tokens_[static_cast<size_t>(t)];
     if (tok.single_word) {
-      const bool left_ok = pos == 0 || !is_word_byte(static_cast<unsigned char>(text[pos - 1]));
-      const bool right_ok = end == text.size() || !is_word_byte(static_cast<unsigned char>(text[end]));
-      if (!left_ok || !right_ok) {
+      if (word_before(text, pos) || word_after(text, end)) {
         ++pos;
         continue;
       }

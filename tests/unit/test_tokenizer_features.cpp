@@ -91,6 +91,11 @@ BOOST_AUTO_TEST_CASE(tiny_tokenizer_matches_hf) {
       {"\xEF\xBD\x88\xEF\xBD\x85\xEF\xBD\x8C\xEF\xBD\x8C\xEF\xBD\x8F \xEF\xBC\xB7\xEF\xBC\xAF\xEF\xBC\xB2\xEF\xBC\xAC\xEF\xBC\xA4",
        {32, 259, 32, 87, 79, 82, 76, 68}, " hello WORLD"},  // full-width letters, NFKC
       {"<s>hello</s>", {266, 256, 32, 257, 111, 267}, "<s>he llo</s>"},
+      {"\xD9\xA1" "cat \xC2\xB7" "cat", {32, 217, 161, 99, 97, 116, 32, 194, 183, 268},
+       " \xD9\xA1" "cat \xC2\xB7" "cat"},  // single_word: an Arabic-Indic digit is a word character, U+00B7 is not
+      {"\xC3\xA9" "cat cat\xE4\xB8\xAD cat\xC2\xB2",
+       {32, 195, 169, 99, 97, 116, 32, 99, 97, 116, 228, 184, 173, 32, 99, 97, 116, 50},
+       " \xC3\xA9" "cat cat\xE4\xB8\xAD cat2"},  // NFKC turns the superscript 2 into 2 before matching
       {"  hello", {32, 32, 256, 32, 257, 111}, "  he llo"},
   };
   for (const auto& c : cases) {
