@@ -104,14 +104,14 @@ std::vector<TextPiece> AddedTokenMatcher::split(std::string_view text) const {
         size_t b = begin - 1;
         while (b > run_begin && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80) --b;
         size_t j = b;
-        if (!py_isspace(utf8_next(text, j))) break;
+        if (!unicode_white_space(utf8_next(text, j))) break;
         begin = b;
       }
     }
     if (tok.rstrip) {
       while (end < text.size()) {
         size_t j = end;
-        if (!py_isspace(utf8_next(text, j))) break;
+        if (!unicode_white_space(utf8_next(text, j))) break;
         end = j;
       }
     }

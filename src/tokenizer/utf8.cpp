@@ -194,6 +194,11 @@ std::string normalize(std::string_view text, NormalForm form) {
   return out;
 }
 
+bool unicode_white_space(uint32_t cp) {
+  // Above ASCII the two definitions agree; below, Python also counts U+001C..U+001F.
+  return cp < 0x80 ? ((cp >= 0x09 && cp <= 0x0D) || cp == 0x20) : py_isspace(cp);
+}
+
 bool py_isspace(uint32_t cp) {
   if (cp >= 0x09 && cp <= 0x0D) return true;
   if (cp >= 0x1C && cp <= 0x20) return true;

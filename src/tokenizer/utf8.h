@@ -22,6 +22,9 @@ enum class NormalForm { NFC, NFD, NFKC, NFKD };
 // Normalizes valid UTF-8 text; pure ASCII is returned unchanged without calling utf8proc.
 std::string normalize(std::string_view text, NormalForm form);
 
+// The Unicode White_Space property (Rust's char::is_whitespace, Oniguruma's \s).
+bool unicode_white_space(uint32_t cp);
+
 // Python's str.isspace() for one code point, and str.strip() / lstrip() / rstrip() with no argument.
 bool py_isspace(uint32_t cp);
 std::string_view py_strip(std::string_view s);

@@ -85,6 +85,8 @@ BOOST_AUTO_TEST_CASE(tiny_tokenizer_matches_hf) {
       {"a|b||c hello|world", {32, 97, 32, 98, 32, 99, 32, 256, 32, 257, 111, 262, 108, 100}, " a b c he llo world"},
       {"x [M] y", {32, 120, 265, 32, 121}, " x[M] y"},
       {"x[M]y", {32, 120, 265, 32, 121}, " x[M] y"},
+      {"x\xE3\x80\x80[M]\xE2\x80\xA8\ty", {32, 120, 265, 32, 121}, " x[M] y"},  // lstrip/rstrip: Unicode spaces
+      {"x \x1C[M]\x1C y", {32, 120, 32, 28, 265, 32, 28, 32, 121}, " x \x1C[M] \x1C y"},  // U+001C is no space
       {"cat concat cats cat. cat",
        {268, 32, 99, 111, 110, 99, 97, 116, 32, 99, 97, 116, 115, 32, 268, 32, 46, 32, 268},
        "cat concat cats cat . cat"},
