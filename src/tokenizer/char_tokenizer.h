@@ -16,6 +16,7 @@ class CharTokenizer : public Tokenizer {
 
   std::vector<TokenId> encode(std::string_view text, bool add_special = false) const override;
   std::string decode(std::span<const TokenId> ids, bool skip_special = false) const override;
+  std::string token_bytes(TokenId id) const override { return id == kUnk ? "\xEF\xBF\xBD" : id_to_token(id); }
   TokenId token_to_id(std::string_view token) const override;
   std::string id_to_token(TokenId id) const override;
   TokenId vocab_size() const override { return kVocabSize; }

@@ -274,6 +274,15 @@ std::string HfTokenizer::decode(std::span<const TokenId> ids, bool skip_special)
   return out;
 }
 
+std::string HfTokenizer::token_bytes(TokenId id) const {
+  const auto it = added_by_id_.find(id);
+  if (it != added_by_id_.end()) return it->second.content;
+  if (!model_->has_id(id)) return "";
+  if (decoder_ == Decoder::ByteLevel) return model_->bytes_of(id);
+  const int b = decoder_ == Decoder::ByteFallbackThenText ? byte_fallback_value(model_->token_of(id)) : -1;
+  return b >= 0 ? std::string(1, static_cast<char>(b)) : model_->token_of(id);
+}
+
 TokenId HfTokenizer::token_to_id(std::string_view token) const {
   const auto it = added_by_content_.find(std::string(token));
   if (it != added_by_content_.end()) return it->second;

@@ -23,6 +23,7 @@ class HfTokenizer : public Tokenizer {
 
   std::vector<TokenId> encode(std::string_view text, bool add_special = false) const override;
   std::string decode(std::span<const TokenId> ids, bool skip_special = false) const override;
+  std::string token_bytes(TokenId id) const override;
   TokenId token_to_id(std::string_view token) const override;
   std::string id_to_token(TokenId id) const override;
   TokenId vocab_size() const override { return vocab_size_; }

@@ -30,6 +30,10 @@ class Tokenizer {
   virtual std::vector<TokenId> encode(std::string_view text, bool add_special = false) const = 0;
   virtual std::string decode(std::span<const TokenId> ids, bool skip_special = false) const = 0;
 
+  // The raw bytes one token contributes to decoded text ("" for an unknown id): for stop strings and incremental
+  // detokenization. decode(ids) equals utf8_lossy of the concatenated token_bytes (skip_special=false).
+  virtual std::string token_bytes(TokenId id) const = 0;
+
   virtual TokenId token_to_id(std::string_view token) const = 0;  // -1 when the token is not in the vocabulary
   virtual std::string id_to_token(TokenId id) const = 0;           // "" for an unknown id
   virtual TokenId vocab_size() const = 0;                          // largest id + 1, added tokens included

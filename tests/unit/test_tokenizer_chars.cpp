@@ -37,6 +37,10 @@ BOOST_AUTO_TEST_CASE(encode_decode) {
   const auto unk = tok->encode("a\xC3\xA9\x01\xF0\x9F\x98\x80\xFF");
   BOOST_TEST(unk.size() == 5u);
   BOOST_TEST(tok->decode(unk) == "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  std::string bytes;
+  for (int32_t id : ids) bytes += tok->token_bytes(id);
+  for (int32_t id : unk) bytes += tok->token_bytes(id);
+  BOOST_TEST(bytes == tok->decode(ids) + tok->decode(unk));
   const std::vector<int32_t> junk = {-1, 6, 1000};
   BOOST_TEST(tok->decode(junk) == " ");  // unknown ids are skipped
   BOOST_TEST(tok->encode("ab", true) == tok->encode("ab"));  // nothing to add

@@ -110,6 +110,10 @@ void check_parity(const std::string& name) {
     if (tok->decode(want, true) != decoded_skip) fail("entry " + std::to_string(k) + ": decode(skip_special) differs");
     ++checks;
     if (tok->decode(got) != decoded) fail("entry " + std::to_string(k) + ": decode(encode(x)) differs");
+    std::string bytes;
+    for (int32_t id : want) bytes += tok->token_bytes(id);
+    ++checks;
+    if (hone::tok::utf8_lossy(bytes) != decoded) fail("entry " + std::to_string(k) + ": token_bytes differ from decode");
   }
   // The same corpus through encode_batch (OpenMP threads sharing the piece cache), twice: cold and warm.
   std::vector<std::string> inputs;
