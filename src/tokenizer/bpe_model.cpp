@@ -1,0 +1,172 @@
+// BPE merges by rank over byte symbols.
+#include "tokenizer/bpe_model.h"
+
+#include <queue>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+#include "tokenizer/byte_level.h"
+
+namespace hone::tok {
+
+BpeModel::BpeModel(const nlohmann::json& model) {
+  const std::string type = model.value("type", "BPE");
+  HONE_USER_CHECK(type == "BPE", "tokenizer.json: unsupported model type '", type, "' (only BPE is supported)");
+  HONE_USER_CHECK(model.value("dropout", nlohmann::json()).is_null(), "tokenizer.json: BPE dropout is not supported");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const auto it = model.find(key);
+    HONE_USER_CHECK(it == model.end() || it->is_null() || it->get<std::string>().empty(), "tokenizer.json: BPE ",
+                    key, " is not supported");
+  }
+  ignore_merges_ = model.value("ignore_merges", false);
+
+  const auto& vocab = model.at("vocab");
+  int32_t max_id = -1;
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max(max_id, it.value().get<int32_t>());
+  tokens_.resize(static_cast<size_t>(max_id + 1));
+  bytes_.resize(tokens_.size());
+  present_.assign(tokens_.size(), 0);
+  const ByteLevelAlphabet& alphabet = byte_level_alphabet();
+  std::string raw;
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const int32_t id = it.value().get<int32_t>();
+    HONE_USER_CHECK(id >= 0, "tokenizer.json: negative id in the vocabulary");
+    const auto i = static_cast<size_t>(id);
+    tokens_[i] = it.key();
+    if (!present_[i]) ++entry_count_;
+    present_[i] = 1;
+    if (!alphabet.to_bytes(it.key(), &raw)) raw = it.key();
+    bytes_[i] = raw;
+  }
+  by_token_.build(&tokens_, present_);
+  by_bytes_.build(&bytes_, present_);
+  for (int b = 0; b < 256; ++b) {
+    byte_ids_[b] = token_to_id(alphabet.char_of(static_cast<unsigned char>(b)));
+    // Encoding starts from one symbol per byte: the vocabulary must be byte-level (GPT-2 style). SentencePiece
+    // style BPE (characters plus <0xNN> byte fallback, e.g. Llama 2) is not supported.
+    HONE_USER_CHECK(byte_ids_[b] >= 0, "tokenizer.json: the BPE vocabulary is not byte-level (no token for byte ", b,
+                    "); only byte-level BPE tokenizers are supported");
+  }
+
+  const auto& merges = model.at("merges");
+  merges_.reserve(merges.size());
+  int32_t rank = 0;
+  for (const auto& m : merges) {
+    std::string a, b;
+    if (m.is_string()) {  // "a b"
+      const std::string& s = m.get_ref<const std::string&>();
+      const size_t sp = s.find(' ', 1);
+      HONE_USER_CHECK(sp != std::string::npos, "tokenizer.json: bad merge '", s, "'");
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else {  // ["a", "b"]
+      a = m.at(0).get_ref<const std::string&>();
+      b = m.at(1).get_ref<const std::string&>();
+    }
+    const int32_t ia = token_to_id(a), ib = token_to_id(b), im = token_to_id(a + b);
+    HONE_USER_CHECK(ia >= 0 && ib >= 0 && im >= 0, "tokenizer.json: merge '", a, " ", b,
+                    "' names a token missing from the vocabulary");
+    merges_.insert(ia, ib, Merge{rank, im});  // the first (lowest) rank of a duplicate pair wins
+    ++rank;
+  }
+}
+
+// Quadratic in the worst case but with one merge lookup per new pair: fast for ordinary pieces.
+void BpeModel::merge_small(std::vector<int32_t>& syms) const {
+  constexpr int32_t kNone = INT32_MAX;
+  std::vector<int32_t> rank(syms.size(), kNone), merged(syms.size(), -1);  // rank[i]: pair (i, i+1)
+  auto refresh = [&](size_t i) {
+    const Merge* m = i + 1 < syms.size() ? find_merge(syms[i], syms[i + 1]) : nullptr;
+    rank[i] = m ? m->rank : kNone;
+    merged[i] = m ? m->merged : -1;
+  };
+  for (size_t i = 0; i + 1 < syms.size(); ++i) refresh(i);
+  while (syms.size() > 1) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < syms.size(); ++i)
+      if (rank[i] < rank[best]) best = i;
+    if (rank[best] == kNone) break;
+    syms[best] = merged[best];
+    syms.erase(syms.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    rank.erase(rank.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    merged.erase(merged.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    refresh(best);
+    if (best > 0) refresh(best - 1);
+  }
+}
+
+// Priority queue over (rank, position) with a linked list of symbols: O(n log n) for very long pieces.
+void BpeModel::merge_large(std::vector<int32_t>& syms) const {
+  const size_t n = syms.size();
+  std::vector<int32_t> prev(n), next(n);
+  std::vector<char> alive(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    prev[i] = static_cast<int32_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
+  }
+  using Entry = std::pair<int32_t, int32_t>;  // (rank, left position): smallest first
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+  auto push = [&](int32_t left) {
+    if (left < 0 || next[static_cast<size_t>(left)] < 0) return;
+    const Merge* m = find_merge(syms[static_cast<size_t>(left)], syms[static_cast<size_t>(next[static_cast<size_t>(left)])]);
+    if (m) queue.emplace(m->rank, left);
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(static_cast<int32_t>(i));
+  while (!queue.empty()) {
+    const auto [rank, left] = queue.top();
+    queue.pop();
+    const auto l = static_cast<size_t>(left);
+    if (!alive[l] || next[l] < 0) continue;
+    const auto r = static_cast<size_t>(next[l]);
+    const Merge* m = find_merge(syms[l], syms[r]);
+    if (!m || m->rank != rank) continue;  // stale entry
+    syms[l] = m->merged;
+    alive[r] = 0;
+    next[l] = next[r];
+    if (next[r] >= 0) prev[static_cast<size_t>(next[r])] = left;
+    push(prev[l]);
+    push(left);
+  }
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i >= 0; i = next[static_cast<size_t>(i)]) out.push_back(syms[static_cast<size_t>(i)]);
+  syms.swap(out);
+}
+
+void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& ids) const {
+  if (piece.empty()) return;
+  if (piece.size() == 1) {
+    const int32_t id = byte_ids_[static_cast<unsigned char>(piece[0])];
+    if (id >= 0) ids.push_back(id);
+    return;
+  }
+  const bool cacheable = piece.size() <= kCacheMaxPiece;
+  Shard* shard = nullptr;
+  uint64_t hash = 0;
+  if (cacheable) {
+    hash = hash_bytes(piece);
+    shard = &cache_[hash % kShards];
+    std::lock_guard<std::mutex> lock(shard->mu);
+    if (shard->cache.lookup(piece, hash, ids)) return;
+  }
+  std::vector<int32_t> syms;
+  const int32_t whole = ignore_merges_ ? bytes_to_id(piece) : -1;
+  if (whole >= 0) {
+    syms.push_back(whole);
+  } else {
+    syms.reserve(piece.size());
+    for (char c : piece) {
+      const int32_t id = byte_ids_[static_cast<unsigned char>(c)];
+      if (id >= 0) syms.push_back(id);  // a byte missing from the vocabulary is dropped, as without unk_token
+    }
+    if (syms.size() <= 256) merge_small(syms);
+    else merge_large(syms);
+  }
+  ids.insert(ids.end(), syms.begin(), syms.end());
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(shard->mu);
+    shard->cache.insert(piece, hash, syms);
+  }
+}
+
+}  // namespace hone::tok
