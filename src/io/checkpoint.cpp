@@ -224,34 +224,42 @@ std::optional<CheckpointInfo> prepare_checkpoint_dir(const CheckpointOptions& op
   return std::nullopt;
 }
 
-CheckpointInfo save_checkpoint(const CheckpointOptions& opt, int64_t step, const CheckpointPayload& payload) {
+std::string begin_checkpoint(const CheckpointOptions& opt, int64_t step) {
   HONE_CHECK(opt.keep >= 1, "checkpoint.keep must be at least 1");
   check_dir_usable(opt.dir);
   const fs::path dir(opt.dir);
   clean_incomplete(dir);
-
-  const std::string name = checkpoint_folder_name(step);
-  const fs::path tmp = dir / cat(".", name, ".tmp-", ::getpid());
-  const fs::path final_path = dir / name;
+  // prepare_checkpoint_dir enforces one run per folder at the start; checked again here because keep-N would
+  // otherwise delete another run's checkpoints (two runs started on the same checkpoint.dir).
+  for (const auto& c : complete_checkpoints(opt.dir))
+    HONE_USER_CHECK(c.run_name == opt.run_name, "checkpoint.dir '", opt.dir, "' holds a checkpoint of run '",
+                    c.run_name, "' (", fs::path(c.path).filename().string(), "), not of run.name '", opt.run_name,
+                    "': two runs must not share a checkpoint.dir");
+  const fs::path tmp = dir / cat(".", checkpoint_folder_name(step), ".tmp-", ::getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directory(tmp, ec);
   if (ec) throw UserError(cat("checkpoint.dir '", opt.dir, "': cannot create '", tmp.string(), "': ", ec.message()));
-  try {
-    payload(tmp.string());
-    json marker = {{"format", kFormat},
-                   {"run_name", opt.run_name},
-                   {"step", step},
-                   {"time", iso8601_utc_now()},
-                   {"files", seal_files(tmp, opt.hash_limit_bytes)}};
-    write_file_durable((tmp / kMarker).string(), marker.dump(1) + "\n");
-    fsync_dir(tmp.string());
-    if (fs::exists(final_path)) remove_folder(dir, final_path);
-    rename_durable(tmp.string(), final_path.string());
-  } catch (...) {
-    fs::remove_all(tmp, ec);  // best effort; the next save cleans up what is left
-    throw;
-  }
+  return tmp.string();
+}
+
+void abandon_checkpoint(const std::string& temp_folder) {
+  std::error_code ec;
+  fs::remove_all(temp_folder, ec);  // best effort; the next save removes what is left
+}
+
+CheckpointInfo finish_checkpoint(const CheckpointOptions& opt, int64_t step, const std::string& temp_folder) {
+  const fs::path dir(opt.dir), tmp(temp_folder);
+  const fs::path final_path = dir / checkpoint_folder_name(step);
+  json marker = {{"format", kFormat},
+                 {"run_name", opt.run_name},
+                 {"step", step},
+                 {"time", iso8601_utc_now()},
+                 {"files", seal_files(tmp, opt.hash_limit_bytes)}};
+  write_file_durable((tmp / kMarker).string(), marker.dump(1) + "\n");
+  fsync_dir(tmp.string());
+  if (fs::exists(final_path)) remove_folder(dir, final_path);
+  rename_durable(tmp.string(), final_path.string());
 
   // The new checkpoint is complete: only now may older ones go.
   auto all = complete_checkpoints(opt.dir);
@@ -264,6 +272,17 @@ CheckpointInfo save_checkpoint(const CheckpointOptions& opt, int64_t step, const
   info.step = step;
   info.run_name = opt.run_name;
   return info;
+}
+
+CheckpointInfo save_checkpoint(const CheckpointOptions& opt, int64_t step, const CheckpointPayload& payload) {
+  const std::string tmp = begin_checkpoint(opt, step);
+  try {
+    payload(tmp);
+    return finish_checkpoint(opt, step, tmp);
+  } catch (...) {
+    abandon_checkpoint(tmp);
+    throw;
+  }
 }
 
 }  // namespace hone

@@ -58,6 +58,15 @@ std::optional<CheckpointInfo> prepare_checkpoint_dir(const CheckpointOptions& op
 using CheckpointPayload = std::function<void(const std::string& folder)>;
 CheckpointInfo save_checkpoint(const CheckpointOptions& opt, int64_t step, const CheckpointPayload& payload);
 
+// save_checkpoint in two halves, for files written by several ranks: rank 0 calls begin_checkpoint (clean-up and
+// the empty temporary folder, whose path it broadcasts), every rank writes its files there and fsyncs them itself
+// (write_file_durable / fsync_path: on a network file system only the writer's fsync counts), a barrier, then
+// rank 0 calls finish_checkpoint (fsync, marker, rename, keep-N). abandon_checkpoint removes the temporary folder
+// after a failure (the next save would remove it too).
+std::string begin_checkpoint(const CheckpointOptions& opt, int64_t step);
+CheckpointInfo finish_checkpoint(const CheckpointOptions& opt, int64_t step, const std::string& temp_folder);
+void abandon_checkpoint(const std::string& temp_folder);
+
 // Complete checkpoints in dir (valid marker, every listed file present with its listed size), oldest first.
 std::vector<CheckpointInfo> complete_checkpoints(const std::string& dir);
 // The newest of them, or nullopt.

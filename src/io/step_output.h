@@ -53,7 +53,9 @@ struct StepOutputOptions {
   std::string dir = "out";        // output.dir
   std::string run_name = "hone";  // run.name: the file is <dir>/<run_name>.h5
   bool overwrite = false;         // output.overwrite
-  int64_t resume_step = -1;       // >= 0: resuming from the checkpoint of this step (rows after it are dropped)
+  // >= 0: resuming from the checkpoint of this step: rows after it are dropped. run.resume=auto without a
+  // checkpoint to resume from: 0 (a file left by a run killed before its first checkpoint is emptied of its rows).
+  int64_t resume_step = -1;
   int64_t sample_every = 0;       // output.sample_every (0: never)
   std::string deck_toml;          // the resolved deck (Config::to_toml())
   int64_t num_ranks = 1;

@@ -165,6 +165,23 @@ BOOST_AUTO_TEST_CASE(failed_payload_leaves_previous_checkpoints_and_no_folder) {
   BOOST_TEST(hone::latest_complete_checkpoint(dir)->step == 1);
 }
 
+BOOST_AUTO_TEST_CASE(begin_and_finish_for_files_written_by_several_ranks) {
+  const std::string dir = test::temp_dir("ckpt-split");
+  auto o = options(dir);
+  const std::string tmp = hone::begin_checkpoint(o, 3);
+  BOOST_TEST(fs::path(tmp).filename().string().rfind(".step_00000003.tmp-", 0) == 0u, tmp);
+  BOOST_TEST(!hone::latest_complete_checkpoint(dir).has_value());  // nothing visible before finish
+  hone::write_file_durable(tmp + "/shard_0.bin", "rank zero");
+  hone::write_file_durable(tmp + "/shard_1.bin", "rank one");
+  auto info = hone::finish_checkpoint(o, 3, tmp);
+  BOOST_TEST(!fs::exists(tmp));
+  BOOST_TEST((entries(info.path) == std::vector<std::string>{"COMPLETE", "shard_0.bin", "shard_1.bin"}));
+  BOOST_TEST(hone::verify_checkpoint(info.path, true) == "");
+  const std::string tmp2 = hone::begin_checkpoint(o, 4);
+  hone::abandon_checkpoint(tmp2);
+  BOOST_TEST((entries(dir) == std::vector<std::string>{"step_00000003"}));
+}
+
 BOOST_AUTO_TEST_CASE(start_rules_for_fresh_resume_and_overwrite) {
   const std::string dir = test::temp_dir("ckpt-rules");
   auto o = options(dir);
@@ -187,6 +204,10 @@ BOOST_AUTO_TEST_CASE(start_rules_for_fresh_resume_and_overwrite) {
   msg = user_error_of([&] { hone::prepare_checkpoint_dir(other, hone::CheckpointStart::resume); });
   BOOST_TEST(msg.find("runA") != std::string::npos, msg);
   BOOST_TEST(msg.find("run.name") != std::string::npos, msg);
+
+  msg = user_error_of([&] { save(other, 6); });  // saving next to another run's checkpoints
+  BOOST_TEST(msg.find("two runs") != std::string::npos, msg);
+  BOOST_TEST(hone::latest_complete_checkpoint(dir)->step == 4);
 
   BOOST_TEST(!hone::prepare_checkpoint_dir(other, hone::CheckpointStart::overwrite).has_value());
   BOOST_TEST(entries(dir).empty());
