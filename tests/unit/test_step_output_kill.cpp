@@ -94,13 +94,19 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_moments_never_leaves_a_broken_file_or_che
   const std::string root = test::temp_dir("kill-test");
   const std::string out_dir = root + "/out", ckpt_dir = root + "/ckpt", path = out_dir + "/killtest.h5";
   std::mt19937 rng(20261122);
-  std::uniform_int_distribution<int> delay_ms(5, 80);
-  int64_t last_output = -1, last_ckpt = 0;
+  std::uniform_int_distribution<int> delay_ms(10, 150);
+  int64_t last_output = -1, last_ckpt = 0, live_reads = 0;
   for (int round = 0; round < 10; ++round) {
     const int ms = delay_ms(rng);
     pid_t pid = start_writer(out_dir, ckpt_dir, 1000000);
     BOOST_TEST_REQUIRE(pid > 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    // While it runs, the file is read again and again from this process, as a user's h5py would.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      check_output(path, "round " + std::to_string(round) + ", read while the writer runs");
+      ++live_reads;
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));  // leave the CPU to the writer
+    }
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -112,6 +118,8 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_moments_never_leaves_a_broken_file_or_che
     if (last_ckpt > 0) BOOST_TEST(last_output >= last_ckpt, context);
     BOOST_TEST_MESSAGE(context << ": output rows to step " << last_output << ", checkpoint step " << last_ckpt);
   }
+  BOOST_TEST_MESSAGE(live_reads << " reads of the file while the writer ran");
+  BOOST_TEST(live_reads >= 20);
   // Run to the end from wherever the kills left it: the resumed run completes and the file has every step once.
   const int64_t final_step = last_ckpt + 5;
   pid_t pid = start_writer(out_dir, ckpt_dir, final_step);
