@@ -41,10 +41,13 @@ std::vector<MetricInfo> build_catalog() {
   for (const auto& p : step_phases())
     c.push_back({"tokens_per_s/" + p, "tokens/s",
                  p == "generation" ? "generated tokens per second of the generation phase"
+                 : p == "total"    ? "tokens processed per second of the whole step"
                                    : "tokens processed per second of the " + p + " phase"});
   c.push_back({"packing_efficiency", "1", "fraction of packed micro-batch token slots holding real tokens"});
   for (const auto& p : step_phases())
-    c.push_back({"memory/peak_" + p, "bytes", "peak device memory in use during the " + p + " phase (rank 0)"});
+    c.push_back({"memory/peak_" + p, "bytes",
+                 "peak device memory in use during " + (p == "total" ? std::string("the whole step")
+                                                                     : "the " + p + " phase") + " (rank 0)"});
   return c;
 }
 
