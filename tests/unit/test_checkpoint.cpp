@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/paths.h"
+#include "config/config.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "runtime/error.h"
@@ -217,6 +218,15 @@ BOOST_AUTO_TEST_CASE(start_rules_for_fresh_resume_and_overwrite) {
   blocked.dir = dir + "/afile/sub";
   msg = user_error_of([&] { hone::prepare_checkpoint_dir(blocked, hone::CheckpointStart::fresh); });
   BOOST_TEST(msg.find("checkpoint.dir") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_CASE(options_from_config_read_the_deck_keys) {
+  hone::Config c = hone::load_config(test::source_dir() + "/input/demo.toml",
+                                     {"run.name=deckrun", "checkpoint.dir=ck", "checkpoint.keep=3"});
+  auto o = hone::CheckpointOptions::from_config(c);
+  BOOST_TEST(o.dir == "ck");
+  BOOST_TEST(o.run_name == "deckrun");
+  BOOST_TEST(o.keep == 3);
 }
 
 BOOST_AUTO_TEST_CASE(atomic_file_replaces_content_and_leaves_no_temporary) {

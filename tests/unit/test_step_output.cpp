@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/paths.h"
+#include "config/config.h"
 #include "io/atomic_file.h"
 #include "io/output_metrics.h"
 #include "io/step_output.h"
@@ -261,6 +262,20 @@ BOOST_AUTO_TEST_CASE(stdout_line_has_one_column_per_header_title) {
   BOOST_TEST(line.find("1.230e-03") != std::string::npos, line);
   BOOST_TEST(line.find("2120.5") != std::string::npos, line);
   BOOST_TEST(line.find(" -") != std::string::npos, line);  // refit time was not set
+}
+
+BOOST_AUTO_TEST_CASE(options_from_config_read_the_deck_keys) {
+  hone::Config c = hone::load_config(test::source_dir() + "/input/demo.toml",
+                                     {"run.name=deckrun", "output.dir=somewhere", "output.overwrite=true",
+                                      "output.sample_every=7"});
+  auto o = hone::StepOutputOptions::from_config(c, 12, 4, "none");
+  BOOST_TEST(o.dir == "somewhere");
+  BOOST_TEST(o.run_name == "deckrun");
+  BOOST_TEST(o.overwrite);
+  BOOST_TEST(o.sample_every == 7);
+  BOOST_TEST(o.resume_step == 12);
+  BOOST_TEST(o.num_ranks == 4);
+  BOOST_TEST(o.deck_toml == c.to_toml());
 }
 
 static boost::test_tools::assertion_result h5py_available(boost::unit_test::test_unit_id) {
