@@ -21,7 +21,7 @@ EXTRA=(${HONE_TEST_ARGS:-})
 total_passed=0; total_failed=0; total_skipped=0; status=0
 
 # attr NAME FILE: the value of attribute NAME on the first TestSuite element of an XML report.
-attr() { grep -o "<TestSuite [^>]*" "$2" | head -1 | grep -o " $1=\"[0-9]*\"" | grep -o '[0-9]*' || echo 0; }
+attr() { grep -o "<TestSuite [^>]*" "$2" | sed -n 1p | grep -o " $1=\"[0-9]*\"" | grep -o '[0-9]*' || echo 0; }
 
 count() {  # suite report...
   local suite=$1; shift
