@@ -1,0 +1,274 @@
+// The run's output file (see step_output.h and doc/output.md).
+#include "io/step_output.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+
+#include "config/config.h"
+#include "io/atomic_file.h"
+#include "io/output_hdf5.h"
+#include "io/output_metrics.h"
+#include "runtime/error.h"
+#include "runtime/version.h"
+
+namespace fs = std::filesystem;
+
+namespace hone {
+
+namespace {
+
+constexpr const char* kFormat = "hone-output 1";
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Whether one metric name is a '/'-prefix of the other ("time" and "time/generation"): HDF5 cannot hold both, one
+// would be a dataset and a group at once.
+bool nests(const std::string& a, const std::string& b) {
+  const std::string& s = a.size() < b.size() ? a : b;
+  const std::string& l = a.size() < b.size() ? b : a;
+  return l.size() > s.size() && l.compare(0, s.size(), s) == 0 && l[s.size()] == '/';
+}
+
+}  // namespace
+
+std::string iso8601_utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void StepRow::set(const std::string& metric, double value) {
+  HONE_CHECK(valid_metric_name(metric), "invalid metric name '", metric, "'");
+  HONE_CHECK(metric != "step", "'step' is the step number, not a metric");
+  values_[metric] = value;
+}
+
+std::optional<double> StepRow::get(const std::string& metric) const {
+  auto it = values_.find(metric);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+void StepRow::add_sample(std::string prompt, std::string completion, double reward) {
+  samples_.push_back({step_, std::move(prompt), std::move(completion), reward});
+}
+
+StepOutputOptions StepOutputOptions::from_config(const Config& c, int64_t resume_step, int64_t num_ranks,
+                                                 const std::string& gpus) {
+  StepOutputOptions o;
+  o.dir = c.get_string("output.dir");
+  o.run_name = c.get_string("run.name");
+  o.overwrite = c.get_bool("output.overwrite");
+  o.sample_every = c.get_int("output.sample_every");
+  o.deck_toml = c.to_toml();
+  o.resume_step = resume_step;
+  o.num_ranks = num_ranks;
+  o.gpus = gpus;
+  return o;
+}
+
+StepOutput::StepOutput(StepOutputOptions options) : opt_(std::move(options)) {
+  HONE_CHECK(!opt_.run_name.empty(), "empty run name");
+  path_ = (fs::path(opt_.dir) / (opt_.run_name + ".h5")).string();
+  check_output_dir();
+  start_time_ = iso8601_utc_now();
+
+  // Temporary files of earlier runs that were killed mid-write: never a complete file, only clutter.
+  const std::string tmp_prefix = opt_.run_name + ".h5.tmp-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(opt_.dir, ec))
+    if (e.path().filename().string().rfind(tmp_prefix, 0) == 0) fs::remove(e.path(), ec);
+
+  const bool exists = fs::exists(path_);
+  if (opt_.resume_step >= 0) {
+    if (exists) load_for_resume();
+  } else if (exists && !opt_.overwrite) {
+    throw UserError(cat("the output file '", path_, "' already exists: set output.overwrite=true to replace it, ",
+                        "run.resume=auto to continue its run from the newest checkpoint, or choose another ",
+                        "output.dir or run.name"));
+  }
+  write_file();
+}
+
+void StepOutput::check_output_dir() const {
+  std::error_code ec;
+  fs::create_directories(opt_.dir, ec);
+  if (ec || !fs::is_directory(opt_.dir))
+    throw UserError(cat("output.dir '", opt_.dir, "': cannot create the folder",
+                        ec ? cat(": ", ec.message()) : std::string(" (a file of that name is in the way)")));
+  // Root may write anywhere whatever the permissions say: try a real file rather than access(W_OK).
+  const std::string probe = (fs::path(opt_.dir) / cat(".", opt_.run_name, ".h5.probe-", ::getpid())).string();
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw UserError(cat("output.dir '", opt_.dir, "' is not writable: ", std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void StepOutput::declare_metric(const std::string& name, const std::string& unit, const std::string& description) {
+  HONE_CHECK(valid_metric_name(name) && name != "step", "invalid metric name '", name, "'");
+  declared_[name] = {unit, description};
+  auto it = metrics_.find(name);
+  if (it != metrics_.end()) {
+    it->second.unit = unit;
+    it->second.description = description;
+  }
+}
+
+bool StepOutput::sample_due(int64_t step) const { return opt_.sample_every > 0 && step % opt_.sample_every == 0; }
+
+std::vector<std::string> StepOutput::metric_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, s] : metrics_) names.push_back(name);
+  return names;
+}
+
+const std::vector<double>& StepOutput::metric(const std::string& name) const {
+  auto it = metrics_.find(name);
+  HONE_CHECK(it != metrics_.end(), "no metric '", name, "' in the output");
+  return it->second.values;
+}
+
+void StepOutput::add_metric(const std::string& name) {
+  for (const auto& [other, s] : metrics_)
+    HONE_CHECK(!nests(name, other), "metric '", name, "' and metric '", other,
+               "' cannot both exist: one would be a group holding the other");
+  Series s;
+  if (auto d = declared_.find(name); d != declared_.end()) {
+    s.unit = d->second.first;
+    s.description = d->second.second;
+  } else if (const MetricInfo* info = find_metric_info(name)) {
+    s.unit = info->unit;
+    s.description = info->description;
+  } else {
+    HONE_CHECK(false, "metric '", name, "' has no unit: add it to the catalog in src/io/output_metrics.cpp ",
+               "(and doc/output.md) or declare it with StepOutput::declare_metric");
+  }
+  s.values.assign(steps_.size(), kNaN);
+  metrics_.emplace(name, std::move(s));
+}
+
+void StepOutput::append(const StepRow& row) {
+  HONE_CHECK(row.step() > last_step(), "step ", row.step(), " does not follow step ", last_step());
+  for (const auto& [name, v] : row.values())
+    if (!metrics_.count(name)) add_metric(name);
+  steps_.push_back(row.step());
+  for (auto& [name, s] : metrics_) {
+    auto v = row.get(name);
+    s.values.push_back(v ? *v : kNaN);
+  }
+  for (const auto& smp : row.samples()) samples_.push_back(smp);
+  write_file();
+}
+
+void StepOutput::load_for_resume() {
+  auto file = h5out::open_file_readonly(path_);
+  HONE_USER_CHECK(file, "cannot resume: the output file '", path_, "' is not a readable HDF5 file; move it away ",
+                  "(a new one is started) or choose another output.dir");
+  try {
+    hid_t f = *file;
+    if (auto t = h5out::get_string_attr(f, "start_time")) start_time_ = *t;
+    if (auto r = h5out::get_string_attr(f, "resume_history")) resume_history_ = *r;
+    HONE_USER_CHECK(h5out::exists(f, "steps/step"), "cannot resume: '", path_, "' has no /steps/step dataset");
+    h5out::Handle steps(H5Gopen2(f, "steps", H5P_DEFAULT), H5Gclose, "H5Gopen2(steps)");
+    std::vector<int64_t> all_steps = h5out::read_int64s(steps, "step");
+    size_t keep = 0;  // rows with step <= resume_step; the steps are increasing
+    while (keep < all_steps.size() && all_steps[keep] <= opt_.resume_step) {
+      HONE_USER_CHECK(keep == 0 || all_steps[keep] > all_steps[keep - 1], "cannot resume: the steps in '", path_,
+                      "' are not increasing");
+      ++keep;
+    }
+    steps_.assign(all_steps.begin(), all_steps.begin() + static_cast<std::ptrdiff_t>(keep));
+    for (const auto& name : h5out::list_datasets(steps)) {
+      if (name == "step") continue;
+      h5out::Handle d(H5Dopen2(steps, name.c_str(), H5P_DEFAULT), H5Dclose, "H5Dopen2");
+      Series s;
+      s.unit = h5out::get_string_attr(d, "unit").value_or("");
+      s.description = h5out::get_string_attr(d, "description").value_or("");
+      s.values = h5out::read_doubles(steps, name);
+      HONE_USER_CHECK(s.values.size() == all_steps.size(), "cannot resume: /steps/", name, " in '", path_, "' has ",
+                      s.values.size(), " elements but /steps/step has ", all_steps.size());
+      s.values.resize(keep);
+      metrics_.emplace(name, std::move(s));
+    }
+    if (h5out::exists(f, "samples/step")) {
+      h5out::Handle g(H5Gopen2(f, "samples", H5P_DEFAULT), H5Gclose, "H5Gopen2(samples)");
+      auto st = h5out::read_int64s(g, "step");
+      auto pr = h5out::read_strings(g, "prompt");
+      auto co = h5out::read_strings(g, "completion");
+      auto re = h5out::read_doubles(g, "reward");
+      HONE_USER_CHECK(pr.size() == st.size() && co.size() == st.size() && re.size() == st.size(),
+                      "cannot resume: the /samples datasets in '", path_, "' differ in length");
+      for (size_t i = 0; i < st.size(); ++i)
+        if (st[i] <= opt_.resume_step) samples_.push_back({st[i], pr[i], co[i], re[i]});
+    }
+  } catch (const Error& e) {
+    throw UserError(cat("cannot resume from the output file '", path_, "': ", e.what()));
+  }
+  resume_history_ += cat("step ", opt_.resume_step, " at ", iso8601_utc_now(), "\n");
+}
+
+void StepOutput::write_file() const {
+  try {
+    write_file_atomic_with(path_, [&](const std::string& tmp) {
+      h5out::Handle f = h5out::create_file(tmp);
+      write_contents(f);
+      // Closed by hand: H5Fclose writes the metadata, and a full disk must surface here, not be ignored.
+      h5out::check(H5Fclose(f.release()), "H5Fclose");
+    });
+  } catch (const Error& e) {
+    throw UserError(cat("cannot write the output file '", path_, "': ", e.what()));
+  }
+}
+
+void StepOutput::write_contents(hid_t f) const {
+  h5out::set_attr(f, "format", std::string(kFormat));
+  h5out::set_attr(f, "run_name", opt_.run_name);
+  h5out::set_attr(f, "deck", opt_.deck_toml);
+  h5out::set_attr(f, "hone_version", std::string(version()));
+  h5out::set_attr(f, "git_commit", std::string(git_commit()));
+  h5out::set_attr(f, "num_ranks", opt_.num_ranks);
+  h5out::set_attr(f, "gpus", opt_.gpus);
+  h5out::set_attr(f, "start_time", start_time_);
+  h5out::set_attr(f, "resume_history", resume_history_);
+  h5out::set_attr(f, "last_write_time", iso8601_utc_now());
+
+  h5out::Handle steps = h5out::create_group(f, "steps");
+  {
+    h5out::Handle d = h5out::write_int64s(steps, "step", steps_);
+    h5out::set_attr(d, "unit", std::string("step"));
+    h5out::set_attr(d, "description", std::string("GRPO step number of each row"));
+  }
+  for (const auto& [name, s] : metrics_) {
+    h5out::Handle d = h5out::write_doubles(steps, name, s.values);
+    h5out::set_attr(d, "unit", s.unit);
+    h5out::set_attr(d, "description", s.description);
+  }
+
+  h5out::Handle samples = h5out::create_group(f, "samples");
+  std::vector<int64_t> st;
+  std::vector<std::string> pr, co;
+  std::vector<double> re;
+  for (const auto& s : samples_) {
+    st.push_back(s.step);
+    pr.push_back(s.prompt);
+    co.push_back(s.completion);
+    re.push_back(s.reward);
+  }
+  h5out::Handle d1 = h5out::write_int64s(samples, "step", st);
+  h5out::Handle d2 = h5out::write_strings(samples, "prompt", pr);
+  h5out::Handle d3 = h5out::write_strings(samples, "completion", co);
+  h5out::Handle d4 = h5out::write_doubles(samples, "reward", re);
+  h5out::set_attr(d1, "unit", std::string("step"));
+  h5out::set_attr(d4, "unit", std::string("1"));
+}
+
+}  // namespace hone
