@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -349,12 +350,6 @@ void write_entry_bytes(AtomicFile& out, const SafetensorsEntry& e) {
 }
 
 }  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  AtomicFile f(path);
-  f.write(text.data(), text.size());
-  f.commit();
-}
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
                        const SafetensorsMetadata& metadata) {

@@ -100,7 +100,4 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
 std::vector<std::string> write_safetensors_checkpoint(const std::string& dir, const std::vector<SafetensorsEntry>& entries,
                                                       int64_t max_shard_bytes);
 
-// Writes `text` to `path` atomically (temporary file + rename).
-void write_file_atomic(const std::string& path, const std::string& text);
-
 }  // namespace hone

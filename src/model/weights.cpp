@@ -10,6 +10,7 @@
 #include <set>
 
 #include "model/safetensors.h"
+#include "io/atomic_file.h"
 #include "runtime/error.h"
 
 namespace hone {
