@@ -64,7 +64,7 @@ LDLIBS   := $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lpthread -ldl
 
 CUDNN_FE_INC := $(BUILD)/deps/cudnn-frontend/include
 ifeq ($(CUDA),1)
-  NVCCFLAGS := -std=c++20 $(OPT) -lineinfo -gencode=arch=compute_$(SM),code=sm_$(SM) -MMD -MP $(DEFS) -Isrc -I. \
+  NVCCFLAGS := -std=c++20 $(OPT) -lineinfo -gencode=arch=compute_$(SM),code=sm_$(SM) -MMD -MP $(DEFS) -Isrc -I. -Itests \
                --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra
   CUDA_CFLAGS := -isystem $(CUDA_HOME)/include -isystem $(CUDNN_FE_INC)
   LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublasLt -lcublas -lcudnn -lnccl -lrt
@@ -112,7 +112,7 @@ $(HONE): $(MAIN_OBJ) $(LIB_OBJS)
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
 	@echo "  CXX     $<"
-	$(Q)$(CXX) $(CXXFLAGS) $(OBJ_DEFS) $(HOSTDEP_CFLAGS) $(if $(filter cuda/% tests/gpu/%,$<),$(CUDA_CFLAGS)) -c $< -o $@
+	$(Q)$(CXX) $(CXXFLAGS) $(OBJ_DEFS) $(HOSTDEP_CFLAGS) $(CUDA_CFLAGS) -c $< -o $@
 
 # .cu files see only CUDA headers and our plain headers: no TOML++, HDF5, MPI, Boost or JSON include paths.
 $(BUILD)/obj/%.cu.o: %.cu

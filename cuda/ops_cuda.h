@@ -1,0 +1,104 @@
+// The CUDA twin of the op API (src/ops/ops.h), declared once. Same op names, same argument order, same conventions
+// as the fp32 CPU reference, with GPU storage types:
+//   * activations and weights in bf16, accumulation in fp32; softmax, logprob, entropy, lse, RMSNorm rstd in fp32;
+//   * parameter gradients (dw, dbias, dwte, ...) in fp32 and ACCUMULATED (+=), as on the CPU;
+//   * activation gradients (dx, dq, ...) in bf16 and ACCUMULATED (+=): computed in fp32, added to the bf16 value
+//     already there, rounded once;
+//   * every op takes the GpuContext (stream, library handles, workspace) last and is asynchronous on its stream.
+// Plain header: CUDA headers only, so both .cu files (nvcc) and host .cpp files (g++) include it.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/ops.h"
+
+namespace hone::cuda {
+
+using bf16 = __nv_bfloat16;
+
+struct GpuContextImpl;  // library handles, plan caches (cuda/gpu_context.cpp)
+
+// Everything an op needs besides its tensors. One per device and stream; not thread safe.
+struct GpuContext {
+  cudaStream_t stream = nullptr;
+  GpuContextImpl* impl = nullptr;
+  int sm_count = 0;
+};
+
+GpuContext create_gpu_context(int device);  // sets the device, creates stream, cuBLASLt and cuDNN handles, workspace
+void destroy_gpu_context(GpuContext& ctx);
+
+// ---- embedding: out[t, :] = wte[ids[t], :] --------------------------------------------------------------------------
+void embedding_forward(bf16* out, const int32_t* ids, const bf16* wte, int T, int C, const GpuContext& ctx);
+void embedding_backward(float* dwte, const bf16* dout, const int32_t* ids, int T, int C, const GpuContext& ctx);
+
+// ---- RMSNorm over rows of C (also per-head q/k norm: rows = T*H, C = D) ----------------------------------------------
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int rows, int C, float eps,
+                     const GpuContext& ctx);
+void rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w, const float* rstd,
+                      int rows, int C, const GpuContext& ctx);
+// Fused residual add + RMSNorm (saves a pass over the residual stream): sum = a + b; out = rmsnorm(sum).
+void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* w, int rows,
+                         int C, float eps, const GpuContext& ctx);
+
+// ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias) through cuBLASLt (bf16 in, fp32 accumulate) ------------------
+void linear_forward(bf16* out, const bf16* x, const bf16* w, const bf16* bias, int T, int IC, int OC,
+                    const GpuContext& ctx);
+// dx (bf16, accumulated; may be null), dw (fp32, accumulated), dbias (fp32, accumulated; may be null).
+void linear_backward(bf16* dx, float* dw, float* dbias, const bf16* dout, const bf16* x, const bf16* w, int T, int IC,
+                     int OC, const GpuContext& ctx);
+
+// ---- RoPE on x[T, H, D] by position ids (inv_freq: D/2 fp32 values from cpu::rope_inv_freq, on the device) -----------
+void rope_forward(bf16* out, const bf16* x, const int32_t* pos, const float* inv_freq, int T, int H, int D,
+                  const GpuContext& ctx);
+void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
+                   const GpuContext& ctx);
+
+// ---- causal attention over packed variable-length sequences, GQA (cuDNN fused SDPA, plans cached by shape) ----------
+// q[T, Hq, D], k/v[T, Hkv, D], out[T, Hq, D] bf16; lse[Hq, T] fp32 (natural-log log-sum-exp of the scaled scores).
+// cu_seqlens (device, int32, num_seqs+1). max_seqlen: the longest sequence (the host knows it from packing).
+void attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
+                       int num_seqs, int max_seqlen, int T, int Hq, int Hkv, int D, float scale,
+                       const GpuContext& ctx);
+// dq/dk/dv bf16, ACCUMULATED like every activation gradient.
+void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out, const float* lse,
+                        const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens, int num_seqs,
+                        int max_seqlen, int T, int Hq, int Hkv, int D, float scale, const GpuContext& ctx);
+
+// ---- SwiGLU: out = silu(gate) * up -------------------------------------------------------------------------------------
+void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int64_t N, const GpuContext& ctx);
+void swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int64_t N,
+                     const GpuContext& ctx);
+
+// ---- residual add ------------------------------------------------------------------------------------------------------
+void add_forward(bf16* out, const bf16* a, const bf16* b, int64_t N, const GpuContext& ctx);
+
+// ---- LM head fused with log-softmax gather and entropy, in vocabulary chunks (no [T, V] buffer) ---------------------
+// As cpu::lm_head_logprob_forward: logprob/entropy/lse fp32 [T]; targets < 0 give 0. entropy may be null.
+void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const bf16* h, const bf16* w,
+                             const int32_t* targets, int T, int C, int V, float temperature, int chunk_v,
+                             const GpuContext& ctx);
+// dh bf16 [T, C] (accumulated), dw fp32 [V, C] (accumulated); dentropy may be null.
+void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
+                              const bf16* w, const int32_t* targets, const float* lse, const float* entropy, int T,
+                              int C, int V, float temperature, int chunk_v, const GpuContext& ctx);
+// Full logits for a few rows (generation): logits[T, V] fp32 = h W^T.
+void lm_head_logits(float* logits, const bf16* h, const bf16* w, int T, int C, int V, const GpuContext& ctx);
+
+// ---- optimizer and refit on flat fp32 buffers ----------------------------------------------------------------------
+// One fused pass over the flat master buffer (all parameters are one contiguous array in hone).
+void adamw_update(float* param, const float* grad, float* m, float* v, int64_t N, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int step, const GpuContext& ctx);
+// Sum of squares (for the global gradient norm), accumulated in double; synchronizes the stream to return it.
+double sum_squares(const float* x, int64_t N, const GpuContext& ctx);
+void scale_inplace(float* x, float s, int64_t N, const GpuContext& ctx);
+// Refit: bf16 generation weights from fp32 master weights.
+void refit_cast(bf16* out, const float* master, int64_t N, const GpuContext& ctx);
+// Host-side helpers for tests and loading: bf16 <-> fp32 conversion on the device.
+void f32_to_bf16(bf16* out, const float* in, int64_t N, const GpuContext& ctx);
+void bf16_to_f32(float* out, const bf16* in, int64_t N, const GpuContext& ctx);
+
+}  // namespace hone::cuda

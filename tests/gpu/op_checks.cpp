@@ -1,0 +1,59 @@
+// The registry of GPU op checks and the one test case that runs all of them (see op_checks.h).
+#include "op_checks.h"
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstdio>
+
+#include "common/gpu.h"
+
+namespace test {
+
+static std::vector<OpCheck>& registry() {
+  static std::vector<OpCheck> r;
+  return r;
+}
+
+OpCheckRegistration::OpCheckRegistration(OpCheck c) { registry().push_back(std::move(c)); }
+
+const std::vector<OpCheck>& op_checks() { return registry(); }
+
+double rel_l2(const float* a, const float* b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    const double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+}  // namespace test
+
+BOOST_AUTO_TEST_SUITE(gpu_ops)
+
+// Every registered op over every shape; each (op, shape) is one assertion with its error and tolerance.
+BOOST_AUTO_TEST_CASE(every_cuda_op_matches_its_cpu_twin, *boost::unit_test::precondition(test::needs_gpu)) {
+  BOOST_TEST_REQUIRE(!test::op_checks().empty());
+  std::mt19937_64 rng(20261122);
+  for (const auto& check : test::op_checks()) {
+    for (const auto& shape : check.shapes) {
+      std::string s;
+      for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+      double err = INFINITY;
+      try {
+        err = check.run(shape, rng);
+      } catch (const std::exception& e) {
+        BOOST_ERROR(check.name << " [" << s << "] threw: " << e.what());
+        continue;
+      }
+      std::printf("  %-32s %-20s rel_l2 %.3e (tolerance %.0e)\n", check.name.c_str(), s.c_str(), err, check.tolerance);
+      BOOST_TEST(err <= check.tolerance, check.name << " [" << s << "]: relative L2 error " << err
+                                                    << " above its tolerance " << check.tolerance);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
