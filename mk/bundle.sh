@@ -16,6 +16,11 @@ out=dist/$name
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$exe" "$out/bin/hone"
+# The GPU suite travels with the bundle when it is built, so a GPU machine can run it (mk/gpu-run.sh).
+gpu_tests=$(dirname "$exe")/tests/gpu_tests
+[ -x "$gpu_tests" ] && cp "$gpu_tests" "$out/bin/gpu_tests"
+# Debug sections stay behind: the bundle travels.
+strip --strip-debug "$out"/bin/hone "$out"/bin/gpu_tests 2>/dev/null || true
 
 # Libraries the target provides: the C library family (glibc's own, always matched to the kernel and loader)
 # and CUDA's (driver and toolkit, matched to the GPU driver there).
@@ -28,6 +33,7 @@ ompi_pkglib=""
 
 # Every ELF whose dependencies we follow: hone itself and Open MPI's dynamically loaded components.
 elves=("$out/bin/hone")
+[ -x "$out/bin/gpu_tests" ] && elves+=("$out/bin/gpu_tests")
 if [ -n "$ompi_pkglib" ]; then
   mkdir -p "$out/ompi$ompi_pkglib"
   cp -a "$ompi_pkglib/." "$out/ompi$ompi_pkglib/"

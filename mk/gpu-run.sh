@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs hone's GPU suite (and, when asked, the GPU benchmarks) on a machine with a GPU, from a bundle made here:
+#   make bundle && mk/gpu-run.sh LOGDIR [bench...]
+# The bundle (dist/hone-*/) carries bin/hone, bin/gpu_tests and the non-system libraries; the CUDA libraries come
+# from the machine: the toolkit's lib64 and, where cuDNN/NCCL live in a Python environment, its nvidia/*/lib folders.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logdir=${1:?usage: mk/gpu-run.sh LOGDIR [bench...]}
+shift
+mkdir -p "$logdir"
+bundle=$(ls -d dist/hone-*-linux-* 2>/dev/null | head -n 1)
+[ -n "$bundle" ] || { echo "no bundle in dist/: run make bundle first" >&2; exit 1; }
+# shellcheck disable=SC1091
+source "$bundle/env.sh"
+for py in python3 /usr/bin/python3; do
+  sp=$("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) || continue
+  for d in $sp; do
+    for lib in "$d"/nvidia/*/lib; do [ -d "$lib" ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$lib"; done
+  done
+done
+[ -d /usr/local/cuda/lib64 ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64"
+export LD_LIBRARY_PATH
+export NCCL_NVLS_ENABLE=0
+export HONE_SOURCE_DIR=$PWD HONE_BUILD_DIR=$PWD/$bundle/bin
+
+{
+  echo "== $(date -u +%FT%TZ) $(hostname)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1
+  ldd "$bundle/bin/hone" | grep -E 'cudnn|nccl|cublas|not found'
+} 2>&1 | tee "$logdir/env.txt"
+
+status=0
+if [ -x "$bundle/bin/gpu_tests" ]; then
+  "$bundle/bin/gpu_tests" --color_output=no --log_level=test_suite --report_level=short 2>&1 | tee "$logdir/gpu_tests.txt"
+  status=${PIPESTATUS[0]}
+fi
+for b in "$@"; do
+  echo "== bench $b" | tee -a "$logdir/bench.txt"
+  "$bundle/bin/hone" bench "$b" 2>&1 | tee -a "$logdir/bench.txt"
+done
+exit $status
