@@ -82,4 +82,6 @@ export PMIX_INSTALL_PREFIX="$HONE_HOME/ompi/usr"
 export OMPI_MCA_plm_rsh_agent="${OMPI_MCA_plm_rsh_agent:-ssh}"
 EOF
 
-echo "bundle: $out ($(du -sh "$out" | cut -f1), $(ls "$out/lib" | wc -l) libraries)"
+# One compressed file as well, for copying to a cluster: tar -xJf hone-<version>-linux-x86_64.tar.xz
+tar -C dist -cf - "$name" | xz -T0 -6 > "dist/$name.tar.xz"
+echo "bundle: $out ($(du -sh "$out" | cut -f1), $(ls "$out/lib" | wc -l) libraries), dist/$name.tar.xz ($(du -sh "dist/$name.tar.xz" | cut -f1))"

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Runs hone's GPU suite (and, when asked, the GPU benchmarks) on a machine with a GPU, from a bundle made here:
 #   make bundle && mk/gpu-run.sh LOGDIR [bench...]
-# The bundle (dist/hone-*/) carries bin/hone, bin/gpu_tests and the non-system libraries; the CUDA libraries come
+# The bundle (dist/hone-*/, or its .tar.xz) carries bin/hone, bin/gpu_tests and the non-system libraries; the CUDA libraries come
 # from the machine: the toolkit's lib64 and, where cuDNN/NCCL live in a Python environment, its nvidia/*/lib folders.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logdir=${1:?usage: mk/gpu-run.sh LOGDIR [bench...]}
 shift
 mkdir -p "$logdir"
-bundle=$(ls -d dist/hone-*-linux-* 2>/dev/null | head -n 1)
+if ! ls -d dist/hone-*-linux-*/ >/dev/null 2>&1; then  # only the compressed bundle came along: unpack it
+  for t in dist/hone-*-linux-*.tar.xz; do [ -f "$t" ] && tar -C dist -xJf "$t"; done
+fi
+bundle=$(ls -d dist/hone-*-linux-*/ 2>/dev/null | head -n 1)
+bundle=${bundle%/}
 [ -n "$bundle" ] || { echo "no bundle in dist/: run make bundle first" >&2; exit 1; }
 # shellcheck disable=SC1091
 source "$bundle/env.sh"
