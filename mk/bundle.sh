@@ -78,7 +78,8 @@ export HONE_HOME
 export PATH="$HONE_HOME/bin:$PATH"
 export LD_LIBRARY_PATH="$HONE_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OPAL_PREFIX="$HONE_HOME/ompi/usr"
-export PMIX_INSTALL_PREFIX="$HONE_HOME/ompi/usr"
+# PMIx loads its plugins from its own prefix: point it at the bundled copy, not a system PMIx of another version.
+for d in "$HONE_HOME"/ompi/usr/lib/*/pmix2; do [ -d "$d" ] && export PMIX_INSTALL_PREFIX="$d"; done
 export OMPI_MCA_plm_rsh_agent="${OMPI_MCA_plm_rsh_agent:-ssh}"
 EOF
 
