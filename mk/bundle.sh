@@ -12,15 +12,15 @@ cd "$(dirname "$0")/.."
 exe=${1:?usage: mk/bundle.sh build/hone VERSION}
 version=${2:?usage: mk/bundle.sh build/hone VERSION}
 name=hone-$version-linux-$(uname -m)
-out=dist/$name
-rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib"
-cp "$exe" "$out/bin/hone"
+dest=dist/$name
+rm -rf "$dest"
+mkdir -p "$dest/bin" "$dest/lib"
+cp "$exe" "$dest/bin/hone"
 # The GPU suite travels with the bundle when it is built, so a GPU machine can run it (mk/gpu-run.sh).
 gpu_tests=$(dirname "$exe")/tests/gpu_tests
-[ -x "$gpu_tests" ] && cp "$gpu_tests" "$out/bin/gpu_tests"
+[ -x "$gpu_tests" ] && cp "$gpu_tests" "$dest/bin/gpu_tests"
 # Debug sections stay behind: the bundle travels.
-strip --strip-debug "$out"/bin/hone "$out"/bin/gpu_tests 2>/dev/null || true
+strip --strip-debug "$dest"/bin/hone "$dest"/bin/gpu_tests 2>/dev/null || true
 
 # Libraries the target provides: the C library family (glibc's own, always matched to the kernel and loader)
 # and CUDA's (driver and toolkit, matched to the GPU driver there).
@@ -32,26 +32,26 @@ ompi_pkglib=""
 [ -n "$ompi_libdir" ] && [ -d "$ompi_libdir/openmpi3" ] && ompi_pkglib=$ompi_libdir/openmpi3
 
 # Every ELF whose dependencies we follow: hone itself and Open MPI's dynamically loaded components.
-elves=("$out/bin/hone")
-[ -x "$out/bin/gpu_tests" ] && elves+=("$out/bin/gpu_tests")
+elves=("$dest/bin/hone")
+[ -x "$dest/bin/gpu_tests" ] && elves+=("$dest/bin/gpu_tests")
 if [ -n "$ompi_pkglib" ]; then
-  mkdir -p "$out/ompi$ompi_pkglib"
-  cp -a "$ompi_pkglib/." "$out/ompi$ompi_pkglib/"
-  while IFS= read -r f; do elves+=("$f"); done < <(find "$out/ompi$ompi_pkglib" -name '*.so')
+  mkdir -p "$dest/ompi$ompi_pkglib"
+  cp -a "$ompi_pkglib/." "$dest/ompi$ompi_pkglib/"
+  while IFS= read -r f; do elves+=("$f"); done < <(find "$dest/ompi$ompi_pkglib" -name '*.so')
   for d in /usr/share/openmpi /usr/share/pmix; do
-    [ -d "$d" ] && mkdir -p "$out/ompi$d" && cp -a "$d/." "$out/ompi$d/"
+    [ -d "$d" ] && mkdir -p "$dest/ompi$d" && cp -a "$d/." "$dest/ompi$d/"
   done
   # PMIx (and its plugins) when Open MPI uses an external one
   for d in /usr/lib/$(uname -m)-linux-gnu/pmix2; do
     if [ -d "$d" ]; then
-      mkdir -p "$out/ompi$d" && cp -a "$d/." "$out/ompi$d/"
-      while IFS= read -r f; do elves+=("$f"); done < <(find "$out/ompi$d" -name '*.so')
+      mkdir -p "$dest/ompi$d" && cp -a "$d/." "$dest/ompi$d/"
+      while IFS= read -r f; do elves+=("$f"); done < <(find "$dest/ompi$d" -name '*.so')
     fi
   done
   # the launcher, for machines without an MPI of their own
   for b in mpirun orterun orted; do
     p=$(command -v $b 2>/dev/null || true)
-    [ -n "$p" ] && cp -L "$p" "$out/bin/$b" && elves+=("$out/bin/$b")
+    [ -n "$p" ] && cp -L "$p" "$dest/bin/$b" && elves+=("$dest/bin/$b")
   done
 fi
 
@@ -65,11 +65,11 @@ for elf in "${elves[@]}"; do
     [[ $base =~ $cuda_re ]] && continue
     [ -n "${seen[$base]:-}" ] && continue
     seen[$base]=1
-    cp -L "$path" "$out/lib/$base"
+    cp -L "$path" "$dest/lib/$base"
   done < <(ldd "$elf" 2>/dev/null || true)
 done
 
-cat > "$out/env.sh" <<'EOF'
+cat > "$dest/env.sh" <<'EOF'
 # Source this file to use this hone bundle: PATH, LD_LIBRARY_PATH and Open MPI's relocated prefix.
 # The CUDA libraries (cuBLAS, cuDNN, NCCL) come from the machine: add their folders to LD_LIBRARY_PATH if they are
 # not on the loader's path already (e.g. a PyTorch environment's site-packages/nvidia/*/lib).
@@ -85,4 +85,4 @@ EOF
 
 # One compressed file as well, for copying to a cluster: tar -xJf hone-<version>-linux-x86_64.tar.xz
 tar -C dist -cf - "$name" | xz -T0 -6 > "dist/$name.tar.xz"
-echo "bundle: $out ($(du -sh "$out" | cut -f1), $(ls "$out/lib" | wc -l) libraries), dist/$name.tar.xz ($(du -sh "dist/$name.tar.xz" | cut -f1))"
+echo "bundle: $dest ($(du -sh "$dest" | cut -f1), $(ls "$dest/lib" | wc -l) libraries), dist/$name.tar.xz ($(du -sh "dist/$name.tar.xz" | cut -f1))"
