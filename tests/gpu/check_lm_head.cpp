@@ -1,6 +1,6 @@
 // GPU op checks of the fused LM head (cuda/lm_head.cpp) against hone::cpu::lm_head_logprob_forward/backward and
 // lm_head_logits. Shapes {T, C, V, chunk_v, temperature in percent, with_entropy}: V in {7, 1000, 32003}, chunk
-// sizes that do and do not divide V (and chunk_v > V), temperatures 1 and 0.7; about a quarter of the targets are -1.
+// sizes that do and do not divide V (and chunk_v > V, with T large enough for several row blocks), temperatures 1 and 0.7; about a quarter of the targets are -1.
 // Tolerances (relative L2):
 //   * logprob, entropy, lse, logits (fp32 from bf16 h and W): 1e-4. The CPU twin gets the same bf16-rounded inputs;
 //     products of bf16 values are exact in fp32, so only the fp32 summation order differs (~1e-6 expected); 1e-4
@@ -126,6 +126,9 @@ const std::vector<test::OpShape> kShapes = {
     {5, 64, 7, 3, 100, 1},         {7, 33, 7, 8, 70, 1},          {7, 33, 1000, 256, 100, 0},
     {64, 64, 1000, 1000, 70, 1},   {130, 128, 1000, 333, 100, 1}, {1, 64, 32003, 8192, 70, 1},
     {300, 256, 32003, 4096, 70, 1}, {1000, 128, 32003, 5000, 100, 0},
+    // chunk_v >= V: one chunk of 32003 vocabulary rows, so the 128 MiB work buffer holds ~1048 rows in forward and
+    // ~697 in backward: 1500 rows run as several row blocks.
+    {1500, 64, 32003, 40000, 70, 1},
 };
 const std::vector<test::OpShape> kLogitShapes = {
     {1, 64, 7, 1, 100, 0}, {7, 33, 1000, 1, 100, 0}, {16, 256, 32003, 1, 100, 0}};
