@@ -1,0 +1,33 @@
+// Row-major GEMM on bf16 operands through cuBLASLt (fp32 accumulation), the one matrix multiply of the CUDA
+// engine: linear layers and the LM head call it. Plain header (CUDA headers only).
+#pragma once
+
+#include <cstddef>
+
+#include "cuda/ops_cuda.h"
+
+namespace hone::cuda {
+
+enum class GemmOut { bf16, f32 };  // the type of D (and of C, which is D itself)
+
+// D[M, N] = alpha * op(A) op(B) + beta * D (+ bias[N] added to every row), all matrices row-major:
+//   op(A) is [M, K]: A stored [M, K] (lda >= K), or with trans_a stored [K, M] (lda >= M);
+//   op(B) is [K, N]: B stored [K, N] (ldb >= N), or with trans_b stored [N, K] (ldb >= K);
+//   D stored [M, N] (ldd >= N), bf16 or fp32 per d_type. beta = 0: D is only written; beta = 1: D accumulates
+//   (the sum is formed in fp32 and rounded once to D's type).
+// bias (bf16, length N, may be null) needs d_type == bf16. M == 0 or N == 0 does nothing; K must be > 0.
+// Asynchronous on ctx.stream. The cuBLASLt descriptors and the heuristic's algorithm are cached in the context
+// by shape, transposes, leading dimensions, types, epilogue and pointer alignment. Where cuBLASLt has no algorithm
+// (unusual alignment), the bias is added by a kernel, and failing that the product goes through cublasGemmEx.
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, const bf16* B, int ldb,
+          float beta, void* D, GemmOut d_type, int ldd, const bf16* bias, const GpuContext& ctx);
+
+// A device buffer of at least `bytes` owned by the context (256-byte aligned), for work buffers of ops built on
+// GEMMs (the LM head's logits chunks). Grows on demand (synchronizing the stream first); its content is undefined
+// and valid until the next call. One buffer per context: a caller must not hold it across another op using it.
+void* gemm_scratch(size_t bytes, const GpuContext& ctx);
+
+// Number of cached GEMM plans of this context (tests check that the cache is used).
+size_t gemm_plan_count(const GpuContext& ctx);
+
+}  // namespace hone::cuda

@@ -1,0 +1,118 @@
+// The LM head fused with log-softmax gather and entropy on the GPU, in vocabulary chunks: no [T, V] logits buffer.
+// Rows are taken R at a time (a row block) and the vocabulary chunk_v rows of W at a time; each logits chunk
+// [R, n] is formed by a cuBLASLt GEMM in fp32 with alpha = 1/temperature, then a kernel folds it into per-row
+// online statistics (cuda/lm_head.cu). Backward recomputes every chunk, turns it into dlogits (bf16: the operand
+// type of the bf16 tensor-core GEMMs that follow) and accumulates dh (fp32 per row block, rounded into the bf16 dh
+// once) and dW (fp32, directly). Same semantics as hone::cpu::lm_head_logprob_forward/backward.
+//
+// Work buffers live in the context's GEMM scratch (cuda/gemm.h), at most kScratchBudget bytes: R is chosen so that
+// the row block's buffers fit. Unlike the CPU twin, rows without a target are not gathered out: they go through the
+// GEMMs (the GPU never learns the count without a synchronization) and are masked by the kernels.
+#include <algorithm>
+
+#include "cuda/gemm.h"
+#include "cuda/lm_head_kernels.h"
+#include "cuda/ops_cuda.h"
+#include "runtime/error.h"
+
+namespace hone::cuda {
+
+namespace {
+
+constexpr size_t kScratchBudget = size_t(128) << 20;
+constexpr int kMaxRowBlock = 32768;
+
+size_t round_up(size_t x) { return (x + 255) / 256 * 256; }
+
+void check_args(int T, int C, int V, float temperature, int chunk_v) {
+  HONE_CHECK(T >= 0 && C > 0 && V > 0, "bad LM head shape T=", T, " C=", C, " V=", V);
+  HONE_CHECK(temperature > 0.f, "temperature must be positive, got ", temperature);
+  HONE_CHECK(chunk_v > 0, "chunk_v must be positive, got ", chunk_v);
+}
+
+// Rows per block so that R * bytes_per_row fits the budget (at least 1, at most T).
+int row_block(int T, size_t bytes_per_row) {
+  const size_t r = kScratchBudget / bytes_per_row;
+  return int(std::max<size_t>(1, std::min<size_t>(r, size_t(std::min(T, kMaxRowBlock)))));
+}
+
+// z[R, n] = h[R, C] W[v0 : v0 + n, C]^T / temperature, fp32, row stride n.
+void logits_chunk(float* z, const bf16* h, const bf16* w, int R, int C, int v0, int n, float temperature,
+                  const GpuContext& ctx) {
+  gemm(false, /*trans_b=*/true, R, n, C, 1.f / temperature, h, C, w + int64_t(v0) * C, C, 0.f, z, GemmOut::f32, n,
+       nullptr, ctx);
+}
+
+}  // namespace
+
+void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const bf16* h, const bf16* w,
+                             const int32_t* targets, int T, int C, int V, float temperature, int chunk_v,
+                             const GpuContext& ctx) {
+  check_args(T, C, V, temperature, chunk_v);
+  if (T == 0) return;
+  const int cv = std::min(chunk_v, V);
+  // Per row: the logits chunk (fp32) and the state m, zt (fp32), s, u (fp64).
+  const int RB = row_block(T, size_t(cv) * sizeof(float) + 2 * sizeof(float) + 2 * sizeof(double) + 64);
+  const size_t z_bytes = round_up(size_t(RB) * cv * sizeof(float));
+  const size_t d_bytes = round_up(size_t(RB) * sizeof(double));
+  const size_t f_bytes = round_up(size_t(RB) * sizeof(float));
+  char* base = static_cast<char*>(gemm_scratch(z_bytes + 2 * d_bytes + 2 * f_bytes, ctx));
+  float* z = reinterpret_cast<float*>(base);
+  LmHeadRowState st{reinterpret_cast<float*>(base + z_bytes + 2 * d_bytes),
+                    reinterpret_cast<double*>(base + z_bytes), reinterpret_cast<double*>(base + z_bytes + d_bytes),
+                    reinterpret_cast<float*>(base + z_bytes + 2 * d_bytes + f_bytes)};
+
+  for (int r0 = 0; r0 < T; r0 += RB) {
+    const int R = std::min(RB, T - r0);
+    for (int v0 = 0; v0 < V; v0 += cv) {
+      const int n = std::min(cv, V - v0);
+      logits_chunk(z, h + int64_t(r0) * C, w, R, C, v0, n, temperature, ctx);
+      lm_head_chunk_stats(z, R, n, v0, v0 == 0, v0 + n >= V, targets + r0, st, logprob + r0,
+                          entropy ? entropy + r0 : nullptr, lse + r0, ctx);
+    }
+  }
+}
+
+void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
+                              const bf16* w, const int32_t* targets, const float* lse, const float* entropy, int T,
+                              int C, int V, float temperature, int chunk_v, const GpuContext& ctx) {
+  check_args(T, C, V, temperature, chunk_v);
+  HONE_CHECK(dentropy == nullptr || entropy != nullptr, "the entropy gradient needs the saved entropy");
+  if (T == 0) return;
+  const int cv = std::min(chunk_v, V);
+  // Per row: the logits chunk (fp32), dlogits (bf16) and dh of the block (fp32).
+  const int RB = row_block(T, size_t(cv) * (sizeof(float) + sizeof(bf16)) + size_t(C) * sizeof(float) + 64);
+  const size_t z_bytes = round_up(size_t(RB) * cv * sizeof(float));
+  const size_t dz_bytes = round_up(size_t(RB) * cv * sizeof(bf16));
+  const size_t dh_bytes = round_up(size_t(RB) * C * sizeof(float));
+  char* base = static_cast<char*>(gemm_scratch(z_bytes + dz_bytes + dh_bytes, ctx));
+  float* z = reinterpret_cast<float*>(base);
+  bf16* dz = reinterpret_cast<bf16*>(base + z_bytes);
+  float* dhb = reinterpret_cast<float*>(base + z_bytes + dz_bytes);
+
+  for (int r0 = 0; r0 < T; r0 += RB) {
+    const int R = std::min(RB, T - r0);
+    const bf16* hb = h + int64_t(r0) * C;
+    for (int v0 = 0; v0 < V; v0 += cv) {
+      const int n = std::min(cv, V - v0);
+      logits_chunk(z, hb, w, R, C, v0, n, temperature, ctx);
+      lm_head_chunk_dlogits(dz, z, R, n, v0, targets + r0, dlogprob + r0, dentropy ? dentropy + r0 : nullptr,
+                            lse + r0, entropy ? entropy + r0 : nullptr, temperature, ctx);
+      // dhb[R, C] (=, then +=) dz[R, n] W[v0 : v0 + n, C]
+      gemm(false, false, R, C, n, 1.f, dz, n, w + int64_t(v0) * C, C, v0 == 0 ? 0.f : 1.f, dhb, GemmOut::f32, C,
+           nullptr, ctx);
+      // dW[v0 : v0 + n, C] += dz^T[n, R] h[R, C]
+      gemm(/*trans_a=*/true, false, n, C, R, 1.f, dz, n, hb, C, 1.f, dw + int64_t(v0) * C, GemmOut::f32, C, nullptr,
+           ctx);
+    }
+    accumulate_f32_into_bf16(dh + int64_t(r0) * C, dhb, int64_t(R) * C, ctx);
+  }
+}
+
+void lm_head_logits(float* logits, const bf16* h, const bf16* w, int T, int C, int V, const GpuContext& ctx) {
+  HONE_CHECK(T >= 0 && C > 0 && V > 0, "bad LM head shape T=", T, " C=", C, " V=", V);
+  if (T == 0) return;
+  gemm(false, /*trans_b=*/true, T, V, C, 1.f, h, C, w, C, 0.f, logits, GemmOut::f32, V, nullptr, ctx);
+}
+
+}  // namespace hone::cuda

@@ -1,0 +1,164 @@
+// Kernels of the fused LM head (see cuda/lm_head.cpp for the chunking): online log-sum-exp and entropy statistics
+// per row, the gradient with respect to the logits, and the final accumulation of dh.
+#include <cmath>
+
+#include "cuda/check.h"
+#include "cuda/lm_head_kernels.h"
+
+namespace hone::cuda {
+
+namespace {
+
+constexpr int kStatsThreads = 256;
+constexpr int kElemThreads = 256;
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Block-wide reductions; every thread gets the result. `sh` holds 32 floats; the leading barrier lets consecutive
+// reductions reuse it (all threads have read the previous result before it is overwritten).
+__device__ float block_max(float v, float* sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  return warp_max(lane < warps ? sh[lane] : -INFINITY);
+}
+
+__device__ float block_sum(float v, float* sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  return warp_sum(lane < warps ? sh[lane] : 0.f);
+}
+
+// One block per row. Two passes over the row's chunk (the second hits L1/L2): the chunk max, then the sums relative
+// to the new running max M, merged with the old sums moved to M: exp(z - M) = exp(z - m) exp(m - M), so
+// s' = f s and u' = f (u + (m - M) s) with f = exp(m - M) (as the CPU twin).
+__global__ void __launch_bounds__(kStatsThreads)
+    chunk_stats_kernel(const float* __restrict__ z, int n, int v0, int first, int last,
+                       const int32_t* __restrict__ targets, LmHeadRowState st, float* __restrict__ logprob,
+                       float* __restrict__ entropy, float* __restrict__ lse) {
+  __shared__ float sh[32];
+  const int r = blockIdx.x;
+  const int target = targets[r];
+  if (target < 0) {  // uniform over the block: the whole block leaves before any barrier
+    if (last && threadIdx.x == 0) {
+      logprob[r] = 0.f;
+      lse[r] = 0.f;
+      if (entropy) entropy[r] = 0.f;
+    }
+    return;
+  }
+  const float* zr = z + int64_t(r) * n;
+  const float m_old = first ? -INFINITY : st.m[r];  // read by all threads before thread 0 rewrites it below
+  float cm = -INFINITY;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) cm = fmaxf(cm, zr[j]);
+  cm = block_max(cm, sh);
+  const float M = fmaxf(m_old, cm);
+  float ps = 0.f, pu = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float d = zr[j] - M, e = expf(d);
+    ps += e;
+    pu += e * d;
+  }
+  ps = block_sum(ps, sh);
+  pu = block_sum(pu, sh);
+  if (threadIdx.x != 0) return;
+  double S = ps, U = pu;
+  float zt = NAN;
+  if (!first) {
+    double s_old = st.s[r], u_old = st.u[r];
+    if (s_old > 0.0) {
+      const double shift = double(m_old) - double(M), f = exp(shift);
+      u_old = f * (u_old + shift * s_old);
+      s_old *= f;
+    }
+    S += s_old;
+    U += u_old;
+    zt = st.zt[r];
+  }
+  const int tv = target - v0;
+  if (tv >= 0 && tv < n) zt = zr[tv];
+  if (last) {
+    const double log_s = log(S);
+    const float l = float(double(M) + log_s);
+    lse[r] = l;
+    logprob[r] = zt - l;
+    if (entropy) entropy[r] = float(log_s - U / S);
+  } else {
+    st.m[r] = M;
+    st.s[r] = S;
+    st.u[r] = U;
+    st.zt[r] = zt;
+  }
+}
+
+__global__ void chunk_dlogits_kernel(bf16* __restrict__ dz, const float* __restrict__ z, int R, int n, int v0,
+                                     const int32_t* __restrict__ targets, const float* __restrict__ dlogprob,
+                                     const float* __restrict__ dentropy, const float* __restrict__ lse,
+                                     const float* __restrict__ entropy, float temperature) {
+  const int64_t total = int64_t(R) * n;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int r = int(i / n), j = int(i - int64_t(r) * n);
+    const int target = targets[r];
+    float g = 0.f;
+    if (target >= 0) {
+      const float logp = z[i] - lse[r];
+      const float p = expf(logp);
+      g = dlogprob[r] * ((j == target - v0 ? 1.f : 0.f) - p);
+      if (dentropy) g += dentropy[r] * (-p * (logp + entropy[r]));
+      g /= temperature;
+    }
+    dz[i] = __float2bfloat16(g);
+  }
+}
+
+__global__ void accumulate_kernel(bf16* __restrict__ dst, const float* __restrict__ src, int64_t N) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = __float2bfloat16(__bfloat162float(dst[i]) + src[i]);
+}
+
+int elementwise_blocks(int64_t N, const GpuContext& ctx) {
+  const int64_t want = (N + kElemThreads - 1) / kElemThreads;
+  const int64_t cap = int64_t(ctx.sm_count > 0 ? ctx.sm_count : 132) * 16;
+  return int(want < cap ? (want > 0 ? want : 1) : cap);
+}
+
+}  // namespace
+
+void lm_head_chunk_stats(const float* z, int R, int n, int v0, bool first, bool last, const int32_t* targets,
+                         LmHeadRowState st, float* logprob, float* entropy, float* lse, const GpuContext& ctx) {
+  if (R <= 0) return;
+  chunk_stats_kernel<<<R, kStatsThreads, 0, ctx.stream>>>(z, n, v0, first ? 1 : 0, last ? 1 : 0, targets, st,
+                                                          logprob, entropy, lse);
+  CUDA_CHECK_LAST();
+}
+
+void lm_head_chunk_dlogits(bf16* dz, const float* z, int R, int n, int v0, const int32_t* targets,
+                           const float* dlogprob, const float* dentropy, const float* lse, const float* entropy,
+                           float temperature, const GpuContext& ctx) {
+  const int64_t total = int64_t(R) * n;
+  if (total <= 0) return;
+  chunk_dlogits_kernel<<<elementwise_blocks(total, ctx), kElemThreads, 0, ctx.stream>>>(
+      dz, z, R, n, v0, targets, dlogprob, dentropy, lse, entropy, temperature);
+  CUDA_CHECK_LAST();
+}
+
+void accumulate_f32_into_bf16(bf16* dst, const float* src, int64_t N, const GpuContext& ctx) {
+  if (N <= 0) return;
+  accumulate_kernel<<<elementwise_blocks(N, ctx), kElemThreads, 0, ctx.stream>>>(dst, src, N);
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace hone::cuda

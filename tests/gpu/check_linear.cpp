@@ -1,0 +1,117 @@
+// GPU op checks of the linear layer (cuda/linear.cpp) against hone::cpu::linear_forward/backward.
+// Shapes {T, IC, OC, with_bias}. Tolerances (relative L2):
+//   * bf16 outputs (out, dx): 1e-2; one bf16 rounding of the result is ~2e-3.
+//   * fp32 gradients (dw, dbias) from bf16 inputs: 1e-4. Products of bf16 values are exact in fp32, so GPU and CPU
+//     differ only in fp32 summation order (~1e-6); 1e-4 leaves room for the accumulation order cuBLASLt picks, and
+//     any indexing or transpose error is O(1).
+// Accumulated gradients are pre-filled with random values of the size of the increment, and the totals compared.
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/ops_cuda.h"
+#include "device_buffer.h"
+#include "op_checks.h"
+
+namespace {
+
+using hone::cuda::bf16;
+using test::DeviceBuffer;
+
+const hone::cuda::GpuContext& gpu() {
+  static hone::cuda::GpuContext ctx = hone::cuda::create_gpu_context(0);  // lives for the whole test program
+  return ctx;
+}
+
+double rms(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x) * x;
+  return v.empty() ? 0.0 : std::sqrt(s / double(v.size()));
+}
+
+// Random values of the increment's size, so that the comparison of totals still sees the increment.
+std::vector<float> prefill_like(const std::vector<float>& increment, std::mt19937_64& rng) {
+  const double r = rms(increment);
+  return test::random_vector(int64_t(increment.size()), rng, float(r > 0 ? r : 1.0));
+}
+
+std::vector<float> plus(std::vector<float> a, const std::vector<float>& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  return a;
+}
+
+double err(const std::vector<float>& got, const std::vector<float>& want) {
+  return test::rel_l2(got.data(), want.data(), int64_t(want.size()));
+}
+
+double check_linear_forward(const test::OpShape& s, std::mt19937_64& rng) {
+  const int T = int(s[0]), IC = int(s[1]), OC = int(s[2]);
+  const bool with_bias = s[3] != 0;
+  auto x = test::random_vector(int64_t(T) * IC, rng);
+  auto w = test::random_vector(int64_t(OC) * IC, rng, 1.f / std::sqrt(float(IC)));
+  auto b = test::random_vector(OC, rng);
+  DeviceBuffer<bf16> d_x(int64_t(T) * IC), d_w(int64_t(OC) * IC), d_b(OC), d_out(int64_t(T) * OC);
+  d_x.upload(x);
+  d_w.upload(w);
+  d_b.upload(b);
+  d_out.poison();
+  CUDA_CHECK(cudaDeviceSynchronize());  // uploads and memsets ran on the legacy stream; the op uses its own
+  hone::cuda::linear_forward(d_out.get(), d_x.get(), d_w.get(), with_bias ? d_b.get() : nullptr, T, IC, OC, gpu());
+  const auto got = d_out.download();
+  std::vector<float> want(size_t(T) * OC);
+  hone::cpu::linear_forward(want.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, T, IC, OC);
+  return err(got, want);
+}
+
+struct BackwardResult {
+  double dx, dw, dbias;
+};
+
+// Runs both backward passes with pre-filled accumulators; with_dx = false passes a null dx to the GPU.
+BackwardResult run_linear_backward(const test::OpShape& s, bool with_dx, std::mt19937_64& rng) {
+  const int T = int(s[0]), IC = int(s[1]), OC = int(s[2]);
+  const bool with_bias = s[3] != 0;
+  auto x = test::random_vector(int64_t(T) * IC, rng);
+  auto w = test::random_vector(int64_t(OC) * IC, rng, 1.f / std::sqrt(float(IC)));
+  auto dout = test::random_vector(int64_t(T) * OC, rng);
+  DeviceBuffer<bf16> d_x(int64_t(T) * IC), d_w(int64_t(OC) * IC), d_dout(int64_t(T) * OC), d_dx(int64_t(T) * IC);
+  DeviceBuffer<float> d_dw(int64_t(OC) * IC), d_db(OC);
+  d_x.upload(x);
+  d_w.upload(w);
+  d_dout.upload(dout);
+
+  // The CPU increments (from zero) give the size of the pre-filled values.
+  std::vector<float> inc_dx(size_t(T) * IC, 0.f), inc_dw(size_t(OC) * IC, 0.f), inc_db(size_t(OC), 0.f);
+  hone::cpu::linear_backward(inc_dx.data(), inc_dw.data(), inc_db.data(), dout.data(), x.data(), w.data(), T, IC, OC);
+  auto dx0 = prefill_like(inc_dx, rng), dw0 = prefill_like(inc_dw, rng), db0 = prefill_like(inc_db, rng);
+  d_dx.upload(dx0);  // dx0 now holds the bf16-rounded values the GPU starts from
+  d_dw.upload(dw0);
+  d_db.upload(db0);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  hone::cuda::linear_backward(with_dx ? d_dx.get() : nullptr, d_dw.get(), with_bias ? d_db.get() : nullptr,
+                              d_dout.get(), d_x.get(), d_w.get(), T, IC, OC, gpu());
+  BackwardResult r{};
+  r.dx = err(d_dx.download(), with_dx ? plus(dx0, inc_dx) : dx0);  // a null dx must stay untouched
+  r.dw = err(d_dw.download(), plus(dw0, inc_dw));
+  r.dbias = err(d_db.download(), with_bias ? plus(db0, inc_db) : db0);
+  return r;
+}
+
+double check_linear_backward_dx(const test::OpShape& s, std::mt19937_64& rng) {
+  return run_linear_backward(s, /*with_dx=*/true, rng).dx;
+}
+
+double check_linear_backward_params(const test::OpShape& s, std::mt19937_64& rng) {
+  const BackwardResult r = run_linear_backward(s, /*with_dx=*/false, rng);
+  return std::max({r.dw, r.dbias, r.dx});
+}
+
+const std::vector<test::OpShape> kShapes = {
+    {1, 33, 64, 1}, {7, 64, 33, 0}, {7, 33, 33, 1}, {256, 1024, 3072, 1}, {1000, 3072, 1024, 0}, {1000, 64, 1024, 1},
+};
+
+const test::OpCheckRegistration reg_fwd{{"linear_forward", 1e-2, kShapes, &check_linear_forward}};
+const test::OpCheckRegistration reg_bwd_dx{{"linear_backward_dx", 1e-2, kShapes, &check_linear_backward_dx}};
+const test::OpCheckRegistration reg_bwd_params{
+    {"linear_backward_dw_dbias", 1e-4, kShapes, &check_linear_backward_params}};
+
+}  // namespace
