@@ -24,8 +24,16 @@ class DeviceBuffer {
   int64_t size() const { return n_; }
 
   // NaN in every element (0xFF bytes is a NaN for fp32 and bf16; for ints it is -1).
-  void poison() { CUDA_CHECK(cudaMemset(p_, 0xFF, size_t(n_) * sizeof(T))); }
-  void zero() { CUDA_CHECK(cudaMemset(p_, 0, size_t(n_) * sizeof(T))); }
+  // Every fill and upload completes before it returns: ops run on their own non-blocking stream, which does not
+  // wait for the legacy default stream these calls use.
+  void poison() {
+    CUDA_CHECK(cudaMemset(p_, 0xFF, size_t(n_) * sizeof(T)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  void zero() {
+    CUDA_CHECK(cudaMemset(p_, 0, size_t(n_) * sizeof(T)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
 
   // From fp32 host values (rounded to bf16 for bf16 buffers). `host` is replaced by what the device holds, so the
   // CPU reference sees exactly the GPU's inputs.
@@ -36,9 +44,11 @@ class DeviceBuffer {
       host[size_t(i)] = float(tmp[size_t(i)]);
     }
     CUDA_CHECK(cudaMemcpy(p_, tmp.data(), size_t(n_) * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
   void upload_raw(const std::vector<T>& host) {
     CUDA_CHECK(cudaMemcpy(p_, host.data(), size_t(n_) * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::vector<float> download() const {
     std::vector<T> tmp(static_cast<size_t>(n_));
