@@ -28,6 +28,7 @@ __device__ __forceinline__ void normalize_row(bf16* o, float* rstd, const bf16* 
   const float rs = 1.0f / sqrtf(ss / float(C) + eps);
   if (lane == 0) rstd[row] = rs;
   if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
     for (int c = lane * kVec; c < C; c += 32 * kVec) {
       float xv[kVec], wv[kVec];
       detail::load8(xv, src + c);
@@ -50,6 +51,7 @@ __global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, const bf16* x, co
   const bf16* xr = x + int64_t(row) * C;
   float ss = 0.f;
   if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
     for (int c = lane * kVec; c < C; c += 32 * kVec) {
       float xv[kVec];
       detail::load8(xv, xr + c);
@@ -76,6 +78,7 @@ __global__ void add_rmsnorm_forward_kernel(bf16* sum, bf16* out, float* rstd, co
   const int64_t off = int64_t(row) * C;
   float ss = 0.f;
   if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
     for (int c = lane * kVec; c < C; c += 32 * kVec) {
       float av[kVec], bv[kVec];
       detail::load8(av, a + off + c);
@@ -108,6 +111,7 @@ __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf1
   const float rs = rstd[row];
   float dot = 0.f;
   if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
     for (int c = lane * kVec; c < C; c += 32 * kVec) {
       float gv[kVec], wv[kVec], xv[kVec];
       detail::load8(gv, dout + off + c);
@@ -123,6 +127,7 @@ __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf1
   dot = detail::warp_sum(dot);
   const float k = dot / float(C) * rs * rs;
   if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
     for (int c = lane * kVec; c < C; c += 32 * kVec) {
       float gv[kVec], wv[kVec], xv[kVec], dv[kVec];
       detail::load8(gv, dout + off + c);
