@@ -1,0 +1,68 @@
+// Token embedding on the GPU: forward gathers rows of wte (bf16) into out; backward scatter-adds dout rows into the
+// fp32 dwte with atomicAdd (rows with the same token add in an unspecified order: fp32 rounding differs from the
+// serial CPU sum by a few ulp, and runs are not bitwise reproducible). One block per token row; 16-byte accesses
+// when C % 8 == 0 and the pointers are 16-byte aligned. The device cannot throw, so a negative id (an error the
+// CPU twin reports) yields a zero row forward and no gradient backward.
+#include "cuda/check.h"
+#include "cuda/elementwise_common.cuh"
+#include "cuda/ops_cuda.h"
+
+namespace hone::cuda {
+
+namespace {
+
+using detail::kVec;
+
+constexpr int kThreads = 128;
+
+__global__ void embedding_forward_kernel(bf16* out, const int32_t* ids, const bf16* wte, int C, bool vec) {
+  const int t = blockIdx.x;
+  const int32_t id = ids[t];
+  bf16* o = out + int64_t(t) * C;
+  const bf16* w = wte + int64_t(id < 0 ? 0 : id) * C;
+  if (vec) {
+    for (int c = threadIdx.x * kVec; c < C; c += blockDim.x * kVec) {
+      detail::Bf16x8 v{};
+      if (id >= 0) v = *reinterpret_cast<const detail::Bf16x8*>(w + c);
+      *reinterpret_cast<detail::Bf16x8*>(o + c) = v;
+    }
+  } else {
+    for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = id >= 0 ? w[c] : __float2bfloat16_rn(0.f);
+  }
+}
+
+__global__ void embedding_backward_kernel(float* dwte, const bf16* dout, const int32_t* ids, int C, bool vec) {
+  const int t = blockIdx.x;
+  const int32_t id = ids[t];
+  if (id < 0) return;
+  float* d = dwte + int64_t(id) * C;
+  const bf16* g = dout + int64_t(t) * C;
+  if (vec) {
+    for (int c = threadIdx.x * kVec; c < C; c += blockDim.x * kVec) {
+      float f[kVec];
+      detail::load8(f, g + c);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) atomicAdd(d + c + k, f[k]);
+    }
+  } else {
+    for (int c = threadIdx.x; c < C; c += blockDim.x) atomicAdd(d + c, __bfloat162float(g[c]));
+  }
+}
+
+}  // namespace
+
+void embedding_forward(bf16* out, const int32_t* ids, const bf16* wte, int T, int C, const GpuContext& ctx) {
+  if (T <= 0 || C <= 0) return;
+  const bool vec = C % kVec == 0 && detail::aligned16(out) && detail::aligned16(wte);
+  embedding_forward_kernel<<<T, kThreads, 0, ctx.stream>>>(out, ids, wte, C, vec);
+  CUDA_CHECK_LAST();
+}
+
+void embedding_backward(float* dwte, const bf16* dout, const int32_t* ids, int T, int C, const GpuContext& ctx) {
+  if (T <= 0 || C <= 0) return;
+  const bool vec = C % kVec == 0 && detail::aligned16(dout);
+  embedding_backward_kernel<<<T, kThreads, 0, ctx.stream>>>(dwte, dout, ids, C, vec);
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace hone::cuda

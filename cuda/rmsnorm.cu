@@ -1,0 +1,232 @@
+// RMSNorm on bf16 rows (also the per-head q/k norm: rows = T*H, C = D), fp32 math, Hugging Face's order:
+// rstd = 1/sqrt(mean(x^2) + eps), out = w * (x * rstd), rounded once to bf16.
+//   forward / fused add+forward: one warp per row (8 rows per block), two passes over the row (the second hits L1/L2).
+//   backward dx: one warp per row, dx += rstd (dout w - x rstd^2 sum(dout w x)/C) in fp32, rounded once.
+//   backward dw: deterministic two-level sum: blocks of 32 columns x a slice of rows write partial sums (fixed
+//   slices, fixed order), a second kernel adds the slices in order into dw (fp32, accumulated).
+// 16-byte accesses when C % 8 == 0 and the row pointers are 16-byte aligned; scalar otherwise.
+#include "cuda/check.h"
+#include "cuda/elementwise_common.cuh"
+#include "cuda/kernel_scratch.h"
+#include "cuda/ops_cuda.h"
+
+namespace hone::cuda {
+
+namespace {
+
+using detail::kVec;
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kDwRowsPerBlock = 8;  // blockDim.y of the dw partial kernel (blockDim.x = 32 columns)
+
+__device__ __forceinline__ int warp_row() { return blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); }
+
+// Normalizes row `row` of `src` (already final bf16 values) into out, given the row's sum of squares.
+__device__ __forceinline__ void normalize_row(bf16* o, float* rstd, const bf16* src, const bf16* w, int row, int C,
+                                              float ss, float eps, bool vec) {
+  const int lane = threadIdx.x & 31;
+  const float rs = 1.0f / sqrtf(ss / float(C) + eps);
+  if (lane == 0) rstd[row] = rs;
+  if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
+    for (int c = lane * kVec; c < C; c += 32 * kVec) {
+      float xv[kVec], wv[kVec];
+      detail::load8(xv, src + c);
+      detail::load8(wv, w + c);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) xv[k] = wv[k] * (xv[k] * rs);
+      detail::store8(o + c, xv);
+    }
+  } else {
+    for (int c = lane; c < C; c += 32)
+      o[c] = __float2bfloat16_rn(__bfloat162float(w[c]) * (__bfloat162float(src[c]) * rs));
+  }
+}
+
+__global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, const bf16* x, const bf16* w, int rows, int C,
+                                       float eps, bool vec) {
+  const int row = warp_row();
+  if (row >= rows) return;  // whole warps leave; no block-level synchronization follows
+  const int lane = threadIdx.x & 31;
+  const bf16* xr = x + int64_t(row) * C;
+  float ss = 0.f;
+  if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
+    for (int c = lane * kVec; c < C; c += 32 * kVec) {
+      float xv[kVec];
+      detail::load8(xv, xr + c);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) ss += xv[k] * xv[k];
+    }
+  } else {
+    for (int c = lane; c < C; c += 32) {
+      const float v = __bfloat162float(xr[c]);
+      ss += v * v;
+    }
+  }
+  ss = detail::warp_sum(ss);
+  normalize_row(out + int64_t(row) * C, rstd, xr, w, row, C, ss, eps, vec);
+}
+
+// sum = a + b (rounded to bf16), then the norm of the rounded sum. sum may alias a or b: each lane reads its own
+// elements before writing them, and the second pass reads back only what the same lane wrote.
+__global__ void add_rmsnorm_forward_kernel(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf16* b,
+                                           const bf16* w, int rows, int C, float eps, bool vec) {
+  const int row = warp_row();
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t off = int64_t(row) * C;
+  float ss = 0.f;
+  if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
+    for (int c = lane * kVec; c < C; c += 32 * kVec) {
+      float av[kVec], bv[kVec];
+      detail::load8(av, a + off + c);
+      detail::load8(bv, b + off + c);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        av[k] = __bfloat162float(__float2bfloat16_rn(av[k] + bv[k]));
+        ss += av[k] * av[k];
+      }
+      detail::store8(sum + off + c, av);
+    }
+  } else {
+    for (int c = lane; c < C; c += 32) {
+      const bf16 s = __float2bfloat16_rn(__bfloat162float(a[off + c]) + __bfloat162float(b[off + c]));
+      sum[off + c] = s;
+      const float v = __bfloat162float(s);
+      ss += v * v;
+    }
+  }
+  ss = detail::warp_sum(ss);
+  normalize_row(out + off, rstd, sum + off, w, row, C, ss, eps, vec);
+}
+
+__global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf16* x, const bf16* w,
+                                           const float* rstd, int rows, int C, bool vec) {
+  const int row = warp_row();
+  if (row >= rows) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t off = int64_t(row) * C;
+  const float rs = rstd[row];
+  float dot = 0.f;
+  if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
+    for (int c = lane * kVec; c < C; c += 32 * kVec) {
+      float gv[kVec], wv[kVec], xv[kVec];
+      detail::load8(gv, dout + off + c);
+      detail::load8(wv, w + c);
+      detail::load8(xv, x + off + c);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) dot += gv[k] * wv[k] * xv[k];
+    }
+  } else {
+    for (int c = lane; c < C; c += 32)
+      dot += __bfloat162float(dout[off + c]) * __bfloat162float(w[c]) * __bfloat162float(x[off + c]);
+  }
+  dot = detail::warp_sum(dot);
+  const float k = dot / float(C) * rs * rs;
+  if (vec) {
+#pragma unroll 4  // several 16-byte loads in flight per lane
+    for (int c = lane * kVec; c < C; c += 32 * kVec) {
+      float gv[kVec], wv[kVec], xv[kVec], dv[kVec];
+      detail::load8(gv, dout + off + c);
+      detail::load8(wv, w + c);
+      detail::load8(xv, x + off + c);
+      detail::load8(dv, dx + off + c);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) dv[j] += rs * (gv[j] * wv[j] - xv[j] * k);
+      detail::store8(dx + off + c, dv);
+    }
+  } else {
+    for (int c = lane; c < C; c += 32) {
+      const float g = __bfloat162float(dout[off + c]), wc = __bfloat162float(w[c]), xc = __bfloat162float(x[off + c]);
+      dx[off + c] = __float2bfloat16_rn(__bfloat162float(dx[off + c]) + rs * (g * wc - xc * k));
+    }
+  }
+}
+
+// Partial dw over the rows of slice blockIdx.y (rows blockIdx.y*8 + ty, stepping gridDim.y*8), columns
+// blockIdx.x*32 + tx. With one slice (partial == nullptr) the block adds straight into dw.
+__global__ void rmsnorm_backward_dw_partial_kernel(float* partial, float* dw, const bf16* dout, const bf16* x,
+                                                   const float* rstd, int rows, int C) {
+  __shared__ float acc[kDwRowsPerBlock][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.f;
+  if (c < C) {
+    for (int r = blockIdx.y * kDwRowsPerBlock + threadIdx.y; r < rows; r += gridDim.y * kDwRowsPerBlock) {
+      const int64_t i = int64_t(r) * C + c;
+      s += __bfloat162float(dout[i]) * __bfloat162float(x[i]) * rstd[r];
+    }
+  }
+  acc[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float t = 0.f;
+#pragma unroll
+    for (int y = 0; y < kDwRowsPerBlock; ++y) t += acc[y][threadIdx.x];
+    if (partial)
+      partial[int64_t(blockIdx.y) * C + c] = t;
+    else
+      dw[c] += t;
+  }
+}
+
+__global__ void rmsnorm_backward_dw_final_kernel(float* dw, const float* partial, int slices, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float t = 0.f;
+  for (int s = 0; s < slices; ++s) t += partial[int64_t(s) * C + c];
+  dw[c] += t;
+}
+
+unsigned row_blocks(int rows) { return unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+
+}  // namespace
+
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int rows, int C, float eps,
+                     const GpuContext& ctx) {
+  if (rows <= 0 || C <= 0) return;
+  const bool vec = C % kVec == 0 && detail::aligned16(out) && detail::aligned16(x) && detail::aligned16(w);
+  rmsnorm_forward_kernel<<<row_blocks(rows), kWarpsPerBlock * 32, 0, ctx.stream>>>(out, rstd, x, w, rows, C, eps,
+                                                                                    vec);
+  CUDA_CHECK_LAST();
+}
+
+void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* w, int rows,
+                         int C, float eps, const GpuContext& ctx) {
+  if (rows <= 0 || C <= 0) return;
+  const bool vec = C % kVec == 0 && detail::aligned16(sum) && detail::aligned16(out) && detail::aligned16(a) &&
+                   detail::aligned16(b) && detail::aligned16(w);
+  add_rmsnorm_forward_kernel<<<row_blocks(rows), kWarpsPerBlock * 32, 0, ctx.stream>>>(sum, out, rstd, a, b, w,
+                                                                                        rows, C, eps, vec);
+  CUDA_CHECK_LAST();
+}
+
+void rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w, const float* rstd,
+                      int rows, int C, const GpuContext& ctx) {
+  if (rows <= 0 || C <= 0) return;
+  const bool vec = C % kVec == 0 && detail::aligned16(dx) && detail::aligned16(dout) && detail::aligned16(x) &&
+                   detail::aligned16(w);
+  rmsnorm_backward_dx_kernel<<<row_blocks(rows), kWarpsPerBlock * 32, 0, ctx.stream>>>(dx, dout, x, w, rstd, rows,
+                                                                                        C, vec);
+  CUDA_CHECK_LAST();
+
+  // Slices of rows: enough blocks for ~4 per SM, never a slice without rows. The count depends only on the shape
+  // and the SM count, so the summation order (and the result) is reproducible.
+  const int col_blocks = (C + 31) / 32;
+  const int max_slices = (rows + kDwRowsPerBlock - 1) / kDwRowsPerBlock;
+  const int want = ((ctx.sm_count > 0 ? ctx.sm_count : 132) * 4 + col_blocks - 1) / col_blocks;
+  const int slices = want < max_slices ? (want > 0 ? want : 1) : max_slices;
+  float* partial = slices > 1 ? static_cast<float*>(kernel_scratch(ctx, size_t(slices) * size_t(C) * sizeof(float)))
+                              : nullptr;
+  const dim3 grid{unsigned(col_blocks), unsigned(slices)}, block{32, kDwRowsPerBlock};
+  rmsnorm_backward_dw_partial_kernel<<<grid, block, 0, ctx.stream>>>(partial, dw, dout, x, rstd, rows, C);
+  CUDA_CHECK_LAST();
+  if (partial) {
+    rmsnorm_backward_dw_final_kernel<<<unsigned((C + 255) / 256), 256, 0, ctx.stream>>>(dw, partial, slices, C);
+    CUDA_CHECK_LAST();
+  }
+}
+
+}  // namespace hone::cuda
