@@ -1,0 +1,100 @@
+// `hone run` end to end on tiny decks: the output file's rows and metrics, generation/training logprob agreement,
+// the logprob and reference phases, several optimizer steps per GRPO step, dynamic sampling, overlong filtering.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <filesystem>
+
+#include "io/checkpoint.h"
+#include "test_grpo_util.h"
+
+namespace fs = std::filesystem;
+using namespace test_grpo;
+
+BOOST_AUTO_TEST_SUITE(grpo_loop)
+
+BOOST_AUTO_TEST_CASE(run_writes_one_row_per_step_with_the_metrics) {
+  const std::string dir = test::temp_dir("grpo-rows");
+  std::string out;
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "", &out), 0);
+  const std::string h5 = dir + "/out/t.h5";
+  BOOST_TEST((steps(h5) == std::vector<int64_t>{1, 2, 3, 4}));
+  for (const char* m : {"time/generation", "time/reward", "time/logprob", "time/training", "time/refit", "time/total",
+                        "reward/mean", "accuracy", "advantages/mean", "loss", "entropy", "clip_fraction", "ratio/mean",
+                        "token_mult_prob_error", "grad_norm", "lr", "prompt_tokens", "generated_tokens/mean",
+                        "generated_tokens/max", "truncation_rate", "tokens_per_s/generation", "packing_efficiency",
+                        "memory/peak_training"}) {
+    const auto v = metric(h5, m);
+    BOOST_TEST_INFO(m);
+    BOOST_REQUIRE_EQUAL(v.size(), 4u);
+    for (double x : v) BOOST_TEST(std::isfinite(x));
+  }
+  // On-policy (one optimizer step): the ratio is exactly 1, nothing is clipped; lr is the deck's constant.
+  for (double r : metric(h5, "ratio/max")) BOOST_TEST(r == 1.0);
+  for (double c : metric(h5, "clip_fraction")) BOOST_TEST(c == 0.0);
+  for (double lr : metric(h5, "lr")) BOOST_TEST(lr == 3e-3, boost::test_tools::tolerance(1e-6));
+  // The stdout: the resolved deck, the header, a line per step; a checkpoint at exit.
+  BOOST_TEST(out.find("[grpo]") != std::string::npos);
+  BOOST_TEST(out.find("gen_s") != std::string::npos);
+  BOOST_TEST(out.find("\n       4 ") != std::string::npos);
+  BOOST_TEST(fs::exists(dir + "/ck/step_00000004/model.safetensors"));
+  BOOST_TEST(hone::verify_checkpoint(dir + "/ck/step_00000004", true) == "");
+  // Samples at steps 2 and 4, two each.
+  test_h5::File f(h5);
+  BOOST_REQUIRE(f.id >= 0);
+  BOOST_TEST(test_h5::int64s(f.id, "/samples/step") == (std::vector<int64_t>{2, 2, 4, 4}));
+}
+
+BOOST_AUTO_TEST_CASE(generation_and_training_logprobs_agree) {
+  // token_mult_prob_error = mean exp(|training logprob - generation logprob|) over generated tokens; the logprob
+  // phase is forced on so the previous-policy logprobs come from a separate packed forward.
+  const std::string dir = test::temp_dir("grpo-mult");
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "loss.skip_prev_logprobs_on_policy=false generation.temperature=0.7"), 0);
+  const auto e = metric(dir + "/out/t.h5", "token_mult_prob_error");
+  BOOST_REQUIRE_EQUAL(e.size(), 4u);
+  for (double x : e) {
+    BOOST_TEST(x >= 1.0);
+    BOOST_TEST(x < 1.0001);
+  }
+  // Still on-policy: the old logprobs of the logprob phase equal the training forward's (ratio 1 up to rounding).
+  for (double r : metric(dir + "/out/t.h5", "ratio/max")) BOOST_TEST(std::abs(r - 1.0) < 1e-5);
+}
+
+BOOST_AUTO_TEST_CASE(several_optimizer_steps_and_kl_reference) {
+  const std::string dir = test::temp_dir("grpo-multi");
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "train.global_batch_size=4 loss.kl_coef=0.1 train.learning_rate=1e-2"), 0);
+  const std::string h5 = dir + "/out/t.h5";
+  for (double k : metric(h5, "optimizer_steps")) BOOST_TEST(k == 4.0);
+  // Four updates per step: later mini-batches are off-policy (ratio moves away from 1), the KL is measured.
+  double spread = 0;
+  for (size_t i = 0; i < 4; ++i) spread += metric(h5, "ratio/max")[i] - metric(h5, "ratio/min")[i];
+  BOOST_TEST(spread > 0.0);
+  const auto kl = metric(h5, "kl");
+  BOOST_REQUIRE_EQUAL(kl.size(), 4u);
+  BOOST_TEST(kl[0] >= 0.0);
+  BOOST_TEST(kl[3] > 0.0);  // the policy moved away from the reference
+}
+
+BOOST_AUTO_TEST_CASE(dynamic_sampling_and_overlong_filtering) {
+  const std::string dir = test::temp_dir("grpo-dyn");
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "grpo.use_dynamic_sampling=true grpo.dynamic_sampling_max_gen_batches=3 "
+                                                "grpo.overlong_filtering=true"), 0);
+  const std::string h5 = dir + "/out/t.h5";
+  const auto batches = metric(h5, "dynamic_sampling/batches");
+  const auto groups = metric(h5, "dynamic_sampling/groups");
+  const auto zero = metric(h5, "zero_variance_fraction");
+  BOOST_REQUIRE_EQUAL(batches.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    BOOST_TEST(batches[i] >= 1.0);
+    BOOST_TEST(batches[i] <= 3.0);
+    BOOST_TEST(groups[i] <= 4.0);
+    // Fewer than 4 groups kept only when the batch limit was reached.
+    if (groups[i] < 4.0) BOOST_TEST(batches[i] == 3.0);
+    // Every kept group has signal: its rewards are not all equal, so the advantages are not all zero.
+    if (groups[i] > 0) BOOST_TEST(metric(h5, "advantages/max")[i] > 0.0);
+  }
+  // A random model almost never answers: most groups carry no signal.
+  BOOST_TEST(zero[0] > 0.5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
