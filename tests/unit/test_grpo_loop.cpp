@@ -97,4 +97,63 @@ BOOST_AUTO_TEST_CASE(dynamic_sampling_and_overlong_filtering) {
   BOOST_TEST(zero[0] > 0.5);
 }
 
+BOOST_AUTO_TEST_CASE(too_long_prompts_are_skipped_and_counted) {
+  // "rev:123=" is 8 tokens: with 4 new tokens it does not fit in 10; "rev:1=" does.
+  const std::string dir = test::temp_dir("grpo-toolong");
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "generation.max_total_sequence_length=10"), 0);
+  const std::string h5 = dir + "/out/t.h5";
+  double skipped = 0, samples = 0;
+  for (double x : metric(h5, "prompts_too_long")) skipped += x;
+  for (double x : metric(h5, "samples")) samples += x;
+  BOOST_TEST(skipped > 0.0);
+  BOOST_TEST(samples + 4 * skipped == 4.0 * 16);  // every prompt either ran its 4 samples or was counted
+}
+
+// The qwen3-math setup on a tiny random model: JSONL prompts, the real Qwen3 tokenizer, ChatML with a system
+// prompt, the math reward.
+BOOST_AUTO_TEST_CASE(jsonl_chatml_math_reward, *boost::unit_test::precondition(test::needs_shared)) {
+  const std::string dir = test::temp_dir("grpo-math");
+  const std::string deck =
+      "[run]\nname = \"t\"\nseed = 3\nmax_steps = 2\n"
+      "[model]\nhidden_size = 16\nintermediate_size = 32\nnum_layers = 1\nnum_attention_heads = 2\n"
+      "tie_word_embeddings = true\n"
+      "[tokenizer]\nkind = \"hf\"\npath = \"" + test::shared_dir() + "/data/tokenizers/qwen3\"\n"
+      "chat_format = \"chatml\"\nsystem_prompt = \"Put your final answer within \\\\boxed{}.\"\n"
+      "[data]\ntask = \"jsonl\"\npath = \"" + test::source_dir() + "/tests/data/rl/math_sample.jsonl\"\n"
+      "[grpo]\nnum_prompts_per_step = 2\nnum_generations_per_prompt = 2\n"
+      "[generation]\nmax_new_tokens = 4\nmax_total_sequence_length = 96\n"
+      "[train]\nlearning_rate = 1e-3\nmax_tokens_per_microbatch = 192\n"
+      "[checkpoint]\ndir = \"" + dir + "/ck\"\n"
+      "[output]\ndir = \"" + dir + "/out\"\nsample_every = 1\nnum_samples = 1\n";
+  std::string out;
+  const int rc = hone_run(write_deck(dir, deck), "", &out);
+  BOOST_TEST_INFO(out.substr(out.size() > 1500 ? out.size() - 1500 : 0));
+  BOOST_REQUIRE_EQUAL(rc, 0);
+  BOOST_TEST(out.find("reward: math") != std::string::npos);
+  const std::string h5 = dir + "/out/t.h5";
+  BOOST_TEST(steps(h5) == (std::vector<int64_t>{1, 2}));
+  for (double r : metric(h5, "reward/mean")) BOOST_TEST((r >= 0.0 && r <= 1.0));
+  for (double t : metric(h5, "prompt_tokens")) BOOST_TEST(t > 20.0);  // system + user turn in ChatML
+  test_h5::File f(h5);
+  BOOST_REQUIRE(f.id >= 0);
+  hid_t d = H5Dopen2(f.id, "/samples/prompt", H5P_DEFAULT);
+  BOOST_REQUIRE(d >= 0);
+  hid_t t = H5Dget_type(d);
+  std::vector<char*> p(test_h5::length(f.id, "/samples/prompt"));
+  hid_t mt = H5Tcopy(H5T_C_S1);
+  H5Tset_size(mt, H5T_VARIABLE);
+  H5Tset_cset(mt, H5T_CSET_UTF8);
+  H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data());
+  BOOST_REQUIRE(!p.empty());
+  const std::string first = p[0];
+  BOOST_TEST(first.find("<|im_start|>system\nPut your final answer within \\boxed{}.<|im_end|>") != std::string::npos);
+  BOOST_TEST(first.find("<|im_start|>assistant\n") != std::string::npos);
+  hid_t space = H5Dget_space(d);
+  H5Dvlen_reclaim(mt, space, H5P_DEFAULT, p.data());
+  H5Sclose(space);
+  H5Tclose(mt);
+  H5Tclose(t);
+  H5Dclose(d);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
