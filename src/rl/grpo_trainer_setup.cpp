@@ -151,6 +151,7 @@ void GrpoTrainer::build_data(const Config& c) {
   DataOptions o;
   const std::string task = c.get_string("data.task");
   if (task == "jsonl") {
+    o.synthetic.task.clear();  // a JSONL dataset, no synthetic task
     o.dataset.path = c.has_value("data.path") ? c.get_string("data.path") : "";
     HONE_USER_CHECK(!o.dataset.path.empty(), "data.path is empty: data.task = \"jsonl\" needs a JSONL file of prompts");
     HONE_USER_CHECK(fs::is_regular_file(o.dataset.path), "data.path = \"", o.dataset.path, "\": no such file");

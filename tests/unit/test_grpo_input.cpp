@@ -37,7 +37,12 @@ void expect_refused(const std::string& tag, const std::string& args, const std::
 BOOST_AUTO_TEST_SUITE(grpo_input)
 
 BOOST_AUTO_TEST_CASE(missing_model_folder) {
-  expect_refused("model", "model.path=/nonexistent/model tokenizer.path=/nonexistent/tok", "/nonexistent");
+  // A deck naming a checkpoint folder instead of a random-init shape.
+  const std::string dir = test::temp_dir("grpo-bad-model-deck");
+  std::string deck = tiny_deck(dir);
+  const size_t a = deck.find("[model]"), b = deck.find("[tokenizer]");
+  deck.replace(a, b - a, "[model]\npath = \"/nonexistent/model\"\n");
+  expect_refused("model", "", "model.path = \"/nonexistent/model\": no such folder", deck);
 }
 
 BOOST_AUTO_TEST_CASE(missing_tokenizer) {

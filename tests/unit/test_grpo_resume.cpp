@@ -105,6 +105,7 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_moments_never_leaves_a_broken_file_or_che
       BOOST_TEST(hone::verify_checkpoint(c.path, true) == "");
       k = c.step;
     }
+    BOOST_TEST_MESSAGE("SIGKILL after " << d << " s: " << st.size() << " rows, newest complete checkpoint step " << k);
     // Resume continues from the newest complete checkpoint; the file holds each step once.
     BOOST_REQUIRE_EQUAL(hone_run(deck, "run.resume=auto checkpoint.every=1 run.max_steps=" + std::to_string(k + 2), &out), 0);
     const auto st2 = steps(dir + "/out/t.h5");
