@@ -95,6 +95,27 @@ BOOST_AUTO_TEST_CASE(dynamic_sampling_and_overlong_filtering) {
   }
   // A random model almost never answers: most groups carry no signal.
   BOOST_TEST(zero[0] > 0.5);
+
+  // One-character answers (about 1 in 100 right): with 16 samples per group some groups have signal; only those
+  // are trained on, 16 samples each.
+  const std::string dir2 = test::temp_dir("grpo-dyn2");
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir2), "grpo.use_dynamic_sampling=true grpo.dynamic_sampling_max_gen_batches=8 "
+                                                 "grpo.num_generations_per_prompt=16 data.max_length=1 "
+                                                 "generation.max_new_tokens=1"), 0);
+  const std::string h2 = dir2 + "/out/t.h5";
+  const auto g2 = metric(h2, "dynamic_sampling/groups"), n2 = metric(h2, "samples"), b2 = metric(h2, "dynamic_sampling/batches");
+  BOOST_REQUIRE_EQUAL(g2.size(), 4u);
+  double kept = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    kept += g2[i];
+    BOOST_TEST(n2[i] == 16 * g2[i]);
+    if (g2[i] < 4.0) BOOST_TEST(b2[i] == 8.0);
+    if (g2[i] > 0) {
+      BOOST_TEST(metric(h2, "reward/max")[i] == 1.0);
+      BOOST_TEST(metric(h2, "optimizer_steps")[i] == 1.0);
+    }
+  }
+  BOOST_TEST(kept > 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(too_long_prompts_are_skipped_and_counted) {
