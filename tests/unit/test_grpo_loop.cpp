@@ -118,6 +118,25 @@ BOOST_AUTO_TEST_CASE(dynamic_sampling_and_overlong_filtering) {
   BOOST_TEST(kept > 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(overlong_filtering_masks_truncated_samples) {
+  // max_new_tokens = 1 and no stop token drawn: (nearly) every sample is truncated. Filtered, those carry no
+  // gradient; a step whose samples are all truncated takes no optimizer step.
+  const std::string dir = test::temp_dir("grpo-overlong");
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "grpo.overlong_filtering=true generation.max_new_tokens=1 "
+                                                "generation.stop_token_ids=[]"), 0);
+  const std::string h5 = dir + "/out/t.h5";
+  const auto trunc = metric(h5, "truncation_rate"), steps_taken = metric(h5, "optimizer_steps");
+  BOOST_REQUIRE_EQUAL(trunc.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    if (trunc[i] == 1.0) BOOST_TEST(steps_taken[i] == 0.0);
+    if (trunc[i] < 1.0) BOOST_TEST(steps_taken[i] == 1.0);
+  }
+  // Without filtering, the same truncated samples are trained on: one optimizer step every step.
+  const std::string dir2 = test::temp_dir("grpo-overlong-off");
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir2), "generation.max_new_tokens=1"), 0);
+  for (double k : metric(dir2 + "/out/t.h5", "optimizer_steps")) BOOST_TEST(k == 1.0);
+}
+
 BOOST_AUTO_TEST_CASE(too_long_prompts_are_skipped_and_counted) {
   // "rev:123=" is 8 tokens: with 4 new tokens it does not fit in 10; "rev:1=" does.
   const std::string dir = test::temp_dir("grpo-toolong");
