@@ -146,7 +146,7 @@ run:
 	@bash mk/deps.sh --if-missing
 	@$(MAKE) --no-print-directory _run
 _run: $(HONE)
-	$(HONE) check input/demo.toml
+	$(HONE) run input/demo.toml
 
 test:
 	@bash mk/deps.sh --if-missing

@@ -1,0 +1,52 @@
+// The rollouts of one GRPO step on this rank (GrpoSample: prompt ids, completion, rewards, advantage, the
+// logprobs of the three policies) and their packing into micro-batches for the logprob and training phases.
+// In a micro-batch, completion token j of a sequence whose prompt has n tokens is predicted at row
+// seq_begin + n - 1 + j; prompt tokens are never targets.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "generation/cpu_generator.h"
+#include "model/packed_batch.h"
+#include "rl/packing.h"
+
+namespace hone::rl {
+
+struct GrpoSample {
+  int64_t prompt_index = 0;  // into the step's prompts on this rank
+  int64_t position = 0;      // global place in the step's batch (kept group order * G + g): picks its optimizer step
+  Rollout rollout;           // prompt ids, completion ids, generation logprobs, finish reason, text
+  double reward = 0;
+  bool correct = false;
+  float advantage = 0;
+  bool trained = true;                 // loss mask of its tokens (false: truncated under overlong filtering)
+  std::vector<float> old_logprobs;     // previous policy, one per completion token (empty until computed)
+  std::vector<float> ref_logprobs;     // reference policy (kl_coef > 0 only)
+  int64_t length() const { return int64_t(rollout.prompt.size() + rollout.completion.size()); }
+};
+
+// A packed micro-batch with the per-row arrays policy_loss reads (rows that are not trained carry mask 0).
+struct MicroBatch {
+  PackedBatch batch;
+  std::vector<int64_t> samples;      // sample index of each sequence
+  std::vector<int64_t> seq_offsets;  // cu_seqlens as int64
+  std::vector<uint8_t> mask;         // [T] 1 where a trained completion token is predicted
+  std::vector<float> gen, old, ref;  // [T] logprobs of the predicted token (0 elsewhere)
+  std::vector<float> advantages;     // one per sequence
+};
+
+// Packs the samples listed in `which` into micro-batches of at most max_tokens tokens (MFFD, rl/packing.h).
+// Returns the sample indices of each micro-batch; *packing (when given) receives the packing for its efficiency.
+std::vector<std::vector<int64_t>> pack_samples(const std::vector<GrpoSample>& samples,
+                                               const std::vector<int64_t>& which, int64_t max_tokens,
+                                               Packing* packing = nullptr);
+
+// Builds one micro-batch. The old/ref arrays are filled from the samples when they hold them.
+MicroBatch build_micro_batch(const std::vector<GrpoSample>& samples, const std::vector<int64_t>& which);
+
+// Reads the predicted-token values of `row_values` ([T], e.g. Transformer::logprobs()) back per completion token.
+std::vector<float> completion_values(const MicroBatch& mb, int seq, const float* row_values,
+                                     const std::vector<GrpoSample>& samples);
+
+}  // namespace hone::rl

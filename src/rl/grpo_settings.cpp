@@ -1,0 +1,100 @@
+// Reading and checking the loop's deck keys (see grpo_settings.h).
+#include "rl/grpo_settings.h"
+
+#include "config/config.h"
+#include "runtime/error.h"
+
+namespace hone::rl {
+
+GrpoSettings read_grpo_settings(const Config& c, int dp) {
+  GrpoSettings s;
+  s.run_name = c.get_string("run.name");
+  s.seed = uint64_t(c.get_int("run.seed"));
+  s.max_steps = c.get_int("run.max_steps");
+  s.resume = c.get_string("run.resume") == "auto";
+  HONE_USER_CHECK(c.get_string("run.device") == "cpu",
+                  "run.device = \"", c.get_string("run.device"), "\": this build runs the GRPO loop on the CPU only (run.device = \"cpu\")");
+
+  const int64_t tp = c.get_int("parallel.tp"), pp = c.get_int("parallel.pp");
+  HONE_USER_CHECK(tp == 1 && pp == 1, "parallel.tp = ", tp, ", parallel.pp = ", pp,
+                  ": tensor and pipeline parallelism are not supported yet (set both to 1; data parallelism follows "
+                  "from the rank count)");
+
+  s.prompts_per_step = c.get_int("grpo.num_prompts_per_step");
+  s.generations = c.get_int("grpo.num_generations_per_prompt");
+  s.advantages.normalize_rewards = c.get_bool("grpo.normalize_rewards");
+  s.advantages.leave_one_out_baseline = c.get_bool("grpo.use_leave_one_out_baseline");
+  s.dynamic_sampling = c.get_bool("grpo.use_dynamic_sampling");
+  s.dynamic_max_batches = c.get_int("grpo.dynamic_sampling_max_gen_batches");
+  s.overlong_filtering = c.get_bool("grpo.overlong_filtering");
+
+  s.loss.ratio_clip_min = c.get_float("loss.ratio_clip_min");
+  s.loss.ratio_clip_max = c.get_float("loss.ratio_clip_max");
+  s.loss.ratio_clip_c = c.get_float("loss.ratio_clip_c");
+  s.loss.kl_coef = c.get_float("loss.kl_coef");
+  s.loss.kl_type = parse_kl_type(c.get_string("loss.kl_type"));
+  s.loss.kl_input_clamp = c.get_float("loss.kl_input_clamp");
+  s.loss.kl_output_clamp = c.get_float("loss.kl_output_clamp");
+  s.loss.aggregation = parse_loss_aggregation(c.get_string("loss.aggregation"));
+  s.loss.importance_sampling = parse_importance_sampling(c.get_string("loss.importance_sampling"));
+  s.loss.is_threshold_low = c.get_float("loss.is_threshold_low");
+  s.loss.is_threshold_high = c.get_float("loss.is_threshold_high");
+  s.loss.entropy_coef = c.get_float("loss.entropy_coef");
+  validate_policy_loss_config(s.loss);
+  s.skip_prev_logprobs_on_policy = c.get_bool("loss.skip_prev_logprobs_on_policy");
+
+  s.sampling.temperature = float(c.get_float("generation.temperature"));
+  s.sampling.top_k = c.get_int("generation.top_k");
+  s.sampling.top_p = float(c.get_float("generation.top_p"));
+  s.sampling.min_p = float(c.get_float("generation.min_p"));
+  s.sampling.greedy = c.get_bool("generation.greedy");
+  validate_sampling_params(s.sampling);
+  s.max_new_tokens = c.get_int("generation.max_new_tokens");
+  s.max_total_sequence_length = c.get_int("generation.max_total_sequence_length");
+  s.stop_strings = c.get_string_list("generation.stop_strings");
+  s.stop_token_ids = c.get_int_list("generation.stop_token_ids");
+  s.ignore_eos = c.get_bool("generation.ignore_eos");
+
+  s.lr.learning_rate = float(c.get_float("train.learning_rate"));
+  s.lr.min_learning_rate = float(c.get_float("train.min_learning_rate"));
+  s.lr.decay = parse_lr_decay(c.get_string("train.lr_schedule"));
+  s.lr.warmup_steps = int(c.get_int("train.warmup_steps"));
+  s.adamw.beta1 = float(c.get_float("train.adam_beta1"));
+  s.adamw.beta2 = float(c.get_float("train.adam_beta2"));
+  s.adamw.eps = float(c.get_float("train.adam_eps"));
+  s.adamw.weight_decay = float(c.get_float("train.weight_decay"));
+  s.max_grad_norm = c.get_float("train.max_grad_norm");
+  s.global_batch_size = c.get_int("train.global_batch_size");
+  s.max_tokens_per_microbatch = c.get_int("train.max_tokens_per_microbatch");
+  s.activation_recompute = c.get_bool("train.activation_recompute");
+
+  s.checkpoint_every = c.get_int("checkpoint.every");
+  s.checkpoint_at_exit = c.get_bool("checkpoint.save_at_exit");
+  s.sample_every = c.get_int("output.sample_every");
+  s.num_samples = c.get_int("output.num_samples");
+  s.overwrite = c.get_bool("output.overwrite");
+
+  // Batch sizes.
+  const int64_t rollouts = s.rollouts_per_step();
+  HONE_USER_CHECK(s.prompts_per_step % dp == 0, "grpo.num_prompts_per_step = ", s.prompts_per_step,
+                  " does not divide over ", dp, " data-parallel ranks (make it a multiple of ", dp, ")");
+  if (s.global_batch_size == 0) s.global_batch_size = rollouts;
+  HONE_USER_CHECK(rollouts % s.global_batch_size == 0, "train.global_batch_size = ", s.global_batch_size,
+                  " does not divide the ", rollouts,
+                  " rollouts of a step (grpo.num_prompts_per_step x grpo.num_generations_per_prompt)");
+  HONE_USER_CHECK(s.global_batch_size % dp == 0, "train.global_batch_size = ", s.global_batch_size,
+                  " does not divide over ", dp, " data-parallel ranks (make it a multiple of ", dp, ")");
+  HONE_USER_CHECK(s.max_tokens_per_microbatch >= s.max_total_sequence_length,
+                  "train.max_tokens_per_microbatch = ", s.max_tokens_per_microbatch,
+                  " is smaller than generation.max_total_sequence_length = ", s.max_total_sequence_length,
+                  ": the longest sequence must fit in one micro-batch");
+  HONE_USER_CHECK(s.max_new_tokens < s.max_total_sequence_length, "generation.max_new_tokens = ", s.max_new_tokens,
+                  " leaves no room for a prompt under generation.max_total_sequence_length = ",
+                  s.max_total_sequence_length);
+
+  // The learning rate decays over the run's optimizer steps (warmup included), as in NeMo-RL / Megatron.
+  s.lr.decay_steps = int(s.max_steps * s.optimizer_steps_per_step());
+  return s;
+}
+
+}  // namespace hone::rl

@@ -1,0 +1,72 @@
+// The deck keys the GRPO loop reads, gathered once from the Config into plain typed fields, with the checks of
+// key combinations that only the loop knows (batch divisibility by the rank count, parallel sizes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "generation/sampler.h"
+#include "rl/advantages.h"
+#include "rl/policy_loss.h"
+#include "train/adamw.h"
+#include "train/lr_schedule.h"
+
+namespace hone {
+class Config;
+}
+
+namespace hone::rl {
+
+struct GrpoSettings {
+  // [run]
+  std::string run_name;
+  uint64_t seed = 0;
+  int64_t max_steps = 0;
+  bool resume = false;
+  // [grpo]
+  int64_t prompts_per_step = 0;   // P
+  int64_t generations = 0;        // G
+  AdvantageOptions advantages;
+  bool dynamic_sampling = false;
+  int64_t dynamic_max_batches = 1;
+  bool overlong_filtering = false;
+  // [loss]
+  PolicyLossConfig loss;
+  bool skip_prev_logprobs_on_policy = true;
+  // [generation]
+  SamplingParams sampling;
+  int64_t max_new_tokens = 0;
+  int64_t max_total_sequence_length = 0;
+  std::vector<std::string> stop_strings;
+  std::vector<int64_t> stop_token_ids;
+  bool ignore_eos = false;
+  // [train]
+  LrSchedule lr;
+  AdamWConfig adamw;
+  double max_grad_norm = 0;
+  int64_t global_batch_size = 0;  // rollouts per optimizer step (0 in the deck resolves to P * G)
+  int64_t max_tokens_per_microbatch = 0;
+  bool activation_recompute = false;
+  // [checkpoint]
+  int64_t checkpoint_every = 0;
+  bool checkpoint_at_exit = true;
+  // [output]
+  int64_t sample_every = 0;
+  int64_t num_samples = 0;
+  bool overwrite = false;
+
+  int64_t rollouts_per_step() const { return prompts_per_step * generations; }
+  // Optimizer steps per GRPO step.
+  int64_t optimizer_steps_per_step() const { return rollouts_per_step() / global_batch_size; }
+  // Exactly on-policy: one optimizer step per GRPO step and the switch on; the previous-policy pass is skipped.
+  bool skip_prev_logprobs() const { return skip_prev_logprobs_on_policy && optimizer_steps_per_step() == 1; }
+};
+
+// Reads the settings and checks them against the data-parallel size dp. UserError naming the keys on a mismatch:
+// parallel.tp or parallel.pp other than 1, a rank count that does not divide num_prompts_per_step, a global batch
+// that does not divide the step's rollouts or is not a multiple of dp, a micro-batch budget smaller than the
+// longest sequence.
+GrpoSettings read_grpo_settings(const Config& c, int dp);
+
+}  // namespace hone::rl

@@ -1,0 +1,94 @@
+// The GRPO trainer on the CPU: everything one rank holds for a run (model weights in three roles, tokenizer,
+// prompts and reward, optimizer) and the step that runs the five phases of doc/grpo.md, "One step":
+//   generation -> reward -> logprob -> training -> refit
+// Built from a validated Config; all ranks build it alike (identical initial weights), data parallel over ranks.
+//
+//   GrpoTrainer t(cfg);               // UserError on bad input, before any work
+//   t.restore(checkpoint_folder);     // optional: continue a run
+//   StepRow row = t.step(step);       // metrics reduced over ranks (meaningful on rank 0)
+//   t.save(folder);                   // rank 0 writes a checkpoint payload
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "generation/cpu_generator.h"
+#include "io/step_output.h"
+#include "model/model_config.h"
+#include "model/transformer.h"
+#include "model/weights.h"
+#include "rl/data_setup.h"
+#include "rl/grpo_batch.h"
+#include "rl/grpo_settings.h"
+#include "runtime/timer.h"
+#include "tokenizer/chat_format.h"
+#include "tokenizer/tokenizer.h"
+#include "train/adamw.h"
+
+namespace hone {
+class Config;
+}
+
+namespace hone::rl {
+
+// Metrics hone declares beyond the catalog of io/output_metrics.h: name, unit, description.
+struct ExtraMetric {
+  const char* name;
+  const char* unit;
+  const char* description;
+};
+const std::vector<ExtraMetric>& grpo_extra_metrics();
+
+class GrpoTrainer {
+ public:
+  explicit GrpoTrainer(const Config& config);
+  ~GrpoTrainer();
+
+  const GrpoSettings& settings() const { return s_; }
+  const ModelConfig& model_config() const { return mc_; }
+  const ModelWeights& training_weights() const { return train_w_; }
+  const ModelWeights& generation_weights() const { return gen_w_; }
+  const PromptSource& prompts() const { return *data_.source; }
+  std::string describe() const;  // one line: model, parameters, data, ranks
+
+  // Runs GRPO step `step` (1-based). Collective: every rank calls it. Samples are added to the row when
+  // num_samples > 0 (rank 0's first rollouts).
+  StepRow step(int64_t step, int64_t num_samples);
+
+  // Checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json.
+  void save(const std::string& folder, int64_t step) const;
+  // Restores weights (training and generation copies), optimizer and data cursor; returns the checkpoint's step.
+  int64_t restore(const std::string& folder);
+
+ private:
+  struct StepState;
+  void build_model(const Config& c);
+  void build_data(const Config& c);
+  std::vector<int32_t> encode_prompt(const Prompt& p) const;
+  void phase_generation(StepState& st);
+  void phase_reward(StepState& st);
+  void phase_logprob(StepState& st);
+  void phase_training(StepState& st);
+  void phase_refit(StepState& st);
+  void record(StepState& st, StepRow& row, int64_t num_samples);
+
+  GrpoSettings s_;
+  ModelConfig mc_;
+  std::string model_path_;
+  std::unique_ptr<Tokenizer> tok_;
+  ChatFormat chat_ = ChatFormat::None;
+  std::string system_prompt_;
+  DataSetup data_;
+  int64_t prompts_too_long_total_ = 0;
+
+  ModelWeights train_w_, gen_w_, ref_w_, grads_;
+  std::unique_ptr<Transformer> train_model_, ref_model_;
+  std::unique_ptr<CpuGenerator> generator_;
+  std::unique_ptr<AdamW> optimizer_;
+  StopCriteria stop_;
+  PhaseTimer timer_;
+};
+
+}  // namespace hone::rl

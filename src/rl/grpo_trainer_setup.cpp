@@ -1,0 +1,193 @@
+// Building a GrpoTrainer from the deck: tokenizer, model (loaded or random-init), prompts and reward, stop rules,
+// optimizer. Every check of the input happens here, before any work (doc/quickstart.md, "Bad input").
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "config/config.h"
+#include "rl/grpo_dp.h"
+#include "rl/grpo_trainer.h"
+#include "runtime/error.h"
+
+namespace hone::rl {
+namespace fs = std::filesystem;
+
+const std::vector<ExtraMetric>& grpo_extra_metrics() {
+  static const std::vector<ExtraMetric> m = {
+      {"optimizer_steps", "1", "optimizer updates in this step (rollouts / train.global_batch_size)"},
+      {"samples", "1", "rollouts trained on in this step, over all ranks"},
+      {"zero_variance_fraction", "1", "fraction of generated groups whose rewards were all equal (no signal)"},
+      {"dynamic_sampling/batches", "1", "generation batches drawn this step (dynamic sampling; 1 otherwise)"},
+      {"dynamic_sampling/groups", "1", "groups with signal kept this step (dynamic sampling; all groups otherwise)"},
+      {"prompts_too_long", "1", "prompts dropped this step because prompt + max_new_tokens exceeds the length limit"},
+      {"is_weight/mean", "1", "mean importance weight between generation and training policy on trained tokens"},
+      {"pg_loss", "1", "policy-gradient part of the loss"},
+      {"kl_loss", "1", "kl_coef times the KL part of the loss"},
+      {"microbatches", "1", "training micro-batches of this step on rank 0"},
+  };
+  return m;
+}
+
+namespace {
+
+Architecture parse_arch(const std::string& n) {
+  if (n == "llama") return Architecture::llama;
+  if (n == "qwen2") return Architecture::qwen2;
+  return Architecture::qwen3;
+}
+
+}  // namespace
+
+GrpoTrainer::GrpoTrainer(const Config& c) : s_(read_grpo_settings(c, dp::size())) {
+  build_model(c);
+  build_data(c);
+
+  // Weights: fp32 training (master) weights, an fp32 generation copy refitted every step, a frozen reference only
+  // when the KL term needs it, and the gradient buffer in the same flat layout.
+  train_w_ = allocate_weights(mc_);
+  if (!model_path_.empty())
+    load_weights(train_w_, mc_, model_path_);
+  else
+    init_random_weights(train_w_, mc_, s_.seed, float(c.get_float("model.init_std")));
+  gen_w_ = allocate_weights(mc_);
+  std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+  if (s_.loss.kl_coef > 0) {
+    ref_w_ = allocate_weights(mc_);
+    std::memcpy(ref_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+    ref_model_ = std::make_unique<Transformer>(mc_, ref_w_);
+  }
+  grads_ = allocate_weights(mc_);
+  train_model_ = std::make_unique<Transformer>(mc_, train_w_);
+  train_model_->set_recompute(s_.activation_recompute);
+  GenerationOptions go;
+  go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s_.rollouts_per_step() / dp::size())));
+  generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go);
+  optimizer_ = std::make_unique<AdamW>(train_w_, s_.adamw);
+}
+
+GrpoTrainer::~GrpoTrainer() = default;
+
+void GrpoTrainer::build_model(const Config& c) {
+  // Tokenizer first: a random-init vocabulary of 0 takes its size.
+  const std::string kind = c.get_string("tokenizer.kind");
+  model_path_ = c.get_string("model.path");
+  std::string tok_path = c.has_value("tokenizer.path") ? c.get_string("tokenizer.path") : "";
+  if (kind == "hf") {
+    HONE_USER_CHECK(!tok_path.empty(), "tokenizer.path is empty: tokenizer.kind = \"hf\" needs a folder holding tokenizer.json (or a model.path)");
+    HONE_USER_CHECK(fs::is_directory(tok_path), "tokenizer.path = \"", tok_path, "\": no such folder");
+    HONE_USER_CHECK(fs::exists(fs::path(tok_path) / "tokenizer.json"), "tokenizer.path = \"", tok_path,
+                    "\": no tokenizer.json in it");
+  }
+  tok_ = load_tokenizer(kind, tok_path);
+  chat_ = parse_chat_format(c.get_string("tokenizer.chat_format"));
+  system_prompt_ = c.get_string("tokenizer.system_prompt");
+
+  if (!model_path_.empty()) {
+    HONE_USER_CHECK(fs::is_directory(model_path_), "model.path = \"", model_path_, "\": no such folder");
+    HONE_USER_CHECK(fs::exists(fs::path(model_path_) / "config.json"), "model.path = \"", model_path_,
+                    "\": no config.json in it (a Hugging Face checkpoint folder is expected)");
+    mc_ = load_model_config(model_path_);
+  } else {
+    mc_.arch = parse_arch(c.get_string("model.architecture"));
+    const int64_t v = c.get_int("model.vocab_size");
+    mc_.vocab_size = int(v > 0 ? v : tok_->vocab_size());
+    mc_.hidden_size = int(c.get_int("model.hidden_size"));
+    mc_.intermediate_size = int(c.get_int("model.intermediate_size"));
+    mc_.num_hidden_layers = int(c.get_int("model.num_layers"));
+    mc_.num_attention_heads = int(c.get_int("model.num_attention_heads"));
+    const int64_t kv = c.get_int("model.num_key_value_heads");
+    mc_.num_key_value_heads = int(kv > 0 ? kv : mc_.num_attention_heads);
+    const int64_t hd = c.get_int("model.head_dim");
+    HONE_USER_CHECK(hd > 0 || mc_.hidden_size % mc_.num_attention_heads == 0, "model.hidden_size = ", mc_.hidden_size,
+                    " is not a multiple of model.num_attention_heads = ", mc_.num_attention_heads, " (or set model.head_dim)");
+    mc_.head_dim = int(hd > 0 ? hd : mc_.hidden_size / mc_.num_attention_heads);
+    mc_.max_position_embeddings = int(c.get_int("model.max_position_embeddings"));
+    mc_.rms_norm_eps = float(c.get_float("model.rms_norm_eps"));
+    mc_.rope.head_dim = mc_.head_dim;
+    mc_.rope.theta = float(c.get_float("model.rope_theta"));
+    mc_.tie_word_embeddings = c.get_bool("model.tie_word_embeddings");
+    mc_.attention_bias = mc_.arch == Architecture::qwen2;
+    mc_.qk_norm = mc_.arch == Architecture::qwen3;
+    mc_.torch_dtype = "float32";
+    mc_.validate();
+  }
+  HONE_USER_CHECK(mc_.vocab_size >= tok_->vocab_size(), "the model's vocabulary (", mc_.vocab_size,
+                  " tokens) is smaller than the tokenizer's (", tok_->vocab_size(), ")");
+  HONE_USER_CHECK(mc_.max_position_embeddings >= s_.max_total_sequence_length, "the model is built for ",
+                  mc_.max_position_embeddings, " positions (max_position_embeddings) but generation.max_total_sequence_length = ",
+                  s_.max_total_sequence_length, ": lower it to at most ", mc_.max_position_embeddings);
+
+  // Stop rules: EOS ids of the tokenizer and the model, the chat format's end of turn, the deck's extra ids.
+  auto add_id = [&](int64_t id) {
+    if (id < 0) return;
+    for (int32_t x : stop_.stop_token_ids)
+      if (x == id) return;
+    stop_.stop_token_ids.push_back(int32_t(id));
+  };
+  if (!s_.ignore_eos) {
+    add_id(tok_->eos_id());
+    for (int id : mc_.eos_token_ids) add_id(id);
+    const std::string eot = chat_end_of_turn(chat_);
+    if (!eot.empty()) add_id(tok_->token_to_id(eot));
+  }
+  for (int64_t id : s_.stop_token_ids) {
+    HONE_USER_CHECK(id < mc_.vocab_size, "generation.stop_token_ids: ", id, " is outside the vocabulary (", mc_.vocab_size, " tokens)");
+    add_id(id);
+  }
+  stop_.stop_strings = s_.stop_strings;
+  stop_.max_new_tokens = s_.max_new_tokens;
+}
+
+std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
+  std::vector<ChatMessage> msgs;
+  if (chat_ != ChatFormat::None && !system_prompt_.empty() && (p.messages.empty() || p.messages[0].role != "system"))
+    msgs.push_back({"system", system_prompt_});
+  for (const auto& m : p.messages) msgs.push_back({m.role, m.content});
+  if (msgs.empty()) msgs.push_back({"user", p.text});
+  return tok_->encode(render_chat(chat_, msgs), /*add_special=*/false);
+}
+
+void GrpoTrainer::build_data(const Config& c) {
+  DataOptions o;
+  const std::string task = c.get_string("data.task");
+  if (task == "jsonl") {
+    o.synthetic.task.clear();  // a JSONL dataset, no synthetic task
+    o.dataset.path = c.has_value("data.path") ? c.get_string("data.path") : "";
+    HONE_USER_CHECK(!o.dataset.path.empty(), "data.path is empty: data.task = \"jsonl\" needs a JSONL file of prompts");
+    HONE_USER_CHECK(fs::is_regular_file(o.dataset.path), "data.path = \"", o.dataset.path, "\": no such file");
+    o.dataset.prompt_key = c.get_string("data.prompt_key");
+    o.dataset.answer_key = c.get_string("data.answer_key");
+    o.dataset.skip_bad_lines = c.get_bool("data.skip_bad_lines");
+    o.dataset.shuffle = c.get_bool("data.shuffle");
+    // Prompts that leave no room for max_new_tokens are dropped when the dataset is scanned (and counted).
+    const int64_t room = s_.max_total_sequence_length - s_.max_new_tokens;
+    const int64_t given = c.get_int("data.max_prompt_tokens");
+    o.dataset.max_prompt_tokens = given > 0 ? std::min(given, room) : room;
+    o.dataset.seed = s_.seed;
+  } else {
+    o.synthetic.task = task;
+    o.synthetic.min_digits = int(c.get_int("data.min_digits"));
+    o.synthetic.max_digits = int(c.get_int("data.max_digits"));
+    o.synthetic.operators = c.get_string("data.operators");
+    o.synthetic.num_operands = int(c.get_int("data.num_operands"));
+    o.synthetic.min_length = int(c.get_int("data.min_length"));
+    o.synthetic.max_length = int(c.get_int("data.max_length"));
+    o.synthetic.alphabet = c.get_string("data.alphabet");
+    o.synthetic.seed = s_.seed;
+  }
+  data_ = make_data(o, [this](const std::string& text) {
+    Prompt p;
+    p.text = text;
+    return int(encode_prompt(p).size());
+  });
+}
+
+std::string GrpoTrainer::describe() const {
+  return cat(model_path_.empty() ? std::string("random-init ") : "model " + model_path_ + ", ",
+             architecture_hf_name(mc_.arch), " with ", mc_.num_parameters(), " parameters (", mc_.num_hidden_layers,
+             " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, "); prompts: ",
+             data_.source->describe(), "; reward: ", data_.reward->name(), "; ", dp::size(), " data-parallel rank",
+             dp::size() > 1 ? "s" : "");
+}
+
+}  // namespace hone::rl

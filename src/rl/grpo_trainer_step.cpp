@@ -1,0 +1,246 @@
+// The five phases of one GRPO step (doc/grpo.md, "One step"): generation, reward, logprob, training, refit.
+#include <algorithm>
+#include <cstring>
+
+#include "rl/grpo_dp.h"
+#include "rl/grpo_trainer_state.h"
+#include "runtime/error.h"
+#include "train/grad_clip.h"
+
+namespace hone::rl {
+
+StepRow GrpoTrainer::step(int64_t step, int64_t num_samples) {
+  timer_.clear();
+  StepState st;
+  st.step = step;
+  StepRow row(step);
+  {
+    auto total = timer_.scope("total");
+    phase_generation(st);
+    phase_reward(st);
+    phase_logprob(st);
+    phase_training(st);
+    phase_refit(st);
+  }
+  record(st, row, num_samples);
+  return row;
+}
+
+namespace {
+
+void score_samples(const RewardFunction& reward, const std::vector<Prompt>& prompts, std::vector<GrpoSample>& samples,
+                   size_t begin) {
+  for (size_t i = begin; i < samples.size(); ++i) {
+    GrpoSample& s = samples[i];
+    const RewardResult r = reward.score(prompts[size_t(s.prompt_index)], s.rollout.text);
+    s.reward = r.reward;
+    s.correct = r.correct;
+  }
+}
+
+bool group_has_signal(const std::vector<GrpoSample>& samples, size_t begin, size_t G) {
+  for (size_t g = 1; g < G; ++g)
+    if (samples[begin + g].reward != samples[begin].reward) return true;
+  return false;
+}
+
+}  // namespace
+
+// Generation: this rank's share of the step's prompts, G samples each, every sample keyed by its global index so
+// a rollout does not depend on the rank count. Dynamic sampling scores each batch at once and keeps only groups
+// with signal, drawing more batches until num_prompts_per_step groups are collected (over all ranks) or the
+// batch limit is reached.
+void GrpoTrainer::phase_generation(StepState& st) {
+  const int64_t P = s_.prompts_per_step, G = s_.generations;
+  const int rank = dp::rank(), size = dp::size();
+  const ShardRange shard = shard_range(P, rank, size);
+  const DecodeFunction decode = [this](const std::vector<int32_t>& ids) { return tok_->decode(ids, true); };
+  const int64_t max_batches = s_.dynamic_sampling ? s_.dynamic_max_batches : 1;
+  timer_.start("generation");
+  for (int64_t b = 0; b < max_batches; ++b) {
+    std::vector<Prompt> batch = data_.source->next_batch(P, rank, size);
+    ++st.batches;
+    std::vector<GenerationRequest> requests;
+    std::vector<int64_t> global_prompt;  // per kept prompt of this batch
+    const size_t first_prompt = st.prompts.size();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      std::vector<int32_t> ids = encode_prompt(batch[i]);
+      if (ids.empty() || int64_t(ids.size()) + s_.max_new_tokens > s_.max_total_sequence_length) {
+        ++st.prompts_too_long;
+        continue;
+      }
+      const int64_t gp = b * P + shard.begin + int64_t(i);
+      for (int64_t g = 0; g < G; ++g) requests.push_back({ids, gp * G + g});
+      global_prompt.push_back(shard.begin + int64_t(i));
+      st.prompts.push_back(std::move(batch[i]));
+    }
+    std::vector<Rollout> rollouts;
+    if (!requests.empty())
+      rollouts = generator_->generate(requests, s_.sampling, stop_, s_.seed, uint32_t(st.step),
+                                      int(s_.max_total_sequence_length), decode);
+    st.peak_kv_bytes = std::max(st.peak_kv_bytes, generator_->stats().peak_kv_bytes);
+    const size_t first_sample = st.samples.size();
+    for (size_t k = 0; k < rollouts.size(); ++k) {
+      GrpoSample s;
+      s.prompt_index = int64_t(first_prompt + k / size_t(G));
+      s.position = global_prompt[k / size_t(G)] * G + int64_t(k % size_t(G));
+      st.generated_tokens_all += int64_t(rollouts[k].completion.size());
+      s.rollout = std::move(rollouts[k]);
+      st.samples.push_back(std::move(s));
+    }
+    const int64_t groups = int64_t(global_prompt.size());
+    st.groups_generated += groups;
+    if (!s_.dynamic_sampling) break;
+
+    // Dynamic sampling: score now, keep the groups with signal whose global order is below P.
+    timer_.stop("generation");
+    timer_.start("reward");
+    score_samples(*data_.reward, st.prompts, st.samples, first_sample);
+    timer_.stop("reward");
+    std::vector<int64_t> signal;  // group index within this batch
+    for (int64_t gi = 0; gi < groups; ++gi)
+      if (group_has_signal(st.samples, first_sample + size_t(gi * G), size_t(G))) signal.push_back(gi);
+    st.groups_zero_variance += groups - int64_t(signal.size());
+    const std::vector<int64_t> counts = dp::all_gather(int64_t(signal.size()));
+    int64_t order = st.groups_kept_global;
+    for (int r = 0; r < rank; ++r) order += counts[size_t(r)];
+    int64_t total_signal = 0;
+    for (int64_t n : counts) total_signal += n;
+    std::vector<GrpoSample> kept(std::make_move_iterator(st.samples.begin()),
+                                 std::make_move_iterator(st.samples.begin() + int64_t(first_sample)));
+    for (int64_t gi : signal) {
+      if (order >= P) break;
+      for (int64_t g = 0; g < G; ++g) {
+        GrpoSample s = std::move(st.samples[first_sample + size_t(gi * G + g)]);
+        s.position = order * G + g;
+        kept.push_back(std::move(s));
+      }
+      ++order;
+    }
+    st.samples = std::move(kept);
+    st.groups_kept_global = std::min(P, st.groups_kept_global + total_signal);
+    timer_.start("generation");
+    if (st.groups_kept_global >= P) break;
+  }
+  timer_.stop("generation");
+  st.scored = s_.dynamic_sampling;
+  if (!s_.dynamic_sampling) st.groups_kept_global = dp::sum(int64_t(st.groups_generated));
+  for (size_t i = 0; i < st.samples.size(); i += size_t(G)) st.prompt_tokens += int64_t(st.samples[i].rollout.prompt.size());
+}
+
+// Reward: score the completions (unless dynamic sampling did already), then group-relative advantages.
+void GrpoTrainer::phase_reward(StepState& st) {
+  auto scope = timer_.scope("reward");
+  const int64_t G = s_.generations;
+  if (!st.scored) {
+    score_samples(*data_.reward, st.prompts, st.samples, 0);
+    for (size_t i = 0; i < st.samples.size(); i += size_t(G))
+      if (!group_has_signal(st.samples, i, size_t(G))) ++st.groups_zero_variance;
+  }
+  std::vector<float> rewards;
+  rewards.reserve(st.samples.size());
+  for (const auto& s : st.samples) rewards.push_back(float(s.reward));
+  const std::vector<float> adv = compute_advantages(rewards, G, s_.advantages);
+  for (size_t i = 0; i < st.samples.size(); ++i) {
+    st.samples[i].advantage = adv[i];
+    st.samples[i].trained = !(s_.overlong_filtering && st.samples[i].rollout.finish_reason == FinishReason::length);
+  }
+}
+
+// Logprob: previous-policy logprobs with the training weights (skipped when exactly on-policy) and reference
+// logprobs with the frozen reference weights (only when kl_coef > 0), over packed micro-batches.
+void GrpoTrainer::phase_logprob(StepState& st) {
+  auto scope = timer_.scope("logprob");
+  const bool need_old = !s_.skip_prev_logprobs(), need_ref = s_.loss.kl_coef > 0;
+  if ((!need_old && !need_ref) || st.samples.empty()) return;
+  std::vector<int64_t> all(st.samples.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+  const float T = s_.sampling.temperature;
+  for (const auto& bin : pack_samples(st.samples, all, s_.max_tokens_per_microbatch)) {
+    const MicroBatch mb = build_micro_batch(st.samples, bin);
+    st.logprob_tokens += mb.batch.num_tokens();
+    if (need_old) {
+      train_model_->forward(mb.batch, T, /*need_entropy=*/false);
+      for (int q = 0; q < mb.batch.num_seqs(); ++q)
+        st.samples[size_t(mb.samples[size_t(q)])].old_logprobs =
+            completion_values(mb, q, train_model_->logprobs().f32(), st.samples);
+      st.logprob_bytes = std::max(st.logprob_bytes, train_model_->allocated_bytes());
+    }
+    if (need_ref) {
+      ref_model_->forward(mb.batch, T, /*need_entropy=*/false);
+      for (int q = 0; q < mb.batch.num_seqs(); ++q)
+        st.samples[size_t(mb.samples[size_t(q)])].ref_logprobs =
+            completion_values(mb, q, ref_model_->logprobs().f32(), st.samples);
+      st.logprob_bytes = std::max(st.logprob_bytes, ref_model_->allocated_bytes());
+    }
+  }
+}
+
+// Training: the step's rollouts in train.global_batch_size chunks (by global position), one optimizer step each:
+// global loss denominator, forward, loss, backward per micro-batch, gradient all-reduce, clip, AdamW.
+void GrpoTrainer::phase_training(StepState& st) {
+  auto scope = timer_.scope("training");
+  const int64_t K = s_.optimizer_steps_per_step(), B = s_.global_batch_size;
+  const bool on_policy = s_.skip_prev_logprobs();
+  const bool need_entropy_grad = s_.loss.entropy_coef != 0;
+  const float T = s_.sampling.temperature;
+  const int64_t N = train_w_.flat.numel();
+  for (int64_t k = 0; k < K; ++k) {
+    std::vector<int64_t> which;
+    for (size_t i = 0; i < st.samples.size(); ++i)
+      if (st.samples[i].position >= k * B && st.samples[i].position < (k + 1) * B) which.push_back(int64_t(i));
+    std::vector<MicroBatch> mbs;
+    if (!which.empty()) {
+      Packing packing;
+      for (const auto& bin : pack_samples(st.samples, which, s_.max_tokens_per_microbatch, &packing))
+        mbs.push_back(build_micro_batch(st.samples, bin));
+      st.packed_tokens += packing.total_tokens;
+      st.packed_slots += int64_t(packing.bins.size()) * packing.budget;
+    }
+    int64_t denom = 0;
+    for (const auto& mb : mbs) denom += loss_denominator(s_.loss.aggregation, mb.mask, mb.seq_offsets);
+    denom = dp::sum(denom);
+    if (denom == 0) continue;  // nothing to train on in this chunk on any rank (e.g. all truncated and filtered)
+
+    grads_.flat.fill_zero();
+    for (auto& mb : mbs) {
+      const int Tn = mb.batch.num_tokens();
+      train_model_->forward(mb.batch, T, /*need_entropy=*/true);
+      const float* lp = train_model_->logprobs().f32();
+      const float* ent = train_model_->entropy().f32();
+      if (on_policy) mb.old.assign(lp, lp + Tn);  // exactly on-policy: old = new, detached
+      std::vector<float> dlp(size_t(Tn), 0.f), dent(need_entropy_grad ? size_t(Tn) : 0, 0.f);
+      PolicyLossBatch<float> pb;
+      pb.new_logprobs = std::span<const float>(lp, size_t(Tn));
+      pb.old_logprobs = mb.old;
+      pb.gen_logprobs = mb.gen;
+      if (s_.loss.kl_coef > 0) pb.ref_logprobs = mb.ref;
+      if (need_entropy_grad) pb.entropy = std::span<const float>(ent, size_t(Tn));
+      pb.mask = mb.mask;
+      pb.seq_offsets = mb.seq_offsets;
+      pb.advantages = mb.advantages;
+      st.loss.merge(policy_loss<float>(s_.loss, pb, double(denom), dlp, dent));
+      for (int t = 0; t < Tn; ++t)
+        if (mb.mask[size_t(t)]) st.entropy_sum += ent[t];
+      train_model_->backward(dlp.data(), need_entropy_grad ? dent.data() : nullptr, grads_);
+      st.training_tokens += Tn;
+      ++st.microbatches;
+      st.training_bytes = std::max(st.training_bytes, train_model_->allocated_bytes());
+    }
+    // The global denominator already makes the sum over ranks the mean gradient.
+    dp::sum(grads_.flat.f32(), N);
+    st.grad_norm_sum += clip_grad_norm(grads_.flat.f32(), N, s_.max_grad_norm);
+    const float lr = s_.lr.lr(optimizer_->step_count() + 1);
+    optimizer_->step(train_w_, grads_, lr);
+    st.lr = lr;
+    ++st.optimizer_steps;
+  }
+}
+
+// Refit: the generation weights take the new training weights (a flat copy on the CPU; a bf16 cast on the GPU).
+void GrpoTrainer::phase_refit(StepState&) {
+  auto scope = timer_.scope("refit");
+  std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+}
+
+}  // namespace hone::rl

@@ -1,0 +1,109 @@
+// Bad input to `hone run` stops before any work: one clear line, exit code 2, no output file or checkpoint written.
+#include <boost/test/unit_test.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "test_grpo_util.h"
+
+namespace fs = std::filesystem;
+using namespace test_grpo;
+
+namespace {
+
+// Runs the tiny deck with `args`; expects exit 2, an error line holding `expect`, and nothing written.
+void expect_refused(const std::string& tag, const std::string& args, const std::string& expect,
+                    const std::string& deck_text = "") {
+  const std::string dir = test::temp_dir("grpo-bad-" + tag);
+  std::string out;
+  const int rc = hone_run(write_deck(dir, deck_text), args, &out);
+  BOOST_TEST_INFO(tag << ": " << out.substr(out.size() > 600 ? out.size() - 600 : 0));
+  BOOST_TEST(rc == 2);
+  const size_t at = out.find("hone: error: ");
+  BOOST_REQUIRE(at != std::string::npos);
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  BOOST_TEST_INFO(line);
+  BOOST_TEST(line.find(expect) != std::string::npos);
+  BOOST_TEST(out.find("hone: error: ", at + 1) == std::string::npos);  // once
+  BOOST_TEST(out.find("gen_s") == std::string::npos);                  // no step ran
+  BOOST_TEST(!fs::exists(dir + "/out/t.h5"));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(grpo_input)
+
+BOOST_AUTO_TEST_CASE(missing_model_folder) {
+  // A deck naming a checkpoint folder instead of a random-init shape.
+  const std::string dir = test::temp_dir("grpo-bad-model-deck");
+  std::string deck = tiny_deck(dir);
+  const size_t a = deck.find("[model]"), b = deck.find("[tokenizer]");
+  deck.replace(a, b - a, "[model]\npath = \"/nonexistent/model\"\n");
+  expect_refused("model", "", "model.path = \"/nonexistent/model\": no such folder", deck);
+}
+
+BOOST_AUTO_TEST_CASE(missing_tokenizer) {
+  expect_refused("tok", "tokenizer.kind=hf tokenizer.path=/nonexistent/tok", "tokenizer.path");
+}
+
+BOOST_AUTO_TEST_CASE(missing_and_empty_dataset) {
+  expect_refused("nodata", "data.task=jsonl data.path=/nonexistent/math.jsonl", "/nonexistent/math.jsonl");
+  const std::string dir = test::temp_dir("grpo-empty-data");
+  std::ofstream(dir + "/empty.jsonl") << "\n";
+  expect_refused("emptydata", "data.task=jsonl data.path=" + dir + "/empty.jsonl", "empty.jsonl");
+}
+
+BOOST_AUTO_TEST_CASE(batch_sizes_that_do_not_divide) {
+  expect_refused("gbs", "train.global_batch_size=5", "train.global_batch_size");
+}
+
+BOOST_AUTO_TEST_CASE(model_too_short_for_the_sequence_length) {
+  expect_refused("maxpos", "model.max_position_embeddings=8", "max_position_embeddings");
+}
+
+BOOST_AUTO_TEST_CASE(micro_batch_budget_below_the_sequence_length) {
+  expect_refused("mbs", "train.max_tokens_per_microbatch=8", "train.max_tokens_per_microbatch");
+}
+
+BOOST_AUTO_TEST_CASE(tensor_parallel_not_supported_yet) {
+  expect_refused("tp", "parallel.tp=2", "not supported yet");
+}
+
+BOOST_AUTO_TEST_CASE(unwritable_output_folder) {
+  if (geteuid() == 0) {
+    // root writes anywhere: a file in the way of the folder does the same job.
+    const std::string dir = test::temp_dir("grpo-unwritable-root");
+    std::ofstream(dir + "/file") << "x";
+    expect_refused("unwritable", "output.dir=" + dir + "/file/out", "output.dir");
+    return;
+  }
+  const std::string dir = test::temp_dir("grpo-unwritable");
+  fs::create_directories(dir + "/ro");
+  chmod((dir + "/ro").c_str(), 0555);
+  expect_refused("unwritable", "output.dir=" + dir + "/ro/out", "output.dir");
+  chmod((dir + "/ro").c_str(), 0755);
+}
+
+BOOST_AUTO_TEST_CASE(existing_output_or_checkpoints_are_not_overwritten) {
+  const std::string dir = test::temp_dir("grpo-exists");
+  const std::string deck = write_deck(dir);
+  BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=1"), 0);
+  const std::string before = file_bytes(dir + "/out/t.h5");
+  std::string out;
+  BOOST_TEST(hone_run(deck, "run.max_steps=1", &out) == 2);
+  BOOST_TEST(out.find("hone: error: ") != std::string::npos);
+  BOOST_TEST(file_bytes(dir + "/out/t.h5") == before);
+  // With only the checkpoints left, a fresh run still refuses (they are not deleted).
+  fs::remove(dir + "/out/t.h5");
+  BOOST_TEST(hone_run(deck, "run.max_steps=1", &out) == 2);
+  BOOST_TEST(out.find("checkpoint") != std::string::npos);
+  BOOST_TEST(fs::exists(dir + "/ck/step_00000001"));
+  // output.overwrite=true replaces both.
+  BOOST_TEST(hone_run(deck, "run.max_steps=2 output.overwrite=true", &out) == 0);
+  BOOST_TEST(steps(dir + "/out/t.h5") == (std::vector<int64_t>{1, 2}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
