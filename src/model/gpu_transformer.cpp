@@ -138,7 +138,7 @@ void GpuTransformer::set_layer_recompute(int layer, bool on) {
 }
 
 // One code path both counts (arena == nullptr) and carves, so sizes and layout cannot disagree.
-size_t GpuTransformer::layout_forward(int T, int S, Arena* arena) {
+size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backward) {
   const int64_t C = c_.hidden_size, L = c_.num_hidden_layers;
   size_t total = 0;
   auto take = [&](size_t bytes, const char* what) -> char* {
@@ -153,19 +153,21 @@ size_t GpuTransformer::layout_forward(int T, int S, Arena* arena) {
   for (auto& x : x_) x = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "residual stream"));
   saved_.assign(size_t(L), GpuLayerActivations{});
   const size_t per_layer = carve_gpu_layer_activations(saved_[0], nullptr, c_, T);
+  // Without a backward to follow, no layer keeps its activations: all share the one scratch.
+  auto shared = [&](int l) { return !for_backward || recompute_[size_t(l)]; };
   bool any_recompute = false;
   for (int l = 0; l < L; ++l) {
-    if (recompute_[size_t(l)]) {
+    if (shared(l)) {
       any_recompute = true;
       continue;
     }
     carve_gpu_layer_activations(saved_[size_t(l)], take(per_layer, "layer activations"), c_, T);
   }
   if (any_recompute) {
-    GpuLayerActivations shared;
-    carve_gpu_layer_activations(shared, take(per_layer, "recompute scratch"), c_, T);
+    GpuLayerActivations scratch;
+    carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), c_, T);
     for (int l = 0; l < L; ++l)
-      if (recompute_[size_t(l)]) saved_[size_t(l)] = shared;
+      if (shared(l)) saved_[size_t(l)] = scratch;
   }
   carve_gpu_layer_forward_scratch(fscratch_, take(carve_gpu_layer_forward_scratch(fscratch_, nullptr, c_, T),
                                                   "forward scratch"), c_, T);
@@ -200,7 +202,7 @@ size_t GpuTransformer::forward_bytes(int T) const {
   int32_t* keep_i[4] = {tokens_, positions_, targets_, cu_seqlens_};
   float* keep_f[4] = {rstd_f_, lse_f_, logprob_, entropy_};
   bf16* keep_h = h_f_;
-  const size_t n = self.layout_forward(T, T, nullptr);
+  const size_t n = self.layout_forward(T, T, nullptr, true);
   self.x_ = keep_x;
   self.saved_ = keep_saved;
   self.fscratch_ = keep_s;
@@ -227,8 +229,16 @@ void GpuTransformer::ensure_arenas(int T) {
 }
 
 void GpuTransformer::reset_peaks() {
-  if (fwd_) fwd_->reset_peak();
-  if (bwd_) bwd_->reset_peak();
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  backward_ready_ = false;
+  if (fwd_) {
+    fwd_->reset();
+    fwd_->reset_peak();
+  }
+  if (bwd_) {
+    bwd_->reset();
+    bwd_->reset_peak();
+  }
 }
 
 size_t GpuTransformer::device_bytes_in_use() {
@@ -241,7 +251,7 @@ GpuLayerBatch GpuTransformer::layer_batch() const {
   return GpuLayerBatch{positions_, cu_seqlens_, T_, batch_.num_seqs(), max_seqlen_, inv_freq_.get()};
 }
 
-void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool need_entropy) {
+void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool need_entropy, bool need_backward) {
   const int T = batch.num_tokens(), C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
   HONE_CHECK(T > 0 && batch.num_seqs() > 0 && batch.cu_seqlens.back() == T, "malformed packed batch");
   HONE_CHECK(int(batch.positions.size()) == T && int(batch.targets.size()) == T, "malformed packed batch");
@@ -264,7 +274,7 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   ensure_arenas(T);
   fwd_->reset();
   bwd_->reset();
-  layout_forward(T, batch_.num_seqs(), fwd_.get());
+  layout_forward(T, batch_.num_seqs(), fwd_.get(), need_backward);
 
   auto upload = [&](int32_t* dst, const std::vector<int32_t>& src) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(int32_t), cudaMemcpyHostToDevice, ctx_.stream));
@@ -296,7 +306,7 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
                                   targets_, T, C, V, temperature, chunk_v_, ctx_);
   }
   if (!need_entropy) CUDA_CHECK(cudaMemsetAsync(entropy_, 0, size_t(T) * sizeof(float), ctx_.stream));
-  backward_ready_ = true;
+  backward_ready_ = need_backward;
 }
 
 std::vector<float> GpuTransformer::logprobs_host() const {

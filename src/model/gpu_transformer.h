@@ -76,8 +76,10 @@ class GpuTransformer {
   void set_profiler(GpuOpProfiler* p) { prof_ = p; }  // null: no per-op timing
 
   // As Transformer::forward; asynchronous on the context's stream. logprobs()/entropy() are device [T] fp32
-  // (0 where targets < 0; entropy 0 everywhere without need_entropy) until the next forward.
-  void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true);
+  // (0 where targets < 0; entropy 0 everywhere without need_entropy) until the next forward. With need_backward
+  // false (the logprob phase) no layer keeps its activations (one shared scratch) and backward is refused.
+  void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true,
+               bool need_backward = true);
   const float* logprobs() const { return logprob_; }
   const float* entropy() const { return entropy_; }
   std::vector<float> logprobs_host() const;  // synchronizes the stream
@@ -90,7 +92,8 @@ class GpuTransformer {
   // The same with host weights (uploaded into the backward arena).
   void backward_host(const std::vector<float>& dlogprob, const std::vector<float>* dentropy, float* grads);
 
-  // Arena bytes: reserved, and the peak used since the last reset_peaks().
+  // Arena bytes: reserved, and the peak used since the last reset_peaks() (which drops the last forward's
+  // activations: backward is refused until the next forward).
   size_t forward_arena_capacity() const { return fwd_ ? fwd_->capacity() : 0; }
   size_t backward_arena_capacity() const { return bwd_ ? bwd_->capacity() : 0; }
   size_t forward_arena_peak() const { return fwd_ ? fwd_->peak() : 0; }
@@ -103,7 +106,7 @@ class GpuTransformer {
   static size_t device_bytes_in_use();
 
  private:
-  size_t layout_forward(int T, int S, Arena* arena);  // arena == nullptr: only counts
+  size_t layout_forward(int T, int S, Arena* arena, bool for_backward);  // arena == nullptr: only counts
   size_t layout_backward(int T, Arena* arena);
   void ensure_arenas(int T);
   GpuLayerBatch layer_batch() const;

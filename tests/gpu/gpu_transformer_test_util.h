@@ -46,7 +46,7 @@ inline hone::ModelConfig gpu_tiny_config(hone::Architecture arch, bool tied) {
 inline float bf16_round(float x) { return float(__nv_bfloat16(x)); }
 
 // Normal(0, std) matrices and biases, norm weights 1 + Normal(0, 0.1); every value rounded to bf16.
-inline hone::ModelWeights gpu_test_weights(const hone::ModelConfig& c, uint64_t seed, float std = 0.08f) {
+inline hone::ModelWeights gpu_test_weights(const hone::ModelConfig& c, uint64_t seed, float std = 0.05f) {
   hone::ModelWeights w = hone::allocate_weights(c);
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);

@@ -1,7 +1,8 @@
 // The whole model on the GPU against the fp32 CPU Transformer on the same (bf16-rounded) weights: logprobs and
 // entropies (absolute error), and parameter gradients (cosine similarity per tensor, relative L2 on the flat
 // buffer), for a Qwen3-like (q/k norm), a Qwen2-like (biases) and a Llama-like (tied embeddings) model.
-// Tolerances (bf16 activations through two layers): logprob/entropy max abs <= 2e-2, mean abs <= 4e-3;
+// Tolerances (about a dozen bf16 roundings of the activations per layer, two layers; logits of std ~0.5):
+// logprob/entropy max abs <= 3e-2, mean abs <= 5e-3;
 // gradient cosine >= 0.99 per tensor, flat relative L2 <= 5e-2.
 #include <boost/test/unit_test.hpp>
 
@@ -55,10 +56,10 @@ void check_against_cpu(hone::Architecture arch, bool tied, float temperature) {
   }
   std::printf("gpu vs cpu (%s%s, T=%d): logprob max %.3g mean %.3g; entropy max %.3g mean %.3g\n",
               hone::architecture_hf_name(arch), tied ? ", tied" : "", T, max_lp, mean_lp, max_ent, mean_ent);
-  BOOST_TEST(max_lp <= 2e-2);
-  BOOST_TEST(mean_lp <= 4e-3);
-  BOOST_TEST(max_ent <= 2e-2);
-  BOOST_TEST(mean_ent <= 4e-3);
+  BOOST_TEST(max_lp <= 3e-2);
+  BOOST_TEST(mean_lp <= 5e-3);
+  BOOST_TEST(max_ent <= 3e-2);
+  BOOST_TEST(mean_ent <= 5e-3);
 
   const double flat = test::rel_l2_of(gg.data(), cpu_grads.flat.f32(), w.flat.numel());
   std::printf("  gradient relative L2 (flat) %.3g\n", flat);

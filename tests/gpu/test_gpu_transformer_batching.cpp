@@ -1,6 +1,6 @@
 // The GPU model's own invariants: a packed batch gives the logprobs and gradients of its sequences run one by one;
 // activation recompute changes nothing; one GPU optimizer step (clip + AdamW + refit) equals the CPU AdamW step.
-// Tolerances: packed vs single logprobs max abs <= 1e-2 (GEMM shapes differ, so bf16 rounding may too), gradients
+// Tolerances: packed vs single logprobs max abs <= 2e-2 (GEMM shapes differ, so bf16 rounding may too), gradients
 // relative L2 <= 2e-2; recompute: logprobs max abs <= 1e-5, gradients relative L2 <= 1e-3 (atomics in gradient
 // accumulation may reorder fp32 sums); optimizer (fp32 throughout): relative L2 <= 1e-5 on the master weights.
 #include <boost/test/unit_test.hpp>
@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(packed_equals_one_by_one, *boost::unit_test::precondition(t
       max_diff = std::max(max_diff, std::isnan(d) ? INFINITY : d);
     }
   }
-  BOOST_TEST(max_diff <= 1e-2);
+  BOOST_TEST(max_diff <= 2e-2);
   const auto a = test::download_f32(packed_grads.get(), N), b = test::download_f32(single_grads.get(), N);
   BOOST_TEST(test::rel_l2_of(a.data(), b.data(), N) <= 2e-2);
 }
@@ -98,6 +98,19 @@ BOOST_AUTO_TEST_CASE(recompute_changes_nothing, *boost::unit_test::precondition(
     BOOST_TEST(max_diff <= 1e-5);
     BOOST_TEST(test::rel_l2_of(grads[size_t(mode)].data(), grads[0].data(), N) <= 1e-3);
   }
+  // A forward with no backward to follow keeps no activations: same logprobs, and backward is refused.
+  gpu.set_recompute(false);
+  gpu.forward(batch, 1.f, true);  // sizes the arenas for the full layout
+  gpu.reset_peaks();
+  gpu.forward(batch, 1.f, true, /*need_backward=*/false);
+  const auto lp_only = gpu.logprobs_host();
+  double max_diff = 0;
+  for (int t = 0; t < T; ++t) max_diff = std::max(max_diff, double(std::fabs(lp_only[size_t(t)] - lps[0][size_t(t)])));
+  BOOST_TEST(max_diff <= 1e-5);
+  hone::DeviceArray<float> unused(N);
+  BOOST_CHECK_THROW(gpu.backward_host(dl, &de, unused.get()), hone::Error);
+  BOOST_TEST(gpu.forward_arena_peak() < gpu.forward_bytes(T));
+
   // Recompute saves memory: one layer's activations are shared instead of saved per layer.
   gpu.set_recompute(false);
   const size_t all_saved = gpu.forward_bytes(T);
