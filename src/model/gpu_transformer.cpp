@@ -194,7 +194,7 @@ size_t GpuTransformer::layout_backward(int T, Arena* arena) {
 }
 
 size_t GpuTransformer::forward_bytes(int T) const {
-  // layout_forward writes the pointer members; count on a copy so a const query leaves them alone.
+  // layout_forward writes the pointer members; save and restore them so a size query leaves the layout alone.
   GpuTransformer& self = const_cast<GpuTransformer&>(*this);
   const auto keep_x = x_;
   const auto keep_saved = saved_;
