@@ -1,14 +1,17 @@
 // `hone logprobs`: per-token logprobs and entropies of given token sequences under a model, written to HDF5.
 //
 //   hone logprobs --model DIR --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]
+//                 [--device cpu|cuda]
 //
 // Input: one JSON object per line, {"tokens": [ids...]} (blank lines are skipped). Output datasets:
 //   /logprobs f32  n-1 values per sequence (log p(token[i+1] | tokens[0..i])), sequences concatenated in input order
 //   /entropy  f32  the entropy of the same next-token distributions
 //   /offsets  i64  S+1 values: where each sequence's values start, then the end
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,14 +25,21 @@
 #include "runtime/command.h"
 #include "runtime/error.h"
 
+#if HONE_CUDA
+#include "cuda/ops_cuda.h"
+#include "model/gpu_transformer.h"
+#endif
+
 namespace hone {
 namespace {
 
 const char* kUsage =
-    "usage: hone logprobs --model DIR --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]";
+    "usage: hone logprobs --model DIR --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]\n"
+    "                     [--device cpu|cuda]";
 
 struct LogprobsArgs {
   std::string model, input, output;
+  std::string device = "cpu";  // cuda: the bf16 GPU engine on device 0
   float temperature = 1.f;
   int64_t batch_tokens = 4096;
 };
@@ -39,7 +49,7 @@ LogprobsArgs parse_args(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& k = args[i];
     HONE_USER_CHECK(k == "--model" || k == "--input" || k == "--output" || k == "--temperature" ||
-                        k == "--batch-tokens",
+                        k == "--batch-tokens" || k == "--device",
                     "logprobs: unknown argument '", k, "'\n", kUsage);
     HONE_USER_CHECK(i + 1 < args.size(), "logprobs: ", k, " needs a value\n", kUsage);
     const std::string& v = args[++i];
@@ -48,6 +58,7 @@ LogprobsArgs parse_args(const std::vector<std::string>& args) {
       if (k == "--model") a.model = v;
       else if (k == "--input") a.input = v;
       else if (k == "--output") a.output = v;
+      else if (k == "--device") a.device = v;
       else if (k == "--temperature") a.temperature = std::stof(v, &used);
       else a.batch_tokens = std::stoll(v, &used);
       HONE_USER_CHECK(used == 0 || used == v.size(), "logprobs: bad value '", v, "' for ", k);
@@ -58,6 +69,8 @@ LogprobsArgs parse_args(const std::vector<std::string>& args) {
   HONE_USER_CHECK(!a.model.empty() && !a.input.empty() && !a.output.empty(),
                   "logprobs: --model, --input and --output are required\n", kUsage);
   HONE_USER_CHECK(a.temperature > 0.f, "logprobs: --temperature must be positive, got ", a.temperature);
+  HONE_USER_CHECK(a.device == "cpu" || a.device == "cuda", "logprobs: --device must be cpu or cuda, got '",
+                  a.device, "'");
   HONE_USER_CHECK(a.batch_tokens >= 1, "logprobs: --batch-tokens must be at least 1, got ", a.batch_tokens);
   return a;
 }
@@ -111,14 +124,52 @@ int run_logprobs(const std::vector<std::string>& argv) {
   }
   std::vector<float> logprobs(size_t(offsets.back())), entropy(size_t(offsets.back()));
 
-  Transformer model(config, weights);
-  model.set_recompute(true);  // forward only: no layer needs its activations kept
-  for (const auto& [begin, end] : split_by_tokens(lengths, a.batch_tokens)) {
+  const auto groups = split_by_tokens(lengths, a.batch_tokens);
+  std::unique_ptr<Transformer> model;
+#if HONE_CUDA
+  cuda::GpuContext ctx;
+  std::unique_ptr<GpuTransformer> gpu;
+#endif
+  if (a.device == "cuda") {
+#if HONE_CUDA
+    int max_tokens = 1;
+    for (const auto& [begin, end] : groups) {
+      int n = 0;
+      for (int s = begin; s < end; ++s) n += lengths[size_t(s)];
+      max_tokens = std::max(max_tokens, n);
+    }
+    ctx = cuda::create_gpu_context(0);
+    gpu = std::make_unique<GpuTransformer>(config, GpuParamLayout::of(weights), ctx, max_tokens);
+    gpu->upload_weights(weights);
+#else
+    throw UserError("logprobs: --device cuda needs a CUDA build of hone (make CUDA=1)");
+#endif
+  } else {
+    model = std::make_unique<Transformer>(config, weights);
+    model->set_recompute(true);  // forward only: no layer needs its activations kept
+  }
+#if HONE_CUDA
+  std::vector<float> lp_host, en_host;
+#endif
+  for (const auto& [begin, end] : groups) {
     PackedBatch batch;
     for (int s = begin; s < end; ++s) batch.append(seqs[size_t(s)]);
-    model.forward(batch, a.temperature, /*need_entropy=*/true);
-    const float* lp = model.logprobs().f32();
-    const float* en = model.entropy().f32();
+    const float* lp = nullptr;
+    const float* en = nullptr;
+    if (model) {
+      model->forward(batch, a.temperature, /*need_entropy=*/true);
+      lp = model->logprobs().f32();
+      en = model->entropy().f32();
+    }
+#if HONE_CUDA
+    if (gpu) {
+      gpu->forward(batch, a.temperature, /*need_entropy=*/true, /*need_backward=*/false);
+      lp_host = gpu->logprobs_host();
+      en_host = gpu->entropy_host();
+      lp = lp_host.data();
+      en = en_host.data();
+    }
+#endif
     for (int s = begin; s < end; ++s) {
       const int row = batch.seq_begin(s - begin);
       const int64_t n = offsets[size_t(s) + 1] - offsets[size_t(s)];
@@ -126,6 +177,13 @@ int run_logprobs(const std::vector<std::string>& argv) {
       std::copy(en + row, en + row + n, entropy.begin() + offsets[size_t(s)]);
     }
   }
+
+#if HONE_CUDA
+  if (gpu) {
+    gpu.reset();
+    cuda::destroy_gpu_context(ctx);
+  }
+#endif
 
   // Written next to the destination and renamed, so a failure never leaves a half-written output.
   const std::string tmp = a.output + ".tmp";
@@ -136,6 +194,7 @@ int run_logprobs(const std::vector<std::string>& argv) {
     out.write_i64("/offsets", offsets);
     out.set_attribute("/", "model", a.model);
     out.set_attribute("/", "temperature", cat(a.temperature));
+    out.set_attribute("/", "device", a.device);
   }
   std::error_code ec;
   std::filesystem::rename(tmp, a.output, ec);

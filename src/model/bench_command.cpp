@@ -1,0 +1,459 @@
+// `hone bench`: the GPU engine's speed at a real model shape with random weights: a bf16 GEMM ceiling and the
+// device copy bandwidth (the roofline), then the logprob pass, the training step (forward + backward + clip +
+// AdamW) and the refit cast over 512 sequences of 640 tokens packed into micro-batches, all timed with CUDA events
+// after a warm-up. Prints a table and writes out/bench-<shape>.h5. See doc/performance.md.
+//
+//   hone bench [deck.toml | qwen3-0.6b | qwen3-1.7b | llama-3.2-1b] [--micro-batch-tokens 16384]
+//              [--sequences 512] [--seq-len 640] [--reps 10] [--recompute] [--profile] [--output-dir out]
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "io/hdf5_file.h"
+#include "model/model_config.h"
+#include "model/packed_batch.h"
+#include "model/weights.h"
+#include "runtime/command.h"
+#include "runtime/error.h"
+
+#if HONE_CUDA
+#include "cuda/check.h"
+#include "model/gpu_op_profiler.h"
+#include "model/gpu_transformer.h"
+#include "train/gpu_optimizer.h"
+#endif
+
+namespace hone {
+namespace {
+
+const char* kUsage =
+    "usage: hone bench [deck.toml | qwen3-0.6b | qwen3-1.7b | llama-3.2-1b] [--micro-batch-tokens 16384]\n"
+    "                  [--sequences 512] [--seq-len 640] [--reps 10] [--recompute] [--profile] [--output-dir out]";
+
+struct BenchArgs {
+  std::string shape = "qwen3-0.6b";
+  int64_t micro_batch_tokens = 16384;
+  int sequences = 512;
+  int seq_len = 640;
+  int reps = 10;
+  bool recompute = false;
+  bool profile = false;
+  std::string output_dir = "out";
+};
+
+ModelConfig bench_shape(const std::string& name) {
+  ModelConfig c;
+  c.rms_norm_eps = 1e-6f;
+  c.tie_word_embeddings = true;
+  c.max_position_embeddings = 40960;
+  if (name == "qwen3-0.6b" || name == "qwen3-1.7b") {
+    const bool small = name == "qwen3-0.6b";
+    c.arch = Architecture::qwen3;
+    c.vocab_size = 151936;
+    c.hidden_size = small ? 1024 : 2048;
+    c.intermediate_size = small ? 3072 : 6144;
+    c.num_hidden_layers = 28;
+    c.num_attention_heads = 16;
+    c.num_key_value_heads = 8;
+    c.head_dim = 128;
+    c.qk_norm = true;
+    c.rope.theta = 1e6f;
+  } else if (name == "llama-3.2-1b") {
+    c.arch = Architecture::llama;
+    c.vocab_size = 128256;
+    c.hidden_size = 2048;
+    c.intermediate_size = 8192;
+    c.num_hidden_layers = 16;
+    c.num_attention_heads = 32;
+    c.num_key_value_heads = 8;
+    c.head_dim = 64;
+    c.rms_norm_eps = 1e-5f;
+    c.max_position_embeddings = 131072;
+    c.rope.theta = 500000.f;
+    c.rope.llama3 = true;
+    c.rope.factor = 32.f;
+    c.rope.low_freq_factor = 1.f;
+    c.rope.high_freq_factor = 4.f;
+    c.rope.original_max_position_embeddings = 8192;
+  } else {
+    throw UserError(cat("bench: unknown shape '", name, "' (known: qwen3-0.6b, qwen3-1.7b, llama-3.2-1b)\n", kUsage));
+  }
+  c.rope.head_dim = c.head_dim;
+  c.validate();
+  return c;
+}
+
+int64_t parse_int(const std::string& k, const std::string& v) {
+  try {
+    size_t used = 0;
+    const long long x = std::stoll(v, &used);
+    HONE_USER_CHECK(used == v.size() && x > 0, "bench: ", k, " needs a positive integer, got '", v, "'");
+    return x;
+  } catch (const std::logic_error&) {
+    throw UserError(cat("bench: ", k, " needs a positive integer, got '", v, "'"));
+  }
+}
+
+// [bench] shape, micro_batch_tokens, sequences, seq_len, reps, recompute, profile, output_dir.
+void read_deck(const std::string& path, BenchArgs& a) {
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw UserError(cat(path, ": ", e.description()));
+  }
+  const toml::table* b = t["bench"].as_table();
+  HONE_USER_CHECK(b != nullptr, path, ": a bench deck needs a [bench] table");
+  for (const auto& [key, node] : *b) {
+    const std::string k(key.str());
+    auto positive = [&](int64_t& out) {
+      const auto v = node.value<int64_t>();
+      HONE_USER_CHECK(v && *v > 0, path, ": bench.", k, " must be a positive integer");
+      out = *v;
+    };
+    auto flag = [&](bool& out) {
+      const auto v = node.value<bool>();
+      HONE_USER_CHECK(v.has_value(), path, ": bench.", k, " must be true or false");
+      out = *v;
+    };
+    int64_t n = 0;
+    if (k == "shape" || k == "output_dir") {
+      const auto v = node.value<std::string>();
+      HONE_USER_CHECK(v.has_value(), path, ": bench.", k, " must be a string");
+      (k == "shape" ? a.shape : a.output_dir) = *v;
+    } else if (k == "micro_batch_tokens") {
+      positive(a.micro_batch_tokens);
+    } else if (k == "sequences" || k == "seq_len" || k == "reps") {
+      positive(n);
+      (k == "sequences" ? a.sequences : k == "seq_len" ? a.seq_len : a.reps) = int(n);
+    } else if (k == "recompute") {
+      flag(a.recompute);
+    } else if (k == "profile") {
+      flag(a.profile);
+    } else {
+      throw UserError(cat(path, ": unknown key bench.", k,
+                          " (allowed: shape, micro_batch_tokens, sequences, seq_len, reps, recompute, profile, "
+                          "output_dir)"));
+    }
+  }
+}
+
+BenchArgs parse_args(const std::vector<std::string>& args) {
+  BenchArgs a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& k = args[i];
+    if (k == "--recompute") {
+      a.recompute = true;
+    } else if (k == "--profile") {
+      a.profile = true;
+    } else if (k.rfind("--", 0) == 0) {
+      HONE_USER_CHECK(k == "--micro-batch-tokens" || k == "--sequences" || k == "--seq-len" || k == "--reps" ||
+                          k == "--output-dir",
+                      "bench: unknown argument '", k, "'\n", kUsage);
+      HONE_USER_CHECK(i + 1 < args.size(), "bench: ", k, " needs a value\n", kUsage);
+      const std::string& v = args[++i];
+      if (k == "--output-dir") a.output_dir = v;
+      else if (k == "--micro-batch-tokens") a.micro_batch_tokens = parse_int(k, v);
+      else if (k == "--sequences") a.sequences = int(parse_int(k, v));
+      else if (k == "--seq-len") a.seq_len = int(parse_int(k, v));
+      else a.reps = int(parse_int(k, v));
+    } else if (k.size() > 5 && k.substr(k.size() - 5) == ".toml") {
+      read_deck(k, a);
+    } else {
+      a.shape = k;
+    }
+  }
+  return a;
+}
+
+#if HONE_CUDA
+
+// Median of per-repetition times (ms) of fn, timed with CUDA events after `warmup` untimed calls.
+template <typename Fn>
+double median_ms(int reps, int warmup, cudaStream_t stream, Fn fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    CUDA_CHECK(cudaEventRecord(a, stream));
+    fn();
+    CUDA_CHECK(cudaEventRecord(b, stream));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0.f;
+    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(double(t));
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Fills n device floats with normal(0, std) values: a random host block tiled over the buffer (enough for timing).
+void fill_random(float* dst, int64_t n, float std, uint64_t seed, cudaStream_t stream) {
+  const int64_t block = std::min<int64_t>(n, (int64_t(1) << 20) + 7);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.f, std);
+  std::vector<float> host(static_cast<size_t>(block));
+  for (float& x : host) x = nd(rng);
+  CUDA_CHECK(cudaMemcpyAsync(dst, host.data(), size_t(block) * 4, cudaMemcpyHostToDevice, stream));
+  for (int64_t off = block; off < n; off += block)
+    CUDA_CHECK(cudaMemcpyAsync(dst + off, dst, size_t(std::min(block, n - off)) * 4, cudaMemcpyDeviceToDevice, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+struct PhaseResult {
+  double ms = 0, tokens = 0, flops = 0;
+  size_t arena_peak = 0, device_in_use = 0;
+  double tokens_per_s() const { return tokens / (ms * 1e-3); }
+  double tflops() const { return flops / (ms * 1e-3) / 1e12; }
+};
+
+double gib(size_t b) { return double(b) / double(size_t(1) << 30); }
+
+void print_profile(const char* phase, const GpuOpProfiler& p, Hdf5File& h5) {
+  double total = 0;
+  for (const auto& [name, ms] : p.totals_ms()) total += ms;
+  std::printf("  %s: per-op time (ms, share of the op total %.1f ms)\n", phase, total);
+  for (const auto& [name, ms] : p.totals_ms()) {
+    std::printf("    %-22s %10.2f  %5.1f%%\n", name.c_str(), ms, total > 0 ? 100.0 * ms / total : 0.0);
+    const float v = float(ms);
+    h5.write_f32(cat("/profile/", phase, "/", name, "_ms"), &v, 1);
+  }
+}
+
+int run_bench_cuda(const BenchArgs& a) {
+  const ModelConfig c = bench_shape(a.shape);
+  cuda::GpuContext ctx = cuda::create_gpu_context(0);
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size, L = c.num_hidden_layers;
+  const int64_t V = c.vocab_size, D = c.head_dim, Hq = c.num_attention_heads;
+  // Model FLOPs count the matrix multiplications: every layer's projections and the LM head (V x C, real work
+  // even when tied); the tied embedding is counted once, as the LM head (the lookup is no FLOPs).
+  const double matmul_params = double(L) * double(2 * C * Q + 2 * C * K + 3 * C * I) + double(V) * double(C);
+  std::printf("hone bench: %s on %s (%d SMs), %lld parameters (%.0f M in matmuls incl. the LM head)\n",
+              a.shape.c_str(), prop.name, prop.multiProcessorCount, (long long)c.num_parameters(),
+              matmul_params / 1e6);
+
+  // Roofline: GEMM ceiling and copy bandwidth.
+  const int G = 8192;
+  DeviceArray<bf16> ga(int64_t(G) * G), gb(int64_t(G) * G), gc(int64_t(G) * G);
+  {
+    DeviceArray<float> tmp(int64_t(G) * G);
+    fill_random(tmp.get(), tmp.size(), 1.f, 1, ctx.stream);
+    cuda::f32_to_bf16(ga.get(), tmp.get(), tmp.size(), ctx);
+    cuda::f32_to_bf16(gb.get(), tmp.get(), tmp.size(), ctx);
+    CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  }
+  const double gemm_ms = median_ms(a.reps, 3, ctx.stream, [&] {
+    cuda::linear_forward(gc.get(), ga.get(), gb.get(), nullptr, G, G, G, ctx);
+  });
+  const double gemm_tflops = 2.0 * G * double(G) * G / (gemm_ms * 1e-3) / 1e12;
+  const size_t copy_bytes = size_t(1) << 30;
+  double copy_gbps = 0;
+  {
+    DeviceArray<char> src{int64_t(copy_bytes)}, dst{int64_t(copy_bytes)};
+    CUDA_CHECK(cudaMemsetAsync(src.get(), 1, copy_bytes, ctx.stream));
+    const double copy_ms = median_ms(a.reps, 2, ctx.stream, [&] {
+      CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+    });
+    copy_gbps = 2.0 * double(copy_bytes) / (copy_ms * 1e-3) / 1e9;
+  }
+  ga = DeviceArray<bf16>();
+  gb = DeviceArray<bf16>();
+  gc = DeviceArray<bf16>();
+  std::printf("  roofline: bf16 GEMM %d^3 %.3f ms = %.1f TFLOP/s; device copy %.0f GB/s (read + write)\n", G,
+              gemm_ms, gemm_tflops, copy_gbps);
+
+  // Model, optimizer and random weights (norm weights 1).
+  GpuAdamW* opt_ptr = nullptr;
+  std::unique_ptr<GpuAdamW> opt;
+  std::unique_ptr<GpuTransformer> model;
+  {
+    const ModelWeights layout = allocate_weights(c);
+    opt = std::make_unique<GpuAdamW>(layout, AdamWConfig{}, ctx);
+    model = std::make_unique<GpuTransformer>(c, GpuParamLayout::of(layout), ctx, int(a.micro_batch_tokens));
+    fill_random(opt->master(), opt->num_params(), 0.02f, 2, ctx.stream);
+    for (const auto& [name, t] : layout.named_parameters()) {
+      if (name.find("norm") == std::string::npos) continue;
+      const std::vector<float> ones(size_t(t.numel()), 1.f);
+      CUDA_CHECK(cudaMemcpy(opt->master() + (t.f32() - layout.flat.f32()), ones.data(), ones.size() * 4,
+                            cudaMemcpyHostToDevice));
+    }
+  }
+  opt_ptr = opt.get();
+  model->set_recompute(a.recompute);
+  opt_ptr->refit(model->weights());
+
+  // Random sequences packed into micro-batches.
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> ud(0, int(V) - 1);
+  std::vector<std::vector<int32_t>> seqs(size_t(a.sequences), std::vector<int32_t>(size_t(a.seq_len)));
+  for (auto& s : seqs)
+    for (auto& x : s) x = ud(rng);
+  const std::vector<int> lengths(size_t(a.sequences), a.seq_len);
+  std::vector<PackedBatch> batches;
+  int max_T = 0;
+  double tokens = 0, attn_fwd_flops = 0;
+  for (const auto& [b, e] : split_by_tokens(lengths, a.micro_batch_tokens)) {
+    batches.push_back(PackedBatch::pack(std::vector<std::vector<int32_t>>(seqs.begin() + b, seqs.begin() + e)));
+    max_T = std::max(max_T, batches.back().num_tokens());
+  }
+  for (int n : lengths) {
+    tokens += n;
+    attn_fwd_flops += 2.0 * double(D) * double(n) * double(n + 1) * double(Hq) * double(L);
+  }
+  std::printf("  %d sequences x %d tokens in %zu micro-batches of <= %lld tokens%s\n", a.sequences, a.seq_len,
+              batches.size(), (long long)a.micro_batch_tokens, a.recompute ? ", activation recompute on" : "");
+
+  std::vector<float> dl(size_t(max_T), -1.f / float(tokens));
+  DeviceArray<float> dlogprob(max_T);
+  CUDA_CHECK(cudaMemcpy(dlogprob.get(), dl.data(), dl.size() * 4, cudaMemcpyHostToDevice));
+
+  cudaEvent_t ev0, ev1;
+  CUDA_CHECK(cudaEventCreate(&ev0));
+  CUDA_CHECK(cudaEventCreate(&ev1));
+  auto elapsed = [&] {
+    CUDA_CHECK(cudaEventSynchronize(ev1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, ev0, ev1));
+    return double(ms);
+  };
+  auto logprob_pass = [&] {
+    for (const PackedBatch& b : batches) model->forward(b, 1.f, false, /*need_backward=*/false);
+  };
+  auto training_step = [&] {
+    opt_ptr->zero_grads();
+    for (const PackedBatch& b : batches) {
+      model->forward(b, 1.f, false);
+      model->backward(dlogprob.get(), nullptr, opt_ptr->grads());
+    }
+    opt_ptr->clip(1.0);
+    opt_ptr->adamw(1e-7f);
+  };
+
+  // Warm-up (plans, algorithm choices, first-touch), then the timed phases.
+  model->forward(batches[0], 1.f, false, false);
+  model->forward(batches[0], 1.f, false);
+  model->backward(dlogprob.get(), nullptr, opt_ptr->grads());
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+
+  PhaseResult lp, tr;
+  model->reset_peaks();
+  CUDA_CHECK(cudaEventRecord(ev0, ctx.stream));
+  logprob_pass();
+  CUDA_CHECK(cudaEventRecord(ev1, ctx.stream));
+  lp.ms = elapsed();
+  lp.tokens = tokens;
+  lp.flops = 2.0 * matmul_params * tokens + attn_fwd_flops;
+  lp.arena_peak = model->forward_arena_peak();
+  lp.device_in_use = GpuTransformer::device_bytes_in_use();
+
+  model->reset_peaks();
+  CUDA_CHECK(cudaEventRecord(ev0, ctx.stream));
+  training_step();
+  CUDA_CHECK(cudaEventRecord(ev1, ctx.stream));
+  tr.ms = elapsed();
+  tr.tokens = tokens;
+  tr.flops = 6.0 * matmul_params * tokens + 3.0 * attn_fwd_flops;
+  tr.arena_peak = model->forward_arena_peak() + model->backward_arena_peak();
+  tr.device_in_use = GpuTransformer::device_bytes_in_use();
+
+  const double refit_ms = median_ms(a.reps, 2, ctx.stream, [&] { opt_ptr->refit(model->weights()); });
+  const double refit_gbps = double(opt_ptr->num_params()) * 6.0 / (refit_ms * 1e-3) / 1e9;
+  const size_t static_bytes = size_t(opt_ptr->num_params()) * (4 * 4 + 2);
+
+  std::printf("\n  %-10s %12s %14s %12s %14s %16s\n", "phase", "time (ms)", "tokens/s", "TFLOP/s", "arena (GiB)",
+              "device used (GiB)");
+  std::printf("  %-10s %12.1f %14.0f %12.1f %14.2f %16.2f\n", "logprob", lp.ms, lp.tokens_per_s(), lp.tflops(),
+              gib(lp.arena_peak), gib(lp.device_in_use));
+  std::printf("  %-10s %12.1f %14.0f %12.1f %14.2f %16.2f\n", "training", tr.ms, tr.tokens_per_s(), tr.tflops(),
+              gib(tr.arena_peak), gib(tr.device_in_use));
+  std::printf("  %-10s %12.3f %14s %12s %14s %16s   (%.0f GB/s)\n", "refit", refit_ms, "-", "-", "-", "-",
+              refit_gbps);
+  std::printf("  weights + gradients + Adam moments + bf16 copy: %.2f GiB\n", gib(static_bytes));
+
+  std::filesystem::create_directories(a.output_dir);
+  const std::string path = cat(a.output_dir, "/bench-", a.shape, ".h5");
+  Hdf5File h5(path, Hdf5File::Mode::create);
+  h5.set_attribute("/", "shape", a.shape);
+  h5.set_attribute("/", "device", prop.name);
+  h5.set_attribute("/", "flop_count",
+                   "logprob 2*P*tokens + causal attention forward; training 6*P*tokens + 3x attention forward; "
+                   "P = matmul parameters incl. the LM head, tied embedding counted once");
+  auto put = [&](const std::string& name, double v) {
+    const float f = float(v);
+    h5.write_f32(name, &f, 1);
+  };
+  put("/config/sequences", a.sequences);
+  put("/config/seq_len", a.seq_len);
+  put("/config/micro_batch_tokens", double(a.micro_batch_tokens));
+  put("/config/recompute", a.recompute ? 1 : 0);
+  put("/config/matmul_params", matmul_params);
+  put("/roofline/gemm_ms", gemm_ms);
+  put("/roofline/gemm_tflops", gemm_tflops);
+  put("/roofline/copy_gbps", copy_gbps);
+  for (const auto& [name, r] : {std::pair<const char*, const PhaseResult&>{"logprob", lp}, {"training", tr}}) {
+    put(cat("/", name, "/ms"), r.ms);
+    put(cat("/", name, "/tokens_per_s"), r.tokens_per_s());
+    put(cat("/", name, "/tflops"), r.tflops());
+    put(cat("/", name, "/arena_peak_gib"), gib(r.arena_peak));
+    put(cat("/", name, "/device_in_use_gib"), gib(r.device_in_use));
+  }
+  put("/refit/ms", refit_ms);
+  put("/refit/gbps", refit_gbps);
+
+  if (a.profile) {
+    GpuOpProfiler prof(ctx.stream);
+    model->set_profiler(&prof);
+    for (const PackedBatch& b : batches) {
+      model->forward(b, 1.f, false, /*need_backward=*/false);
+      prof.collect();
+    }
+    std::printf("\n");
+    print_profile("logprob", prof, h5);
+    prof.clear();
+    opt_ptr->zero_grads();
+    for (const PackedBatch& b : batches) {
+      model->forward(b, 1.f, false);
+      model->backward(dlogprob.get(), nullptr, opt_ptr->grads());
+      prof.collect();
+    }
+    print_profile("training", prof, h5);
+    model->set_profiler(nullptr);
+  }
+  h5.close();
+  std::printf("\n  wrote %s\n", path.c_str());
+  cudaEventDestroy(ev0);
+  cudaEventDestroy(ev1);
+  model.reset();
+  opt.reset();
+  cuda::destroy_gpu_context(ctx);
+  return 0;
+}
+
+#endif  // HONE_CUDA
+
+int run_bench(const std::vector<std::string>& args) {
+  const BenchArgs a = parse_args(args);
+  bench_shape(a.shape);  // a bad shape is reported before anything else
+#if HONE_CUDA
+  return run_bench_cuda(a);
+#else
+  throw UserError("bench: this hone was built without CUDA (make CUDA=1); the benchmark needs a GPU");
+#endif
+}
+
+const CommandRegistration reg{{"bench", "GPU engine speed at a model shape (logprob, training, refit)", false,
+                               &run_bench}};
+
+}  // namespace
+}  // namespace hone

@@ -1,0 +1,389 @@
+// GpuTransformer: the layers strung together on the device, the final norm and the fused LM head, the
+// parameter layout and the activation arenas (forward: saved activations; backward: gradient scratch).
+#include "model/gpu_transformer.h"
+
+#if HONE_CUDA
+
+#include <algorithm>
+
+#include "cuda/check.h"
+#include "model/gpu_op_profiler.h"
+#include "runtime/error.h"
+
+namespace hone {
+namespace {
+
+class CudaArenaAllocator : public ArenaAllocator {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  void deallocate(void* p, size_t) override { cudaFree(p); }
+  Device device() const override { return Device::cuda; }
+};
+
+int64_t offset_of(const Tensor& t, const ModelWeights& w) {
+  if (!t.defined()) return -1;
+  const int64_t off = t.f32() - w.flat.f32();
+  HONE_CHECK(off >= 0 && off + t.numel() <= w.flat.numel(), "parameter outside the flat buffer");
+  return off;
+}
+
+}  // namespace
+
+std::shared_ptr<ArenaAllocator> cuda_arena_allocator() { return std::make_shared<CudaArenaAllocator>(); }
+
+template <typename T>
+DeviceArray<T>::DeviceArray(int64_t n) : n_(n) {
+  CUDA_CHECK(cudaMalloc(&p_, size_t(std::max<int64_t>(n, 1)) * sizeof(T)));
+}
+template <typename T>
+DeviceArray<T>::~DeviceArray() {
+  if (p_) cudaFree(p_);
+}
+template <typename T>
+DeviceArray<T>& DeviceArray<T>::operator=(DeviceArray&& o) noexcept {
+  if (this != &o) {
+    if (p_) cudaFree(p_);
+    p_ = o.p_;
+    n_ = o.n_;
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  return *this;
+}
+template class DeviceArray<float>;
+template class DeviceArray<bf16>;
+template class DeviceArray<int32_t>;
+template class DeviceArray<char>;
+
+GpuParamLayout GpuParamLayout::of(const ModelWeights& w) {
+  GpuParamLayout p;
+  p.num_params = w.flat.numel();
+  p.embed_tokens = offset_of(w.embed_tokens, w);
+  p.norm = offset_of(w.norm, w);
+  p.lm_head = offset_of(w.lm_head, w);
+  for (const LayerWeights& l : w.layers) {
+    GpuLayerOffsets o;
+    o.input_layernorm = offset_of(l.input_layernorm, w);
+    o.q_proj = offset_of(l.q_proj, w);
+    o.k_proj = offset_of(l.k_proj, w);
+    o.v_proj = offset_of(l.v_proj, w);
+    o.q_bias = offset_of(l.q_bias, w);
+    o.k_bias = offset_of(l.k_bias, w);
+    o.v_bias = offset_of(l.v_bias, w);
+    o.q_norm = offset_of(l.q_norm, w);
+    o.k_norm = offset_of(l.k_norm, w);
+    o.o_proj = offset_of(l.o_proj, w);
+    o.post_attention_layernorm = offset_of(l.post_attention_layernorm, w);
+    o.gate_proj = offset_of(l.gate_proj, w);
+    o.up_proj = offset_of(l.up_proj, w);
+    o.down_proj = offset_of(l.down_proj, w);
+    p.layers.push_back(o);
+  }
+  return p;
+}
+
+GpuTransformer::GpuTransformer(const ModelConfig& config, const GpuParamLayout& layout, const cuda::GpuContext& ctx,
+                               int max_tokens)
+    : c_(config),
+      layout_(layout),
+      ctx_(ctx),
+      recompute_(size_t(config.num_hidden_layers), false),
+      weights_(layout.num_params),
+      inv_freq_(config.head_dim / 2) {
+  HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
+             " layers, config ", c_.num_hidden_layers);
+  HONE_CHECK(layout_.num_params == c_.num_parameters(), "layout has ", layout_.num_params, " parameters, config ",
+             c_.num_parameters());
+  HONE_CHECK(c_.rope.head_dim == c_.head_dim, "rope.head_dim ", c_.rope.head_dim, " != head_dim ", c_.head_dim);
+  HONE_CHECK(max_tokens > 0, "max_tokens must be positive");
+  std::vector<float> inv(size_t(c_.head_dim / 2));
+  cpu::rope_inv_freq(inv.data(), c_.rope);
+  CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  ensure_arenas(max_tokens);
+}
+
+void GpuTransformer::upload_weights(const ModelWeights& w) {
+  HONE_CHECK(w.flat.numel() == layout_.num_params, "weights have ", w.flat.numel(), " parameters, the model ",
+             layout_.num_params);
+  const int64_t chunk = std::min<int64_t>(layout_.num_params, int64_t(1) << 26);  // 256 MiB of fp32
+  DeviceArray<float> staging(chunk);
+  for (int64_t off = 0; off < layout_.num_params; off += chunk) {
+    const int64_t n = std::min(chunk, layout_.num_params - off);
+    CUDA_CHECK(cudaMemcpyAsync(staging.get(), w.flat.f32() + off, size_t(n) * sizeof(float), cudaMemcpyHostToDevice,
+                               ctx_.stream));
+    cuda::f32_to_bf16(weights_.get() + off, staging.get(), n, ctx_);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the staging buffer is freed on return
+}
+
+void GpuTransformer::refit_from(const float* master) {
+  cuda::refit_cast(weights_.get(), master, layout_.num_params, ctx_);
+}
+
+void GpuTransformer::set_recompute(bool on) {
+  recompute_.assign(recompute_.size(), on);
+  arenas_stale_ = true;  // the layout changed: re-size on the next forward, which also lays the saved data out
+  backward_ready_ = false;
+}
+
+void GpuTransformer::set_layer_recompute(int layer, bool on) {
+  HONE_CHECK(layer >= 0 && layer < int(recompute_.size()), "layer ", layer, " out of range");
+  recompute_[size_t(layer)] = on;
+  arenas_stale_ = true;
+  backward_ready_ = false;
+}
+
+// One code path both counts (arena == nullptr) and carves, so sizes and layout cannot disagree.
+size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backward) {
+  const int64_t C = c_.hidden_size, L = c_.num_hidden_layers;
+  size_t total = 0;
+  auto take = [&](size_t bytes, const char* what) -> char* {
+    total += (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
+    return arena ? static_cast<char*>(arena->alloc_bytes(bytes, what)) : nullptr;
+  };
+  tokens_ = reinterpret_cast<int32_t*>(take(size_t(T) * 4, "tokens"));
+  positions_ = reinterpret_cast<int32_t*>(take(size_t(T) * 4, "positions"));
+  targets_ = reinterpret_cast<int32_t*>(take(size_t(T) * 4, "targets"));
+  cu_seqlens_ = reinterpret_cast<int32_t*>(take(size_t(S + 1) * 4, "cu_seqlens"));
+  x_.assign(size_t(L + 1), nullptr);
+  for (auto& x : x_) x = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "residual stream"));
+  saved_.assign(size_t(L), GpuLayerActivations{});
+  const size_t per_layer = carve_gpu_layer_activations(saved_[0], nullptr, c_, T);
+  // Without a backward to follow, no layer keeps its activations: all share the one scratch.
+  auto shared = [&](int l) { return !for_backward || recompute_[size_t(l)]; };
+  bool any_recompute = false;
+  for (int l = 0; l < L; ++l) {
+    if (shared(l)) {
+      any_recompute = true;
+      continue;
+    }
+    carve_gpu_layer_activations(saved_[size_t(l)], take(per_layer, "layer activations"), c_, T);
+  }
+  if (any_recompute) {
+    GpuLayerActivations scratch;
+    carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), c_, T);
+    for (int l = 0; l < L; ++l)
+      if (shared(l)) saved_[size_t(l)] = scratch;
+  }
+  carve_gpu_layer_forward_scratch(fscratch_, take(carve_gpu_layer_forward_scratch(fscratch_, nullptr, c_, T),
+                                                  "forward scratch"), c_, T);
+  rstd_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "final rstd"));
+  h_f_ = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "final norm output"));
+  lse_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "lm head lse"));
+  logprob_ = reinterpret_cast<float*>(take(size_t(T) * 4, "logprobs"));
+  entropy_ = reinterpret_cast<float*>(take(size_t(T) * 4, "entropy"));
+  return total;
+}
+
+size_t GpuTransformer::layout_backward(int T, Arena* arena) {
+  size_t total = 0;
+  auto take = [&](size_t bytes, const char* what) -> char* {
+    total += (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
+    return arena ? static_cast<char*>(arena->alloc_bytes(bytes, what)) : nullptr;
+  };
+  const size_t TC = size_t(T) * size_t(c_.hidden_size) * sizeof(bf16);
+  take(TC, "dres");
+  take(TC, "dh final");
+  GpuLayerScratch s;
+  take(carve_gpu_layer_backward_scratch(s, nullptr, c_, T), "layer gradient scratch");
+  return total;
+}
+
+size_t GpuTransformer::forward_bytes(int T) const {
+  // layout_forward writes the pointer members; save and restore them so a size query leaves the layout alone.
+  GpuTransformer& self = const_cast<GpuTransformer&>(*this);
+  const auto keep_x = x_;
+  const auto keep_saved = saved_;
+  const GpuLayerScratch keep_s = fscratch_;
+  int32_t* keep_i[4] = {tokens_, positions_, targets_, cu_seqlens_};
+  float* keep_f[4] = {rstd_f_, lse_f_, logprob_, entropy_};
+  bf16* keep_h = h_f_;
+  const size_t n = self.layout_forward(T, T, nullptr, true);
+  self.x_ = keep_x;
+  self.saved_ = keep_saved;
+  self.fscratch_ = keep_s;
+  self.tokens_ = keep_i[0], self.positions_ = keep_i[1], self.targets_ = keep_i[2], self.cu_seqlens_ = keep_i[3];
+  self.rstd_f_ = keep_f[0], self.lse_f_ = keep_f[1], self.logprob_ = keep_f[2], self.entropy_ = keep_f[3];
+  self.h_f_ = keep_h;
+  return n;
+}
+
+size_t GpuTransformer::backward_bytes(int T) const {
+  return const_cast<GpuTransformer&>(*this).layout_backward(T, nullptr);
+}
+
+void GpuTransformer::ensure_arenas(int T) {
+  if (fwd_ && !arenas_stale_ && T <= arena_tokens_) return;
+  const int tokens = std::max(T, arena_tokens_);
+  backward_ready_ = false;
+  fwd_.reset();
+  bwd_.reset();
+  fwd_ = std::make_unique<Arena>("gpu forward activations", forward_bytes(tokens), cuda_arena_allocator());
+  bwd_ = std::make_unique<Arena>("gpu backward scratch", backward_bytes(tokens), cuda_arena_allocator());
+  arena_tokens_ = tokens;
+  arenas_stale_ = false;
+}
+
+void GpuTransformer::reset_peaks() {
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  backward_ready_ = false;
+  if (fwd_) {
+    fwd_->reset();
+    fwd_->reset_peak();
+  }
+  if (bwd_) {
+    bwd_->reset();
+    bwd_->reset_peak();
+  }
+}
+
+size_t GpuTransformer::device_bytes_in_use() {
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return total_b - free_b;
+}
+
+GpuLayerBatch GpuTransformer::layer_batch() const {
+  return GpuLayerBatch{positions_, cu_seqlens_, T_, batch_.num_seqs(), max_seqlen_, inv_freq_.get()};
+}
+
+void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool need_entropy, bool need_backward) {
+  const int T = batch.num_tokens(), C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  HONE_CHECK(T > 0 && batch.num_seqs() > 0 && batch.cu_seqlens.back() == T, "malformed packed batch");
+  HONE_CHECK(int(batch.positions.size()) == T && int(batch.targets.size()) == T, "malformed packed batch");
+  HONE_CHECK(temperature > 0.f, "temperature must be positive, got ", temperature);
+  for (int t = 0; t < T; ++t) {
+    HONE_CHECK(batch.tokens[size_t(t)] >= 0 && batch.tokens[size_t(t)] < V, "token id ", batch.tokens[size_t(t)],
+               " out of the vocabulary [0, ", V, ")");
+    HONE_CHECK(batch.targets[size_t(t)] < V, "target id ", batch.targets[size_t(t)], " out of the vocabulary");
+  }
+  int max_seqlen = 0;
+  for (int s = 0; s < batch.num_seqs(); ++s) max_seqlen = std::max(max_seqlen, batch.seq_end(s) - batch.seq_begin(s));
+
+  // The previous batch's uploads may still be in flight from batch_; wait before overwriting the host copy.
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  batch_ = batch;
+  T_ = T;
+  max_seqlen_ = max_seqlen;
+  temperature_ = temperature;
+  have_entropy_ = need_entropy;
+  ensure_arenas(T);
+  fwd_->reset();
+  bwd_->reset();
+  layout_forward(T, batch_.num_seqs(), fwd_.get(), need_backward);
+
+  auto upload = [&](int32_t* dst, const std::vector<int32_t>& src) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(int32_t), cudaMemcpyHostToDevice, ctx_.stream));
+  };
+  upload(tokens_, batch_.tokens);
+  upload(positions_, batch_.positions);
+  upload(targets_, batch_.targets);
+  upload(cu_seqlens_, batch_.cu_seqlens);
+
+  const GpuLayerBatch lb = layer_batch();
+  const bf16* w = weights_.get();
+  {
+    ProfileScope ps(prof_, "embedding");
+    cuda::embedding_forward(x_[0], tokens_, w + layout_.embed_tokens, T, C, ctx_);
+  }
+  for (int l = 0; l < L; ++l) {
+    GpuLayerActivations& a = saved_[size_t(l)];
+    a.x_in = x_[size_t(l)];
+    gpu_layer_forward(c_, layer_params<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
+                      x_[size_t(l + 1)], ctx_, prof_);
+  }
+  {
+    ProfileScope ps(prof_, "rmsnorm");
+    cuda::rmsnorm_forward(h_f_, rstd_f_, x_[size_t(L)], w + layout_.norm, T, C, c_.rms_norm_eps, ctx_);
+  }
+  {
+    ProfileScope ps(prof_, "lm_head");
+    cuda::lm_head_logprob_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head,
+                                  targets_, T, C, V, temperature, chunk_v_, ctx_);
+  }
+  if (!need_entropy) CUDA_CHECK(cudaMemsetAsync(entropy_, 0, size_t(T) * sizeof(float), ctx_.stream));
+  backward_ready_ = need_backward;
+}
+
+std::vector<float> GpuTransformer::logprobs_host() const {
+  std::vector<float> out(static_cast<size_t>(T_));
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), logprob_, out.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  return out;
+}
+
+std::vector<float> GpuTransformer::entropy_host() const {
+  std::vector<float> out(static_cast<size_t>(T_));
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), entropy_, out.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  return out;
+}
+
+void GpuTransformer::backward_host(const std::vector<float>& dlogprob, const std::vector<float>* dentropy,
+                                   float* grads) {
+  HONE_CHECK(int(dlogprob.size()) == T_ && (!dentropy || int(dentropy->size()) == T_),
+             "backward weights must have one value per token of the last forward");
+  // Staged in the forward arena's tail would disturb its layout; use a small temporary instead.
+  DeviceArray<float> d(2 * int64_t(T_));
+  CUDA_CHECK(cudaMemcpyAsync(d.get(), dlogprob.data(), size_t(T_) * 4, cudaMemcpyHostToDevice, ctx_.stream));
+  if (dentropy)
+    CUDA_CHECK(cudaMemcpyAsync(d.get() + T_, dentropy->data(), size_t(T_) * 4, cudaMemcpyHostToDevice, ctx_.stream));
+  backward(d.get(), dentropy ? d.get() + T_ : nullptr, grads);
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // before d is freed
+}
+
+void GpuTransformer::backward(const float* dlogprob, const float* dentropy, float* grads) {
+  HONE_CHECK(backward_ready_, "backward needs a forward first (and runs once per forward)");
+  HONE_CHECK(dentropy == nullptr || have_entropy_, "a gradient of the entropy needs forward(need_entropy=true)");
+  HONE_CHECK(dlogprob != nullptr && grads != nullptr, "backward needs dlogprob and a gradient buffer");
+  backward_ready_ = false;
+  const int T = T_, C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  const size_t TC = size_t(T) * size_t(C);
+
+  bwd_->reset();
+  bf16* dres = static_cast<bf16*>(bwd_->alloc_bytes(TC * sizeof(bf16), "dres"));
+  bf16* dh_f = static_cast<bf16*>(bwd_->alloc_bytes(TC * sizeof(bf16), "dh final"));
+  GpuLayerScratch s = fscratch_;  // the forward scratch (branch) serves recomputed layers
+  const size_t scratch_bytes = carve_gpu_layer_backward_scratch(s, nullptr, c_, T);
+  carve_gpu_layer_backward_scratch(s, static_cast<char*>(bwd_->alloc_bytes(scratch_bytes, "layer gradient scratch")),
+                                   c_, T);
+
+  const bf16* w = weights_.get();
+  {
+    ProfileScope ps(prof_, "memset");
+    CUDA_CHECK(cudaMemsetAsync(dh_f, 0, TC * sizeof(bf16), ctx_.stream));
+    CUDA_CHECK(cudaMemsetAsync(dres, 0, TC * sizeof(bf16), ctx_.stream));
+  }
+  {
+    ProfileScope ps(prof_, "lm_head_backward");
+    cuda::lm_head_logprob_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head,
+                                   targets_, lse_f_, have_entropy_ ? entropy_ : nullptr, T, C, V, temperature_,
+                                   chunk_v_, ctx_);
+  }
+  {
+    ProfileScope ps(prof_, "rmsnorm_backward");
+    cuda::rmsnorm_backward(dres, grads + layout_.norm, dh_f, x_[size_t(L)], w + layout_.norm, rstd_f_, T, C, ctx_);
+  }
+  const GpuLayerBatch lb = layer_batch();
+  for (int l = L - 1; l >= 0; --l) {
+    GpuLayerActivations a = saved_[size_t(l)];
+    a.x_in = x_[size_t(l)];
+    const auto wl = layer_params<const bf16>(layout_.layers[size_t(l)], w);
+    // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
+    // values it had (the next layer's input, already consumed), so nothing downstream changes.
+    if (recompute_[size_t(l)]) gpu_layer_forward(c_, wl, lb, a, s, x_[size_t(l + 1)], ctx_, prof_);
+    gpu_layer_backward(c_, wl, layer_params<float>(layout_.layers[size_t(l)], grads), lb, a, s, dres, ctx_, prof_);
+  }
+  {
+    ProfileScope ps(prof_, "embedding_backward");
+    cuda::embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T, C, ctx_);
+  }
+}
+
+}  // namespace hone
+
+#endif  // HONE_CUDA

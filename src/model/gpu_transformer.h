@@ -1,0 +1,146 @@
+// The decoder-only transformer on one GPU for the logprob and training phases: bf16 compute weights in one flat
+// device buffer (the allocate_weights layout), bf16 activations in a device arena sized for the largest
+// micro-batch, fp32 logprobs/entropy, and a backward that accumulates fp32 parameter gradients into a flat device
+// buffer of the same layout (a tied lm_head's gradient lands in embed_tokens). The device twin of
+// model/transformer.h: same PackedBatch, same order of ops, same saved activations, same recompute switch.
+#pragma once
+
+#if HONE_CUDA
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cuda/ops_cuda.h"
+#include "model/gpu_transformer_layer.h"
+#include "model/model_config.h"
+#include "model/packed_batch.h"
+#include "model/weights.h"
+#include "tensor/arena.h"
+
+namespace hone {
+
+class GpuOpProfiler;
+
+// Element offsets of every parameter in the flat buffer, read from a ModelWeights (allocate_weights layout).
+struct GpuParamLayout {
+  int64_t num_params = 0;
+  int64_t embed_tokens = -1, norm = -1, lm_head = -1;  // lm_head == embed_tokens when tied
+  std::vector<GpuLayerOffsets> layers;
+
+  static GpuParamLayout of(const ModelWeights& w);
+};
+
+// Device memory straight from cudaMalloc, for arenas.
+std::shared_ptr<ArenaAllocator> cuda_arena_allocator();
+
+// A device buffer owned by RAII (cudaMalloc / cudaFree).
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(int64_t n);
+  ~DeviceArray();
+  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  DeviceArray& operator=(DeviceArray&& o) noexcept;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return p_; }
+  int64_t size() const { return n_; }
+  size_t bytes() const { return size_t(n_) * sizeof(T); }
+
+ private:
+  T* p_ = nullptr;
+  int64_t n_ = 0;
+};
+
+class GpuTransformer {
+ public:
+  // max_tokens: the largest micro-batch expected (the arenas grow if a larger one comes). The context must
+  // outlive the GpuTransformer.
+  GpuTransformer(const ModelConfig& config, const GpuParamLayout& layout, const cuda::GpuContext& ctx,
+                 int max_tokens);
+
+  // The bf16 compute weights, [num_params] on the device.
+  bf16* weights() const { return weights_.get(); }
+  const GpuParamLayout& layout() const { return layout_; }
+  // Host fp32 weights (same layout) -> device bf16, through a bounded fp32 staging buffer.
+  void upload_weights(const ModelWeights& w);
+  // Refit: device fp32 master weights (same layout) -> the bf16 compute weights.
+  void refit_from(const float* master);
+
+  void set_recompute(bool on);
+  void set_layer_recompute(int layer, bool on);
+  bool layer_recompute(int layer) const { return recompute_[size_t(layer)]; }
+  void set_vocab_chunk(int chunk_v) { chunk_v_ = chunk_v; }
+  void set_profiler(GpuOpProfiler* p) { prof_ = p; }  // null: no per-op timing
+
+  // As Transformer::forward; asynchronous on the context's stream. logprobs()/entropy() are device [T] fp32
+  // (0 where targets < 0; entropy 0 everywhere without need_entropy) until the next forward. With need_backward
+  // false (the logprob phase) no layer keeps its activations (one shared scratch) and backward is refused.
+  void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true,
+               bool need_backward = true);
+  const float* logprobs() const { return logprob_; }
+  const float* entropy() const { return entropy_; }
+  std::vector<float> logprobs_host() const;  // synchronizes the stream
+  std::vector<float> entropy_host() const;
+  int num_tokens() const { return T_; }
+
+  // Gradient of sum_t dlogprob[t] logprob[t] + dentropy[t] entropy[t] (device fp32 [T]; dentropy may be null),
+  // ACCUMULATED into grads (device fp32 [num_params], the layout's offsets). Once per forward.
+  void backward(const float* dlogprob, const float* dentropy, float* grads);
+  // The same with host weights (uploaded into the backward arena).
+  void backward_host(const std::vector<float>& dlogprob, const std::vector<float>* dentropy, float* grads);
+
+  // Arena bytes: reserved, and the peak used since the last reset_peaks() (which drops the last forward's
+  // activations: backward is refused until the next forward).
+  size_t forward_arena_capacity() const { return fwd_ ? fwd_->capacity() : 0; }
+  size_t backward_arena_capacity() const { return bwd_ ? bwd_->capacity() : 0; }
+  size_t forward_arena_peak() const { return fwd_ ? fwd_->peak() : 0; }
+  size_t backward_arena_peak() const { return bwd_ ? bwd_->peak() : 0; }
+  void reset_peaks();
+  // Bytes the forward and backward arenas need for T tokens with the current recompute settings.
+  size_t forward_bytes(int T) const;
+  size_t backward_bytes(int T) const;
+  // Device memory in use now by everything on the device (cudaMemGetInfo: total - free).
+  static size_t device_bytes_in_use();
+
+ private:
+  size_t layout_forward(int T, int S, Arena* arena, bool for_backward);  // arena == nullptr: only counts
+  size_t layout_backward(int T, Arena* arena);
+  void ensure_arenas(int T);
+  GpuLayerBatch layer_batch() const;
+
+  const ModelConfig c_;
+  const GpuParamLayout layout_;
+  const cuda::GpuContext ctx_;
+  std::vector<bool> recompute_;
+  int chunk_v_ = 8192;
+  GpuOpProfiler* prof_ = nullptr;
+
+  DeviceArray<bf16> weights_;
+  DeviceArray<float> inv_freq_;
+  std::unique_ptr<Arena> fwd_, bwd_;
+  int arena_tokens_ = 0;
+  bool arenas_stale_ = false;
+
+  PackedBatch batch_;  // host copy (the device copies are in the forward arena)
+  int T_ = 0, max_seqlen_ = 0;
+  float temperature_ = 1.f;
+  bool have_entropy_ = false;
+  bool backward_ready_ = false;
+
+  // Forward arena contents.
+  int32_t* tokens_ = nullptr, *positions_ = nullptr, *targets_ = nullptr, *cu_seqlens_ = nullptr;
+  std::vector<bf16*> x_;                     // L+1 residual streams [T, C]
+  std::vector<GpuLayerActivations> saved_;   // per layer; recomputed layers point into the shared scratch
+  GpuLayerScratch fscratch_;                 // o_proj / down_proj outputs
+  float* rstd_f_ = nullptr;                  // final RMSNorm [T]
+  bf16* h_f_ = nullptr;                      // [T, C]
+  float* lse_f_ = nullptr;                   // LM head log-sum-exp [T]
+  float* logprob_ = nullptr, *entropy_ = nullptr;
+};
+
+}  // namespace hone
+
+#endif  // HONE_CUDA

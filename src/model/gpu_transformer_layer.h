@@ -1,0 +1,113 @@
+// One decoder layer's forward and backward on the GPU (bf16 activations, fp32 statistics, CUDA ops of
+// cuda/ops_cuda.h): the device twin of model/transformer_layer.h, with the same order of ops and the same saved
+// activations. The caller owns every buffer; a layer only reads and writes the pointers it is given.
+#pragma once
+
+#if HONE_CUDA
+
+#include <cstdint>
+
+#include "cuda/ops_cuda.h"
+#include "model/model_config.h"
+
+namespace hone {
+
+class GpuOpProfiler;
+
+using bf16 = cuda::bf16;
+
+// Where each parameter of one layer lives in the flat parameter buffer (element offsets, the allocate_weights
+// layout); -1 for a parameter the architecture does not have.
+struct GpuLayerOffsets {
+  int64_t input_layernorm = -1, q_proj = -1, k_proj = -1, v_proj = -1, q_bias = -1, k_bias = -1, v_bias = -1;
+  int64_t q_norm = -1, k_norm = -1, o_proj = -1, post_attention_layernorm = -1, gate_proj = -1, up_proj = -1,
+          down_proj = -1;
+};
+
+// A layer's parameters (or gradients) as pointers into a flat buffer of T elements.
+template <typename T>
+struct GpuLayerParams {
+  T* input_layernorm = nullptr, *q_proj = nullptr, *k_proj = nullptr, *v_proj = nullptr;
+  T* q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+  T* o_proj = nullptr, *post_attention_layernorm = nullptr, *gate_proj = nullptr, *up_proj = nullptr,
+     *down_proj = nullptr;
+};
+
+template <typename T>
+GpuLayerParams<T> layer_params(const GpuLayerOffsets& o, T* base) {
+  auto at = [base](int64_t off) { return off < 0 ? static_cast<T*>(nullptr) : base + off; };
+  GpuLayerParams<T> p;
+  p.input_layernorm = at(o.input_layernorm);
+  p.q_proj = at(o.q_proj);
+  p.k_proj = at(o.k_proj);
+  p.v_proj = at(o.v_proj);
+  p.q_bias = at(o.q_bias);
+  p.k_bias = at(o.k_bias);
+  p.v_bias = at(o.v_bias);
+  p.q_norm = at(o.q_norm);
+  p.k_norm = at(o.k_norm);
+  p.o_proj = at(o.o_proj);
+  p.post_attention_layernorm = at(o.post_attention_layernorm);
+  p.gate_proj = at(o.gate_proj);
+  p.up_proj = at(o.up_proj);
+  p.down_proj = at(o.down_proj);
+  return p;
+}
+
+// The packed batch as a layer sees it, on the device.
+struct GpuLayerBatch {
+  const int32_t* positions = nullptr;   // [T]
+  const int32_t* cu_seqlens = nullptr;  // [S+1]
+  int T = 0;
+  int S = 0;
+  int max_seqlen = 0;
+  const float* inv_freq = nullptr;      // [D/2]
+};
+
+// Saved activations, as LayerActivations on the CPU (bf16 unless marked fp32). Without qk_norm, q_n/k_n alias
+// q/k and rstd_q/rstd_k are unused.
+struct GpuLayerActivations {
+  const bf16* x_in = nullptr;  // (C) layer input, owned by the caller
+  float* rstd1 = nullptr;      // (1) fp32
+  bf16* h1 = nullptr;          // (C)
+  bf16* q = nullptr, *k = nullptr, *v = nullptr;
+  bf16* q_n = nullptr, *k_n = nullptr;
+  float* rstd_q = nullptr, *rstd_k = nullptr;  // (Hq), (Hkv) fp32
+  bf16* q_r = nullptr, *k_r = nullptr;
+  bf16* attn = nullptr;        // (Q)
+  float* lse = nullptr;        // (Hq) fp32, [Hq, T]
+  bf16* x_mid = nullptr;       // (C)
+  float* rstd2 = nullptr;      // (1) fp32
+  bf16* h2 = nullptr;          // (C)
+  bf16* gate = nullptr, *up = nullptr, *act = nullptr;  // (I)
+};
+
+// Points a's buffers (all but x_in) into `base` for T tokens and returns the bytes they take (every region
+// 256-byte aligned). With base == nullptr it only counts.
+size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const ModelConfig& c, int T);
+
+// Scratch inside a layer: the o_proj / down_proj output before the residual add (forward), and the activation
+// gradients (backward). Contents are not kept between layers.
+struct GpuLayerScratch {
+  bf16* branch = nullptr;  // (C)
+  bf16* dh = nullptr;      // (C)
+  bf16* dact = nullptr, *dgate = nullptr, *dup = nullptr;                 // (I)
+  bf16* dattn = nullptr, *dq_r = nullptr, *dq_n = nullptr, *dq = nullptr;  // (Q)
+  bf16* dk_r = nullptr, *dk_n = nullptr, *dk = nullptr, *dv = nullptr;     // (K)
+};
+size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& s, char* base, const ModelConfig& c, int T);
+size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const ModelConfig& c, int T);
+
+// Computes the layer on a.x_in and writes its output (the next residual stream) to x_out [T, C] (bf16).
+void gpu_layer_forward(const ModelConfig& c, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
+                       const GpuLayerActivations& a, const GpuLayerScratch& s, bf16* x_out,
+                       const cuda::GpuContext& ctx, GpuOpProfiler* prof);
+// dres [T, C] (bf16) holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on return; fp32 parameter gradients
+// accumulate into g.
+void gpu_layer_backward(const ModelConfig& c, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
+                        const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s, bf16* dres,
+                        const cuda::GpuContext& ctx, GpuOpProfiler* prof);
+
+}  // namespace hone
+
+#endif  // HONE_CUDA

@@ -1,0 +1,64 @@
+// AdamW on the device over the model's flat parameter buffer: fp32 master weights, fp32 gradients and fp32 Adam
+// moments, all [num_params] in the allocate_weights layout. One step = global-norm clipping (cuda::sum_squares,
+// cuda::scale_inplace) + AdamW (cuda::adamw_update per weight-decay segment: 1-D parameters undecayed, as the CPU
+// AdamW) + refit (cuda::refit_cast into the bf16 compute weights). The device twin of train/adamw.h.
+#pragma once
+
+#if HONE_CUDA
+
+#include <cstdint>
+#include <vector>
+
+#include "cuda/ops_cuda.h"
+#include "model/gpu_transformer.h"
+#include "model/weights.h"
+#include "train/adamw.h"
+
+namespace hone {
+
+struct GpuStepResult {
+  double grad_norm = 0;  // before clipping
+  float clip_coef = 1.f;
+};
+
+class GpuAdamW {
+ public:
+  // Segments from the model's named parameters (weight_decay_segments); moments and gradients start at zero,
+  // master weights uninitialized until load_master() or a copy into master(). The context must outlive it.
+  GpuAdamW(const ModelWeights& layout, AdamWConfig config, const cuda::GpuContext& ctx);
+
+  int64_t num_params() const { return n_; }
+  float* master() const { return master_.get(); }
+  float* grads() const { return grads_.get(); }
+  float* exp_avg() const { return m_.get(); }
+  float* exp_avg_sq() const { return v_.get(); }
+
+  void load_master(const ModelWeights& w);                // host fp32 -> device master
+  void download_master(ModelWeights& w) const;            // device master -> host fp32 (synchronizes)
+  void zero_grads();                                      // asynchronous
+
+  // Global L2 norm of the gradients (synchronizes), then scales them by clip_coefficient(norm, max_norm).
+  GpuStepResult clip(double max_norm);
+  // Increments the step count, then one AdamW update of the master weights with learning rate lr.
+  void adamw(float lr);
+  // bf16 compute weights from the master weights.
+  void refit(bf16* compute_weights);
+  // clip + adamw + refit.
+  GpuStepResult step(float lr, double max_norm, bf16* compute_weights);
+
+  int step_count() const { return step_; }
+  void set_step_count(int s) { step_ = s; }
+  const std::vector<ParamSegment>& segments() const { return segments_; }
+
+ private:
+  int64_t n_;
+  std::vector<ParamSegment> segments_;
+  AdamWConfig config_;
+  cuda::GpuContext ctx_;
+  DeviceArray<float> master_, grads_, m_, v_;
+  int step_ = 0;
+};
+
+}  // namespace hone
+
+#endif  // HONE_CUDA
