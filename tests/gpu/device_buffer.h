@@ -30,7 +30,7 @@ class DeviceBuffer {
   // From fp32 host values (rounded to bf16 for bf16 buffers). `host` is replaced by what the device holds, so the
   // CPU reference sees exactly the GPU's inputs.
   void upload(std::vector<float>& host) {
-    std::vector<T> tmp(size_t(n_));
+    std::vector<T> tmp(static_cast<size_t>(n_));
     for (int64_t i = 0; i < n_; ++i) {
       tmp[size_t(i)] = T(host[size_t(i)]);
       host[size_t(i)] = float(tmp[size_t(i)]);
@@ -41,10 +41,10 @@ class DeviceBuffer {
     CUDA_CHECK(cudaMemcpy(p_, host.data(), size_t(n_) * sizeof(T), cudaMemcpyHostToDevice));
   }
   std::vector<float> download() const {
-    std::vector<T> tmp(size_t(n_));
+    std::vector<T> tmp(static_cast<size_t>(n_));
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpy(tmp.data(), p_, size_t(n_) * sizeof(T), cudaMemcpyDeviceToHost));
-    std::vector<float> out(size_t(n_));
+    std::vector<float> out(static_cast<size_t>(n_));
     for (int64_t i = 0; i < n_; ++i) out[size_t(i)] = float(tmp[size_t(i)]);
     return out;
   }
@@ -56,7 +56,7 @@ class DeviceBuffer {
 
 inline std::vector<float> random_vector(int64_t n, std::mt19937_64& rng, float scale = 1.f) {
   std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(size_t(n));
+  std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) x = d(rng);
   return v;
 }
