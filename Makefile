@@ -67,7 +67,7 @@ ifeq ($(CUDA),1)
   NVCCFLAGS := -std=c++20 $(OPT) -lineinfo -gencode=arch=compute_$(SM),code=sm_$(SM) -MMD -MP $(DEFS) -Isrc -I. -Itests \
                --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra
   CUDA_CFLAGS := -isystem $(CUDA_HOME)/include -isystem $(CUDNN_FE_INC)
-  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublasLt -lcublas -lcudnn -lnccl -lrt
+  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublasLt -lcublas -lcudnn -lnvrtc -lnccl -lrt
 endif
 
 # ---- sources ----------------------------------------------------------------------------------------------

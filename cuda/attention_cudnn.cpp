@@ -273,7 +273,14 @@ bool fits_int32(int T, int Hq, int D) { return int64_t(T) * Hq * D < (int64_t(1)
 
 }  // namespace
 
-int attention_bucket_batch(int num_seqs) { return (num_seqs + 7) / 8 * 8; }
+// HONE_ATTENTION_BUCKETS=0 builds graphs for the exact batch (no zero-length padding sequences).
+int attention_bucket_batch(int num_seqs) {
+  static const bool bucket = [] {
+    const char* e = std::getenv("HONE_ATTENTION_BUCKETS");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return bucket ? (num_seqs + 7) / 8 * 8 : num_seqs;
+}
 int attention_bucket_seqlen(int max_seqlen) { return (max_seqlen + 63) / 64 * 64; }
 
 int64_t attention_cudnn_graphs_built(const GpuContext& ctx) { return state_of(ctx).graphs_built; }

@@ -37,7 +37,8 @@ bool attention_backward_cudnn(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, co
 int64_t attention_cudnn_graphs_built(const GpuContext& ctx);
 
 // The padded sizes a graph is built for: B = num_seqs rounded up to a multiple of 8, S = max_seqlen rounded up to
-// a multiple of 64 (the padding mask makes the padded batches and rows inert).
+// a multiple of 64 (the padding mask makes the padded batches and rows inert). HONE_ATTENTION_BUCKETS=0 keeps the
+// exact batch size.
 int attention_bucket_batch(int num_seqs);
 int attention_bucket_seqlen(int max_seqlen);
 
