@@ -12,8 +12,7 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   s.seed = uint64_t(c.get_int("run.seed"));
   s.max_steps = c.get_int("run.max_steps");
   s.resume = c.get_string("run.resume") == "auto";
-  HONE_USER_CHECK(c.get_string("run.device") == "cpu",
-                  "run.device = \"", c.get_string("run.device"), "\": this build runs the GRPO loop on the CPU only (run.device = \"cpu\")");
+  s.cuda = c.get_string("run.device") == "cuda";
 
   const int64_t tp = c.get_int("parallel.tp"), pp = c.get_int("parallel.pp");
   HONE_USER_CHECK(tp == 1 && pp == 1, "parallel.tp = ", tp, ", parallel.pp = ", pp,
@@ -54,6 +53,10 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   s.stop_strings = c.get_string_list("generation.stop_strings");
   s.stop_token_ids = c.get_int_list("generation.stop_token_ids");
   s.ignore_eos = c.get_bool("generation.ignore_eos");
+  s.kv_cache_gib = c.get_float("generation.kv_cache_gib");
+  s.kv_cache_memory_fraction = c.get_float("generation.kv_cache_memory_fraction");
+  s.kv_block_size = int(c.get_int("generation.kv_block_size"));
+  s.cuda_graphs = c.get_bool("generation.cuda_graphs");
 
   s.lr.learning_rate = float(c.get_float("train.learning_rate"));
   s.lr.min_learning_rate = float(c.get_float("train.min_learning_rate"));
@@ -67,6 +70,10 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   s.global_batch_size = c.get_int("train.global_batch_size");
   s.max_tokens_per_microbatch = c.get_int("train.max_tokens_per_microbatch");
   s.activation_recompute = c.get_bool("train.activation_recompute");
+  s.distributed_optimizer = c.get_bool("train.distributed_optimizer");
+  s.grad_reduce_in_fp32 = c.get_bool("train.grad_reduce_in_fp32");
+  s.optimizer_offload = c.get_bool("train.optimizer_offload");
+  s.nccl_timeout_s = c.get_float("parallel.nccl_timeout_s");
 
   s.checkpoint_every = c.get_int("checkpoint.every");
   s.checkpoint_at_exit = c.get_bool("checkpoint.save_at_exit");

@@ -24,6 +24,7 @@ struct GrpoSettings {
   uint64_t seed = 0;
   int64_t max_steps = 0;
   bool resume = false;
+  bool cuda = false;  // run.device = "cuda"
   // [grpo]
   int64_t prompts_per_step = 0;   // P
   int64_t generations = 0;        // G
@@ -41,6 +42,10 @@ struct GrpoSettings {
   std::vector<std::string> stop_strings;
   std::vector<int64_t> stop_token_ids;
   bool ignore_eos = false;
+  double kv_cache_gib = 0;               // 0: kv_cache_memory_fraction of the free memory
+  double kv_cache_memory_fraction = 0.3;
+  int kv_block_size = 16;
+  bool cuda_graphs = true;
   // [train]
   LrSchedule lr;
   AdamWConfig adamw;
@@ -48,6 +53,11 @@ struct GrpoSettings {
   int64_t global_batch_size = 0;  // rollouts per optimizer step (0 in the deck resolves to P * G)
   int64_t max_tokens_per_microbatch = 0;
   bool activation_recompute = false;
+  bool distributed_optimizer = false;
+  bool grad_reduce_in_fp32 = true;
+  bool optimizer_offload = false;
+  // [parallel]
+  double nccl_timeout_s = 600;
   // [checkpoint]
   int64_t checkpoint_every = 0;
   bool checkpoint_at_exit = true;

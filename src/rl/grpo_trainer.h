@@ -1,7 +1,8 @@
-// The GRPO trainer on the CPU: everything one rank holds for a run (model weights in three roles, tokenizer,
-// prompts and reward, optimizer) and the step that runs the five phases of doc/grpo.md, "One step":
+// The GRPO trainer: everything one rank holds for a run (tokenizer, prompts and reward, the policy engine with the
+// model weights in their roles and the optimizer) and the step that runs the five phases of doc/grpo.md, "One step":
 //   generation -> reward -> logprob -> training -> refit
 // Built from a validated Config; all ranks build it alike (identical initial weights), data parallel over ranks.
+// run.device picks the engine (rl/policy_engine.h): the loop itself is the same on the CPU and the GPU.
 //
 //   GrpoTrainer t(cfg);               // UserError on bad input, before any work
 //   t.restore(checkpoint_folder);     // optional: continue a run
@@ -17,15 +18,14 @@
 #include "generation/cpu_generator.h"
 #include "io/step_output.h"
 #include "model/model_config.h"
-#include "model/transformer.h"
 #include "model/weights.h"
 #include "rl/data_setup.h"
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
+#include "rl/policy_engine.h"
 #include "runtime/timer.h"
 #include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
-#include "train/adamw.h"
 
 namespace hone {
 class Config;
@@ -48,8 +48,7 @@ class GrpoTrainer {
 
   const GrpoSettings& settings() const { return s_; }
   const ModelConfig& model_config() const { return mc_; }
-  const ModelWeights& training_weights() const { return train_w_; }
-  const ModelWeights& generation_weights() const { return gen_w_; }
+  PolicyEngine& engine() { return *engine_; }
   const PromptSource& prompts() const { return *data_.source; }
   std::string describe() const;  // one line: model, parameters, data, ranks
 
@@ -83,10 +82,7 @@ class GrpoTrainer {
   DataSetup data_;
   int64_t prompts_too_long_total_ = 0;
 
-  ModelWeights train_w_, gen_w_, ref_w_, grads_;
-  std::unique_ptr<Transformer> train_model_, ref_model_;
-  std::unique_ptr<CpuGenerator> generator_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<PolicyEngine> engine_;
   StopCriteria stop_;
   PhaseTimer timer_;
 };

@@ -19,18 +19,19 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 void GrpoTrainer::save(const std::string& folder, int64_t step) const {
-  save_model(train_w_, mc_, folder, DType::f32);
+  ModelWeights master;
+  Tensor m, v;
+  engine_->read_state(master, m, v);
+  save_model(master, mc_, folder, DType::f32);
   write_safetensors((fs::path(folder) / "optimizer.safetensors").string(),
-                    {safetensors_entry("exp_avg", optimizer_->exp_avg()),
-                     safetensors_entry("exp_avg_sq", optimizer_->exp_avg_sq())},
-                    {{"format", "hone-adamw"}});
+                    {safetensors_entry("exp_avg", m), safetensors_entry("exp_avg_sq", v)}, {{"format", "hone-adamw"}});
   json st;
   st["format"] = "hone-grpo-state-1";
   st["step"] = step;
   st["data_cursor"] = data_.source->save_cursor();
   st["seed"] = s_.seed;
-  st["optimizer_step"] = optimizer_->step_count();
-  st["lr_schedule_step"] = optimizer_->step_count();
+  st["optimizer_step"] = engine_->optimizer_step_count();
+  st["lr_schedule_step"] = engine_->optimizer_step_count();
   write_file_durable((fs::path(folder) / "state.json").string(), st.dump(2) + "\n");
 }
 
@@ -47,16 +48,17 @@ int64_t GrpoTrainer::restore(const std::string& folder) {
   HONE_USER_CHECK(seed == s_.seed, "checkpoint ", folder, " was written with run.seed = ", seed,
                   " but the deck says ", s_.seed, ": resume with the same seed");
 
-  load_weights(train_w_, mc_, folder);
-  std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+  ModelWeights master = allocate_weights(mc_);
+  load_weights(master, mc_, folder);
   SafetensorsFile opt((fs::path(folder) / "optimizer.safetensors").string());
-  const int64_t n = train_w_.flat.numel();
+  const int64_t n = master.flat.numel();
   for (const char* name : {"exp_avg", "exp_avg_sq"})
     HONE_USER_CHECK(opt.info(name).numel() == n, opt.path(), ": ", name, " has ", opt.info(name).numel(),
                     " values but the model has ", n, " parameters");
-  opt.read_f32("exp_avg", optimizer_->exp_avg().f32());
-  opt.read_f32("exp_avg_sq", optimizer_->exp_avg_sq().f32());
-  optimizer_->set_step_count(st.at("optimizer_step").get<int>());
+  Tensor m = Tensor::empty({n}), v = Tensor::empty({n});
+  opt.read_f32("exp_avg", m.f32());
+  opt.read_f32("exp_avg_sq", v.f32());
+  engine_->write_state(master, m.f32(), v.f32(), st.at("optimizer_step").get<int>());
   data_.source->restore_cursor(st.at("data_cursor").get<std::string>());
   return st.at("step").get<int64_t>();
 }

@@ -114,20 +114,15 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   rate("training", sum[kTrainTok], times[3]);
   rate("total", sum[kPromptTok] + sum[kGenAll], times[5]);
 
-  // Memory on the CPU (rank 0): every fp32 parameter copy (training, generation, reference, gradients, the two
-  // AdamW moments) plus what the phase adds: the KV cache for generation, the transformer's activation and backward
-  // arenas for logprob and training.
-  const double params = double(train_w_.flat.numel()) * sizeof(float);
-  const double persistent = params * (5 + (s_.loss.kl_coef > 0 ? 1 : 0));
-  const double gen = persistent + double(st.peak_kv_bytes);
-  const double lpb = persistent + double(st.logprob_bytes);
-  const double trn = persistent + double(st.training_bytes);
-  row.set("memory/peak_generation", gen);
-  row.set("memory/peak_reward", persistent);
-  row.set("memory/peak_logprob", lpb);
-  row.set("memory/peak_training", trn);
-  row.set("memory/peak_refit", persistent);
-  row.set("memory/peak_total", std::max({gen, lpb, trn}));
+  // Memory (rank 0): what the engine held at the peak of each phase: every parameter copy, gradients and
+  // optimizer state, plus the KV cache for generation and the activation arenas for logprob and training.
+  const EngineMemory mem = engine_->memory();
+  row.set("memory/peak_generation", mem.generation);
+  row.set("memory/peak_reward", mem.idle);
+  row.set("memory/peak_logprob", mem.logprob);
+  row.set("memory/peak_training", mem.training);
+  row.set("memory/peak_refit", mem.refit);
+  row.set("memory/peak_total", std::max({mem.generation, mem.logprob, mem.training, mem.refit}));
 
   // Samples: rank 0's first rollouts.
   for (int64_t i = 0; i < num_samples && i < int64_t(st.samples.size()); ++i) {

@@ -42,27 +42,15 @@ GrpoTrainer::GrpoTrainer(const Config& c) : s_(read_grpo_settings(c, dp::size())
   build_model(c);
   build_data(c);
 
-  // Weights: fp32 training (master) weights, an fp32 generation copy refitted every step, a frozen reference only
-  // when the KL term needs it, and the gradient buffer in the same flat layout.
-  train_w_ = allocate_weights(mc_);
+  // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its
+  // roles (training/master, generation, reference when the KL term needs it).
+  ModelWeights initial = allocate_weights(mc_);
   if (!model_path_.empty())
-    load_weights(train_w_, mc_, model_path_);
+    load_weights(initial, mc_, model_path_);
   else
-    init_random_weights(train_w_, mc_, s_.seed, float(c.get_float("model.init_std")));
-  gen_w_ = allocate_weights(mc_);
-  std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
-  if (s_.loss.kl_coef > 0) {
-    ref_w_ = allocate_weights(mc_);
-    std::memcpy(ref_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
-    ref_model_ = std::make_unique<Transformer>(mc_, ref_w_);
-  }
-  grads_ = allocate_weights(mc_);
-  train_model_ = std::make_unique<Transformer>(mc_, train_w_);
-  train_model_->set_recompute(s_.activation_recompute);
-  GenerationOptions go;
-  go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s_.rollouts_per_step() / dp::size())));
-  generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go);
-  optimizer_ = std::make_unique<AdamW>(train_w_, s_.adamw);
+    init_random_weights(initial, mc_, s_.seed, float(c.get_float("model.init_std")));
+  engine_ = s_.cuda ? make_gpu_policy_engine(s_, mc_, initial) : make_cpu_policy_engine(s_, mc_, initial);
+  timer_ = PhaseTimer([this] { engine_->synchronize(); });  // phase times wait for the device
 }
 
 GrpoTrainer::~GrpoTrainer() = default;
@@ -185,7 +173,7 @@ void GrpoTrainer::build_data(const Config& c) {
 std::string GrpoTrainer::describe() const {
   return cat(model_path_.empty() ? std::string("random-init ") : "model " + model_path_ + ", ",
              architecture_hf_name(mc_.arch), " with ", mc_.num_parameters(), " parameters (", mc_.num_hidden_layers,
-             " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, "); prompts: ",
+             " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, ") on ", engine_->describe(), "; prompts: ",
              data_.source->describe(), "; reward: ", data_.reward->name(), "; ", dp::size(), " data-parallel rank",
              dp::size() > 1 ? "s" : "");
 }

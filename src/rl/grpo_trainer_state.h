@@ -26,7 +26,6 @@ struct GrpoTrainer::StepState {
   int64_t peak_kv_bytes = 0;
   // Logprob.
   int64_t logprob_tokens = 0;
-  size_t logprob_bytes = 0;
   // Training.
   PolicyLossMetrics loss;
   double entropy_sum = 0;
@@ -35,7 +34,6 @@ struct GrpoTrainer::StepState {
   double lr = 0;
   int64_t training_tokens = 0;
   int64_t packed_tokens = 0, packed_slots = 0, microbatches = 0;
-  size_t training_bytes = 0;
 };
 
 }  // namespace hone::rl

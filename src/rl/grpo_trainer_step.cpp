@@ -5,12 +5,12 @@
 #include "rl/grpo_dp.h"
 #include "rl/grpo_trainer_state.h"
 #include "runtime/error.h"
-#include "train/grad_clip.h"
 
 namespace hone::rl {
 
 StepRow GrpoTrainer::step(int64_t step, int64_t num_samples) {
   timer_.clear();
+  engine_->reset_memory();
   StepState st;
   st.step = step;
   StepRow row(step);
@@ -76,9 +76,9 @@ void GrpoTrainer::phase_generation(StepState& st) {
     }
     std::vector<Rollout> rollouts;
     if (!requests.empty())
-      rollouts = generator_->generate(requests, s_.sampling, stop_, s_.seed, uint32_t(st.step),
-                                      int(s_.max_total_sequence_length), decode);
-    st.peak_kv_bytes = std::max(st.peak_kv_bytes, generator_->stats().peak_kv_bytes);
+      rollouts = engine_->generate(requests, s_.sampling, stop_, s_.seed, uint32_t(st.step),
+                                   int(s_.max_total_sequence_length), decode);
+    st.peak_kv_bytes = std::max(st.peak_kv_bytes, engine_->last_peak_kv_bytes());
     const size_t first_sample = st.samples.size();
     for (size_t k = 0; k < rollouts.size(); ++k) {
       GrpoSample s;
@@ -122,6 +122,7 @@ void GrpoTrainer::phase_generation(StepState& st) {
     timer_.start("generation");
     if (st.groups_kept_global >= P) break;
   }
+  engine_->end_generation();
   timer_.stop("generation");
   st.scored = s_.dynamic_sampling;
   if (!s_.dynamic_sampling) st.groups_kept_global = dp::sum(int64_t(st.groups_generated));
@@ -160,18 +161,14 @@ void GrpoTrainer::phase_logprob(StepState& st) {
     const MicroBatch mb = build_micro_batch(st.samples, bin);
     st.logprob_tokens += mb.batch.num_tokens();
     if (need_old) {
-      train_model_->forward(mb.batch, T, /*need_entropy=*/false);
+      const float* lp = engine_->logprobs(PolicyEngine::Role::policy, mb.batch, T).data();
       for (int q = 0; q < mb.batch.num_seqs(); ++q)
-        st.samples[size_t(mb.samples[size_t(q)])].old_logprobs =
-            completion_values(mb, q, train_model_->logprobs().f32(), st.samples);
-      st.logprob_bytes = std::max(st.logprob_bytes, train_model_->allocated_bytes());
+        st.samples[size_t(mb.samples[size_t(q)])].old_logprobs = completion_values(mb, q, lp, st.samples);
     }
     if (need_ref) {
-      ref_model_->forward(mb.batch, T, /*need_entropy=*/false);
+      const float* lp = engine_->logprobs(PolicyEngine::Role::reference, mb.batch, T).data();
       for (int q = 0; q < mb.batch.num_seqs(); ++q)
-        st.samples[size_t(mb.samples[size_t(q)])].ref_logprobs =
-            completion_values(mb, q, ref_model_->logprobs().f32(), st.samples);
-      st.logprob_bytes = std::max(st.logprob_bytes, ref_model_->allocated_bytes());
+        st.samples[size_t(mb.samples[size_t(q)])].ref_logprobs = completion_values(mb, q, lp, st.samples);
     }
   }
 }
@@ -184,7 +181,6 @@ void GrpoTrainer::phase_training(StepState& st) {
   const bool on_policy = s_.skip_prev_logprobs();
   const bool need_entropy_grad = s_.loss.entropy_coef != 0;
   const float T = s_.sampling.temperature;
-  const int64_t N = train_w_.flat.numel();
   for (int64_t k = 0; k < K; ++k) {
     std::vector<int64_t> which;
     for (size_t i = 0; i < st.samples.size(); ++i)
@@ -202,12 +198,13 @@ void GrpoTrainer::phase_training(StepState& st) {
     denom = dp::sum(denom);
     if (denom == 0) continue;  // nothing to train on in this chunk on any rank (e.g. all truncated and filtered)
 
-    grads_.flat.fill_zero();
+    engine_->zero_grads();
     for (auto& mb : mbs) {
       const int Tn = mb.batch.num_tokens();
-      train_model_->forward(mb.batch, T, /*need_entropy=*/true);
-      const float* lp = train_model_->logprobs().f32();
-      const float* ent = train_model_->entropy().f32();
+      std::span<const float> lps, ents;
+      engine_->forward_train(mb.batch, T, lps, ents);
+      const float* lp = lps.data();
+      const float* ent = ents.data();
       if (on_policy) mb.old.assign(lp, lp + Tn);  // exactly on-policy: old = new, detached
       std::vector<float> dlp(size_t(Tn), 0.f), dent(need_entropy_grad ? size_t(Tn) : 0, 0.f);
       PolicyLossBatch<float> pb;
@@ -222,16 +219,12 @@ void GrpoTrainer::phase_training(StepState& st) {
       st.loss.merge(policy_loss<float>(s_.loss, pb, double(denom), dlp, dent));
       for (int t = 0; t < Tn; ++t)
         if (mb.mask[size_t(t)]) st.entropy_sum += ent[t];
-      train_model_->backward(dlp.data(), need_entropy_grad ? dent.data() : nullptr, grads_);
+      engine_->backward(dlp.data(), need_entropy_grad ? dent.data() : nullptr);
       st.training_tokens += Tn;
       ++st.microbatches;
-      st.training_bytes = std::max(st.training_bytes, train_model_->allocated_bytes());
     }
-    // The global denominator already makes the sum over ranks the mean gradient.
-    dp::sum(grads_.flat.f32(), N);
-    st.grad_norm_sum += clip_grad_norm(grads_.flat.f32(), N, s_.max_grad_norm);
-    const float lr = s_.lr.lr(optimizer_->step_count() + 1);
-    optimizer_->step(train_w_, grads_, lr);
+    const float lr = s_.lr.lr(engine_->optimizer_step_count() + 1);
+    st.grad_norm_sum += engine_->optimizer_step(lr, s_.max_grad_norm);
     st.lr = lr;
     ++st.optimizer_steps;
   }
@@ -240,7 +233,7 @@ void GrpoTrainer::phase_training(StepState& st) {
 // Refit: the generation weights take the new training weights (a flat copy on the CPU; a bf16 cast on the GPU).
 void GrpoTrainer::phase_refit(StepState&) {
   auto scope = timer_.scope("refit");
-  std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+  engine_->refit();
 }
 
 }  // namespace hone::rl

@@ -1,0 +1,130 @@
+// The CPU policy engine: fp32 weights in three roles (training = master, generation copy refitted every step,
+// frozen reference when the KL term needs it), the hand-written Transformer, CpuGenerator and AdamW; gradients
+// summed over the data-parallel ranks through rl/grpo_dp.h.
+#include <algorithm>
+#include <cstring>
+
+#include "model/transformer.h"
+#include "rl/grpo_dp.h"
+#include "rl/policy_engine.h"
+#include "runtime/error.h"
+#include "train/adamw.h"
+#include "train/grad_clip.h"
+
+namespace hone::rl {
+namespace {
+
+class CpuPolicyEngine final : public PolicyEngine {
+ public:
+  CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial) : mc_(mc) {
+    train_w_ = allocate_weights(mc_);
+    std::memcpy(train_w_.flat.f32(), initial.flat.f32(), train_w_.flat.nbytes());
+    gen_w_ = allocate_weights(mc_);
+    std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+    if (s.loss.kl_coef > 0) {
+      ref_w_ = allocate_weights(mc_);
+      std::memcpy(ref_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+      ref_model_ = std::make_unique<Transformer>(mc_, ref_w_);
+    }
+    grads_ = allocate_weights(mc_);
+    train_model_ = std::make_unique<Transformer>(mc_, train_w_);
+    train_model_->set_recompute(s.activation_recompute);
+    GenerationOptions go;
+    go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s.rollouts_per_step() / dp::size())));
+    generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go);
+    optimizer_ = std::make_unique<AdamW>(train_w_, s.adamw);
+    // Every fp32 parameter copy: training, generation, reference, gradients, the two AdamW moments.
+    persistent_ = double(train_w_.flat.nbytes()) * (5 + (ref_model_ ? 1 : 0));
+  }
+
+  std::string describe() const override { return "cpu, fp32"; }
+
+  std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
+                                const StopCriteria& stop, uint64_t seed, uint32_t step, int max_total,
+                                const DecodeFunction& decode) override {
+    auto r = generator_->generate(requests, sampling, stop, seed, step, max_total, decode);
+    peak_kv_ = std::max(peak_kv_, generator_->stats().peak_kv_bytes);
+    return r;
+  }
+  int64_t last_peak_kv_bytes() const override { return generator_->stats().peak_kv_bytes; }
+
+  std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) override {
+    Transformer& m = role == Role::policy ? *train_model_ : *ref_model_;
+    HONE_CHECK(role == Role::policy || ref_model_, "no reference model (loss.kl_coef = 0)");
+    m.forward(batch, temperature, /*need_entropy=*/false);
+    logprob_bytes_ = std::max(logprob_bytes_, m.allocated_bytes());
+    return {m.logprobs().f32(), size_t(batch.num_tokens())};
+  }
+
+  void zero_grads() override { grads_.flat.fill_zero(); }
+
+  void forward_train(const PackedBatch& batch, float temperature, std::span<const float>& lp,
+                     std::span<const float>& ent) override {
+    train_model_->forward(batch, temperature, /*need_entropy=*/true);
+    lp = {train_model_->logprobs().f32(), size_t(batch.num_tokens())};
+    ent = {train_model_->entropy().f32(), size_t(batch.num_tokens())};
+  }
+  void backward(const float* dlp, const float* dent) override {
+    train_model_->backward(dlp, dent, grads_);
+    training_bytes_ = std::max(training_bytes_, train_model_->allocated_bytes());
+  }
+
+  double optimizer_step(float lr, double max_grad_norm) override {
+    const int64_t N = train_w_.flat.numel();
+    // The global loss denominator already makes the sum over ranks the mean gradient.
+    dp::sum(grads_.flat.f32(), N);
+    const double norm = clip_grad_norm(grads_.flat.f32(), N, max_grad_norm);
+    optimizer_->step(train_w_, grads_, lr);
+    return norm;
+  }
+  int optimizer_step_count() const override { return optimizer_->step_count(); }
+
+  void refit() override { std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes()); }
+
+  EngineMemory memory() const override {
+    EngineMemory m;
+    m.idle = m.refit = persistent_;
+    m.generation = persistent_ + double(peak_kv_);
+    m.logprob = persistent_ + double(logprob_bytes_);
+    m.training = persistent_ + double(training_bytes_);
+    return m;
+  }
+  void reset_memory() override { peak_kv_ = 0, logprob_bytes_ = training_bytes_ = 0; }
+
+  void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
+    const int64_t n = train_w_.flat.numel();
+    if (master.flat.numel() != n) master = allocate_weights(mc_);
+    std::memcpy(master.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+    m = Tensor::empty({n});
+    v = Tensor::empty({n});
+    std::memcpy(m.f32(), optimizer_->exp_avg().f32(), m.nbytes());
+    std::memcpy(v.f32(), optimizer_->exp_avg_sq().f32(), v.nbytes());
+  }
+  void write_state(const ModelWeights& master, const float* m, const float* v, int step_count) override {
+    HONE_CHECK(master.flat.numel() == train_w_.flat.numel(), "checkpoint weights do not match the model");
+    std::memcpy(train_w_.flat.f32(), master.flat.f32(), train_w_.flat.nbytes());
+    std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+    std::memcpy(optimizer_->exp_avg().f32(), m, optimizer_->exp_avg().nbytes());
+    std::memcpy(optimizer_->exp_avg_sq().f32(), v, optimizer_->exp_avg_sq().nbytes());
+    optimizer_->set_step_count(step_count);
+  }
+
+ private:
+  ModelConfig mc_;
+  ModelWeights train_w_, gen_w_, ref_w_, grads_;
+  std::unique_ptr<Transformer> train_model_, ref_model_;
+  std::unique_ptr<CpuGenerator> generator_;
+  std::unique_ptr<AdamW> optimizer_;
+  double persistent_ = 0;
+  int64_t peak_kv_ = 0;
+  size_t logprob_bytes_ = 0, training_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<PolicyEngine> make_cpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
+                                                     const ModelWeights& initial) {
+  return std::make_unique<CpuPolicyEngine>(s, mc, initial);
+}
+
+}  // namespace hone::rl

@@ -1,0 +1,81 @@
+// The model side of a GRPO step behind one interface, so the loop (rl/grpo_trainer_step.cpp) is the same on the
+// CPU and on the GPU: generation, logprobs of the policy and the reference, training micro-batches, the optimizer
+// step with its data-parallel gradient reduction, refit, and the state a checkpoint holds.
+//   cpu:  fp32 weights, Transformer, CpuGenerator, AdamW, gradients summed over ranks with MPI (rl/grpo_dp.h).
+//   cuda: bf16 compute weights shared by training and generation (refit casts the fp32 master weights into them in
+//         place), GpuTransformer, GpuGenerator (paged KV cache), GpuAdamW. Colocated: the KV cache is freed before
+//         the logprob phase and the activation arenas before generation (doc/grpo.md, "Memory on the GPU").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "generation/cpu_generator.h"
+#include "model/model_config.h"
+#include "model/packed_batch.h"
+#include "model/weights.h"
+#include "rl/grpo_settings.h"
+#include "tensor/tensor.h"
+
+namespace hone::rl {
+
+// Bytes this rank's engine held at the peak of each phase of the last step (its own accounting of what it
+// allocated: weights, gradients, optimizer state, KV cache, activation arenas).
+struct EngineMemory {
+  double generation = 0, logprob = 0, training = 0, refit = 0, idle = 0;
+};
+
+class PolicyEngine {
+ public:
+  virtual ~PolicyEngine() = default;
+  virtual std::string describe() const = 0;  // e.g. "cpu fp32" or "cuda:0 NVIDIA H100 80GB HBM3, bf16"
+  virtual void synchronize() {}               // waits for queued device work (phase timers call it)
+
+  // ---- generation ----
+  virtual std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
+                                        const StopCriteria& stop, uint64_t seed, uint32_t step,
+                                        int max_total_sequence_length, const DecodeFunction& decode) = 0;
+  virtual int64_t last_peak_kv_bytes() const = 0;
+  virtual void end_generation() {}  // frees what generation held (the GPU KV cache)
+
+  // ---- logprob phase: per-row logprobs of the packed batch (0 where targets < 0), host memory valid until the
+  // next call.
+  enum class Role { policy, reference };
+  virtual std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) = 0;
+
+  // ---- training ----
+  virtual void zero_grads() = 0;
+  // Forward with entropy; the spans stay valid until backward() or the next forward.
+  virtual void forward_train(const PackedBatch& batch, float temperature, std::span<const float>& logprobs,
+                             std::span<const float>& entropy) = 0;
+  // Accumulates the gradient of sum dlogprob . logprob + dentropy . entropy (host [T]; dentropy may be null).
+  virtual void backward(const float* dlogprob, const float* dentropy) = 0;
+  // Collective over the data-parallel ranks: reduce the gradients, clip to max_grad_norm (0: off), one AdamW update
+  // with learning rate lr. Returns the global gradient norm before clipping.
+  virtual double optimizer_step(float lr, double max_grad_norm) = 0;
+  virtual int optimizer_step_count() const = 0;
+  // The generation weights take the new training weights.
+  virtual void refit() = 0;
+
+  virtual EngineMemory memory() const = 0;
+  virtual void reset_memory() = 0;  // start of a step
+
+  // ---- checkpoints ----
+  // Host copies of the fp32 master weights and the AdamW moments ([num_params] f32 tensors, resized here).
+  virtual void read_state(ModelWeights& master, Tensor& exp_avg, Tensor& exp_avg_sq) = 0;
+  // Replaces weights (training, generation copies), moments and the optimizer step count.
+  virtual void write_state(const ModelWeights& master, const float* exp_avg, const float* exp_avg_sq,
+                           int step_count) = 0;
+};
+
+// The engine run.device asks for. `initial` holds the initial fp32 weights (copied; the caller may drop it).
+std::unique_ptr<PolicyEngine> make_cpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
+                                                     const ModelWeights& initial);
+// Throws UserError in a build without CUDA.
+std::unique_ptr<PolicyEngine> make_gpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
+                                                     const ModelWeights& initial);
+
+}  // namespace hone::rl
