@@ -241,6 +241,13 @@ void GpuTransformer::reset_peaks() {
   }
 }
 
+void GpuTransformer::release_arenas() {
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  backward_ready_ = false;
+  fwd_.reset();
+  bwd_.reset();
+}
+
 size_t GpuTransformer::device_bytes_in_use() {
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));

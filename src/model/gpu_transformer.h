@@ -99,6 +99,9 @@ class GpuTransformer {
   size_t forward_arena_peak() const { return fwd_ ? fwd_->peak() : 0; }
   size_t backward_arena_peak() const { return bwd_ ? bwd_->peak() : 0; }
   void reset_peaks();
+  // Frees both arenas (colocation: the KV cache of generation takes the memory); the next forward allocates them
+  // again at the size they had.
+  void release_arenas();
   // Bytes the forward and backward arenas need for T tokens with the current recompute settings.
   size_t forward_bytes(int T) const;
   size_t backward_bytes(int T) const;

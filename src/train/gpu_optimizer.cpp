@@ -31,6 +31,33 @@ GpuAdamW::GpuAdamW(const ModelWeights& layout, AdamWConfig config, const cuda::G
   CUDA_CHECK(cudaMemsetAsync(v_.get(), 0, v_.bytes(), ctx_.stream));
 }
 
+GpuAdamW::~GpuAdamW() {
+  if (host_m_) cudaFreeHost(host_m_);
+  if (host_v_) cudaFreeHost(host_v_);
+}
+
+void GpuAdamW::offload_state() {
+  if (offloaded_) return;
+  if (!host_m_) CUDA_CHECK(cudaMallocHost(&host_m_, size_t(n_) * sizeof(float)));
+  if (!host_v_) CUDA_CHECK(cudaMallocHost(&host_v_, size_t(n_) * sizeof(float)));
+  CUDA_CHECK(cudaMemcpyAsync(host_m_, m_.get(), m_.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaMemcpyAsync(host_v_, v_.get(), v_.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  m_ = DeviceArray<float>();
+  v_ = DeviceArray<float>();
+  offloaded_ = true;
+}
+
+void GpuAdamW::reload_state() {
+  if (!offloaded_) return;
+  m_ = DeviceArray<float>(n_);
+  v_ = DeviceArray<float>(n_);
+  CUDA_CHECK(cudaMemcpyAsync(m_.get(), host_m_, m_.bytes(), cudaMemcpyHostToDevice, ctx_.stream));
+  CUDA_CHECK(cudaMemcpyAsync(v_.get(), host_v_, v_.bytes(), cudaMemcpyHostToDevice, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  offloaded_ = false;
+}
+
 void GpuAdamW::load_master(const ModelWeights& w) {
   HONE_CHECK(w.flat.numel() == n_, "weights have ", w.flat.numel(), " parameters, the optimizer ", n_);
   CUDA_CHECK(cudaMemcpyAsync(master_.get(), w.flat.f32(), master_.bytes(), cudaMemcpyHostToDevice, ctx_.stream));
@@ -54,6 +81,7 @@ GpuStepResult GpuAdamW::clip(double max_norm) {
 }
 
 void GpuAdamW::adamw(float lr) {
+  HONE_CHECK(!offloaded_, "AdamW step while the optimizer state is offloaded");
   ++step_;
   for (const ParamSegment& s : segments_)
     cuda::adamw_update(master_.get() + s.offset, grads_.get() + s.offset, m_.get() + s.offset, v_.get() + s.offset,

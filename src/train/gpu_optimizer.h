@@ -26,6 +26,9 @@ class GpuAdamW {
   // Segments from the model's named parameters (weight_decay_segments); moments and gradients start at zero,
   // master weights uninitialized until load_master() or a copy into master(). The context must outlive it.
   GpuAdamW(const ModelWeights& layout, AdamWConfig config, const cuda::GpuContext& ctx);
+  ~GpuAdamW();
+  GpuAdamW(const GpuAdamW&) = delete;
+  GpuAdamW& operator=(const GpuAdamW&) = delete;
 
   int64_t num_params() const { return n_; }
   float* master() const { return master_.get(); }
@@ -46,6 +49,14 @@ class GpuAdamW {
   // clip + adamw + refit.
   GpuStepResult step(float lr, double max_norm, bf16* compute_weights);
 
+  // train.optimizer_offload: the Adam moments go to pinned host memory and their device memory is freed (during
+  // generation); reload_state() brings them back. Synchronous.
+  void offload_state();
+  void reload_state();
+  bool state_offloaded() const { return offloaded_; }
+  // Bytes of device memory held now (master, gradients, moments unless offloaded).
+  size_t device_bytes() const { return master_.bytes() + grads_.bytes() + m_.bytes() + v_.bytes(); }
+
   int step_count() const { return step_; }
   void set_step_count(int s) { step_ = s; }
   const std::vector<ParamSegment>& segments() const { return segments_; }
@@ -56,6 +67,8 @@ class GpuAdamW {
   AdamWConfig config_;
   cuda::GpuContext ctx_;
   DeviceArray<float> master_, grads_, m_, v_;
+  float* host_m_ = nullptr, *host_v_ = nullptr;  // pinned, while offloaded
+  bool offloaded_ = false;
   int step_ = 0;
 };
 
