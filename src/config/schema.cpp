@@ -134,7 +134,8 @@ std::vector<KeySpec> build_schema() {
       s("tokenizer.system_prompt", "", "system message put before every prompt (chat formats only); empty: none"),
 
       // [data]
-      e("data.task", S{"jsonl", "arithmetic", "countdown", "sort", "reverse"}, "jsonl", "jsonl: prompts and answers from data.path; otherwise a built-in synthetic task"),
+      e("data.task", S{"jsonl", "arithmetic", "countdown", "sort", "reverse", "random_tokens"}, "jsonl",
+        "jsonl: prompts and answers from data.path; otherwise a built-in synthetic task (random_tokens: benchmarks, reward always 0)"),
       required_when(s("data.path", std::nullopt, "JSONL file, one {prompt, answer} object per line"), "data.task = jsonl"),
       with_check(s("data.prompt_key", "prompt", "JSONL field holding the prompt"), check_non_empty),
       with_check(s("data.answer_key", "answer", "JSONL field holding the reference answer"), check_non_empty),
@@ -148,6 +149,7 @@ std::vector<KeySpec> build_schema() {
       i("data.min_length", 3, closed(1, 256), "", "sort, reverse: shortest sequence"),
       i("data.max_length", 6, closed(1, 256), "", "sort, reverse: longest sequence"),
       e("data.alphabet", S{"digits", "letters"}, "digits", "sort, reverse: symbols the sequences are made of"),
+      i("data.prompt_tokens", 128, closed(1, 1 << 20), "tokens", "random_tokens: token ids per prompt (drawn uniformly from the model's vocabulary)"),
 
       // [grpo]
       i("grpo.num_prompts_per_step", 32, at_least(1), "prompts", "prompts drawn per step (over all data-parallel ranks)"),

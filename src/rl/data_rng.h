@@ -2,6 +2,7 @@
 // index), identical on every platform and rank count (std distributions are implementation-defined, so not used).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>

@@ -127,6 +127,7 @@ void GrpoTrainer::build_model(const Config& c) {
 }
 
 std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
+  if (!p.token_ids.empty()) return p.token_ids;
   std::vector<ChatMessage> msgs;
   if (chat_ != ChatFormat::None && !system_prompt_.empty() && (p.messages.empty() || p.messages[0].role != "system"))
     msgs.push_back({"system", system_prompt_});
@@ -161,6 +162,8 @@ void GrpoTrainer::build_data(const Config& c) {
     o.synthetic.min_length = int(c.get_int("data.min_length"));
     o.synthetic.max_length = int(c.get_int("data.max_length"));
     o.synthetic.alphabet = c.get_string("data.alphabet");
+    o.synthetic.prompt_tokens = int(c.get_int("data.prompt_tokens"));
+    o.synthetic.vocab_size = mc_.vocab_size;
     o.synthetic.seed = s_.seed;
   }
   data_ = make_data(o, [this](const std::string& text) {

@@ -22,6 +22,7 @@ struct Prompt {
   std::string answer;                  // the ground truth (empty when the dataset has no answer key)
   int64_t id = 0;                      // stable id: the line number in a JSONL file, the example index of a task
   std::string source;                  // where it came from, for messages: "data/math.jsonl:17", "countdown#12"
+  std::vector<int32_t> token_ids;      // given token ids (the random_tokens benchmark task): used as they are
 };
 
 // Where the stream stands: the next prompt is number `position` of epoch `epoch`'s order.

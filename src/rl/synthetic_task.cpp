@@ -8,9 +8,12 @@ namespace hone::rl {
 
 void validate(const SyntheticTaskOptions& o) {
   const std::string& t = o.task;
-  HONE_USER_CHECK(t == "arithmetic" || t == "countdown" || t == "sort" || t == "reverse", "data.task = '", t,
-                  "' is not a task; allowed: arithmetic, countdown, sort, reverse");
-  if (t == "arithmetic" || t == "countdown") {
+  HONE_USER_CHECK(t == "arithmetic" || t == "countdown" || t == "sort" || t == "reverse" || t == "random_tokens",
+                  "data.task = '", t, "' is not a task; allowed: arithmetic, countdown, sort, reverse, random_tokens");
+  if (t == "random_tokens") {
+    HONE_USER_CHECK(o.prompt_tokens >= 1, "data.prompt_tokens must be at least 1, got ", o.prompt_tokens);
+    HONE_USER_CHECK(o.vocab_size >= 1, "random_tokens needs the model's vocabulary size, got ", o.vocab_size);
+  } else if (t == "arithmetic" || t == "countdown") {
     HONE_USER_CHECK(o.min_digits >= 1 && o.min_digits <= 18, "data.min_digits must be in 1..18, got ", o.min_digits);
     HONE_USER_CHECK(o.max_digits >= o.min_digits && o.max_digits <= 18, "data.max_digits must be in data.min_digits (",
                     o.min_digits, ")..18, got ", o.max_digits);
@@ -40,6 +43,7 @@ std::unique_ptr<SyntheticTask> make_synthetic_task(const SyntheticTaskOptions& o
   validate(options);
   if (options.task == "arithmetic") return make_arithmetic_task(options);
   if (options.task == "countdown") return make_countdown_task(options);
+  if (options.task == "random_tokens") return make_random_tokens_task(options);
   return make_sequence_task(options);
 }
 

@@ -1,4 +1,4 @@
-// Built-in synthetic tasks: arithmetic, countdown, sort, reverse. Each generates prompt and exact answer as a pure
+// Built-in synthetic tasks: arithmetic, countdown, sort, reverse (and random_tokens for benchmarks). Each generates prompt and exact answer as a pure
 // function of (seed, index), so shards and resumed runs see the same examples, and scores its own answers.
 // Prompts are short plain ASCII meant for a character-level tokenizer, e.g. "12+7=" with the completion "19".
 // The answer a model gives is its completion up to the first newline, spaces trimmed (see doc/data-and-rewards.md).
@@ -15,7 +15,7 @@ namespace hone::rl {
 
 // Deck keys in brackets.
 struct SyntheticTaskOptions {
-  std::string task = "arithmetic";  // [data.task] arithmetic | countdown | sort | reverse
+  std::string task = "arithmetic";  // [data.task] arithmetic | countdown | sort | reverse | random_tokens
   int min_digits = 1;               // [data.min_digits] operand digits (arithmetic, countdown)
   int max_digits = 2;               // [data.max_digits]
   std::string operators = "+-";     // [data.operators] a subset of "+-*/"
@@ -23,6 +23,8 @@ struct SyntheticTaskOptions {
   int min_length = 3;               // [data.min_length] sort/reverse string length
   int max_length = 6;               // [data.max_length]
   std::string alphabet = "letters"; // [data.alphabet] letters (a-z) | digits (0-9)
+  int prompt_tokens = 128;          // [data.prompt_tokens] random_tokens: ids per prompt
+  int vocab_size = 0;               // random_tokens: ids are drawn from [0, vocab_size) (the model's vocabulary)
   uint64_t seed = 0;                // [run.seed]
 };
 

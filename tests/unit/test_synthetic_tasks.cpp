@@ -274,3 +274,32 @@ BOOST_AUTO_TEST_CASE(rewards_never_throw_on_random_bytes) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(synthetic_random_tokens)
+
+BOOST_AUTO_TEST_CASE(prompts_are_token_ids_of_the_asked_length_in_the_vocabulary) {
+  SyntheticTaskOptions o = opts("random_tokens");
+  o.prompt_tokens = 37;
+  o.vocab_size = 50;
+  const auto task = make_synthetic_task(o);
+  std::set<int32_t> seen;
+  for (int64_t i = 0; i < 20; ++i) {
+    const Prompt p = task->make(i);
+    BOOST_TEST(p.token_ids.size() == 37u);
+    for (int32_t t : p.token_ids) {
+      BOOST_TEST((t >= 0 && t < 50));
+      seen.insert(t);
+    }
+    BOOST_TEST((p.token_ids == task->make(i).token_ids));  // a function of (seed, index)
+    BOOST_TEST(task->score(p, "anything").reward == 0.0);
+  }
+  BOOST_TEST(seen.size() > 40u);  // 740 draws cover nearly all 50 ids
+  BOOST_TEST((task->make(0).token_ids != task->make(1).token_ids));
+  o.vocab_size = 0;
+  BOOST_TEST(user_error(o).find("vocabulary") != std::string::npos);
+  o.vocab_size = 50;
+  o.prompt_tokens = 0;
+  BOOST_TEST(user_error(o).find("data.prompt_tokens") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
