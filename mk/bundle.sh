@@ -19,8 +19,14 @@ cp "$exe" "$dest/bin/hone"
 # The GPU suite travels with the bundle when it is built, so a GPU machine can run it (mk/gpu-run.sh).
 gpu_tests=$(dirname "$exe")/tests/gpu_tests
 [ -x "$gpu_tests" ] && cp "$gpu_tests" "$dest/bin/gpu_tests"
+# So do the GPU programs among the test programs (benchmarks and multi-GPU checks run by hand there).
+gpu_programs=(bench_decode_attention nccl_check)
+for p in "${gpu_programs[@]}"; do
+  f=$(dirname "$exe")/tests/programs/$p
+  [ -x "$f" ] && cp "$f" "$dest/bin/$p"
+done
 # Debug sections stay behind: the bundle travels.
-strip --strip-debug "$dest"/bin/hone "$dest"/bin/gpu_tests 2>/dev/null || true
+strip --strip-debug "$dest"/bin/* 2>/dev/null || true
 
 # Libraries the target provides: the C library family (glibc's own, always matched to the kernel and loader)
 # and CUDA's (driver and toolkit, matched to the GPU driver there).
@@ -34,6 +40,7 @@ ompi_pkglib=""
 # Every ELF whose dependencies we follow: hone itself and Open MPI's dynamically loaded components.
 elves=("$dest/bin/hone")
 [ -x "$dest/bin/gpu_tests" ] && elves+=("$dest/bin/gpu_tests")
+for p in "${gpu_programs[@]}"; do [ -x "$dest/bin/$p" ] && elves+=("$dest/bin/$p"); done
 if [ -n "$ompi_pkglib" ]; then
   mkdir -p "$dest/ompi$ompi_pkglib"
   cp -a "$ompi_pkglib/." "$dest/ompi$ompi_pkglib/"
