@@ -134,6 +134,8 @@ $(GPU_BIN): $(GPU_SRC:%.cpp=$(BUILD)/obj/%.o) $(GPU_CU:%.cu=$(BUILD)/obj/%.cu.o)
 	@mkdir -p $(@D); echo "  LINK    $@"
 	$(Q)$(CXX) -o $@ $^ $(LDLIBS) -lboost_unit_test_framework
 
+# Keep the test programs' objects (make would delete them as intermediates, after the test summary line).
+.SECONDARY: $(PROG_SRC:%.cpp=$(BUILD)/obj/%.o)
 $(BUILD)/tests/programs/%: $(BUILD)/obj/tests/programs/%.o $(LIB_OBJS)
 	@mkdir -p $(@D); echo "  LINK    $@"
 	$(Q)$(CXX) -o $@ $^ $(LDLIBS)

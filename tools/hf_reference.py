@@ -1,7 +1,8 @@
 """Hugging Face transformers as the reference for hone's model engine and checkpoint I/O.
 
 Needs torch, transformers and safetensors (`pip install torch transformers safetensors`): run it with a Python that
-has them, e.g. `/opt/hone-ref/bin/python tools/hf_reference.py goldens`. h5dump (HDF5 tools) is used by `compare`.
+has them, e.g. `/opt/hone-ref/bin/python tools/hf_reference.py goldens`. `compare` reads hone's HDF5 output with h5py
+when it is installed, else with the h5dump tool (HDF5 tools).
 Not run by `make test`; its `goldens` mode writes the small golden files committed under tests/data/hf.
 
 Modes:
@@ -12,6 +13,9 @@ Modes:
              to the same model with its weights rounded to bf16).
   compare    a random checkpoint at a real shape (qwen3-0.6b, llama-3.2-1b) or tiny, scored by
              `hone logprobs` and by transformers in fp32 on the same sequences; prints the logprob differences.
+             --device cuda runs hone's bf16 GPU engine (transformers runs on the GPU too when torch has CUDA, still
+             fp32). --grads also compares the gradient of L (below; `hone logprobs --grad-output`) tensor by tensor:
+             cosine similarity and relative L2. The last line, SUMMARY ..., is meant for machines.
 
 reference.safetensors (every tensor f32 unless said otherwise), for the sequences s = 0..S-1 of sequences.jsonl,
 each run through the model on its own (batch of one, no packing, positions 0..n_s-1, eager attention, fp32):
@@ -105,7 +109,7 @@ def build_model(config, seed, randomize_all=True):
 
 def sequence_logprobs(model, tokens):
     """logprobs and entropies [n-1] of one sequence, as defined in the module docstring."""
-    ids = torch.tensor([tokens], dtype=torch.long)
+    ids = torch.tensor([tokens], dtype=torch.long, device=model.device)
     logits = model(input_ids=ids).logits[0, :-1].float()
     logp = torch.log_softmax(logits, dim=-1)
     target = ids[0, 1:]
@@ -216,10 +220,58 @@ def roundtrip(args):
 
 
 def h5_dataset(path, name, dtype):
-    """Reads a 1-D dataset with the h5dump tool (no h5py needed)."""
+    """Reads a 1-D dataset with h5py, or with the h5dump tool where h5py is missing."""
+    try:
+        import h5py
+        with h5py.File(path, "r") as f:
+            return np.asarray(f[name][...], dtype=dtype)
+    except ImportError:
+        pass
     with tempfile.NamedTemporaryFile(suffix=".bin") as f:
         run(["h5dump", "-d", name, "-b", "LE", "-o", f.name, path])
         return np.fromfile(f.name, dtype=dtype)
+
+
+def reference_gradients(model, sequences):
+    """The gradient of L = sum_i c_i * logprobs[i] (module docstring) by parameter name, on the model's device."""
+    model.zero_grad(set_to_none=True)
+    first = 0
+    for tokens in sequences:
+        lp, _ = sequence_logprobs(model, tokens)
+        c = torch.tensor([1.0 + 0.1 * ((first + i) % 5) for i in range(lp.numel())], device=lp.device)
+        (c * lp).sum().backward()
+        first += lp.numel()
+        del lp
+    return {name: p.grad for name, p in model.named_parameters()}
+
+
+def compare_gradients(path, want):
+    """Prints cosine similarity and relative L2 of hone's gradients (safetensors at path) against `want`; returns
+    summary fields."""
+    rows, dot, nn_got, nn_want = [], 0.0, 0.0, 0.0
+    with safe_open(path, "pt") as f:
+        names = set(f.keys())
+        if names != set(want):
+            sys.exit(f"hone's gradient names differ: missing {sorted(set(want) - names)}, "
+                     f"extra {sorted(names - set(want))}")
+        for name, w in want.items():
+            g = f.get_tensor(name).to(device=w.device, dtype=torch.float64).flatten()
+            w = w.detach().to(torch.float64).flatten()
+            d, gg, ww = float(g @ w), float(g @ g), float(w @ w)
+            dd = float((g - w).square().sum())
+            cos = d / math.sqrt(max(gg * ww, 1e-300))
+            rel = math.sqrt(dd / max(ww, 1e-300))
+            rows.append((name, cos, rel))
+            dot, nn_got, nn_want = dot + d, nn_got + gg, nn_want + ww
+            print(f"  grad {name}: cos {cos:.6f} rel_l2 {rel:.3e}")
+            del g, w
+    cosines = sorted(cos for _, cos, _ in rows)
+    flat = dot / math.sqrt(max(nn_got * nn_want, 1e-300))
+    median = float(np.median(cosines))
+    print(f"gradients: {len(rows)} tensors; cosine min {cosines[0]:.6f}, median {median:.6f}, flat {flat:.6f}")
+    worst = sorted(rows, key=lambda r: (r[1], -r[2]))[:5]  # ties (cos 1.0 at fp32) by rel_l2
+    print("worst 5 by cosine: " + ", ".join(f"{n} (cos {c:.6f}, rel_l2 {r:.3e})" for n, c, r in worst))
+    return f"grad_cos_min={cosines[0]:.6f} grad_cos_median={median:.6f} grad_cos_flat={flat:.6f}"
 
 
 def compare(args):
@@ -249,17 +301,27 @@ def compare(args):
             for s in sequences:
                 f.write(json.dumps({"tokens": s}) + "\n")
         out = os.path.join(tmp, "out.h5")
-        run([args.hone, "logprobs", "--model", mdir, "--input", seqs, "--output", out])
+        grads = os.path.join(tmp, "grads.safetensors")
+        run([args.hone, "logprobs", "--model", mdir, "--input", seqs, "--output", out, "--device", args.device]
+            + (["--grad-output", grads] if args.grads else []))
         got = h5_dataset(out, "/logprobs", "<f4")
         offsets = h5_dataset(out, "/offsets", "<i8")
-    want = logprobs_of(model, sequences).numpy()
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model.to(device)
+        want = logprobs_of(model, sequences).cpu().numpy()
+        grad_summary = ""
+        if args.grads:
+            grad_summary = " " + compare_gradients(grads, reference_gradients(model, sequences))
     want_offsets = np.cumsum([0] + [n - 1 for n in lengths])
     if got.shape != want.shape or not np.array_equal(offsets, want_offsets):
         sys.exit(f"hone logprobs gave {got.shape[0]} values with offsets {offsets.tolist()}; expected "
                  f"{want.shape[0]} with offsets {want_offsets.tolist()}")
     d = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    print(f"{args.arch} {args.shape}: {len(sequences)} sequences, {want.size} logprobs; "
-          f"max |diff| {d.max():.3e}, mean |diff| {d.mean():.3e}; mean logprob {want.mean():.4f}")
+    print(f"{args.arch} {args.shape} (hone on {args.device}, transformers fp32 on {device}): {len(sequences)} "
+          f"sequences, {want.size} logprobs; max |diff| {d.max():.3e}, mean |diff| {d.mean():.3e}; "
+          f"mean logprob {want.mean():.4f}")
+    print(f"SUMMARY arch={args.arch} shape={args.shape} device={args.device} lengths={args.lengths} "
+          f"max_abs={d.max():.4e} mean_abs={d.mean():.4e}{grad_summary}")
 
 
 def main():
@@ -272,6 +334,8 @@ def main():
     c.add_argument("--shape", choices=("qwen3-0.6b", "llama-3.2-1b", "tiny"), required=True)
     c.add_argument("--lengths", default="300,200,257", help="comma-separated sequence lengths")
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where hone runs (cuda: bf16 engine)")
+    c.add_argument("--grads", action="store_true", help="also compare the gradients of L")
     ap.add_argument("--hone", default=HONE, help="the hone executable (default: build/hone)")
     args = ap.parse_args()
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))

@@ -1,12 +1,16 @@
 // `hone logprobs`: per-token logprobs and entropies of given token sequences under a model, written to HDF5.
 //
 //   hone logprobs --model DIR --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]
-//                 [--device cpu|cuda]
+//                 [--device cpu|cuda] [--grad-output grads.safetensors]
 //
 // Input: one JSON object per line, {"tokens": [ids...]} (blank lines are skipped). Output datasets:
 //   /logprobs f32  n-1 values per sequence (log p(token[i+1] | tokens[0..i])), sequences concatenated in input order
 //   /entropy  f32  the entropy of the same next-token distributions
 //   /offsets  i64  S+1 values: where each sequence's values start, then the end
+// With --grad-output, also the gradient of L = sum_i c_i * logprobs[i], c_i = 1 + 0.1 * (i mod 5) (i indexes the
+// concatenated /logprobs), accumulated over all batches and written as fp32 safetensors under the Hugging Face
+// parameter names: a fixed, non-uniform weighting that tools/hf_reference.py reproduces in transformers, so the
+// backward pass can be compared with theirs (tests/data/hf/*/reference.safetensors holds "grad.<name>" for it).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -20,12 +24,14 @@
 #include "io/hdf5_file.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
+#include "model/safetensors.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
 
 #if HONE_CUDA
+#include "cuda/check.h"
 #include "cuda/ops_cuda.h"
 #include "model/gpu_transformer.h"
 #endif
@@ -35,10 +41,11 @@ namespace {
 
 const char* kUsage =
     "usage: hone logprobs --model DIR --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]\n"
-    "                     [--device cpu|cuda]";
+    "                     [--device cpu|cuda] [--grad-output grads.safetensors]";
 
 struct LogprobsArgs {
   std::string model, input, output;
+  std::string grad_output;  // empty: no backward
   std::string device = "cpu";  // cuda: the bf16 GPU engine on device 0
   float temperature = 1.f;
   int64_t batch_tokens = 4096;
@@ -49,7 +56,7 @@ LogprobsArgs parse_args(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& k = args[i];
     HONE_USER_CHECK(k == "--model" || k == "--input" || k == "--output" || k == "--temperature" ||
-                        k == "--batch-tokens" || k == "--device",
+                        k == "--batch-tokens" || k == "--device" || k == "--grad-output",
                     "logprobs: unknown argument '", k, "'\n", kUsage);
     HONE_USER_CHECK(i + 1 < args.size(), "logprobs: ", k, " needs a value\n", kUsage);
     const std::string& v = args[++i];
@@ -59,6 +66,7 @@ LogprobsArgs parse_args(const std::vector<std::string>& args) {
       else if (k == "--input") a.input = v;
       else if (k == "--output") a.output = v;
       else if (k == "--device") a.device = v;
+      else if (k == "--grad-output") a.grad_output = v;
       else if (k == "--temperature") a.temperature = std::stof(v, &used);
       else a.batch_tokens = std::stoll(v, &used);
       HONE_USER_CHECK(used == 0 || used == v.size(), "logprobs: bad value '", v, "' for ", k);
@@ -108,6 +116,9 @@ std::vector<std::vector<int32_t>> read_sequences(const std::string& path, int vo
   return seqs;
 }
 
+// The weight of logprobs[i] in the loss whose gradient --grad-output writes.
+float grad_coefficient(int64_t i) { return 1.f + 0.1f * float(i % 5); }
+
 int run_logprobs(const std::vector<std::string>& argv) {
   const LogprobsArgs a = parse_args(argv);
   HONE_USER_CHECK(std::filesystem::is_directory(a.model), "model directory '", a.model, "' does not exist");
@@ -125,10 +136,14 @@ int run_logprobs(const std::vector<std::string>& argv) {
   std::vector<float> logprobs(size_t(offsets.back())), entropy(size_t(offsets.back()));
 
   const auto groups = split_by_tokens(lengths, a.batch_tokens);
+  const bool want_grads = !a.grad_output.empty();
+  ModelWeights grads;
+  if (want_grads) grads = allocate_weights(config);
   std::unique_ptr<Transformer> model;
 #if HONE_CUDA
   cuda::GpuContext ctx;
   std::unique_ptr<GpuTransformer> gpu;
+  DeviceArray<float> gpu_grads;
 #endif
   if (a.device == "cuda") {
 #if HONE_CUDA
@@ -141,12 +156,16 @@ int run_logprobs(const std::vector<std::string>& argv) {
     ctx = cuda::create_gpu_context(0);
     gpu = std::make_unique<GpuTransformer>(config, GpuParamLayout::of(weights), ctx, max_tokens);
     gpu->upload_weights(weights);
+    if (want_grads) {
+      gpu_grads = DeviceArray<float>(gpu->layout().num_params);
+      CUDA_CHECK(cudaMemset(gpu_grads.get(), 0, gpu_grads.bytes()));
+    }
 #else
     throw UserError("logprobs: --device cuda needs a CUDA build of hone (make CUDA=1)");
 #endif
   } else {
     model = std::make_unique<Transformer>(config, weights);
-    model->set_recompute(true);  // forward only: no layer needs its activations kept
+    model->set_recompute(true);  // no layer keeps its activations (backward recomputes them: same results)
   }
 #if HONE_CUDA
   std::vector<float> lp_host, en_host;
@@ -163,7 +182,7 @@ int run_logprobs(const std::vector<std::string>& argv) {
     }
 #if HONE_CUDA
     if (gpu) {
-      gpu->forward(batch, a.temperature, /*need_entropy=*/true, /*need_backward=*/false);
+      gpu->forward(batch, a.temperature, /*need_entropy=*/true, /*need_backward=*/want_grads);
       lp_host = gpu->logprobs_host();
       en_host = gpu->entropy_host();
       lp = lp_host.data();
@@ -176,10 +195,26 @@ int run_logprobs(const std::vector<std::string>& argv) {
       std::copy(lp + row, lp + row + n, logprobs.begin() + offsets[size_t(s)]);
       std::copy(en + row, en + row + n, entropy.begin() + offsets[size_t(s)]);
     }
+    if (!want_grads) continue;
+    std::vector<float> dlogprob(size_t(batch.num_tokens()), 0.f);  // 0 where targets < 0 (each sequence's end)
+    for (int s = begin; s < end; ++s) {
+      const int row = batch.seq_begin(s - begin);
+      for (int64_t i = offsets[size_t(s)]; i < offsets[size_t(s) + 1]; ++i)
+        dlogprob[size_t(row + (i - offsets[size_t(s)]))] = grad_coefficient(i);
+    }
+    if (model) model->backward(dlogprob.data(), nullptr, grads);
+#if HONE_CUDA
+    if (gpu) gpu->backward_host(dlogprob, nullptr, gpu_grads.get());
+#endif
   }
 
 #if HONE_CUDA
   if (gpu) {
+    if (want_grads) {  // same layout as allocate_weights: one copy of the flat buffer
+      HONE_CHECK(gpu_grads.size() == grads.flat.numel(), "GPU gradient layout differs from the host's");
+      CUDA_CHECK(cudaMemcpy(grads.flat.f32(), gpu_grads.get(), gpu_grads.bytes(), cudaMemcpyDeviceToHost));
+      gpu_grads = DeviceArray<float>();
+    }
     gpu.reset();
     cuda::destroy_gpu_context(ctx);
   }
@@ -199,6 +234,11 @@ int run_logprobs(const std::vector<std::string>& argv) {
   std::error_code ec;
   std::filesystem::rename(tmp, a.output, ec);
   HONE_USER_CHECK(!ec, "cannot write '", a.output, "': ", ec.message());
+  if (want_grads) {
+    std::vector<SafetensorsEntry> entries;
+    for (const auto& [name, t] : grads.named_parameters()) entries.push_back(safetensors_entry(name, t));
+    write_safetensors(a.grad_output, entries);
+  }
   std::printf("wrote %zu sequences, %lld logprobs to %s\n", seqs.size(), (long long)offsets.back(),
               a.output.c_str());
   return kExitOk;
