@@ -357,6 +357,24 @@ BOOST_AUTO_TEST_CASE(errors_are_one_line_and_exit_2) {
                dir + "/plain.h5: an HDF5 file but not a hone output file (no root attribute format = "
                      "'hone-output 1')");
 
+  // A hone file of another layout version.
+  const std::string v2 = dir + "/v2.h5";
+  fs::copy_file(file, v2);
+  f = H5Fopen(v2.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  BOOST_TEST_REQUIRE(f >= 0);
+  BOOST_TEST_REQUIRE(H5Adelete(f, "format") >= 0);
+  const std::string format = "hone-output 2";
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, format.size());
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = H5Acreate2(f, "format", type, space, H5P_DEFAULT, H5P_DEFAULT);
+  BOOST_TEST_REQUIRE(H5Awrite(attr, type, format.data()) >= 0);
+  H5Aclose(attr);
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Fclose(f);
+  expect_error(v2, v2 + ": format 'hone-output 2' is not the one this hone-report reads ('hone-output 1')");
+
   // Step ranges outside the file's steps 1-10, and a reversed one.
   expect_error(file + " --steps 5-11", file + ": step range 5-11 is out of bounds (the file has steps 1-10)");
   expect_error(file + " --steps 0-", file + ": step range 0-10 is out of bounds (the file has steps 1-10)");
@@ -377,6 +395,13 @@ BOOST_AUTO_TEST_CASE(errors_are_one_line_and_exit_2) {
   BOOST_TEST(m.err.rfind("hone-report: error: " + cut + ": no metric 'time/refit' in the file; available: accuracy, ",
                          0) == 0, m.err);
   BOOST_TEST(m.err.find(", time/reward, time/total, time/training, ") != std::string::npos, m.err);
+  // A plot folder that cannot be created (after the table, which is printed first).
+  const Result p = report(file + " --plots /proc/no-such-folder");
+  BOOST_TEST(p.rc == 2);
+  BOOST_TEST(lines_of(p.out).size() == 10u, p.out);
+  BOOST_TEST(p.err == "hone-report: error: --plots /proc/no-such-folder: cannot create the folder: No such file or "
+                      "directory\n");
+
   const Result n = report(file + " --no-plots --metric no/such");
   BOOST_TEST(n.rc == 2);
   BOOST_TEST(lines_of(n.err).size() == 1u, n.err);
