@@ -3,12 +3,18 @@
 // checkpoints, exits 3, requeues itself and finishes with every step exactly once.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/paths.h"
 #include "slurm/slurm_cluster.h"
@@ -126,6 +132,13 @@ int step_lines(const std::string& log) {
   return n;
 }
 
+// The step hone stopped after, from its message "stopped by SIG<name> after step <N>"; -1 when absent.
+int64_t stopped_after(const std::string& log, const std::string& signal) {
+  const std::string what = "stopped by " + signal + " after step ";
+  const size_t at = log.find(what);
+  return at == std::string::npos ? -1 : std::stoll(log.substr(at + what.size()));
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(slurm_jobs, *boost::unit_test::precondition(available))
@@ -142,7 +155,7 @@ BOOST_AUTO_TEST_CASE(multinode_script_runs_the_demo_as_two_tasks) {
 // checkpoint, exits 3; the script requeues the job, which resumes in the same folder and ends with steps 1..N once.
 BOOST_AUTO_TEST_CASE(usr1_checkpoints_then_the_requeued_job_resumes) {
   BOOST_REQUIRE_MESSAGE(test_slurm::cluster().usable, test_slurm::cluster().start_error);
-  const int64_t n = 30;
+  const int64_t n = 60;  // a step of the demo takes about 0.1 s: the stop lands well before the end
   const std::string dir = test::temp_dir("slurm-requeue");
   std::string out;
   BOOST_REQUIRE_MESSAGE(
@@ -179,19 +192,66 @@ BOOST_AUTO_TEST_CASE(usr1_checkpoints_then_the_requeued_job_resumes) {
   BOOST_TEST(count_of(log, "resuming from ") == 1);
   BOOST_TEST(count_of(log, "hone-job: hone exited with code 0") == 1);
 
-  int64_t stopped_after = -1;
-  const size_t at = log.find("stopped by SIGUSR1 after step ");
-  if (at != std::string::npos) stopped_after = std::stoll(log.substr(at + 30));
-  BOOST_TEST_INFO("stopped after step " << stopped_after);
-  BOOST_TEST((stopped_after >= 3 && stopped_after < n));
+  const int64_t stopped = stopped_after(log, "SIGUSR1");
+  BOOST_TEST_INFO("stopped after step " << stopped);
+  BOOST_TEST((stopped >= 3 && stopped < n));
   char ck[32];
-  std::snprintf(ck, sizeof ck, "step_%08lld", static_cast<long long>(stopped_after));
-  BOOST_TEST(count_of(log, std::string("resuming from ") + dir + "/runs/hone-" + id + "/checkpoints/" + ck) == 1);
+  std::snprintf(ck, sizeof ck, "step_%08lld", static_cast<long long>(stopped));
+  // The checkpoint of the stop was written by the first run and is the one the second resumed from.
+  const std::string run_dir = dir + "/runs/hone-" + id;
+  BOOST_TEST(count_of(log, "checkpoint: " + run_dir + "/checkpoints/" + ck + "\n") == 1);
+  BOOST_TEST(count_of(log, "resuming from " + run_dir + "/checkpoints/" + ck + " ") == 1);
 
-  const Steps s = read_steps(dir + "/runs/hone-" + id + "/demo.h5");
+  const Steps s = read_steps(run_dir + "/demo.h5");
   BOOST_TEST(s.step == one_to(n), boost::test_tools::per_element());
+  BOOST_TEST(s.reward_mean.size() == size_t(n));
   for (double r : s.reward_mean) BOOST_TEST(std::isfinite(r));
-  BOOST_TEST(s.resume_history.find("step " + std::to_string(stopped_after) + " at ") != std::string::npos,
+  BOOST_TEST(s.resume_history.find("step " + std::to_string(stopped) + " at ") != std::string::npos,
+             "resume_history: " << s.resume_history);
+}
+
+// scancel (SIGTERM to every task from Slurm, not forwarded again by the script): hone checkpoints and exits 3, the
+// job ends cancelled and is not requeued; a new job given the same folder (HONE_RUN_DIR) resumes from the checkpoint.
+BOOST_AUTO_TEST_CASE(scancel_checkpoints_and_a_new_job_resumes_with_hone_run_dir) {
+  BOOST_REQUIRE_MESSAGE(test_slurm::cluster().usable, test_slurm::cluster().start_error);
+  const int64_t n = 8;
+  const std::string dir = test::temp_dir("slurm-scancel"), run_dir = dir + "/runs/kept";
+  const std::string env = "HONE_RUN_DIR=" + run_dir + " ";
+  std::string out;
+  BOOST_REQUIRE_MESSAGE(slurm_command(env + sbatch_line(dir, "hone-1node.sbatch", "", "run.max_steps=1000"), &out) == 0,
+                        out);
+  const std::string id = job_id(out);
+  BOOST_REQUIRE(!id.empty());
+  const std::string log_path = dir + "/hone-" + id + ".out";
+  const bool started = wait_until(60, [&] { return step_lines(file_text(log_path)) >= 3; });
+  BOOST_REQUIRE_MESSAGE(started, "no step lines within 60 s:\n" << file_text(log_path) << test_slurm::daemon_logs());
+  BOOST_REQUIRE_MESSAGE(slurm_command("scancel " + id, &out) == 0, out);
+  const bool ended = wait_until(60, [&] { return job_field(id, "JobState") == "CANCELLED" &&
+                                                 file_text(log_path).find("hone-job: hone exited") != std::string::npos; });
+  const std::string log = file_text(log_path);
+  BOOST_TEST_INFO("job log:\n" << log);
+  BOOST_REQUIRE(ended);
+  BOOST_TEST(count_of(log, "stopped by SIGTERM after step") == 1);
+  BOOST_TEST(count_of(log, "hone-job: hone exited with code 3") == 1);
+  BOOST_TEST(count_of(log, "requeueing") == 0);
+  BOOST_TEST(job_field(id, "Restarts") == "0");
+  const int64_t stopped = stopped_after(log, "SIGTERM");
+  BOOST_TEST_REQUIRE(stopped >= 3);
+
+  // A new job, the same folder, fewer steps than the first asked for: it resumes and ends at step max(n, stopped).
+  const int64_t last = std::max(n, stopped + 2);
+  const int rc = slurm_command("timeout 120 " + env +
+                                   sbatch_line(dir, "hone-1node.sbatch", "--wait", "run.max_steps=" + std::to_string(last)),
+                               &out);
+  const std::string id2 = job_id(out);
+  const std::string log2 = file_text(dir + "/hone-" + id2 + ".out");
+  BOOST_TEST_INFO("second job log:\n" << log2);
+  BOOST_TEST(rc == 0);
+  BOOST_TEST(id2 != id);
+  BOOST_TEST(count_of(log2, "resuming from " + run_dir + "/checkpoints/step_") == 1);
+  const Steps s = read_steps(run_dir + "/demo.h5");
+  BOOST_TEST(s.step == one_to(last), boost::test_tools::per_element());
+  BOOST_TEST(s.resume_history.find("step " + std::to_string(stopped) + " at ") != std::string::npos,
              "resume_history: " << s.resume_history);
 }
 
