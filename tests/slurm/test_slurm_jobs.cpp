@@ -39,12 +39,14 @@ int count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-// `sbatch` for the CPU demo deck as 2 tasks of one CPU each, from `dir` (the job's submit folder).
+// `sbatch` for the CPU demo deck as 2 tasks of one CPU each, from `dir` (the job's submit folder); `env` adds
+// variables (NAME=value ...); --wait runs under a time limit so that a stuck job cannot hang the suite.
 std::string sbatch_line(const std::string& dir, const std::string& script, const std::string& sbatch_args,
-                        const std::string& overrides) {
-  return "cd " + dir + " && HONE_BIN=" + test::hone_exe() + " sbatch --parsable " + sbatch_args +
-         " --gpus-per-node=0 --ntasks-per-node=2 --cpus-per-task=1 --time=10 " + test::source_dir() + "/jobs/" +
-         script + " " + test::source_dir() + "/input/demo.toml " + overrides;
+                        const std::string& overrides, const std::string& env = "") {
+  const bool waits = sbatch_args.find("--wait") != std::string::npos;
+  return "cd " + dir + " && env HONE_BIN=" + test::hone_exe() + " " + env + (waits ? " timeout 150" : "") +
+         " sbatch --parsable " + sbatch_args + " --gpus-per-node=0 --ntasks-per-node=2 --cpus-per-task=1 --time=10 " +
+         test::source_dir() + "/jobs/" + script + " " + test::source_dir() + "/input/demo.toml " + overrides;
 }
 
 // The job id from sbatch --parsable's output (its last line: "<id>" or "<id>;<cluster>").
@@ -79,7 +81,7 @@ Steps read_steps(const std::string& h5) {
   if (test_h5::link_exists(f.id, "/steps/step")) s.step = test_h5::int64s(f.id, "/steps/step");
   if (test_h5::link_exists(f.id, "/steps/reward/mean")) s.reward_mean = test_h5::doubles(f.id, "/steps/reward/mean");
   s.resume_history = test_h5::string_attr(f.id, ".", "resume_history");
-  if (H5Aexists_by_name(f.id, ".", "ranks", H5P_DEFAULT) > 0) s.ranks = test_h5::int_attr(f.id, ".", "ranks");
+  if (H5Aexists_by_name(f.id, ".", "num_ranks", H5P_DEFAULT) > 0) s.ranks = test_h5::int_attr(f.id, ".", "num_ranks");
   return s;
 }
 
@@ -94,8 +96,8 @@ void check_demo_job(const std::string& script, const std::string& sbatch_args, i
   BOOST_REQUIRE_MESSAGE(test_slurm::cluster().usable, test_slurm::cluster().start_error);
   const std::string dir = test::temp_dir("slurm-" + script);
   std::string out;
-  const int rc = slurm_command(
-      "timeout 150 " + sbatch_line(dir, script, "--wait " + sbatch_args, "run.max_steps=" + std::to_string(n)), &out);
+  const int rc =
+      slurm_command(sbatch_line(dir, script, "--wait " + sbatch_args, "run.max_steps=" + std::to_string(n)), &out);
   const std::string id = job_id(out);
   const std::string log = file_text(dir + "/hone-" + id + ".out");
   BOOST_TEST_INFO("sbatch: " << out << "\njob log:\n" << log << "\n" << (rc ? test_slurm::daemon_logs() : ""));
@@ -216,9 +218,9 @@ BOOST_AUTO_TEST_CASE(scancel_checkpoints_and_a_new_job_resumes_with_hone_run_dir
   BOOST_REQUIRE_MESSAGE(test_slurm::cluster().usable, test_slurm::cluster().start_error);
   const int64_t n = 8;
   const std::string dir = test::temp_dir("slurm-scancel"), run_dir = dir + "/runs/kept";
-  const std::string env = "HONE_RUN_DIR=" + run_dir + " ";
+  const std::string env = "HONE_RUN_DIR=" + run_dir;
   std::string out;
-  BOOST_REQUIRE_MESSAGE(slurm_command(env + sbatch_line(dir, "hone-1node.sbatch", "", "run.max_steps=1000"), &out) == 0,
+  BOOST_REQUIRE_MESSAGE(slurm_command(sbatch_line(dir, "hone-1node.sbatch", "", "run.max_steps=1000", env), &out) == 0,
                         out);
   const std::string id = job_id(out);
   BOOST_REQUIRE(!id.empty());
@@ -240,9 +242,8 @@ BOOST_AUTO_TEST_CASE(scancel_checkpoints_and_a_new_job_resumes_with_hone_run_dir
 
   // A new job, the same folder, fewer steps than the first asked for: it resumes and ends at step max(n, stopped).
   const int64_t last = std::max(n, stopped + 2);
-  const int rc = slurm_command("timeout 120 " + env +
-                                   sbatch_line(dir, "hone-1node.sbatch", "--wait", "run.max_steps=" + std::to_string(last)),
-                               &out);
+  const int rc =
+      slurm_command(sbatch_line(dir, "hone-1node.sbatch", "--wait", "run.max_steps=" + std::to_string(last), env), &out);
   const std::string id2 = job_id(out);
   const std::string log2 = file_text(dir + "/hone-" + id2 + ".out");
   BOOST_TEST_INFO("second job log:\n" << log2);
