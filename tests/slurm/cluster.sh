@@ -64,7 +64,7 @@ node_idle() { [ "$(sinfo -h -N -n "$node" -o %T 2>/dev/null)" = idle ]; }
 pid_alive() { [ -s "$dir/$1.pid" ] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
 
 start() {
-  mkdir -p "$dir/state" "$dir/spool" "$dir/munge"
+  mkdir -p "$dir/state" "$dir/spool" "$dir/munge" "$dir/tmp"
   chmod 700 "$dir" "$dir/munge"
   dir=$(cd "$dir" && pwd)
   export SLURM_CONF=$dir/slurm.conf
@@ -114,7 +114,7 @@ SwitchType=switch/none
 ReturnToService=2
 SchedulerType=sched/builtin
 SchedulerParameters=sched_interval=1
-SlurmctldParameters=enable_configless
+TmpFS=$dir/tmp
 SlurmdTimeout=60
 InactiveLimit=0
 KillWait=10
@@ -123,6 +123,10 @@ RebootProgram=/bin/true
 NodeName=$node NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
+  mkdir -p "$dir/spool/$node"
+  # PMIx's per-step folders go under TmpFS and PMIxCliTmpDirBase, /tmp by default: named by job id, they would
+  # collide between two private clusters on one machine.
+  echo "PMIxCliTmpDirBase=$dir/tmp" > "$dir/mpi.conf"
   echo "$node" > "$dir/node"
 
   slurmctld -f "$SLURM_CONF" -i >"$dir/slurmctld.out" 2>&1 \
