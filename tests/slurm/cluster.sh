@@ -34,10 +34,13 @@ check() {
   return 0
 }
 
-# A TCP port nobody listens on (tried in a random order, so concurrent clusters rarely collide).
+# A TCP port no socket uses (from /proc/net/tcp*, so no iproute2 is needed), tried in a random order, so that
+# concurrent clusters rarely collide.
 free_port() {
-  local p used
-  used=$(ss -Htan 2>/dev/null | awk '{n = split($4, a, ":"); print a[n]}' | sort -u)
+  local p h used=""
+  for h in $(awk 'FNR > 1 {split($2, a, ":"); print a[2]}' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u); do
+    used+="$((16#$h))"$'\n'
+  done
   for _ in $(seq 200); do
     p=$((20000 + RANDOM % 30000))
     grep -qx "$p" <<<"$used" || { echo "$p"; return 0; }
