@@ -157,7 +157,7 @@ BOOST_AUTO_TEST_CASE(multinode_script_runs_the_demo_as_two_tasks) {
 // checkpoint, exits 3; the script requeues the job, which resumes in the same folder and ends with steps 1..N once.
 BOOST_AUTO_TEST_CASE(usr1_checkpoints_then_the_requeued_job_resumes) {
   BOOST_REQUIRE_MESSAGE(test_slurm::cluster().usable, test_slurm::cluster().start_error);
-  const int64_t n = 60;  // a step of the demo takes about 0.1 s: the stop lands well before the end
+  const int64_t n = 120;  // a step of the demo takes about 0.1 s here: the stop lands well before the end
   const std::string dir = test::temp_dir("slurm-requeue");
   std::string out;
   BOOST_REQUIRE_MESSAGE(
