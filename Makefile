@@ -83,6 +83,7 @@ LIB_OBJS := $(filter-out $(MAIN_OBJ),$(SRC_CPP:%.cpp=$(BUILD)/obj/%.o)) \
 UNIT_SRC := $(sort $(wildcard tests/unit/*.cpp) $(wildcard tests/common/*.cpp))
 MPI_SRC  := $(sort $(wildcard tests/mpi/*.cpp) $(wildcard tests/common/*.cpp))
 GPU_SRC  := $(sort $(wildcard tests/gpu/*.cpp) $(wildcard tests/common/*.cpp))
+SLURM_SRC := $(sort $(wildcard tests/slurm/*.cpp) $(wildcard tests/common/*.cpp))
 GPU_CU   := $(if $(filter 1,$(CUDA)),$(sort $(wildcard tests/gpu/*.cu)))
 PROG_SRC := $(sort $(wildcard tests/programs/*.cpp))
 
@@ -90,8 +91,9 @@ HONE      := $(BUILD)/hone
 UNIT_BIN  := $(BUILD)/tests/unit_tests
 MPI_BIN   := $(BUILD)/tests/mpi_tests
 GPU_BIN   := $(BUILD)/tests/gpu_tests
+SLURM_BIN := $(BUILD)/tests/slurm_tests
 PROG_BINS := $(PROG_SRC:tests/programs/%.cpp=$(BUILD)/tests/programs/%)
-TEST_BINS := $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(PROG_BINS)
+TEST_BINS := $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(SLURM_BIN) $(PROG_BINS)
 
 .PHONY: all deps run test test-gpu tests bundle clean _run _test _test-gpu doc-deck
 
@@ -130,6 +132,11 @@ $(MPI_BIN): $(MPI_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB_OBJS)
 	@mkdir -p $(@D); echo "  LINK    $@"
 	$(Q)$(CXX) -o $@ $^ $(LDLIBS) -lboost_unit_test_framework
 
+# The Slurm suite: jobs/*.sbatch submitted to a private Slurm started by tests/slurm/cluster.sh (skips without it).
+$(SLURM_BIN): $(SLURM_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB_OBJS)
+	@mkdir -p $(@D); echo "  LINK    $@"
+	$(Q)$(CXX) -o $@ $^ $(LDLIBS) -lboost_unit_test_framework
+
 $(GPU_BIN): $(GPU_SRC:%.cpp=$(BUILD)/obj/%.o) $(GPU_CU:%.cu=$(BUILD)/obj/%.cu.o) $(LIB_OBJS)
 	@mkdir -p $(@D); echo "  LINK    $@"
 	$(Q)$(CXX) -o $@ $^ $(LDLIBS) -lboost_unit_test_framework
@@ -154,7 +161,7 @@ test:
 	@bash mk/deps.sh --if-missing
 	@$(MAKE) --no-print-directory _test
 _test: $(HONE) $(TEST_BINS)
-	@HONE_BUILD=$(BUILD) bash mk/run-tests.sh unit mpi gpu
+	@HONE_BUILD=$(BUILD) bash mk/run-tests.sh unit mpi slurm gpu
 
 test-gpu:
 	@bash mk/deps.sh --if-missing

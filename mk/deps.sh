@@ -22,6 +22,8 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev libopenblas-dev
   ccache
   python3 python3-pip python3-h5py python3-numpy python3-matplotlib
+  # the Slurm suite's private cluster (tests/slurm): daemons, clients, the mpi/pmix plugin (slurm-wlm-basic-plugins)
+  munge slurmctld slurmd slurm-client slurm-wlm-basic-plugins
 )
 
 missing=()
@@ -44,7 +46,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "make deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # No daemon starts at install (munge, slurmctld, slurmd): the tests start their own. Without a policy-rc.d,
+  # invoke-rc.d would start them where no systemd runs.
+  policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
+  fi
+  apt_rc=0
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || apt_rc=$?
+  if [ -n "$policy" ]; then rm -f "$policy"; fi
+  [ $apt_rc -eq 0 ] || exit $apt_rc
 fi
 
 # cuDNN frontend headers (header-only C++ API over cuDNN's graph API), only when the CUDA toolkit is here.

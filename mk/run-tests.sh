@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs hone's Boost.Test suites and prints one closing line: "N passed, N failed, N skipped".
-#   mk/run-tests.sh unit mpi gpu
+#   mk/run-tests.sh unit mpi slurm gpu
 # Each suite writes an XML report; the counts come from those reports, not from Boost's console output.
 # A suite that crashes or writes no report counts as one failed test case.
 # Extra Boost.Test arguments (e.g. --run_test=config*) can be passed in HONE_TEST_ARGS.
