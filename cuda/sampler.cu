@@ -89,9 +89,9 @@ __device__ __forceinline__ void hist_add(T* hist, bool active, int bin, T value)
   }
 }
 
-// Warp 0: the highest bin b with sum_{b' >= b} hist[b'] >= need; *above = sum_{b' > b} hist[b']. When no bin gets
-// there (the total is below need, or rounding of the double sums), the lowest nonzero bin of the lane where the
-// scan crossed, or of the whole histogram, is returned with *reached = false.
+// Warp 0: the highest bin b with sum_{b' >= b} hist[b'] >= need; *above = sum_{b' > b} hist[b']. *reached is false
+// when the total is below need; the lowest nonzero bin is returned then. When the scan crosses need inside a lane
+// but that lane's serial sum stops short (rounding of double sums), its lowest nonzero bin is returned.
 template <typename T>
 __device__ int select_bin_desc(const T* hist, T need, T* above, bool* reached) {
   const int lane = threadIdx.x & 31;
@@ -133,9 +133,8 @@ __device__ int select_bin_desc(const T* hist, T need, T* above, bool* reached) {
   const int src = lane_pick < 0 ? 0 : lane_pick;
   bin = __shfl_sync(kFull, bin, src);
   ab = __shfl_sync(kFull, ab, src);
-  ok = __shfl_sync(kFull, int(ok), src) != 0;
   *above = ab;
-  *reached = ok;
+  *reached = hit != 0;  // the scan reached `need` (a miss inside the lane is rounding, not a short total)
   return bin;
 }
 
