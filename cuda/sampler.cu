@@ -100,7 +100,8 @@ __device__ int select_bin_desc(const T* hist, T need, T* above, bool* reached) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) s += hist[hi - j];
   const T incl = warp_inclusive_scan(s, lane);
-  const T excl = incl - s;
+  T excl = __shfl_up_sync(kFull, incl, 1);  // the previous lane's inclusive sum: below need whenever it did not hit
+  if (lane == 0) excl = T(0);
   const unsigned hit = __ballot_sync(kFull, incl >= need && s > T(0));
   int bin = -1;
   T ab = T(0);
@@ -117,10 +118,11 @@ __device__ int select_bin_desc(const T* hist, T need, T* above, bool* reached) {
         low_nonzero = hi - j;
         cum_before_low = cum;
       }
+      const T before = cum;
       cum += h;
       if (hit && h > T(0) && cum >= need) {
         bin = hi - j;
-        ab = cum - h;
+        ab = before;
         ok = true;
         break;
       }
