@@ -67,6 +67,12 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 void attention_decode_forward(float* out, const float* q, const float* k_cache, const float* v_cache,
                               const int32_t* slots, const int32_t* lens, int B, int max_len, int Hq, int Hkv, int D,
                               float scale);
+// The same over a paged cache (the layout of cuda/generation_ops.h, in fp32): k_pool/v_pool[num_blocks, Hkv,
+// block_size, D]; token p of row b is in block block_tables[b * max_blocks + p / block_size] at offset
+// p % block_size; the row attends to its first seq_lens[b] tokens. Same arithmetic as attention_decode_forward.
+void paged_attention_decode_forward(float* out, const float* q, const float* k_pool, const float* v_pool,
+                                    const int32_t* block_tables, const int32_t* seq_lens, int B, int max_blocks,
+                                    int block_size, int Hq, int Hkv, int D, float scale);
 
 // ---- SwiGLU: out = silu(gate) * up, elementwise over N values --------------------------------------------------
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t N);

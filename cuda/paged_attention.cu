@@ -1,0 +1,495 @@
+// Decode attention over the paged KV cache (cuda/generation_ops.h): one query token per row, grouped-query aware,
+// split along the sequence, with a shared-prefix path for GRPO groups. doc/cuda-generation-kernels.md has the design.
+//
+// One CTA (4 warps) attends a set of up to QMAX query vectors that read the SAME KV head over one token range:
+//   * plain path: the Hq / Hkv query heads of one row on one KV head (each KV tile read once for all of them);
+//   * prefix path: the rows x query heads of one group on one KV head, over the group's shared prefix blocks.
+// Inside a CTA, D / 8 lanes hold one token's K (and V) row as 16-byte vectors, so a warp covers 32 / (D / 8) tokens
+// per load and each warp keeps an independent fp32 online softmax (scores pre-multiplied by log2 e, exp2) per
+// subgroup of lanes; subgroups merge by shuffles, warps through shared memory. A CTA either writes the bf16 output
+// directly (one split, no groups) or a partial (fp32 out normalized by its own sum, and lse in log2 units); a
+// combine kernel merges every row's partials (its sequence splits, plus its group's prefix splits) by lse.
+//
+// Workspace and CUDA graphs: the partials live in the context's kernel scratch (cuda/kernel_scratch.h). The bytes
+// depend only on B, Hq, D, max_seq_len, num_groups, max_prefix_len and the SM count (paged_attention_decode_workspace).
+// Before capturing a graph, size the scratch for the largest shapes the graph will see, either with
+// kernel_scratch(ctx, paged_attention_decode_workspace(largest args, Hq, D, ctx)) or with one uncaptured call at those
+// sizes; the scratch never shrinks, so captured launches then see a fixed pointer (growing it during capture would
+// call cudaMalloc and fail the capture).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/check.h"
+#include "cuda/generation_ops.h"
+#include "cuda/kernel_scratch.h"
+
+namespace hone::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMinSplitTokens = 128;    // never split a sequence into pieces shorter than this
+constexpr int kLongSplitTokens = 2048;  // never leave a CTA more tokens than this (long sequences split anyway)
+constexpr int kMaxSplits = 64;
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct Args {
+  const bf16* q;
+  const bf16* k_pool;
+  const bf16* v_pool;
+  const int32_t* block_tables;
+  const int32_t* seq_lens;
+  int B, max_blocks, block_shift, Hq, Hkv, R;
+  float qscale;  // softmax scale * log2 e
+  // plain path
+  int nsplit, chunk, qchunks;
+  // groups
+  int num_groups;
+  const int32_t* group_offsets;
+  const int32_t* prefix_lens;
+  int nsplit_p, chunk_p, qy;
+  // outputs: bf16 directly, or partials
+  bf16* out;
+  float* plain_o;
+  float* plain_lse;
+  float* pre_o;
+  float* pre_lse;
+};
+
+__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = __bfloat1622float2(h[i]);
+    f[2 * i] = x.x;
+    f[2 * i + 1] = x.y;
+  }
+}
+
+// Merges the softmax state (mo, lo, acco) into (m, l, acc); -inf max means empty.
+__device__ __forceinline__ void merge_state(float& m, float& l, float* acc, float mo, float lo, const float* acco) {
+  const float mn = fmaxf(m, mo);
+  if (mn == -INFINITY) return;
+  const float a = exp2f(m - mn), b = exp2f(mo - mn);
+  l = l * a + lo * b;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc[i] = acc[i] * a + acco[i] * b;
+  m = mn;
+}
+
+// Attends nq (<= QMAX) query vectors (element offsets qoff[r] into q) to KV head h over tokens [t0, t1) of `table`;
+// writes the result for vector r at dst[r] (bf16 out row when direct, else partial index into part_o / part_lse).
+template <int D, int QMAX>
+__device__ void attend(const Args& a, const int32_t* table, int t0, int t1, int h, const int64_t* qoff,
+                       const int64_t* dst, int nq, bool direct, float* part_o, float* part_lse) {
+  constexpr int L = D / 8;   // lanes per token
+  constexpr int S = 32 / L;  // tokens per warp and step
+  constexpr int U = QMAX <= 2 ? 4 : 2;
+  constexpr int kStep = kWarps * S * U;
+  __shared__ float s_acc[kWarps][QMAX][D];
+  __shared__ float s_m[kWarps][QMAX], s_l[kWarps][QMAX];
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int c = lane % L, sub = lane / L;
+  const int bs_mask = (1 << a.block_shift) - 1;
+
+  float q[QMAX][8];
+#pragma unroll
+  for (int r = 0; r < QMAX; ++r) {
+    if (r < nq) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(a.q + qoff[r] + c * 8);
+      bf16x8_to_float(raw, q[r]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[r][i] *= a.qscale;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[r][i] = 0.f;
+    }
+  }
+  float m[QMAX], l[QMAX], acc[QMAX][8];
+#pragma unroll
+  for (int r = 0; r < QMAX; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[r][i] = 0.f;
+  }
+
+  for (int it = t0; it < t1; it += kStep) {
+    uint4 kraw[U], vraw[U];
+    bool valid[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = it + u * (kWarps * S) + warp * S + sub;
+      valid[u] = j < t1;
+      if (valid[u]) {
+        const int64_t blk = table[j >> a.block_shift];
+        const int64_t e = (((blk * a.Hkv + h) << a.block_shift) + (j & bs_mask)) * D + c * 8;
+        kraw[u] = __ldg(reinterpret_cast<const uint4*>(a.k_pool + e));
+        vraw[u] = __ldg(reinterpret_cast<const uint4*>(a.v_pool + e));
+      } else {
+        kraw[u] = make_uint4(0, 0, 0, 0);
+        vraw[u] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    float score[U][QMAX];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[8];
+      bf16x8_to_float(kraw[u], kf);
+#pragma unroll
+      for (int r = 0; r < QMAX; ++r) {
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s = fmaf(q[r][i], kf[i], s);
+#pragma unroll
+        for (int off = L / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        score[u][r] = valid[u] ? s : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float vf[8];
+      bf16x8_to_float(vraw[u], vf);
+#pragma unroll
+      for (int r = 0; r < QMAX; ++r) {
+        if (r >= nq || !valid[u]) continue;
+        const float mn = fmaxf(m[r], score[u][r]);
+        const float alpha = exp2f(m[r] - mn);  // 0 while m is -inf
+        const float p = exp2f(score[u][r] - mn);
+        l[r] = l[r] * alpha + p;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[r][i] = fmaf(p, vf[i], acc[r][i] * alpha);
+        m[r] = mn;
+      }
+    }
+  }
+
+  // Subgroups of a warp: butterfly merge over the lane bits above the token-lane bits.
+#pragma unroll
+  for (int off = L; off < 32; off <<= 1) {
+#pragma unroll
+    for (int r = 0; r < QMAX; ++r) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m[r], off), lo = __shfl_xor_sync(0xffffffffu, l[r], off);
+      float acco[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acco[i] = __shfl_xor_sync(0xffffffffu, acc[r][i], off);
+      merge_state(m[r], l[r], acc[r], mo, lo, acco);
+    }
+  }
+  if (sub == 0) {
+#pragma unroll
+    for (int r = 0; r < QMAX; ++r) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) s_acc[warp][r][c * 8 + i] = acc[r][i];
+      if (lane == 0) {
+        s_m[warp][r] = m[r];
+        s_l[warp][r] = l[r];
+      }
+    }
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < nq * D; t += kThreads) {
+    const int r = t / D, d = t % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
+    float o = 0.f, lse = -INFINITY;
+    if (M != -INFINITY) {
+      float den = 0.f, num = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float e = exp2f(s_m[w][r] - M);
+        den += s_l[w][r] * e;
+        num += s_acc[w][r][d] * e;
+      }
+      o = num / den;
+      lse = M + log2f(den);
+    }
+    if (direct) {
+      a.out[dst[r] * D + d] = __float2bfloat16(o);
+    } else {
+      part_o[dst[r] * D + d] = o;
+      if (d == 0) part_lse[dst[r]] = lse;
+    }
+  }
+  __syncthreads();  // the shared arrays are reused by the caller's next call
+}
+
+// Plain path: CTA ((b * Hkv + h) * nsplit + s) * qchunks + qc. Rows of a group start after the group's prefix.
+template <int D, int QMAX>
+__global__ void __launch_bounds__(kThreads) plain_kernel(Args a, bool direct) {
+  int64_t idx = blockIdx.x;
+  const int qc = int(idx % a.qchunks);
+  idx /= a.qchunks;
+  const int s = int(idx % a.nsplit);
+  idx /= a.nsplit;
+  const int h = int(idx % a.Hkv);
+  const int b = int(idx / a.Hkv);
+  const int len = a.seq_lens[b];
+  int start = 0;
+  if (a.num_groups > 0 && b >= a.group_offsets[0] && b < a.group_offsets[a.num_groups]) {
+    int lo = 0, hi = a.num_groups - 1;  // the last group g with group_offsets[g] <= b
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (a.group_offsets[mid] <= b) lo = mid;
+      else hi = mid - 1;
+    }
+    start = a.prefix_lens[lo];
+  }
+  const int t0 = start + s * a.chunk;
+  const int t1 = min(t0 + a.chunk, len);
+  const int nq = min(QMAX, a.R - qc * QMAX);
+  int64_t qoff[QMAX], dst[QMAX];
+#pragma unroll
+  for (int r = 0; r < QMAX; ++r) {
+    const int head = h * a.R + qc * QMAX + min(r, nq - 1);
+    qoff[r] = (int64_t(b) * a.Hq + head) * D;
+    dst[r] = direct ? int64_t(b) * a.Hq + head : (int64_t(b) * a.Hq + head) * a.nsplit + s;
+  }
+  attend<D, QMAX>(a, a.block_tables + int64_t(b) * a.max_blocks, t0, t1, h, qoff, dst, nq, direct, a.plain_o,
+                  a.plain_lse);
+}
+
+// Prefix path: CTA ((g * Hkv + h) * nsplit_p + s) * qy + y; it takes the group's query chunks y, y + qy, ...
+// (chunks of QMAX vectors; vector i is row r0 + i / R, query head h * R + i % R), all over the first row's table.
+template <int D, int QMAX>
+__global__ void __launch_bounds__(kThreads) prefix_kernel(Args a) {
+  int64_t idx = blockIdx.x;
+  const int y = int(idx % a.qy);
+  idx /= a.qy;
+  const int s = int(idx % a.nsplit_p);
+  idx /= a.nsplit_p;
+  const int h = int(idx % a.Hkv);
+  const int g = int(idx / a.Hkv);
+  const int r0 = a.group_offsets[g], r1 = a.group_offsets[g + 1];
+  const int nvec = (r1 - r0) * a.R;
+  const int t0 = s * a.chunk_p;
+  const int t1 = min(t0 + a.chunk_p, a.prefix_lens[g]);
+  const int32_t* table = a.block_tables + int64_t(r0) * a.max_blocks;
+  for (int chunk = y; chunk * QMAX < nvec; chunk += a.qy) {
+    const int nq = min(QMAX, nvec - chunk * QMAX);
+    int64_t qoff[QMAX], dst[QMAX];
+#pragma unroll
+    for (int r = 0; r < QMAX; ++r) {
+      const int i = chunk * QMAX + min(r, nq - 1);
+      const int row = r0 + i / a.R, head = h * a.R + i % a.R;
+      qoff[r] = (int64_t(row) * a.Hq + head) * D;
+      dst[r] = (int64_t(row) * a.Hq + head) * a.nsplit_p + s;
+    }
+    attend<D, QMAX>(a, table, t0, t1, h, qoff, dst, nq, false, a.pre_o, a.pre_lse);
+  }
+}
+
+// One warp per (row, query head): merges the row's sequence splits and, for rows of a group, the prefix splits.
+__global__ void combine_kernel(Args a, int D) {
+  const int64_t w = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (w >= int64_t(a.B) * a.Hq) return;
+  const int b = int(w / a.Hq);
+  const bool grouped = a.num_groups > 0 && b >= a.group_offsets[0] && b < a.group_offsets[a.num_groups];
+  const float* lse1 = a.plain_lse + w * a.nsplit;
+  const float* o1 = a.plain_o + w * a.nsplit * D;
+  const int n2 = grouped ? a.nsplit_p : 0;
+  const float* lse2 = grouped ? a.pre_lse + w * a.nsplit_p : nullptr;
+  const float* o2 = grouped ? a.pre_o + w * a.nsplit_p * D : nullptr;
+  float M = -INFINITY;
+  for (int s = 0; s < a.nsplit; ++s) M = fmaxf(M, lse1[s]);
+  for (int s = 0; s < n2; ++s) M = fmaxf(M, lse2[s]);
+  float den = 0.f;
+  if (M != -INFINITY) {
+    for (int s = 0; s < a.nsplit; ++s) den += exp2f(lse1[s] - M);
+    for (int s = 0; s < n2; ++s) den += exp2f(lse2[s] - M);
+  }
+  for (int d = lane; d < D; d += 32) {
+    float num = 0.f;
+    if (M != -INFINITY) {
+      for (int s = 0; s < a.nsplit; ++s) {
+        const float e = exp2f(lse1[s] - M);
+        if (e > 0.f) num += e * o1[int64_t(s) * D + d];
+      }
+      for (int s = 0; s < n2; ++s) {
+        const float e = exp2f(lse2[s] - M);
+        if (e > 0.f) num += e * o2[int64_t(s) * D + d];
+      }
+    }
+    a.out[w * D + d] = __float2bfloat16(M != -INFINITY ? num / den : 0.f);
+  }
+}
+
+int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
+int pow2_at_least(int x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+// Splits of a sequence of up to max_len tokens when base_ctas CTAs run without splitting. Non-increasing in
+// base_ctas, so the workspace bound can use the smallest base the shapes allow.
+int splits_for(int64_t base_ctas, int max_len, int sm_count) {
+  if (max_len <= 0 || base_ctas <= 0) return 1;
+  const int64_t want = 4 * int64_t(std::max(sm_count, 1));
+  int64_t n = (want + base_ctas - 1) / base_ctas;
+  n = std::max<int64_t>(n, ceil_div(max_len, kLongSplitTokens));
+  n = std::min<int64_t>(n, std::max(1, ceil_div(max_len, kMinSplitTokens)));
+  return int(std::clamp<int64_t>(n, 1, kMaxSplits));
+}
+
+struct Plan {
+  int qmax = 1, qchunks = 1, nsplit = 1, chunk = 1;
+  int qmax_p = 1, qy = 1, nsplit_p = 1, chunk_p = 1;
+  bool direct = true;
+};
+
+int query_chunk_max(int nvec) { return pow2_at_least(std::clamp(nvec, 1, 8)); }
+
+Plan make_plan(const PagedDecodeArgs& a, int Hq, int Hkv, const GpuContext& ctx) {
+  Plan p;
+  const int R = Hq / Hkv;
+  p.qmax = query_chunk_max(R);
+  p.qchunks = ceil_div(R, p.qmax);
+  p.nsplit = splits_for(int64_t(a.B) * Hkv * p.qchunks, a.max_seq_len, ctx.sm_count);
+  p.chunk = ceil_div(a.max_seq_len, p.nsplit);
+  p.direct = a.num_groups == 0 && p.nsplit == 1;
+  if (a.num_groups > 0) {
+    const int avg_vectors = std::max(1, a.B / a.num_groups) * R;
+    p.qmax_p = query_chunk_max(avg_vectors);
+    p.qy = ceil_div(avg_vectors, p.qmax_p);
+    p.nsplit_p = splits_for(int64_t(a.num_groups) * Hkv * p.qy, a.max_prefix_len, ctx.sm_count);
+    p.chunk_p = std::max(1, ceil_div(a.max_prefix_len, p.nsplit_p));
+  }
+  return p;
+}
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+// Workspace layout for split counts (nsplit, nsplit_p): plain o, plain lse, prefix o, prefix lse.
+struct Layout {
+  size_t plain_o = 0, plain_lse = 0, pre_o = 0, pre_lse = 0, bytes = 0;
+};
+
+Layout layout_for(int B, int Hq, int D, int nsplit, int nsplit_p, bool plain_partials, bool prefix_partials) {
+  Layout l;
+  const size_t rows = size_t(B) * size_t(Hq);
+  size_t at = 0;
+  if (plain_partials) {
+    l.plain_o = at;
+    at += align256(rows * size_t(nsplit) * size_t(D) * sizeof(float));
+    l.plain_lse = at;
+    at += align256(rows * size_t(nsplit) * sizeof(float));
+  }
+  if (prefix_partials) {
+    l.pre_o = at;
+    at += align256(rows * size_t(nsplit_p) * size_t(D) * sizeof(float));
+    l.pre_lse = at;
+    at += align256(rows * size_t(nsplit_p) * sizeof(float));
+  }
+  l.bytes = at;
+  return l;
+}
+
+void check_args(const PagedDecodeArgs& a, int Hq, int Hkv, int D) {
+  HONE_CHECK(D == 64 || D == 128, "paged decode attention supports head dim 64 and 128, got ", D);
+  HONE_CHECK(Hkv > 0 && Hq > 0 && Hq % Hkv == 0, "query heads ", Hq, " must be a multiple of kv heads ", Hkv);
+  HONE_CHECK(a.block_size >= 8 && a.block_size <= 256 && (a.block_size & (a.block_size - 1)) == 0,
+             "KV block size must be a power of two in [8, 256], got ", a.block_size);
+  HONE_CHECK(a.B >= 0 && a.max_blocks > 0 && a.max_seq_len >= 1, "bad paged decode shape B=", a.B,
+             " max_blocks=", a.max_blocks, " max_seq_len=", a.max_seq_len);
+  HONE_CHECK(int64_t(a.max_seq_len) <= int64_t(a.max_blocks) * a.block_size, "max_seq_len ", a.max_seq_len,
+             " exceeds the block table's ", a.max_blocks, " x ", a.block_size, " tokens");
+  HONE_CHECK(a.num_groups >= 0, "negative group count ", a.num_groups);
+  if (a.num_groups > 0)
+    HONE_CHECK(a.group_offsets && a.prefix_lens && a.max_prefix_len >= 0 && a.max_prefix_len <= a.max_seq_len,
+               "shared-prefix groups need group_offsets, prefix_lens and max_prefix_len in [0, max_seq_len], got ",
+               a.max_prefix_len);
+}
+
+template <int D>
+void launch(const Args& args, const Plan& p, const PagedDecodeArgs& a, const GpuContext& ctx) {
+  const unsigned plain_ctas = unsigned(int64_t(a.B) * args.Hkv * p.nsplit * p.qchunks);
+  switch (p.qmax) {
+    case 1: plain_kernel<D, 1><<<plain_ctas, kThreads, 0, ctx.stream>>>(args, p.direct); break;
+    case 2: plain_kernel<D, 2><<<plain_ctas, kThreads, 0, ctx.stream>>>(args, p.direct); break;
+    case 4: plain_kernel<D, 4><<<plain_ctas, kThreads, 0, ctx.stream>>>(args, p.direct); break;
+    default: plain_kernel<D, 8><<<plain_ctas, kThreads, 0, ctx.stream>>>(args, p.direct); break;
+  }
+  CUDA_CHECK_LAST();
+  if (a.num_groups > 0) {
+    const unsigned prefix_ctas = unsigned(int64_t(a.num_groups) * args.Hkv * p.nsplit_p * p.qy);
+    switch (p.qmax_p) {
+      case 1: prefix_kernel<D, 1><<<prefix_ctas, kThreads, 0, ctx.stream>>>(args); break;
+      case 2: prefix_kernel<D, 2><<<prefix_ctas, kThreads, 0, ctx.stream>>>(args); break;
+      case 4: prefix_kernel<D, 4><<<prefix_ctas, kThreads, 0, ctx.stream>>>(args); break;
+      default: prefix_kernel<D, 8><<<prefix_ctas, kThreads, 0, ctx.stream>>>(args); break;
+    }
+    CUDA_CHECK_LAST();
+  }
+  if (!p.direct) {
+    combine_kernel<<<unsigned(ceil_div(int64_t(a.B) * args.Hq, kWarps)), kThreads, 0, ctx.stream>>>(args, D);
+    CUDA_CHECK_LAST();
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+size_t paged_attention_decode_workspace(const PagedDecodeArgs& a, int Hq, int D, const GpuContext& ctx) {
+  // Hkv >= 1 and at least one query chunk: the smallest CTA counts, hence the most splits any Hkv can get.
+  const int nsplit = splits_for(int64_t(a.B) * ceil_div(Hq, 8), a.max_seq_len, ctx.sm_count);
+  const int nsplit_p = a.num_groups > 0 ? splits_for(a.num_groups, a.max_prefix_len, ctx.sm_count) : 1;
+  const bool plain_partials = a.num_groups > 0 || nsplit > 1;
+  return layout_for(a.B, Hq, D, nsplit, nsplit_p, plain_partials, a.num_groups > 0).bytes;
+}
+
+void paged_attention_decode_forward(bf16* out, const bf16* q, const bf16* k_pool, const bf16* v_pool,
+                                    const PagedDecodeArgs& a, int Hq, int Hkv, int D, float scale,
+                                    const GpuContext& ctx) {
+  check_args(a, Hq, Hkv, D);
+  if (a.B == 0) return;
+  HONE_CHECK(aligned16(q) && aligned16(k_pool) && aligned16(v_pool), "paged decode attention needs 16-byte aligned q "
+             "and KV pools");
+  const Plan p = make_plan(a, Hq, Hkv, ctx);
+  Args args{};
+  args.q = q;
+  args.k_pool = k_pool;
+  args.v_pool = v_pool;
+  args.block_tables = a.block_tables;
+  args.seq_lens = a.seq_lens;
+  args.B = a.B;
+  args.max_blocks = a.max_blocks;
+  int shift = 0;
+  while ((1 << shift) < a.block_size) ++shift;
+  args.block_shift = shift;
+  args.Hq = Hq;
+  args.Hkv = Hkv;
+  args.R = Hq / Hkv;
+  args.qscale = scale * kLog2e;
+  args.nsplit = p.nsplit;
+  args.chunk = p.chunk;
+  args.qchunks = p.qchunks;
+  args.num_groups = a.num_groups;
+  args.group_offsets = a.group_offsets;
+  args.prefix_lens = a.prefix_lens;
+  args.nsplit_p = p.nsplit_p;
+  args.chunk_p = p.chunk_p;
+  args.qy = p.qy;
+  args.out = out;
+  if (!p.direct) {
+    const Layout l = layout_for(a.B, Hq, D, p.nsplit, p.nsplit_p, true, a.num_groups > 0);
+    HONE_CHECK(l.bytes <= paged_attention_decode_workspace(a, Hq, D, ctx), "paged decode plan exceeds its workspace");
+    char* base = static_cast<char*>(kernel_scratch(ctx, paged_attention_decode_workspace(a, Hq, D, ctx)));
+    args.plain_o = reinterpret_cast<float*>(base + l.plain_o);
+    args.plain_lse = reinterpret_cast<float*>(base + l.plain_lse);
+    if (a.num_groups > 0) {
+      args.pre_o = reinterpret_cast<float*>(base + l.pre_o);
+      args.pre_lse = reinterpret_cast<float*>(base + l.pre_lse);
+    }
+  }
+  if (D == 64) launch<64>(args, p, a, ctx);
+  else launch<128>(args, p, a, ctx);
+}
+
+}  // namespace hone::cuda

@@ -1,0 +1,262 @@
+// The CUDA sampler and stop check (cuda/generation_ops.h) against the CPU rules of src/generation/sampler.h:
+//   * agreement: many rows of random logits (and rows rich in exact ties), every filter combination, the same
+//     (seed, step, sample, position) on both sides: tokens equal for >= 99.9% of the rows (the GPU weighs tokens
+//     with fp32 exp, the CPU in double, so a uniform within ~1e-7 of a boundary may pick a neighbour: the count is
+//     printed), the logprob of the GPU's token within 1e-4 of the CPU's temperature_logprob; greedy exactly equal.
+//     Rows are stored with a stride wider than the vocabulary and NaN in the padding (never read).
+//   * distribution: 200,000 draws from one row of known logits (positions vary) against sampling_distribution:
+//     chi-square below the 1e-4 upper tail critical value, and no draw of a filtered-out token.
+//   * check_stops: exact, on cases chosen to hit each rule and its boundary.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/gpu.h"
+
+#if HONE_CUDA
+#include "cuda/generation_ops.h"
+#include "device_buffer.h"
+#include "generation/sampler.h"
+
+namespace {
+
+const hone::cuda::GpuContext& gpu() {
+  static hone::cuda::GpuContext ctx = hone::cuda::create_gpu_context(0);
+  return ctx;
+}
+
+struct Combo {
+  std::string name;
+  hone::SamplingParams p;
+};
+
+hone::cuda::GpuSamplingParams to_gpu(const hone::SamplingParams& p) {
+  hone::cuda::GpuSamplingParams g;
+  g.temperature = p.temperature;
+  g.top_k = int(p.top_k);
+  g.top_p = p.top_p;
+  g.min_p = p.min_p;
+  g.greedy = p.greedy;
+  return g;
+}
+
+struct Draws {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+};
+
+// Samples B rows of V logits (row stride ld) on the GPU.
+Draws gpu_sample(const std::vector<float>& logits, int64_t ld, int B, int V, const hone::SamplingParams& p,
+                 uint64_t seed, uint32_t step, const std::vector<int32_t>& sample, const std::vector<int32_t>& pos) {
+  test::DeviceBuffer<float> dl(int64_t(logits.size()));
+  test::DeviceBuffer<int32_t> dtok(B), dsample(B), dpos(B);
+  test::DeviceBuffer<float> dlp(B);
+  dl.upload_raw(logits);
+  dsample.upload_raw(sample);
+  dpos.upload_raw(pos);
+  dtok.poison();
+  dlp.poison();
+  hone::cuda::sample_tokens(dtok.get(), dlp.get(), dl.get(), ld, B, V, to_gpu(p), seed, step, dsample.get(),
+                            dpos.get(), gpu());
+  CUDA_CHECK(cudaStreamSynchronize(gpu().stream));
+  Draws d;
+  d.tokens.resize(static_cast<size_t>(B));
+  d.logprobs = dlp.download();
+  CUDA_CHECK(cudaMemcpy(d.tokens.data(), dtok.get(), size_t(B) * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  return d;
+}
+
+const std::vector<Combo>& combos() {
+  static const std::vector<Combo> c = [] {
+    std::vector<Combo> v;
+    auto add = [&](std::string name, float t, int64_t k, float top_p, float min_p, bool greedy) {
+      hone::SamplingParams p;
+      p.temperature = t;
+      p.top_k = k;
+      p.top_p = top_p;
+      p.min_p = min_p;
+      p.greedy = greedy;
+      v.push_back({std::move(name), p});
+    };
+    add("plain", 1.f, 0, 1.f, 0.f, false);
+    add("temperature 0.7", 0.7f, 0, 1.f, 0.f, false);
+    add("top-k 50", 1.f, 50, 1.f, 0.f, false);
+    add("top-k 1", 1.f, 1, 1.f, 0.f, false);
+    add("top-p 0.9", 1.f, 0, 0.9f, 0.f, false);
+    add("top-p 0.3", 1.f, 0, 0.3f, 0.f, false);
+    add("min-p 0.05", 1.f, 0, 1.f, 0.05f, false);
+    add("top-k 50 + top-p 0.9", 1.f, 50, 0.9f, 0.f, false);
+    add("all: T 1.3, top-k 20, top-p 0.8, min-p 0.1", 1.3f, 20, 0.8f, 0.1f, false);
+    add("greedy", 1.f, 0, 1.f, 0.f, true);
+    return v;
+  }();
+  return c;
+}
+
+// Random rows; every fourth row rounded to multiples of 0.5 (exact ties, also at the top-k/top-p boundaries).
+std::vector<float> random_rows(int B, int V, int64_t ld, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.f, 3.f);
+  std::vector<float> x(static_cast<size_t>(B) * size_t(ld), NAN);
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < V; ++i) {
+      float v = nd(rng);
+      if (b % 4 == 3) v = std::round(v * 2.f) / 2.f;
+      x[size_t(b) * ld + i] = v;
+    }
+  return x;
+}
+
+void check_agreement(int B, int V, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t ld = V + 3;
+  const std::vector<float> x = random_rows(B, V, ld, rng);
+  std::vector<int32_t> sample(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) {
+    sample[size_t(b)] = b % 16;
+    pos[size_t(b)] = 3 + 7 * b;
+  }
+  const uint32_t step = 5;
+  for (const Combo& c : combos()) {
+    const Draws d = gpu_sample(x, ld, B, V, c.p, seed, step, sample, pos);
+    int mismatches = 0, outside = 0;
+    double worst_lp = 0;
+    for (int b = 0; b < B; ++b) {
+      const std::span<const float> row(x.data() + size_t(b) * ld, size_t(V));
+      const hone::SampledToken want =
+          hone::sample_token(row, c.p, seed, step, uint32_t(sample[size_t(b)]), uint32_t(pos[size_t(b)]));
+      const int32_t got = d.tokens[size_t(b)];
+      BOOST_REQUIRE_MESSAGE(got >= 0 && got < V, c.name << ": row " << b << " token " << got << " outside [0, V)");
+      if (got != want.token) ++mismatches;
+      const double lp = hone::temperature_logprob(row, c.p.temperature, got);
+      worst_lp = std::max(worst_lp, std::fabs(lp - double(d.logprobs[size_t(b)])));
+      if (got != want.token && hone::sampling_distribution(row, c.p)[size_t(got)] == 0.0) ++outside;
+    }
+    std::printf("  sampler V=%d %-44s rows %d, token mismatches %d (%d outside the CPU's kept set), "
+                "max |logprob diff| %.2e\n", V, c.name.c_str(), B, mismatches, outside, worst_lp);
+    BOOST_TEST_INFO(c.name << " V=" << V);
+    if (c.p.greedy) BOOST_TEST(mismatches == 0);
+    else BOOST_TEST(double(mismatches) <= 0.001 * B);
+    BOOST_TEST(double(outside) <= 0.001 * B);
+    BOOST_TEST(worst_lp <= 1e-4);
+  }
+}
+
+// Upper 1e-4 tail of chi-square with k degrees of freedom (Wilson-Hilferty; z = 3.719 for 1e-4).
+double chi2_critical_1e4(int k) {
+  const double z = 3.719, a = 2.0 / (9.0 * k);
+  return k * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gpu_sampler)
+
+BOOST_AUTO_TEST_CASE(tokens_and_logprobs_match_the_cpu_sampler, *boost::unit_test::precondition(test::needs_gpu)) {
+  check_agreement(2000, 1000, 101);
+  check_agreement(4, 151936, 202);  // Qwen3 vocabulary: every level of the draw and the radix selects
+}
+
+BOOST_AUTO_TEST_CASE(frequencies_follow_the_sampling_distribution, *boost::unit_test::precondition(test::needs_gpu)) {
+  const int V = 300, B = 20000, launches = 10;
+  std::vector<float> row(static_cast<size_t>(V));
+  for (int i = 0; i < V; ++i) row[size_t(i)] = 3.f * std::sin(0.37f * float(i)) + 0.004f * float(i);
+  struct Setting {
+    hone::SamplingParams p;
+    const char* name;
+  };
+  std::vector<Setting> settings(3);
+  settings[0].name = "T 0.9, top-k 40, top-p 0.9, min-p 0.05";
+  settings[0].p.temperature = 0.9f;
+  settings[0].p.top_k = 40;
+  settings[0].p.top_p = 0.9f;
+  settings[0].p.min_p = 0.05f;
+  settings[1].name = "top-p 0.95";
+  settings[1].p.top_p = 0.95f;
+  settings[2].name = "no filter, T 1.5";
+  settings[2].p.temperature = 1.5f;
+  std::vector<float> x(static_cast<size_t>(B) * V);
+  for (int b = 0; b < B; ++b) std::copy(row.begin(), row.end(), x.begin() + size_t(b) * V);
+  for (const Setting& s : settings) {
+    const std::vector<double> prob = hone::sampling_distribution(row, s.p);
+    std::vector<int64_t> count(static_cast<size_t>(V), 0);
+    for (int l = 0; l < launches; ++l) {
+      std::vector<int32_t> sample(static_cast<size_t>(B), 1), pos(static_cast<size_t>(B));
+      for (int b = 0; b < B; ++b) pos[size_t(b)] = l * B + b;
+      const Draws d = gpu_sample(x, V, B, V, s.p, 777, 3, sample, pos);
+      for (int32_t t : d.tokens) {
+        BOOST_REQUIRE(t >= 0 && t < V);
+        ++count[size_t(t)];
+      }
+    }
+    const double n = double(B) * launches;
+    int64_t filtered_draws = 0;
+    double chi2 = 0, pooled_obs = 0, pooled_exp = 0;
+    int bins = 0;
+    for (int i = 0; i < V; ++i) {
+      if (prob[size_t(i)] == 0.0) {
+        filtered_draws += count[size_t(i)];
+        continue;
+      }
+      const double e = prob[size_t(i)] * n;
+      if (e < 5.0) {
+        pooled_obs += double(count[size_t(i)]);
+        pooled_exp += e;
+        continue;
+      }
+      chi2 += (double(count[size_t(i)]) - e) * (double(count[size_t(i)]) - e) / e;
+      ++bins;
+    }
+    if (pooled_exp > 0) {
+      chi2 += (pooled_obs - pooled_exp) * (pooled_obs - pooled_exp) / pooled_exp;
+      ++bins;
+    }
+    const double crit = chi2_critical_1e4(std::max(1, bins - 1));
+    std::printf("  sampler chi-square %-40s %d bins: %.1f (critical %.1f), filtered draws %lld\n", s.name, bins, chi2,
+                crit, static_cast<long long>(filtered_draws));
+    BOOST_TEST_INFO(s.name);
+    BOOST_TEST(bins >= 2);
+    BOOST_TEST(filtered_draws == 0);
+    BOOST_TEST(chi2 < crit);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(check_stops_flags_stop_tokens_and_lengths, *boost::unit_test::precondition(test::needs_gpu)) {
+  // Rows: stop id; stop id at the length limit (stop wins); completion limit reached; one short of it; total limit
+  // reached; one short of it; nothing; the other stop id.
+  const std::vector<int32_t> tokens = {5, 9, 1, 1, 2, 2, 3, 9};
+  const std::vector<int32_t> gen_len = {0, 9, 9, 8, 0, 0, 0, 4};
+  const std::vector<int32_t> seq_len = {10, 30, 30, 30, 99, 98, 10, 10};
+  const std::vector<int32_t> max_new = {10, 10, 10, 10, 50, 50, 50, 50};
+  const std::vector<int32_t> stops = {5, 9};
+  const std::vector<int32_t> want = {1, 1, 2, 0, 2, 0, 0, 1};
+  const int B = int(tokens.size()), max_total = 100;
+  test::DeviceBuffer<int32_t> dt(B), dg(B), ds(B), dm(B), dstop(2), done(B);
+  dt.upload_raw(tokens);
+  dg.upload_raw(gen_len);
+  ds.upload_raw(seq_len);
+  dm.upload_raw(max_new);
+  dstop.upload_raw(stops);
+  done.poison();
+  hone::cuda::check_stops(done.get(), dt.get(), dg.get(), ds.get(), dm.get(), max_total, dstop.get(), 2, B, gpu());
+  CUDA_CHECK(cudaStreamSynchronize(gpu().stream));
+  std::vector<int32_t> got(static_cast<size_t>(B));
+  CUDA_CHECK(cudaMemcpy(got.data(), done.get(), size_t(B) * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  BOOST_TEST(got == want, boost::test_tools::per_element());
+
+  // No stop ids at all: only the length rules.
+  done.poison();
+  hone::cuda::check_stops(done.get(), dt.get(), dg.get(), ds.get(), dm.get(), max_total, dstop.get(), 0, B, gpu());
+  CUDA_CHECK(cudaStreamSynchronize(gpu().stream));
+  CUDA_CHECK(cudaMemcpy(got.data(), done.get(), size_t(B) * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  const std::vector<int32_t> want_no_stop = {0, 2, 2, 0, 2, 0, 0, 0};
+  BOOST_TEST(got == want_no_stop, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+#endif  // HONE_CUDA

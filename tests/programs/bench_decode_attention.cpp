@@ -1,0 +1,198 @@
+// Micro-benchmark of the generation kernels at the Qwen3-0.6B decode shape (Hq 16, Hkv 8, D 128, KV block 16):
+// B = 512 rows in 64 groups of 8 sharing a 128-token prompt, contexts of 129 .. 640 tokens. Decode attention is
+// timed with CUDA events after warm-up, plain path vs shared-prefix path, over the same block tables (a group's
+// prompt blocks are physically shared, as in the engine). Achieved GB/s counts the bytes each path must read:
+//   plain : sum_b L_b * Hkv * D * 2 (K and V) * 2 bytes + q and out (B * Hq * D * 2 bytes each)
+//   shared: (sum_g P_g + sum_b (L_b - P_g(b))) * Hkv * D * 2 * 2 bytes + q and out
+// (the split/partial traffic of the combine is overhead, not counted). Also times sample_tokens at B = 512,
+// V = 151936 (no filter; top-p 0.9 + top-k 50) against one read of the fp32 logits (B * V * 4 bytes).
+// Prints its numbers and exits 0; a CPU-only build prints that there is nothing to measure.
+#include <cstdio>
+
+#if HONE_CUDA
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "cuda/check.h"
+#include "cuda/generation_ops.h"
+
+namespace {
+
+using hone::cuda::bf16;
+
+// Mean microseconds per call over `iters` calls after `warmup` calls.
+double time_us(const std::function<void()>& fn, cudaStream_t stream, int warmup, int iters) {
+  for (int i = 0; i < warmup; ++i) fn();
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  CUDA_CHECK(cudaEventRecord(a, stream));
+  for (int i = 0; i < iters; ++i) fn();
+  CUDA_CHECK(cudaEventRecord(b, stream));
+  CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  return 1000.0 * ms / iters;
+}
+
+template <typename T>
+T* device_copy(const std::vector<T>& h) {
+  T* d = nullptr;
+  CUDA_CHECK(cudaMalloc(&d, h.size() * sizeof(T)));
+  CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+void bench_attention(const hone::cuda::GpuContext& ctx) {
+  const int Hq = 16, Hkv = 8, D = 128, bs = 16, groups = 64, G = 8, B = groups * G, prompt = 128, max_ctx = 640;
+  const int max_blocks = max_ctx / bs;
+  const int prefix_blocks = prompt / bs, suffix_blocks = max_blocks - prefix_blocks;
+  const int64_t num_blocks = int64_t(groups) * prefix_blocks + int64_t(B) * suffix_blocks;
+  const size_t pool_bytes = size_t(num_blocks) * Hkv * bs * D * sizeof(bf16);
+  bf16 *k_pool = nullptr, *v_pool = nullptr, *q = nullptr, *out = nullptr;
+  CUDA_CHECK(cudaMalloc(&k_pool, pool_bytes));
+  CUDA_CHECK(cudaMalloc(&v_pool, pool_bytes));
+  CUDA_CHECK(cudaMalloc(&q, size_t(B) * Hq * D * sizeof(bf16)));
+  CUDA_CHECK(cudaMalloc(&out, size_t(B) * Hq * D * sizeof(bf16)));
+  CUDA_CHECK(cudaMemset(k_pool, 0x3C, pool_bytes));  // bf16 0x3C3C ~ 0.0115: finite values
+  CUDA_CHECK(cudaMemset(v_pool, 0x3C, pool_bytes));
+  CUDA_CHECK(cudaMemset(q, 0x3C, size_t(B) * Hq * D * sizeof(bf16)));
+
+  std::vector<int32_t> table(static_cast<size_t>(B) * max_blocks), offsets, prefix_lens;
+  int32_t next = 0;
+  for (int g = 0; g < groups; ++g) {
+    offsets.push_back(g * G);
+    prefix_lens.push_back(prompt);
+    const int32_t first = next;
+    next += prefix_blocks;
+    for (int m = 0; m < G; ++m) {
+      const int r = g * G + m;
+      for (int i = 0; i < prefix_blocks; ++i) table[size_t(r) * max_blocks + i] = first + i;
+    }
+  }
+  offsets.push_back(B);
+  for (int r = 0; r < B; ++r)
+    for (int i = prefix_blocks; i < max_blocks; ++i) table[size_t(r) * max_blocks + i] = next++;
+  int32_t* d_table = device_copy(table);
+  int32_t* d_offsets = device_copy(offsets);
+  int32_t* d_prefix = device_copy(prefix_lens);
+  int32_t* d_lens = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_lens, size_t(B) * sizeof(int32_t)));
+
+  std::printf("decode attention, Qwen3-0.6B shape: B=%d (%d groups x %d), Hq=%d Hkv=%d D=%d block=%d, prompt %d\n", B,
+              groups, G, Hq, Hkv, D, bs, prompt);
+  std::printf("  %-8s %-7s %12s %12s %10s\n", "context", "path", "time [us]", "bytes [MB]", "GB/s");
+  const float scale = 0.08838834764831845f;
+  for (int len : {129, 256, 384, 512, 640}) {
+    const std::vector<int32_t> lens(static_cast<size_t>(B), len);
+    CUDA_CHECK(cudaMemcpy(d_lens, lens.data(), lens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    const double kv_token = double(Hkv) * D * 2 * sizeof(bf16), qo = 2.0 * B * Hq * D * sizeof(bf16);
+    for (bool shared : {false, true}) {
+      hone::cuda::PagedDecodeArgs a;
+      a.block_tables = d_table;
+      a.seq_lens = d_lens;
+      a.B = B;
+      a.max_blocks = max_blocks;
+      a.max_seq_len = len;
+      a.block_size = bs;
+      if (shared) {
+        a.num_groups = groups;
+        a.group_offsets = d_offsets;
+        a.prefix_lens = d_prefix;
+        a.max_prefix_len = prompt;
+      }
+      const double us = time_us([&] { hone::cuda::paged_attention_decode_forward(out, q, k_pool, v_pool, a, Hq, Hkv, D,
+                                                                                 scale, ctx); },
+                                ctx.stream, 5, 50);
+      const double tokens = shared ? double(groups) * prompt + double(B) * (len - prompt) : double(B) * len;
+      const double bytes = tokens * kv_token + qo;
+      std::printf("  %-8d %-7s %12.1f %12.1f %10.0f\n", len, shared ? "shared" : "plain", us, bytes / 1e6,
+                  bytes / (us * 1e3));
+    }
+  }
+  for (void* p : {static_cast<void*>(k_pool), static_cast<void*>(v_pool), static_cast<void*>(q),
+                  static_cast<void*>(out), static_cast<void*>(d_table), static_cast<void*>(d_offsets),
+                  static_cast<void*>(d_prefix), static_cast<void*>(d_lens)})
+    CUDA_CHECK(cudaFree(p));
+}
+
+void bench_sampler(const hone::cuda::GpuContext& ctx) {
+  const int B = 512, V = 151936;
+  std::vector<float> logits(static_cast<size_t>(B) * V);
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  for (auto& x : logits) {  // roughly normal (sum of four uniforms), scale ~3
+    float u = 0;
+    for (int i = 0; i < 4; ++i) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      u += float(s >> 40) * (1.f / 16777216.f);
+    }
+    x = (u - 2.f) * 5.2f;
+  }
+  float* d_logits = device_copy(logits);
+  std::vector<int32_t> idx(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) idx[size_t(b)] = b;
+  int32_t* d_sample = device_copy(idx);
+  int32_t* d_pos = device_copy(idx);
+  int32_t* d_tokens = nullptr;
+  float* d_lp = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_tokens, size_t(B) * sizeof(int32_t)));
+  CUDA_CHECK(cudaMalloc(&d_lp, size_t(B) * sizeof(float)));
+  std::printf("sample_tokens: B=%d V=%d (one read of the logits: %.1f MB)\n", B, V, double(B) * V * 4 / 1e6);
+  struct Setting {
+    const char* name;
+    hone::cuda::GpuSamplingParams p;
+  };
+  std::vector<Setting> settings(3);
+  settings[0].name = "no filter";
+  settings[1].name = "top-p 0.9 + top-k 50";
+  settings[1].p.top_p = 0.9f;
+  settings[1].p.top_k = 50;
+  settings[2].name = "greedy";
+  settings[2].p.greedy = true;
+  for (const Setting& st : settings) {
+    uint32_t step = 0;
+    const double us = time_us([&] { hone::cuda::sample_tokens(d_tokens, d_lp, d_logits, V, B, V, st.p, 1234, step++,
+                                                              d_sample, d_pos, ctx); },
+                              ctx.stream, 3, 20);
+    std::printf("  %-22s %10.1f us  %8.0f GB/s (per one read of the logits)\n", st.name, us,
+                double(B) * V * 4 / (us * 1e3));
+  }
+  for (void* p : {static_cast<void*>(d_logits), static_cast<void*>(d_sample), static_cast<void*>(d_pos),
+                  static_cast<void*>(d_tokens), static_cast<void*>(d_lp)})
+    CUDA_CHECK(cudaFree(p));
+}
+
+}  // namespace
+
+int main() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    std::printf("bench_decode_attention: no CUDA device, nothing to measure\n");
+    return 0;
+  }
+  try {
+    hone::cuda::GpuContext ctx = hone::cuda::create_gpu_context(0);
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    bench_attention(ctx);
+    bench_sampler(ctx);
+    hone::cuda::destroy_gpu_context(ctx);
+  } catch (const std::exception& e) {
+    std::printf("bench_decode_attention failed: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+#else
+int main() {
+  std::printf("bench_decode_attention: CPU-only build (CUDA=0), nothing to measure\n");
+  return 0;
+}
+#endif
