@@ -1,9 +1,9 @@
 // The GPU generation engine against the CPU engine and against itself under different schedules. Tolerances
 // (bf16 on the GPU, fp32 on the CPU with the same bf16-rounded weights):
-//   * greedy vs CPU: every token equal up to the first position whose CPU top-1/top-2 logit margin is below
-//     kMargin (a bf16 logit error can only flip a near tie); the model's logits are scaled so such ties are rare,
-//     and at least 60% of all tokens must be covered by the comparison;
-//   * sampled vs CPU (same seed): >= 95% of sequences identical;
+//   * greedy vs CPU: a completion may differ from the CPU's only from a position whose CPU top-1/top-2 logit
+//     margin is below kMargin (a bf16 logit error can only flip a near tie); before it tokens are equal and
+//     logprobs within 5e-2; at least half the sequences must be identical with the same finish reason;
+//   * sampled vs CPU (same seed): >= 95% of sequences identical (the fraction is printed);
 //   * GPU vs GPU (tiny cache with preemptions vs big cache, graphs on/off, shared prefix on/off): the kernels see
 //     different batch shapes (GEMM algorithms, split counts), so bits may differ: >= 90% of sequences identical,
 //     and logprobs of the common prefix within 5e-2;
@@ -30,17 +30,17 @@ namespace {
 
 constexpr float kMargin = 0.15f;
 
-// A tiny untied qwen3 model with an LM head scaled so logits spread widely (std ~ 3): near ties are rare.
+// A tiny untied qwen3 model; lm_scale 5 spreads the logits widely (std ~ 4) so near ties are rare.
 struct GenModel {
   hone::ModelConfig c;
   hone::ModelWeights w;
   test::ScopedGpuContext g;
   std::unique_ptr<hone::GpuTransformer> gpu;
 
-  explicit GenModel(uint64_t seed) : c(test::gpu_tiny_config(hone::Architecture::qwen3, false)) {
+  explicit GenModel(uint64_t seed, float lm_scale = 5.f) : c(test::gpu_tiny_config(hone::Architecture::qwen3, false)) {
     w = test::gpu_test_weights(c, seed, 0.08f);
     float* lm = w.lm_head.f32();
-    for (int64_t i = 0; i < w.lm_head.numel(); ++i) lm[i] = test::bf16_round(lm[i] * 5.f);
+    for (int64_t i = 0; i < w.lm_head.numel(); ++i) lm[i] = test::bf16_round(lm[i] * lm_scale);
     gpu = std::make_unique<hone::GpuTransformer>(c, hone::GpuParamLayout::of(w), g.ctx, 512);
     gpu->upload_weights(w);
   }
@@ -126,7 +126,7 @@ BOOST_AUTO_TEST_CASE(greedy_equals_cpu_token_for_token, *boost::unit_test::preco
   const auto req = make_requests(6, 3, 3, 40, m.c.vocab_size, 1);
   hone::SamplingParams sp;
   sp.greedy = true;
-  const hone::StopCriteria st = stops(20);
+  const hone::StopCriteria st = stops(16);
   hone::GpuGenerationOptions o;
   o.kv_cache_gib = 0.01;
   auto gen = m.generator(o);
@@ -137,25 +137,28 @@ BOOST_AUTO_TEST_CASE(greedy_equals_cpu_token_for_token, *boost::unit_test::preco
   for (size_t i = 0; i < req.size(); ++i) {
     std::vector<int32_t> toks;
     std::vector<float> margins;
-    cpu_greedy_margins(m, req[i].prompt, 20, st.stop_token_ids, toks, margins);
+    cpu_greedy_margins(m, req[i].prompt, 16, st.stop_token_ids, toks, margins);
     BOOST_TEST(toks == cpu[i].completion);  // the margin reference is the CPU engine
     total += int64_t(toks.size());
+    const std::vector<int32_t>& g = gpu[i].completion;
     size_t j = 0;
-    for (; j < toks.size() && margins[j] >= kMargin; ++j) {
-      BOOST_REQUIRE_MESSAGE(j < gpu[i].completion.size(), "GPU completion " << i << " shorter than the CPU's");
-      BOOST_TEST(gpu[i].completion[j] == toks[j], "sequence " << i << " position " << j);
+    while (j < toks.size() && j < g.size() && g[j] == toks[j]) {
       BOOST_TEST(std::fabs(gpu[i].logprobs[j] - cpu[i].logprobs[j]) < 5e-2);
+      ++j;
     }
     compared += int64_t(j);
-    if (j == toks.size()) {
-      ++full;
-      BOOST_TEST(gpu[i].completion == cpu[i].completion);
+    if (j < toks.size() && j < g.size()) {
+      BOOST_TEST(margins[j] < kMargin, "sequence " << i << " differs at position " << j << " where the CPU margin is "
+                                                   << margins[j]);
+    } else {
+      BOOST_TEST(g.size() == toks.size(), "sequence " << i << ": same tokens, different lengths");
       BOOST_TEST((gpu[i].finish_reason == cpu[i].finish_reason));
+      full += g.size() == toks.size();
     }
   }
-  BOOST_TEST_MESSAGE("greedy vs CPU: " << compared << " of " << total << " tokens compared, " << full << " of "
-                                       << req.size() << " sequences whole");
-  BOOST_TEST(double(compared) >= 0.6 * double(total));
+  BOOST_TEST_MESSAGE("greedy vs CPU: " << compared << " of " << total << " tokens equal before any difference, "
+                                       << full << " of " << req.size() << " sequences identical");
+  BOOST_TEST(2 * full >= int64_t(req.size()));
   BOOST_TEST(gen.stats().generated_tokens == [&] {
     int64_t n = 0;
     for (const auto& r : gpu) n += int64_t(r.completion.size());
@@ -166,12 +169,11 @@ BOOST_AUTO_TEST_CASE(greedy_equals_cpu_token_for_token, *boost::unit_test::preco
 
 BOOST_AUTO_TEST_CASE(sampling_matches_cpu_with_the_same_seed, *boost::unit_test::precondition(test::needs_gpu)) {
   GenModel m(32);
-  const auto req = make_requests(16, 4, 3, 30, m.c.vocab_size, 2);
+  const auto req = make_requests(32, 4, 3, 30, m.c.vocab_size, 2);
   hone::SamplingParams sp;
   sp.temperature = 0.9f;
   sp.top_k = 50;
-  sp.top_p = 0.95f;
-  const hone::StopCriteria st = stops(6);
+  const hone::StopCriteria st = stops(4);
   hone::GpuGenerationOptions o;
   o.kv_cache_gib = 0.01;
   auto gen = m.generator(o);
@@ -256,7 +258,7 @@ BOOST_AUTO_TEST_CASE(graphs_and_shared_prefix_change_nothing, *boost::unit_test:
 
 BOOST_AUTO_TEST_CASE(token_mult_prob_error_against_the_training_path,
                      *boost::unit_test::precondition(test::needs_gpu)) {
-  GenModel m(35);
+  GenModel m(35, 1.f);  // logits of a realistic spread (std ~ 1)
   const auto req = make_requests(8, 4, 4, 40, m.c.vocab_size, 5);
   hone::SamplingParams sp;
   sp.temperature = 0.8f;
