@@ -225,6 +225,13 @@ std::vector<KeySpec> build_schema() {
       i("output.sample_every", 10, at_least(0), "steps", "store sample prompts and completions every this many steps; 0 = never"),
       i("output.num_samples", 4, at_least(0), "", "samples stored each time"),
       b("output.overwrite", false, "replace an existing output file (otherwise refuse to start)"),
+
+      // [bench]
+      i("bench.prompt_tokens", 128, at_least(1), "tokens", "hone bench-generation: tokens of every random prompt"),
+      i("bench.rounds", 3, at_least(1), "", "hone bench-generation: timed rounds after one warm-up round"),
+      i("bench.max_num_seqs", 512, at_least(1), "sequences", "hone bench-generation: sequences decoded together at most"),
+      i("bench.max_prefill_tokens", 16384, at_least(1), "tokens", "hone bench-generation: tokens per prefill pass"),
+      b("bench.shared_prefix", true, "hone bench-generation: share a group's prompt KV blocks and read them once per decode step"),
   };
 }
 
@@ -246,6 +253,7 @@ const std::vector<SectionSpec>& deck_sections() {
       {"parallel", "tensor and pipeline parallelism (data parallelism follows from the rank count)"},
       {"checkpoint", "where and how often checkpoints are saved"},
       {"output", "the HDF5 output file and its samples"},
+      {"bench", "benchmark settings (hone bench-generation)"},
   };
   return sections;
 }

@@ -1,0 +1,433 @@
+// Prefill, decode (eager or CUDA graph) and sampling passes of GPU generation (see gpu_generation_forward.h).
+#include "generation/gpu_generation_forward.h"
+
+#if HONE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cuda/check.h"
+#include "cuda/kernel_scratch.h"
+#include "runtime/error.h"
+
+namespace hone {
+
+using cuda::bf16;
+
+namespace {
+
+constexpr int64_t kAlignInts = 64;  // 256 bytes
+int64_t align_ints(int64_t n) { return (n + kAlignInts - 1) / kAlignInts * kAlignInts; }
+
+// Bump allocation of 256-byte aligned regions; with base == nullptr it only counts.
+struct Carver {
+  char* base;
+  size_t used = 0;
+  char* take(size_t bytes) {
+    char* r = base ? base + used : nullptr;
+    used += (bytes + 255) / 256 * 256;
+    return r;
+  }
+};
+
+}  // namespace
+
+struct GpuGenerationForward::Graph {
+  cudaGraphExec_t exec = nullptr;
+};
+
+int decode_bucket(int B, int max_rows) {
+  int b = 1;
+  while (b < B) b *= 2;
+  return std::min(b, max_rows);
+}
+
+int64_t GpuGenerationForward::block_bytes(const ModelConfig& c, int block_size) {
+  return 2 * int64_t(c.num_hidden_layers) * c.num_key_value_heads * block_size * c.head_dim * int64_t(sizeof(bf16));
+}
+
+GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const GpuParamLayout& layout,
+                                           const bf16* weights, const cuda::GpuContext& ctx)
+    : c_(config), layout_(layout), w_(weights), ctx_(ctx), inv_freq_(config.head_dim / 2) {
+  HONE_CHECK(w_ != nullptr, "generation needs the device weights");
+  HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
+             " layers, config ", c_.num_hidden_layers);
+  HONE_CHECK(c_.rope.head_dim == c_.head_dim, "rope.head_dim ", c_.rope.head_dim, " != head_dim ", c_.head_dim);
+  std::vector<float> inv(size_t(c_.head_dim / 2));
+  cpu::rope_inv_freq(inv.data(), c_.rope);
+  CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+GpuGenerationForward::~GpuGenerationForward() {
+  try {
+    release();
+  } catch (...) {
+  }
+}
+
+bf16* GpuGenerationForward::k_pool(int l) const {
+  const int64_t per_pool = int64_t(num_blocks_ + 1) * c_.num_key_value_heads * block_size_ * c_.head_dim;
+  return pool_.get() + (2 * int64_t(l)) * per_pool;
+}
+bf16* GpuGenerationForward::v_pool(int l) const {
+  const int64_t per_pool = int64_t(num_blocks_ + 1) * c_.num_key_value_heads * block_size_ * c_.head_dim;
+  return pool_.get() + (2 * int64_t(l) + 1) * per_pool;
+}
+
+void GpuGenerationForward::allocate_cache(int num_blocks, int block_size) {
+  HONE_CHECK(num_blocks > 0 && block_size > 0, "bad KV cache ", num_blocks, " x ", block_size);
+  drop_graphs();
+  pool_ = DeviceArray<bf16>();
+  num_blocks_ = num_blocks;
+  block_size_ = block_size;
+  const int64_t block_elems = int64_t(c_.num_key_value_heads) * block_size * c_.head_dim;
+  pool_ = DeviceArray<bf16>(2 * int64_t(c_.num_hidden_layers) * (num_blocks + 1) * block_elems);
+  // The dummy block (index num_blocks) of every pool holds zeros: padding rows of a graph read it.
+  for (int l = 0; l < c_.num_hidden_layers; ++l) {
+    CUDA_CHECK(cudaMemsetAsync(k_pool(l) + int64_t(num_blocks) * block_elems, 0, size_t(block_elems) * sizeof(bf16),
+                               ctx_.stream));
+    CUDA_CHECK(cudaMemsetAsync(v_pool(l) + int64_t(num_blocks) * block_elems, 0, size_t(block_elems) * sizeof(bf16),
+                               ctx_.stream));
+  }
+  max_rows_ = max_blocks_ = max_prefill_ = max_stop_ = 0;  // the copy region depends on num_blocks: re-reserve
+}
+
+void GpuGenerationForward::reserve(int max_rows, int max_blocks, int max_prefill_tokens, int max_stop_ids) {
+  HONE_CHECK(has_cache(), "allocate the KV cache before the buffers");
+  HONE_CHECK(max_rows > 0 && max_blocks > 0 && max_prefill_tokens > 0, "bad generation buffer sizes");
+  if (max_rows <= max_rows_ && max_blocks <= max_blocks_ && max_prefill_tokens <= max_prefill_ &&
+      max_stop_ids <= max_stop_)
+    return;
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  drop_graphs();
+  max_rows_ = std::max(max_rows, max_rows_);
+  max_blocks_ = std::max(max_blocks, max_blocks_);
+  max_prefill_ = std::max(max_prefill_tokens, max_prefill_);
+  max_stop_ = std::max({max_stop_ids, max_stop_, 1});
+  const int R = max_rows_, C = c_.hidden_size, Tp = max_prefill_;
+
+  // Decode activations (one layer at a time), residual ping-pong, final norm.
+  auto carve_decode = [&](char* base) {
+    Carver cv{base};
+    const size_t act = carve_gpu_layer_activations(dec_act_, nullptr, c_, R);
+    carve_gpu_layer_activations(dec_act_, cv.take(act), c_, R);
+    const size_t scr = carve_gpu_layer_forward_scratch(dec_scratch_, nullptr, c_, R);
+    carve_gpu_layer_forward_scratch(dec_scratch_, cv.take(scr), c_, R);
+    dec_x_[0] = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
+    dec_x_[1] = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
+    dec_h_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
+    dec_rstd_ = reinterpret_cast<float*>(cv.take(size_t(R) * sizeof(float)));
+    return cv.used;
+  };
+  dec_mem_ = DeviceArray<char>();
+  dec_mem_ = DeviceArray<char>(int64_t(carve_decode(nullptr)));
+  carve_decode(dec_mem_.get());
+
+  auto carve_prefill = [&](char* base) {
+    Carver cv{base};
+    const size_t act = carve_gpu_layer_activations(pre_act_, nullptr, c_, Tp);
+    carve_gpu_layer_activations(pre_act_, cv.take(act), c_, Tp);
+    const size_t scr = carve_gpu_layer_forward_scratch(pre_scratch_, nullptr, c_, Tp);
+    carve_gpu_layer_forward_scratch(pre_scratch_, cv.take(scr), c_, Tp);
+    pre_x_[0] = reinterpret_cast<bf16*>(cv.take(size_t(Tp) * C * sizeof(bf16)));
+    pre_x_[1] = reinterpret_cast<bf16*>(cv.take(size_t(Tp) * C * sizeof(bf16)));
+    pre_g_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
+    pre_h_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
+    pre_rstd_ = reinterpret_cast<float*>(cv.take(size_t(R) * sizeof(float)));
+    return cv.used;
+  };
+  pre_mem_ = DeviceArray<char>();
+  pre_mem_ = DeviceArray<char>(int64_t(carve_prefill(nullptr)));
+  carve_prefill(pre_mem_.get());
+
+  logits_ = DeviceArray<float>();
+  logits_ = DeviceArray<float>(int64_t(R) * c_.vocab_size);
+
+  // Inputs: decode region (graphs read it), sampler region, prefill region, stop ids, block copies.
+  const int64_t MB = max_blocks_;
+  const int64_t A = align_ints(R);
+  off_sample_ = 4 * A + align_ints(int64_t(R) * MB) + align_ints(R + 1) + A;
+  off_prefill_ = off_sample_ + 5 * A;
+  off_stop_ = off_prefill_ + 3 * align_ints(Tp) + align_ints(R + 1) + align_ints(R);
+  off_copy_ = off_stop_ + align_ints(max_stop_);
+  in_size_ = off_copy_ + 2 * align_ints(int64_t(num_blocks_) + 1);
+  d_in_ = DeviceArray<int32_t>();
+  d_in_ = DeviceArray<int32_t>(in_size_);
+  if (h_in_) CUDA_CHECK(cudaFreeHost(h_in_));
+  h_in_ = nullptr;
+  CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_in_), size_t(in_size_) * sizeof(int32_t)));
+  std::memset(h_in_, 0, size_t(in_size_) * sizeof(int32_t));
+  int32_t* d = d_in_.get();
+  din_.tokens = d;
+  din_.positions = d + A;
+  din_.slots = d + 2 * A;
+  din_.seq_lens = d + 3 * A;
+  din_.block_tables = d + 4 * A;
+  din_.group_offsets = din_.block_tables + align_ints(int64_t(R) * MB);
+  din_.prefix_lens = din_.group_offsets + align_ints(R + 1);
+
+  // Outputs: tokens, logprobs, done.
+  d_out_ = DeviceArray<char>();
+  d_out_ = DeviceArray<char>(3 * align_ints(R) * 4);
+  if (h_out_) CUDA_CHECK(cudaFreeHost(h_out_));
+  h_out_ = nullptr;
+  CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_out_), size_t(3 * align_ints(R) * 4)));
+  h_tokens_ = reinterpret_cast<int32_t*>(h_out_);
+  h_logprobs_ = reinterpret_cast<float*>(h_out_ + align_ints(R) * 4);
+  h_done_ = reinterpret_cast<int32_t*>(h_out_ + 2 * align_ints(R) * 4);
+}
+
+void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
+                                   const std::vector<int32_t>& slots, const std::vector<int32_t>& cu_seqlens,
+                                   int max_seqlen, const std::vector<int32_t>& gather) {
+  const int T = int(tokens.size()), S = int(cu_seqlens.size()) - 1, R = int(gather.size());
+  const int C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  HONE_CHECK(T > 0 && T <= max_prefill_ && S > 0 && S <= max_rows_ && R > 0 && R <= max_rows_,
+             "prefill of ", T, " tokens, ", S, " sequences, ", R, " rows exceeds the buffers (", max_prefill_, ", ",
+             max_rows_, ")");
+  HONE_CHECK(int(positions.size()) == T && int(slots.size()) == T && cu_seqlens.back() == T, "malformed prefill");
+  const int64_t Tp = align_ints(max_prefill_);
+  int32_t* h = h_in_ + off_prefill_;
+  std::copy(tokens.begin(), tokens.end(), h);
+  std::copy(positions.begin(), positions.end(), h + Tp);
+  std::copy(slots.begin(), slots.end(), h + 2 * Tp);
+  std::copy(cu_seqlens.begin(), cu_seqlens.end(), h + 3 * Tp);
+  std::copy(gather.begin(), gather.end(), h + 3 * Tp + align_ints(max_rows_ + 1));
+  CUDA_CHECK(cudaMemcpyAsync(d_in_.get() + off_prefill_, h, size_t(off_stop_ - off_prefill_) * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, ctx_.stream));
+  const int32_t* d = d_in_.get() + off_prefill_;
+  const int32_t* d_tok = d, *d_pos = d + Tp, *d_slot = d + 2 * Tp, *d_cu = d + 3 * Tp;
+  const int32_t* d_gather = d + 3 * Tp + align_ints(max_rows_ + 1);
+
+  cuda::embedding_forward(pre_x_[0], d_tok, w_ + layout_.embed_tokens, T, C, ctx_);
+  const GpuLayerBatch lb{d_pos, d_cu, T, S, max_seqlen, inv_freq_.get()};
+  for (int l = 0; l < L; ++l) {
+    GpuLayerActivations a = pre_act_;
+    a.x_in = pre_x_[l % 2];
+    gpu_layer_forward(c_, layer_params<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
+                      pre_x_[(l + 1) % 2], ctx_, nullptr);
+    cuda::kv_append(k_pool(l), v_pool(l), a.k_r, a.v, d_slot, T, c_.num_key_value_heads, c_.head_dim, block_size_,
+                    ctx_);
+  }
+  // Logits only for the gathered rows (embedding_forward is a row gather: out[r] = table[gather[r]]).
+  cuda::embedding_forward(pre_g_, d_gather, pre_x_[L % 2], R, C, ctx_);
+  cuda::rmsnorm_forward(pre_h_, pre_rstd_, pre_g_, w_ + layout_.norm, R, C, c_.rms_norm_eps, ctx_);
+  cuda::lm_head_logits(logits_.get(), pre_h_, w_ + layout_.lm_head, R, C, V, ctx_);
+}
+
+void GpuGenerationForward::copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& copies) {
+  const int n = int(copies.size());
+  if (n == 0) return;
+  const int64_t cap = align_ints(int64_t(num_blocks_) + 1);
+  HONE_CHECK(n <= num_blocks_, "more block copies (", n, ") than blocks");
+  int32_t* h = h_in_ + off_copy_;
+  for (int i = 0; i < n; ++i) {
+    HONE_CHECK(copies[size_t(i)].first >= 0 && copies[size_t(i)].first < num_blocks_ &&
+                   copies[size_t(i)].second >= 0 && copies[size_t(i)].second < num_blocks_,
+               "block copy outside the pool");
+    h[i] = copies[size_t(i)].first;
+    h[cap + i] = copies[size_t(i)].second;
+  }
+  CUDA_CHECK(cudaMemcpyAsync(d_in_.get() + off_copy_, h, size_t(2 * cap) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             ctx_.stream));
+  const int32_t* d = d_in_.get() + off_copy_;
+  for (int l = 0; l < c_.num_hidden_layers; ++l)
+    cuda::kv_copy_blocks(k_pool(l), v_pool(l), d, d + cap, n, c_.num_key_value_heads, c_.head_dim, block_size_,
+                         ctx_);
+}
+
+size_t GpuGenerationForward::workspace_bytes() const {
+  cuda::PagedDecodeArgs a;
+  a.B = max_rows_;
+  a.max_blocks = max_blocks_;
+  a.max_seq_len = max_blocks_ * block_size_;
+  a.block_size = block_size_;
+  a.num_groups = std::max(1, max_rows_ / 2);
+  a.max_prefix_len = max_blocks_ * block_size_;
+  return cuda::paged_attention_decode_workspace(a, c_.num_attention_heads, c_.head_dim, ctx_);
+}
+
+void GpuGenerationForward::decode_layers(int B, const cuda::PagedDecodeArgs& args) {
+  const int C = c_.hidden_size, Q = c_.q_dim(), K = c_.kv_dim(), I = c_.intermediate_size, V = c_.vocab_size;
+  const int Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim, L = c_.num_hidden_layers;
+  const float eps = c_.rms_norm_eps, scale = 1.f / std::sqrt(float(D));
+  const GpuLayerActivations& a = dec_act_;
+  const GpuLayerScratch& s = dec_scratch_;
+  cuda::embedding_forward(dec_x_[0], din_.tokens, w_ + layout_.embed_tokens, B, C, ctx_);
+  for (int l = 0; l < L; ++l) {
+    const GpuLayerParams<const bf16> p = layer_params<const bf16>(layout_.layers[size_t(l)], w_);
+    const bf16* x_in = dec_x_[l % 2];
+    bf16* x_out = dec_x_[(l + 1) % 2];
+    cuda::rmsnorm_forward(a.h1, a.rstd1, x_in, p.input_layernorm, B, C, eps, ctx_);
+    cuda::linear_forward(a.q, a.h1, p.q_proj, p.q_bias, B, C, Q, ctx_);
+    cuda::linear_forward(a.k, a.h1, p.k_proj, p.k_bias, B, C, K, ctx_);
+    cuda::linear_forward(a.v, a.h1, p.v_proj, p.v_bias, B, C, K, ctx_);
+    if (c_.qk_norm) {
+      cuda::rmsnorm_forward(a.q_n, a.rstd_q, a.q, p.q_norm, B * Hq, D, eps, ctx_);
+      cuda::rmsnorm_forward(a.k_n, a.rstd_k, a.k, p.k_norm, B * Hkv, D, eps, ctx_);
+    }
+    cuda::rope_forward(a.q_r, a.q_n, din_.positions, inv_freq_.get(), B, Hq, D, ctx_);
+    cuda::rope_forward(a.k_r, a.k_n, din_.positions, inv_freq_.get(), B, Hkv, D, ctx_);
+    cuda::kv_append(k_pool(l), v_pool(l), a.k_r, a.v, din_.slots, B, Hkv, D, block_size_, ctx_);
+    cuda::paged_attention_decode_forward(a.attn, a.q_r, k_pool(l), v_pool(l), args, Hq, Hkv, D, scale, ctx_);
+    cuda::linear_forward(s.branch, a.attn, p.o_proj, nullptr, B, Q, C, ctx_);
+    cuda::add_rmsnorm_forward(a.x_mid, a.h2, a.rstd2, s.branch, x_in, p.post_attention_layernorm, B, C, eps, ctx_);
+    cuda::linear_forward(a.gate, a.h2, p.gate_proj, nullptr, B, C, I, ctx_);
+    cuda::linear_forward(a.up, a.h2, p.up_proj, nullptr, B, C, I, ctx_);
+    cuda::swiglu_forward(a.act, a.gate, a.up, int64_t(B) * I, ctx_);
+    cuda::linear_forward(s.branch, a.act, p.down_proj, nullptr, B, I, C, ctx_);
+    cuda::add_forward(x_out, s.branch, a.x_mid, int64_t(B) * C, ctx_);
+  }
+  cuda::rmsnorm_forward(dec_h_, dec_rstd_, dec_x_[L % 2], w_ + layout_.norm, B, C, eps, ctx_);
+  cuda::lm_head_logits(logits_.get(), dec_h_, w_ + layout_.lm_head, B, C, V, ctx_);
+}
+
+void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
+  const int B = batch.B, MB = max_blocks_;
+  HONE_CHECK(B > 0 && B <= max_rows_, "decode of ", B, " rows, buffers for ", max_rows_);
+  HONE_CHECK(int(batch.tokens.size()) == B && int(batch.positions.size()) == B && int(batch.slots.size()) == B &&
+                 int(batch.seq_lens.size()) == B && int64_t(batch.block_tables.size()) == int64_t(B) * MB,
+             "malformed decode batch");
+  const int real_groups = batch.group_offsets.empty() ? 0 : int(batch.group_offsets.size()) - 1;
+  HONE_CHECK(int(batch.prefix_lens.size()) == real_groups, "malformed decode groups");
+  const int Bg = use_graph ? decode_bucket(B, max_rows_) : B;
+  // A graph has a fixed group count: the real groups, then empty ones (offsets at the end of the grouped rows).
+  const int G = use_graph ? std::max(1, Bg / 2) : real_groups;
+  HONE_CHECK(real_groups <= G, "more decode groups (", real_groups, ") than a graph of ", Bg, " rows holds");
+
+  int32_t* h = h_in_;
+  const int64_t R = align_ints(max_rows_);
+  int32_t* h_bt = h + 4 * R;
+  int32_t* h_go = h_bt + align_ints(int64_t(max_rows_) * MB);
+  int32_t* h_pl = h_go + align_ints(max_rows_ + 1);
+  for (int b = 0; b < Bg; ++b) {
+    const bool real = b < B;
+    h[b] = real ? batch.tokens[size_t(b)] : 0;
+    h[R + b] = real ? batch.positions[size_t(b)] : 0;
+    h[2 * R + b] = real ? batch.slots[size_t(b)] : -1;  // padding rows write nothing
+    h[3 * R + b] = real ? batch.seq_lens[size_t(b)] : 1;
+    int32_t* row = h_bt + int64_t(b) * MB;
+    if (real) std::copy(batch.block_tables.begin() + int64_t(b) * MB, batch.block_tables.begin() + int64_t(b + 1) * MB, row);
+    else std::fill(row, row + MB, dummy_block());
+  }
+  int max_prefix = 0;
+  const int32_t grouped_end = real_groups > 0 ? batch.group_offsets.back() : 0;
+  for (int g = 0; g <= G; ++g) h_go[g] = g <= real_groups && real_groups > 0 ? batch.group_offsets[size_t(g)] : grouped_end;
+  for (int g = 0; g < G; ++g) {
+    h_pl[g] = g < real_groups ? batch.prefix_lens[size_t(g)] : 0;
+    max_prefix = std::max(max_prefix, int(h_pl[g]));
+  }
+  CUDA_CHECK(cudaMemcpyAsync(d_in_.get(), h, size_t(off_sample_) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             ctx_.stream));
+
+  cuda::PagedDecodeArgs args;
+  args.block_tables = din_.block_tables;
+  args.seq_lens = din_.seq_lens;
+  args.B = Bg;
+  args.max_blocks = MB;
+  args.max_seq_len = use_graph ? MB * block_size_ : batch.max_seq_len;
+  args.block_size = block_size_;
+  args.num_groups = G;
+  args.group_offsets = G > 0 ? din_.group_offsets : nullptr;
+  args.prefix_lens = G > 0 ? din_.prefix_lens : nullptr;
+  args.max_prefix_len = use_graph ? MB * block_size_ : max_prefix;
+  if (!use_graph) {
+    decode_layers(B, args);
+    return;
+  }
+  // Graphs bake in the kernel scratch pointer: size it for the largest step first, and recapture if it moved.
+  void* scratch = cuda::kernel_scratch(ctx_, std::max<size_t>(workspace_bytes(), 256));
+  if (scratch != graph_scratch_) {
+    drop_graphs();
+    graph_scratch_ = scratch;
+  }
+  auto it = graphs_.find(Bg);
+  if (it != graphs_.end()) {
+    CUDA_CHECK(cudaGraphLaunch(it->second->exec, ctx_.stream));
+    ++graph_replays_;
+    return;
+  }
+  // First step of this bucket: run it eagerly (GEMM plans get made outside capture), then capture for next time.
+  decode_layers(Bg, args);
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    decode_layers(Bg, args);
+  } catch (...) {
+    cudaStreamEndCapture(ctx_.stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(ctx_.stream, &graph));
+  auto* g = new Graph;
+  const cudaError_t e = cudaGraphInstantiate(&g->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    delete g;
+    CUDA_CHECK(e);
+  }
+  graphs_[Bg] = g;
+}
+
+void GpuGenerationForward::sample(const SampleRows& rows, const cuda::GpuSamplingParams& p, uint64_t seed,
+                                  uint32_t step, int max_total, const std::vector<int32_t>& stop_ids) {
+  const int R = rows.R, V = c_.vocab_size;
+  HONE_CHECK(R > 0 && R <= max_rows_, "sampling ", R, " rows, buffers for ", max_rows_);
+  HONE_CHECK(int(stop_ids.size()) <= max_stop_, "more stop ids than reserved");
+  const int64_t A = align_ints(max_rows_);
+  int32_t* h = h_in_ + off_sample_;
+  const std::vector<int32_t>* cols[5] = {&rows.sample_index, &rows.position, &rows.gen_len, &rows.seq_len,
+                                         &rows.max_new};
+  for (int k = 0; k < 5; ++k) {
+    HONE_CHECK(int(cols[k]->size()) == R, "malformed sampler rows");
+    std::copy(cols[k]->begin(), cols[k]->end(), h + k * A);
+  }
+  CUDA_CHECK(cudaMemcpyAsync(d_in_.get() + off_sample_, h, size_t(5 * A) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                             ctx_.stream));
+  std::copy(stop_ids.begin(), stop_ids.end(), h_in_ + off_stop_);
+  if (!stop_ids.empty())
+    CUDA_CHECK(cudaMemcpyAsync(d_in_.get() + off_stop_, h_in_ + off_stop_, stop_ids.size() * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, ctx_.stream));
+  const int32_t* d = d_in_.get() + off_sample_;
+  auto* d_tokens = reinterpret_cast<int32_t*>(d_out_.get());
+  auto* d_logprobs = reinterpret_cast<float*>(d_out_.get() + A * 4);
+  auto* d_done = reinterpret_cast<int32_t*>(d_out_.get() + 2 * A * 4);
+  cuda::sample_tokens(d_tokens, d_logprobs, logits_.get(), V, R, V, p, seed, step, d, d + A, ctx_);
+  cuda::check_stops(d_done, d_tokens, d + 2 * A, d + 3 * A, d + 4 * A, max_total, d_in_.get() + off_stop_,
+                    int(stop_ids.size()), R, ctx_);
+  CUDA_CHECK(cudaMemcpyAsync(h_out_, d_out_.get(), size_t(3 * A * 4), cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+}
+
+void GpuGenerationForward::drop_graphs() {
+  for (auto& [b, g] : graphs_) {
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    delete g;
+  }
+  graphs_.clear();
+}
+
+void GpuGenerationForward::release() {
+  if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
+  drop_graphs();
+  graph_scratch_ = nullptr;
+  pool_ = DeviceArray<bf16>();
+  dec_mem_ = DeviceArray<char>();
+  pre_mem_ = DeviceArray<char>();
+  logits_ = DeviceArray<float>();
+  d_in_ = DeviceArray<int32_t>();
+  d_out_ = DeviceArray<char>();
+  if (h_in_) cudaFreeHost(h_in_);
+  if (h_out_) cudaFreeHost(h_out_);
+  h_in_ = nullptr;
+  h_out_ = nullptr;
+  h_tokens_ = h_done_ = nullptr;
+  h_logprobs_ = nullptr;
+  num_blocks_ = 0;
+  max_rows_ = max_blocks_ = max_prefill_ = max_stop_ = 0;
+}
+
+}  // namespace hone
+
+#endif  // HONE_CUDA

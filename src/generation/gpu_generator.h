@@ -1,0 +1,76 @@
+// The GPU generation engine: the contract of CpuGenerator (same rollouts, same Philox keying by (seed, step,
+// sample index, completion position), same stop rules and finish reasons, same decode callback for stop strings
+// and text) over bf16 weights on one GPU, with a paged KV cache, continuous batching with preemption by recompute
+// (scheduler.h), a GRPO group's prompt prefilled once and its KV blocks shared by the group's samples, decode
+// attention that reads a shared prefix once per group, and decode steps replayed from CUDA graphs.
+//
+// The weights are the device bf16 buffer given at construction (the GpuParamLayout layout), the one refit writes in
+// place: every generate() sees the current weights, and captured graphs stay valid across refits. The KV cache is
+// sized at the first generate() (kv_cache_gib, or a fraction of the free device memory then) and kept until
+// release(), which the trainer calls before training so the cache and training activations never coexist.
+// Design: doc/generation-gpu.md.
+#pragma once
+
+#if HONE_CUDA
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cuda/ops_cuda.h"
+#include "generation/cpu_generator.h"
+#include "model/gpu_transformer.h"
+#include "model/model_config.h"
+
+namespace hone {
+
+class GpuGenerationForward;
+
+struct GpuGenerationOptions {
+  double kv_cache_gib = 0;                 // KV cache size; 0: kv_cache_memory_fraction of the free memory
+  double kv_cache_memory_fraction = 0.3;   // of the device memory free at the start of the first generate()
+  int block_size = 16;                     // tokens per KV block
+  int max_num_seqs = 512;                  // sequences running at once (decode batch)
+  int max_prefill_tokens = 16384;          // tokens per prefill pass (one longer sequence still runs alone)
+  bool cuda_graphs = true;                 // replay decode steps from graphs captured per batch-size bucket
+  bool shared_prefix = true;               // share a group's prompt blocks and read them once per decode step
+};
+
+struct GpuGenerationStats : GenerationStats {
+  int64_t preemptions = 0;          // sequences sent back to the queue for lack of KV blocks
+  int64_t kv_capacity_tokens = 0;   // blocks x block size
+  int64_t cuda_graph_replays = 0;   // decode steps replayed from a graph
+  int64_t shared_prefix_rows = 0;   // decode rows (summed over steps) that read their prompt through a shared group
+  int64_t prefill_passes = 0;       // model passes of each kind
+};
+
+class GpuGenerator {
+ public:
+  // `weights`: the device bf16 weights (layout's offsets); must outlive the generator, like the context.
+  GpuGenerator(const ModelConfig& config, const GpuParamLayout& layout, const cuda::bf16* weights,
+               const cuda::GpuContext& ctx, GpuGenerationOptions options = {});
+  ~GpuGenerator();
+  GpuGenerator(const GpuGenerator&) = delete;
+  GpuGenerator& operator=(const GpuGenerator&) = delete;
+
+  // As CpuGenerator::generate: one rollout per request, in request order.
+  std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
+                                const StopCriteria& stop, uint64_t seed, uint32_t step,
+                                int max_total_sequence_length, const DecodeFunction& decode = {});
+  // Frees the KV cache, buffers and graphs; the next generate() allocates them again.
+  void release();
+
+  const GpuGenerationStats& stats() const { return stats_; }
+  const GpuGenerationOptions& options() const { return options_; }
+
+ private:
+  const ModelConfig config_;
+  GpuGenerationOptions options_;
+  const cuda::GpuContext ctx_;
+  std::unique_ptr<GpuGenerationForward> fwd_;
+  GpuGenerationStats stats_;
+};
+
+}  // namespace hone
+
+#endif  // HONE_CUDA

@@ -1,0 +1,315 @@
+// The GPU generation engine against the CPU engine and against itself under different schedules. Tolerances
+// (bf16 on the GPU, fp32 on the CPU with the same bf16-rounded weights):
+//   * greedy vs CPU: a completion may differ from the CPU's only from a position whose CPU top-1/top-2 logit
+//     margin is below kMargin (a bf16 logit error can only flip a near tie); before it tokens are equal and
+//     logprobs within 5e-2; at least half the sequences must be identical with the same finish reason;
+//   * sampled vs CPU (same seed): >= 95% of sequences identical (the fraction is printed);
+//   * GPU vs GPU (tiny cache with preemptions vs big cache, graphs on/off, shared prefix on/off): the kernels see
+//     different batch shapes (GEMM algorithms, split counts), so bits may differ: >= 90% of sequences identical,
+//     and logprobs of the common prefix within 5e-2;
+//   * token_mult_prob_error (mean over tokens of exp|generation logprob - training-path logprob|) <= 1.01.
+#include <boost/test/unit_test.hpp>
+
+#include "common/gpu.h"
+
+#if HONE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "generation/cached_forward.h"
+#include "generation/cpu_generator.h"
+#include "generation/gpu_generation_forward.h"
+#include "generation/gpu_generator.h"
+#include "generation/kv_cache.h"
+#include "gpu_transformer_test_util.h"
+#include "model/gpu_transformer.h"
+
+namespace {
+
+constexpr float kMargin = 0.15f;
+
+// A tiny untied qwen3 model; lm_scale 5 spreads the logits widely (std ~ 4) so near ties are rare.
+struct GenModel {
+  hone::ModelConfig c;
+  hone::ModelWeights w;
+  test::ScopedGpuContext g;
+  std::unique_ptr<hone::GpuTransformer> gpu;
+
+  explicit GenModel(uint64_t seed, float lm_scale = 5.f) : c(test::gpu_tiny_config(hone::Architecture::qwen3, false)) {
+    w = test::gpu_test_weights(c, seed, 0.08f);
+    float* lm = w.lm_head.f32();
+    for (int64_t i = 0; i < w.lm_head.numel(); ++i) lm[i] = test::bf16_round(lm[i] * lm_scale);
+    gpu = std::make_unique<hone::GpuTransformer>(c, hone::GpuParamLayout::of(w), g.ctx, 512);
+    gpu->upload_weights(w);
+  }
+  hone::GpuGenerator generator(hone::GpuGenerationOptions o = {}) {
+    return hone::GpuGenerator(c, hone::GpuParamLayout::of(w), gpu->weights(), g.ctx, o);
+  }
+};
+
+std::vector<hone::GenerationRequest> make_requests(int prompts, int G, int min_len, int max_len, int vocab,
+                                                   uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> p(static_cast<size_t>(prompts));
+  for (auto& x : p) {
+    x.resize(size_t(std::uniform_int_distribution<int>(min_len, max_len)(rng)));
+    for (auto& t : x) t = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
+  }
+  return hone::group_requests(p, G, 100);
+}
+
+// Greedy CPU generation of one request with the top-1/top-2 margin of every step.
+void cpu_greedy_margins(const GenModel& m, const std::vector<int32_t>& prompt, int max_new,
+                        const std::vector<int32_t>& stop_ids, std::vector<int32_t>& tokens,
+                        std::vector<float>& margins) {
+  hone::CachedForward fwd(m.c);
+  hone::KvCache cache;
+  cache.reshape(m.c.num_hidden_layers, 1, int(prompt.size()) + max_new, m.c.num_key_value_heads, m.c.head_dim);
+  std::vector<float> logits(size_t(m.c.vocab_size));
+  const int32_t cu[2] = {0, int32_t(prompt.size())};
+  const int32_t slot = 0;
+  fwd.prefill(m.w, cache, prompt.data(), cu, &slot, 1, logits.data());
+  tokens.clear();
+  margins.clear();
+  for (int i = 0; i < max_new; ++i) {
+    std::vector<float> s = logits;
+    std::partial_sort(s.begin(), s.begin() + 2, s.end(), std::greater<float>());
+    margins.push_back(s[0] - s[1]);
+    const int32_t t = hone::greedy_token(logits);
+    tokens.push_back(t);
+    if (std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end() || i + 1 == max_new) break;
+    const int32_t pos = int32_t(prompt.size()) + i;
+    fwd.decode(m.w, cache, &t, &pos, &slot, 1, logits.data());
+  }
+}
+
+struct Agreement {
+  double identical = 0;       // fraction of sequences with identical completions and finish reasons
+  double max_logprob_diff = 0;  // over the common prefix of every pair
+};
+
+Agreement agree(const std::vector<hone::Rollout>& a, const std::vector<hone::Rollout>& b) {
+  BOOST_REQUIRE(a.size() == b.size());
+  Agreement r;
+  int same = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    BOOST_TEST(a[i].sample_index == b[i].sample_index);
+    BOOST_TEST(a[i].prompt == b[i].prompt);
+    BOOST_TEST((a[i].finish_reason != hone::FinishReason::none));
+    BOOST_TEST(a[i].completion.size() == a[i].logprobs.size());
+    const bool eq = a[i].completion == b[i].completion && a[i].finish_reason == b[i].finish_reason;
+    same += eq;
+    for (size_t j = 0; j < std::min(a[i].completion.size(), b[i].completion.size()); ++j) {
+      if (a[i].completion[j] != b[i].completion[j]) break;
+      r.max_logprob_diff = std::max(r.max_logprob_diff, double(std::fabs(a[i].logprobs[j] - b[i].logprobs[j])));
+    }
+  }
+  r.identical = double(same) / double(a.size());
+  return r;
+}
+
+hone::StopCriteria stops(int max_new) {
+  hone::StopCriteria s;
+  s.max_new_tokens = max_new;
+  s.stop_token_ids = {7, 11};
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gpu_generator)
+
+BOOST_AUTO_TEST_CASE(greedy_equals_cpu_token_for_token, *boost::unit_test::precondition(test::needs_gpu)) {
+  GenModel m(31);
+  const auto req = make_requests(6, 3, 3, 40, m.c.vocab_size, 1);
+  hone::SamplingParams sp;
+  sp.greedy = true;
+  const hone::StopCriteria st = stops(16);
+  hone::GpuGenerationOptions o;
+  o.kv_cache_gib = 0.01;
+  auto gen = m.generator(o);
+  const auto gpu = gen.generate(req, sp, st, 5, 2, 256);
+  hone::CpuGenerator cpu_gen(m.c, m.w);
+  const auto cpu = cpu_gen.generate(req, sp, st, 5, 2, 256);
+  int64_t compared = 0, total = 0, full = 0;
+  for (size_t i = 0; i < req.size(); ++i) {
+    std::vector<int32_t> toks;
+    std::vector<float> margins;
+    cpu_greedy_margins(m, req[i].prompt, 16, st.stop_token_ids, toks, margins);
+    BOOST_TEST(toks == cpu[i].completion);  // the margin reference is the CPU engine
+    total += int64_t(toks.size());
+    const std::vector<int32_t>& g = gpu[i].completion;
+    size_t j = 0;
+    while (j < toks.size() && j < g.size() && g[j] == toks[j]) {
+      BOOST_TEST(std::fabs(gpu[i].logprobs[j] - cpu[i].logprobs[j]) < 5e-2);
+      ++j;
+    }
+    compared += int64_t(j);
+    if (j < toks.size() && j < g.size()) {
+      BOOST_TEST(margins[j] < kMargin, "sequence " << i << " differs at position " << j << " where the CPU margin is "
+                                                   << margins[j]);
+    } else {
+      BOOST_TEST(g.size() == toks.size(), "sequence " << i << ": same tokens, different lengths");
+      BOOST_TEST((gpu[i].finish_reason == cpu[i].finish_reason));
+      full += g.size() == toks.size();
+    }
+  }
+  BOOST_TEST_MESSAGE("greedy vs CPU: " << compared << " of " << total << " tokens equal before any difference, "
+                                       << full << " of " << req.size() << " sequences identical");
+  BOOST_TEST(2 * full >= int64_t(req.size()));
+  BOOST_TEST(gen.stats().generated_tokens == [&] {
+    int64_t n = 0;
+    for (const auto& r : gpu) n += int64_t(r.completion.size());
+    return n;
+  }());
+  BOOST_TEST(gen.stats().shared_prefix_rows > 0);
+}
+
+BOOST_AUTO_TEST_CASE(sampling_matches_cpu_with_the_same_seed, *boost::unit_test::precondition(test::needs_gpu)) {
+  GenModel m(32);
+  const auto req = make_requests(32, 4, 3, 30, m.c.vocab_size, 2);
+  hone::SamplingParams sp;
+  sp.temperature = 0.9f;
+  sp.top_k = 50;
+  const hone::StopCriteria st = stops(4);
+  hone::GpuGenerationOptions o;
+  o.kv_cache_gib = 0.01;
+  auto gen = m.generator(o);
+  const auto gpu = gen.generate(req, sp, st, 77, 3, 256);
+  hone::CpuGenerator cpu_gen(m.c, m.w);
+  const auto cpu = cpu_gen.generate(req, sp, st, 77, 3, 256);
+  const Agreement a = agree(gpu, cpu);
+  BOOST_TEST_MESSAGE("sampled vs CPU: " << 100 * a.identical << "% of sequences identical, logprob diff "
+                                        << a.max_logprob_diff);
+  BOOST_TEST(a.identical >= 0.95);
+  BOOST_TEST(a.max_logprob_diff < 5e-2);
+}
+
+BOOST_AUTO_TEST_CASE(tiny_cache_preempts_and_gives_the_same_rollouts,
+                     *boost::unit_test::precondition(test::needs_gpu)) {
+  GenModel m(33);
+  const auto req = make_requests(8, 4, 5, 20, m.c.vocab_size, 3);
+  for (bool greedy : {true, false}) {
+    hone::SamplingParams sp;
+    sp.greedy = greedy;
+    const hone::StopCriteria st = stops(24);
+    hone::GpuGenerationOptions big, tiny;
+    big.kv_cache_gib = 0.01;
+    tiny.block_size = 4;
+    tiny.kv_cache_gib = 40.5 * double(hone::GpuGenerationForward::block_bytes(m.c, 4)) / double(1 << 30);
+    auto g_big = m.generator(big);
+    auto g_tiny = m.generator(tiny);
+    const auto a = g_big.generate(req, sp, st, 9, 1, 256);
+    const auto b = g_tiny.generate(req, sp, st, 9, 1, 256);
+    BOOST_TEST(g_big.stats().preemptions == 0);
+    BOOST_TEST(g_tiny.stats().preemptions > 0);
+    BOOST_TEST(g_tiny.stats().kv_capacity_tokens == 160);
+    const Agreement ag = agree(a, b);
+    BOOST_TEST_MESSAGE((greedy ? "greedy" : "sampled") << " tiny vs big cache: " << g_tiny.stats().preemptions
+                                                        << " preemptions, " << 100 * ag.identical
+                                                        << "% identical, logprob diff " << ag.max_logprob_diff);
+    BOOST_TEST(ag.identical >= 0.9);
+    BOOST_TEST(ag.max_logprob_diff < 5e-2);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(graphs_and_shared_prefix_change_nothing, *boost::unit_test::precondition(test::needs_gpu)) {
+  GenModel m(34);
+  const auto req = make_requests(10, 5, 3, 50, m.c.vocab_size, 4);
+  hone::SamplingParams sp;
+  const hone::StopCriteria st = stops(30);
+  hone::GpuGenerationOptions base;
+  base.kv_cache_gib = 0.01;
+  base.max_num_seqs = 24;  // several batch buckets as sequences finish
+  hone::GpuGenerationOptions no_graphs = base, no_share = base;
+  no_graphs.cuda_graphs = false;
+  no_share.shared_prefix = false;
+  auto g0 = m.generator(base);
+  auto g1 = m.generator(no_graphs);
+  auto g2 = m.generator(no_share);
+  const auto a = g0.generate(req, sp, st, 4, 8, 256);
+  const auto again = g0.generate(req, sp, st, 4, 8, 256);  // replays the graphs captured by the first call
+  const auto b = g1.generate(req, sp, st, 4, 8, 256);
+  const auto c = g2.generate(req, sp, st, 4, 8, 256);
+  BOOST_TEST(g0.stats().cuda_graph_replays > 0);
+  BOOST_TEST(g1.stats().cuda_graph_replays == 0);
+  BOOST_TEST(g0.stats().shared_prefix_rows > 0);
+  BOOST_TEST(g2.stats().shared_prefix_rows == 0);
+  BOOST_TEST(g2.stats().peak_kv_bytes > g0.stats().peak_kv_bytes);
+  const Agreement r = agree(a, again), ab = agree(a, b), ac = agree(a, c);
+  BOOST_TEST_MESSAGE("graph replay " << 100 * r.identical << "%, graphs off " << 100 * ab.identical
+                                     << "%, shared prefix off " << 100 * ac.identical << "% identical");
+  BOOST_TEST(r.identical == 1.0);  // the same schedule and shapes: bitwise
+  BOOST_TEST(ab.identical >= 0.9);
+  BOOST_TEST(ac.identical >= 0.9);
+  BOOST_TEST(ab.max_logprob_diff < 5e-2);
+  BOOST_TEST(ac.max_logprob_diff < 5e-2);
+  // Refit in place: new weights are seen by the captured graphs (a different model, different completions).
+  hone::ModelWeights w2 = test::gpu_test_weights(m.c, 99, 0.08f);
+  m.gpu->upload_weights(w2);
+  const auto d = g0.generate(req, sp, st, 4, 8, 256);
+  BOOST_TEST(agree(a, d).identical < 0.5);
+  g0.release();
+  const auto e = g0.generate(req, sp, st, 4, 8, 256);  // everything allocated again after release()
+  BOOST_TEST(agree(d, e).identical >= 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(token_mult_prob_error_against_the_training_path,
+                     *boost::unit_test::precondition(test::needs_gpu)) {
+  GenModel m(35, 1.f);  // logits of a realistic spread (std ~ 1)
+  const auto req = make_requests(8, 4, 4, 40, m.c.vocab_size, 5);
+  hone::SamplingParams sp;
+  sp.temperature = 0.8f;
+  const hone::StopCriteria st = stops(40);
+  hone::GpuGenerationOptions o;
+  o.kv_cache_gib = 0.01;
+  auto gen = m.generator(o);
+  const auto out = gen.generate(req, sp, st, 6, 1, 256);
+  std::vector<std::vector<int32_t>> seqs;
+  for (const auto& r : out) {
+    std::vector<int32_t> s = r.prompt;
+    s.insert(s.end(), r.completion.begin(), r.completion.end());
+    seqs.push_back(s);
+  }
+  const hone::PackedBatch batch = hone::PackedBatch::pack(seqs);
+  m.gpu->forward(batch, sp.temperature, false, false);
+  const std::vector<float> lp = m.gpu->logprobs_host();
+  double sum = 0, max_diff = 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int begin = batch.seq_begin(int(i)) + int(out[i].prompt.size()) - 1;
+    for (size_t j = 0; j < out[i].completion.size(); ++j) {
+      const double d = std::fabs(double(out[i].logprobs[j]) - double(lp[size_t(begin) + j]));
+      sum += std::exp(d);
+      max_diff = std::max(max_diff, d);
+      ++n;
+    }
+  }
+  const double mpe = sum / double(n);
+  BOOST_TEST_MESSAGE("token_mult_prob_error " << mpe << " over " << n << " tokens, max |diff| " << max_diff);
+  BOOST_TEST(n > 100);
+  BOOST_TEST(mpe <= 1.01);
+}
+
+BOOST_AUTO_TEST_CASE(bad_requests_are_refused, *boost::unit_test::precondition(test::needs_gpu)) {
+  GenModel m(36);
+  hone::GpuGenerationOptions o;
+  o.kv_cache_gib = 0.01;
+  auto gen = m.generator(o);
+  hone::SamplingParams sp;
+  const hone::StopCriteria st = stops(4);
+  BOOST_CHECK_THROW(gen.generate({{{}, 0}}, sp, st, 1, 1, 64), hone::UserError);
+  BOOST_CHECK_THROW(gen.generate({{{1, 400}, 0}}, sp, st, 1, 1, 64), hone::UserError);
+  BOOST_CHECK_THROW(gen.generate({{{1, 2, 3}, 0}}, sp, st, 1, 1, 3), hone::UserError);
+  BOOST_TEST(gen.generate({}, sp, st, 1, 1, 64).empty());
+  hone::GpuGenerationOptions small;
+  small.kv_cache_gib = 1e-6;  // no room for one sequence
+  auto g2 = m.generator(small);
+  BOOST_CHECK_THROW(g2.generate({{{1, 2, 3}, 0}}, sp, st, 1, 1, 64), hone::UserError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+#endif  // HONE_CUDA
