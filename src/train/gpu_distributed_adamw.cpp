@@ -67,7 +67,7 @@ GpuDistributedAdamW::GpuDistributedAdamW(const ModelWeights& weights, const GpuP
   v_ = DeviceArray<float>(shard);
   gshard_ = DeviceArray<float>(shard);
   wshard_bf_ = DeviceArray<bf16>(shard);
-  scalar_ = DeviceArray<double>(1);
+  scalar_ = DeviceArray<char>(sizeof(double));
   if (!options_.grad_reduce_in_fp32) {
     send_bf_ = DeviceArray<bf16>(max_bucket_);
     recv_bf_ = DeviceArray<bf16>(max_bucket_ / dp.size());
@@ -115,10 +115,11 @@ GpuStepResult GpuDistributedAdamW::step(float lr, double max_norm, bf16* compute
 
   // Global norm: the shards' sums of squares summed over dp (the padding is zero).
   const double local = cuda::sum_squares(gshard_.get(), shard, ctx_);
-  CUDA_CHECK(cudaMemcpyAsync(scalar_.get(), &local, sizeof(double), cudaMemcpyHostToDevice, ctx_.stream));
-  dp_.all_reduce_sum_async(scalar_.get(), scalar_.get(), 1, CommType::f64, ctx_.stream).wait();
+  double* d_sum = reinterpret_cast<double*>(scalar_.get());
+  CUDA_CHECK(cudaMemcpyAsync(d_sum, &local, sizeof(double), cudaMemcpyHostToDevice, ctx_.stream));
+  dp_.all_reduce_sum_async(d_sum, d_sum, 1, CommType::f64, ctx_.stream).wait();
   double total = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&total, scalar_.get(), sizeof(double), cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaMemcpyAsync(&total, d_sum, sizeof(double), cudaMemcpyDeviceToHost, ctx_.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   GpuStepResult r;
   r.grad_norm = std::sqrt(total);

@@ -102,7 +102,7 @@ class GpuDistributedAdamW : public GpuGradientBuckets {
   DeviceArray<float> grads_, master_, m_, v_, gshard_;
   DeviceArray<bf16> wshard_bf_;                   // the updated shard in bf16, for the all-gather
   DeviceArray<bf16> send_bf_, recv_bf_, tail_bf_;  // bf16 reduction staging; the padded last bucket's gather
-  DeviceArray<double> scalar_;
+  DeviceArray<char> scalar_;  // one double (the sum of squares)
   bool reduced_ = false;
   int step_ = 0;
 };
