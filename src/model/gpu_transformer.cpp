@@ -384,11 +384,13 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
     if (recompute_[size_t(l)]) gpu_layer_forward(c_, wl, lb, a, s, x_[size_t(l + 1)], ctx_, prof_);
     gpu_layer_backward(c_, wl, layer_params<float>(layout_.layers[size_t(l)], grads), lb, a, s, dres, ctx_, prof_);
+    if (layer_hook_) layer_hook_(l);
   }
   {
     ProfileScope ps(prof_, "embedding_backward");
     cuda::embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T, C, ctx_);
   }
+  if (layer_hook_) layer_hook_(-1);
 }
 
 }  // namespace hone

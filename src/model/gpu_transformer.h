@@ -8,6 +8,7 @@
 #if HONE_CUDA
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -89,6 +90,10 @@ class GpuTransformer {
   // Gradient of sum_t dlogprob[t] logprob[t] + dentropy[t] entropy[t] (device fp32 [T]; dentropy may be null),
   // ACCUMULATED into grads (device fp32 [num_params], the layout's offsets). Once per forward.
   void backward(const float* dlogprob, const float* dentropy, float* grads);
+  // Called on the host during backward once layer l's parameter gradients are final on the stream (l = L-1 down
+  // to 0), and with l = -1 once every gradient is (embeddings; the final norm and an untied LM head are final
+  // before layer L-1's call). For overlapping gradient reduction (train/grad_reducer.h); null: none.
+  void set_backward_layer_hook(std::function<void(int layer)> hook) { layer_hook_ = std::move(hook); }
   // The same with host weights (uploaded into the backward arena).
   void backward_host(const std::vector<float>& dlogprob, const std::vector<float>* dentropy, float* grads);
 
@@ -120,6 +125,7 @@ class GpuTransformer {
   std::vector<bool> recompute_;
   int chunk_v_ = 8192;
   GpuOpProfiler* prof_ = nullptr;
+  std::function<void(int)> layer_hook_;
 
   DeviceArray<bf16> weights_;
   DeviceArray<float> inv_freq_;

@@ -1,0 +1,255 @@
+// NcclComm: NCCL bootstrap over a host Comm, non-blocking communicators, and the watchdog that turns a stuck or
+// failed collective into one message and the end of the run instead of a hang.
+#include "cuda/nccl_comm.h"
+
+#if HONE_CUDA
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "cuda/check.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+
+namespace hone {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ncclDataType_t nccl_type(CommType t) {
+  switch (t) {
+    case CommType::f32: return ncclFloat32;
+    case CommType::bf16: return ncclBfloat16;
+    case CommType::f64: return ncclFloat64;
+    case CommType::i64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+std::string describe_op(const char* op, int64_t count, CommType type) {
+  return cat(op, " of ", count * int64_t(comm_type_size(type)), " bytes (", count, " x ", comm_type_name(type), ")");
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Polls fast at first, then backs off to 50 us so a long wait does not burn a core.
+void pause(int& spins) {
+  if (++spins < 200)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+}  // namespace
+
+namespace detail {
+bool disable_nvls_unless_set() {
+  if (std::getenv("NCCL_NVLS_ENABLE") != nullptr) return false;
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  log_debug("NCCL_NVLS_ENABLE=0 set (NVLink multicast off; set the variable to choose otherwise)");
+  return true;
+}
+}  // namespace detail
+
+// ---- NcclWork ----------------------------------------------------------------------------------------------------
+
+NcclWork& NcclWork::operator=(NcclWork&& o) noexcept {
+  if (this != &o) {
+    if (event_) cudaEventDestroy(event_);
+    comm_ = o.comm_, event_ = o.event_, what_ = std::move(o.what_), start_ = o.start_;
+    o.event_ = nullptr, o.comm_ = nullptr;
+  }
+  return *this;
+}
+
+NcclWork::~NcclWork() {
+  if (event_) cudaEventDestroy(event_);  // released by CUDA once the work completes
+}
+
+void NcclWork::wait() {
+  if (event_) comm_->wait(*this);
+}
+
+// ---- NcclComm ----------------------------------------------------------------------------------------------------
+
+NcclComm::NcclComm(Comm& bootstrap, NcclOptions options)
+    : options_(std::move(options)), name_(bootstrap.name()), rank_(bootstrap.rank()), size_(bootstrap.size()),
+      world_ranks_(bootstrap.world_ranks()) {
+  HONE_CHECK(!bootstrap.on_device(), "an NcclComm is bootstrapped over a host Comm");
+  HONE_CHECK(options_.timeout_s > 0, "the NCCL timeout must be positive, not ", options_.timeout_s);
+  detail::disable_nvls_unless_set();
+  CUDA_CHECK(cudaGetDevice(&device_));
+
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  static_assert(sizeof(ncclUniqueId) % sizeof(int64_t) == 0, "the NCCL id travels as int64 words");
+  int64_t words[sizeof(ncclUniqueId) / sizeof(int64_t)];
+  std::memcpy(words, &id, sizeof(id));
+  bootstrap.broadcast(words, int64_t(sizeof(words) / sizeof(int64_t)), 0);
+  std::memcpy(&id, words, sizeof(id));
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // every call returns at once; ncclCommGetAsyncError says when it is done (abortable)
+  const Clock::time_point start = Clock::now();
+  const ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+  settle(r, "ncclCommInitRankConfig", start);
+
+  if (options_.stream) {
+    stream_ = options_.stream;
+  } else {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    own_stream_ = true;
+  }
+  CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+  CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(float)));
+  log_debug("NCCL communicator for the ", describe(), " on device ", device_, ": rank ", rank_, " of ", size_);
+}
+
+NcclComm::~NcclComm() {
+  if (comm_ && !aborted_) {
+    // Finalize flushes outstanding work; on the non-blocking communicator it may answer ncclInProgress.
+    ncclResult_t r = ncclCommFinalize(comm_);
+    const Clock::time_point start = Clock::now();
+    ncclResult_t state = r;
+    while (r == ncclSuccess || r == ncclInProgress) {
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess || state != ncclInProgress) break;
+      if (seconds_since(start) > options_.timeout_s) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (state == ncclSuccess)
+      ncclCommDestroy(comm_);
+    else
+      ncclCommAbort(comm_);
+  }
+  if (scratch_) cudaFree(scratch_);
+  if (own_stream_ && stream_) cudaStreamDestroy(stream_);
+}
+
+void NcclComm::fail(const std::string& what, const std::string& why) {
+  const std::string message =
+      cat("NCCL ", what, " on the ", describe(), " ", why, "; the communicator was aborted (timeout ",
+          options_.timeout_s, " s, parallel.nccl_timeout_s)");
+  if (comm_ && !aborted_) {
+    aborted_ = true;
+    ncclCommAbort(comm_);
+  }
+  if (options_.on_failure)
+    options_.on_failure(message);
+  else
+    fatal_exit(kExitFailure, message, /*collective=*/false);
+  throw Error(message);
+}
+
+void NcclComm::check_usable(const char* op) const {
+  HONE_CHECK(!aborted_, "NCCL ", op, " on the ", describe(), " after its communicator was aborted");
+}
+
+void NcclComm::settle(ncclResult_t r, const std::string& what, Clock::time_point start) {
+  if (r == ncclSuccess) {
+    // A non-blocking call may still be finishing (the init, or a collective's enqueue): check the state too.
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+    if (q != ncclSuccess) fail(what, cat("failed: ", detail::nccl_status_text(q)));
+    r = state;
+  }
+  int spins = 0;
+  while (r == ncclInProgress) {
+    if (seconds_since(start) > options_.timeout_s)
+      fail(what, cat("did not complete within ", options_.timeout_s, " s"));
+    pause(spins);
+    const ncclResult_t q = ncclCommGetAsyncError(comm_, &r);
+    if (q != ncclSuccess) fail(what, cat("failed: ", detail::nccl_status_text(q)));
+  }
+  if (r != ncclSuccess) fail(what, cat("failed: ", detail::nccl_status_text(r)));
+}
+
+NcclWork NcclComm::launched(std::string what, cudaStream_t stream, Clock::time_point start) {
+  NcclWork w;
+  w.comm_ = this;
+  w.what_ = std::move(what);
+  w.start_ = start;
+  CUDA_CHECK(cudaEventCreateWithFlags(&w.event_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(w.event_, stream));
+  return w;
+}
+
+void NcclComm::wait(NcclWork& w) {
+  int spins = 0;
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(w.event_);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) fail(w.what_, cat("failed on the device: ", detail::cuda_status_text(e)));
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+    if (q != ncclSuccess) fail(w.what_, cat("failed: ", detail::nccl_status_text(q)));
+    if (state != ncclSuccess && state != ncclInProgress)
+      fail(w.what_, cat("failed: ", detail::nccl_status_text(state)));
+    const double waited = seconds_since(w.start_);
+    if (waited > options_.timeout_s)
+      fail(w.what_, cat("did not complete within ", options_.timeout_s, " s (waited ", waited, " s)"));
+    pause(spins);
+  }
+  cudaEventDestroy(w.event_);
+  w.event_ = nullptr;
+}
+
+NcclWork NcclComm::all_reduce_sum_async(const void* send, void* recv, int64_t count, CommType type,
+                                        cudaStream_t stream) {
+  check_usable("all_reduce_sum");
+  if (count == 0) return {};
+  const Clock::time_point start = Clock::now();
+  std::string what = describe_op("all_reduce_sum", count, type);
+  settle(ncclAllReduce(send, recv, size_t(count), nccl_type(type), ncclSum, comm_, stream), what, start);
+  return launched(std::move(what), stream, start);
+}
+
+NcclWork NcclComm::reduce_scatter_sum_async(const void* send, void* recv, int64_t recv_count, CommType type,
+                                            cudaStream_t stream) {
+  check_usable("reduce_scatter_sum");
+  if (recv_count == 0) return {};
+  const Clock::time_point start = Clock::now();
+  std::string what = describe_op("reduce_scatter_sum", recv_count * size_, type);
+  settle(ncclReduceScatter(send, recv, size_t(recv_count), nccl_type(type), ncclSum, comm_, stream), what, start);
+  return launched(std::move(what), stream, start);
+}
+
+NcclWork NcclComm::all_gather_async(const void* send, void* recv, int64_t send_count, CommType type,
+                                    cudaStream_t stream) {
+  check_usable("all_gather");
+  if (send_count == 0) return {};
+  const Clock::time_point start = Clock::now();
+  std::string what = describe_op("all_gather", send_count * size_, type);
+  settle(ncclAllGather(send, recv, size_t(send_count), nccl_type(type), comm_, stream), what, start);
+  return launched(std::move(what), stream, start);
+}
+
+NcclWork NcclComm::broadcast_async(void* buf, int64_t count, CommType type, int root, cudaStream_t stream) {
+  check_usable("broadcast");
+  HONE_CHECK(root >= 0 && root < size_, "broadcast root ", root, " outside the ", describe());
+  if (count == 0) return {};
+  const Clock::time_point start = Clock::now();
+  std::string what = describe_op("broadcast", count, type);
+  settle(ncclBroadcast(buf, buf, size_t(count), nccl_type(type), root, comm_, stream), what, start);
+  return launched(std::move(what), stream, start);
+}
+
+void NcclComm::all_reduce_sum_raw(const void* send, void* recv, int64_t count, CommType type) {
+  all_reduce_sum_async(send, recv, count, type, stream_).wait();
+}
+void NcclComm::reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_count, CommType type) {
+  reduce_scatter_sum_async(send, recv, recv_count, type, stream_).wait();
+}
+void NcclComm::all_gather_raw(const void* send, void* recv, int64_t send_count, CommType type) {
+  all_gather_async(send, recv, send_count, type, stream_).wait();
+}
+void NcclComm::broadcast_raw(void* buf, int64_t count, CommType type, int root) {
+  broadcast_async(buf, count, type, root, stream_).wait();
+}
+void NcclComm::barrier() { all_reduce_sum_async(scratch_, scratch_, 1, CommType::f32, stream_).wait(); }
+
+}  // namespace hone
+
+#endif  // HONE_CUDA

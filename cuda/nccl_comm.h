@@ -1,0 +1,127 @@
+// NcclComm: Comm over NCCL, device buffers, with a watchdog. One NcclComm per group of the rank grid (world, dp,
+// tp, pp; src/comm/comm_factory.h makes them), bootstrapped over the host Comm of the same group: rank 0 calls
+// ncclGetUniqueId, the host Comm broadcasts it (MPI_Bcast), every member calls ncclCommInitRankConfig with a
+// NON-BLOCKING config (so a stuck communicator can be aborted). GPU buffers never go through MPI.
+//
+// Watchdog: every collective is enqueued on a stream, followed by an event; waiting polls the event and
+// ncclCommGetAsyncError until it completes, NCCL reports an error, or timeout_s (parallel.nccl_timeout_s) passes
+// since the enqueue. On failure the communicator is aborted (ncclCommAbort) and on_failure gets one message naming
+// the collective, its byte count, the group and its world ranks, and the timeout; the default ends every rank
+// through fatal_exit. The synchronous collectives (the Comm interface) run on options.stream and wait; the *_async
+// ones return an NcclWork to wait() on later (overlap with compute).
+//
+// Before the first NCCL communicator is made, NCCL_NVLS_ENABLE=0 is set unless the environment sets it: NVLink
+// multicast (NVLS) can leave a shared host's GPUs unusable. Plain header (CUDA and NCCL only; MPI stays in the .cpp).
+#pragma once
+
+#if HONE_CUDA
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+
+namespace hone {
+
+struct NcclOptions {
+  double timeout_s = 600;         // parallel.nccl_timeout_s
+  cudaStream_t stream = nullptr;  // stream of the synchronous collectives; null: a stream of the NcclComm's own
+  // Called once after ncclCommAbort with the failure's message. Default (empty): fatal_exit ends every rank.
+  // If it returns, the failing call throws hone::Error with the same message.
+  std::function<void(const std::string&)> on_failure = {};
+};
+
+class NcclComm;
+
+// A collective in flight. wait() returns once it completed (the watchdog applies); dropping it without wait()
+// does not wait (the event is released when the work completes).
+class NcclWork {
+ public:
+  NcclWork() = default;
+  NcclWork(NcclWork&& o) noexcept { *this = std::move(o); }
+  NcclWork& operator=(NcclWork&& o) noexcept;
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+  ~NcclWork();
+
+  void wait();                 // no-op when nothing is in flight
+  bool pending() const { return event_ != nullptr; }
+  cudaEvent_t event() const { return event_; }  // recorded after the collective (a stream may wait on it)
+  const std::string& what() const { return what_; }
+
+ private:
+  friend class NcclComm;
+  NcclComm* comm_ = nullptr;
+  cudaEvent_t event_ = nullptr;
+  std::string what_;  // "all_reduce_sum of 4096 bytes (f32)"
+  std::chrono::steady_clock::time_point start_;
+};
+
+class NcclComm : public Comm {
+ public:
+  // Collective over bootstrap's members (a host Comm of the same group; one rank: no MPI needed). Makes the
+  // communicator on the current CUDA device.
+  NcclComm(Comm& bootstrap, NcclOptions options);
+  ~NcclComm() override;  // finalizes and destroys the communicator (nothing after an abort)
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<int>& world_ranks() const override { return world_ranks_; }
+  const std::string& name() const override { return name_; }
+  bool on_device() const override { return true; }
+
+  // Synchronous (enqueue on stream(), then wait with the watchdog).
+  void all_reduce_sum_raw(const void* send, void* recv, int64_t count, CommType type) override;
+  void reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_count, CommType type) override;
+  void all_gather_raw(const void* send, void* recv, int64_t send_count, CommType type) override;
+  void broadcast_raw(void* buf, int64_t count, CommType type, int root) override;
+  void barrier() override;
+
+  // Asynchronous on `stream`: the collective starts after the work already queued there.
+  NcclWork all_reduce_sum_async(const void* send, void* recv, int64_t count, CommType type, cudaStream_t stream);
+  NcclWork reduce_scatter_sum_async(const void* send, void* recv, int64_t recv_count, CommType type,
+                                    cudaStream_t stream);
+  NcclWork all_gather_async(const void* send, void* recv, int64_t send_count, CommType type, cudaStream_t stream);
+  NcclWork broadcast_async(void* buf, int64_t count, CommType type, int root, cudaStream_t stream);
+
+  cudaStream_t stream() const { return stream_; }
+  double timeout_s() const { return options_.timeout_s; }
+  bool aborted() const { return aborted_; }
+  ncclComm_t handle() const { return comm_; }
+  int device() const { return device_; }
+
+ private:
+  friend class NcclWork;
+  void wait(NcclWork& work);
+  // After an NCCL call on the non-blocking communicator: waits while it reports ncclInProgress; fails on an error.
+  void settle(ncclResult_t r, const std::string& what, std::chrono::steady_clock::time_point start);
+  NcclWork launched(std::string what, cudaStream_t stream, std::chrono::steady_clock::time_point start);
+  [[noreturn]] void fail(const std::string& what, const std::string& why);
+  void check_usable(const char* op) const;
+
+  NcclOptions options_;
+  std::string name_;
+  int rank_ = 0, size_ = 1, device_ = 0;
+  std::vector<int> world_ranks_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  bool own_stream_ = false;
+  bool aborted_ = false;
+  float* scratch_ = nullptr;  // one float for barrier()
+};
+
+namespace detail {
+// Sets NCCL_NVLS_ENABLE=0 unless the environment already sets it (says so at debug level). Returns whether it set it.
+bool disable_nvls_unless_set();
+}  // namespace detail
+
+}  // namespace hone
+
+#endif  // HONE_CUDA

@@ -1,0 +1,54 @@
+// MpiComm: Comm over an MPI communicator, host buffers. Used by the CPU path (and CI) for data-parallel gradient
+// reduction and the loop's metrics, and to bootstrap NCCL. Without MPI running (a plain `hone ...`), or over a
+// one-rank communicator, it is a local group of one: every collective is a copy or nothing.
+// MPI has no bf16: bf16 sums are converted to fp32, reduced, and rounded back once.
+// A failing MPI call throws through MPI_CHECK; fatal_exit then ends every rank (runtime/runtime.h).
+// Host-only header (includes mpi.h): never from a .cu file.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+
+namespace hone {
+
+class MpiComm : public Comm {
+ public:
+  // A local group of one (no MPI involved).
+  MpiComm();
+  // Over comm (not owned: it must outlive this object, e.g. MPI_COMM_WORLD or a GridComms member). When MPI is
+  // not active, comm is ignored and the group is local.
+  MpiComm(MPI_Comm comm, std::string name);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<int>& world_ranks() const override { return world_ranks_; }
+  const std::string& name() const override { return name_; }
+  bool on_device() const override { return false; }
+  MPI_Comm mpi_comm() const { return comm_; }  // MPI_COMM_NULL for a local group
+
+  void all_reduce_sum_raw(const void* send, void* recv, int64_t count, CommType type) override;
+  void reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_count, CommType type) override;
+  void all_gather_raw(const void* send, void* recv, int64_t send_count, CommType type) override;
+  void broadcast_raw(void* buf, int64_t count, CommType type, int root) override;
+  void barrier() override;
+
+  // Host-only extras for the loop's metrics.
+  void all_reduce_max(double* x, int64_t n);
+  void all_reduce_min(double* x, int64_t n);
+  std::string broadcast_string(const std::string& s, int root = 0);
+
+ private:
+  bool distributed() const { return comm_ != MPI_COMM_NULL && size_ > 1; }
+  void reduce_op(const void* send, void* recv, int64_t count, CommType type, MPI_Op op);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::string name_ = "local";
+  int rank_ = 0, size_ = 1;
+  std::vector<int> world_ranks_;
+};
+
+}  // namespace hone

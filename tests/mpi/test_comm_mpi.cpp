@@ -1,0 +1,158 @@
+// MpiComm under two ranks: every collective and element type against hand-computed results, the in-place forms,
+// the grid's sub-communicators, and the local (one-rank) group.
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/comm_factory.h"
+#include "comm/mpi_comm.h"
+#include "runtime/rank_grid.h"
+#include "runtime/runtime.h"
+#include "tensor/dtype.h"
+
+namespace {
+
+// Rank r's value at index i: distinct per rank and index, exact in every type used.
+double value(int r, int64_t i) { return double(r + 1) * 10.0 + double(i % 7) - 3.0; }
+double summed(int ranks, int64_t i) {
+  double s = 0;
+  for (int r = 0; r < ranks; ++r) s += value(r, i);
+  return s;
+}
+
+template <typename T>
+T make(double v) {
+  if constexpr (std::is_same_v<T, uint16_t>)
+    return hone::f32_to_bf16(float(v));
+  else
+    return T(v);
+}
+template <typename T>
+double read(T v) {
+  if constexpr (std::is_same_v<T, uint16_t>)
+    return double(hone::bf16_to_f32(v));
+  else
+    return double(v);
+}
+
+template <typename T>
+void check_all_collectives(hone::Comm& c) {
+  const int P = c.size(), me = c.rank();
+  const int64_t m = 5, n = m * P;
+  BOOST_TEST_CONTEXT(c.describe() << " " << hone::comm_type_name(hone::comm_type_of<T>())) {
+    // all_reduce out of place and in place
+    std::vector<T> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = make<T>(value(me, i));
+    c.all_reduce_sum(x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) BOOST_TEST(read(y[size_t(i)]) == summed(P, i));
+    c.all_reduce_sum(x.data(), n);
+    for (int64_t i = 0; i < n; ++i) BOOST_TEST(read(x[size_t(i)]) == summed(P, i));
+
+    // reduce_scatter out of place and in place (recv = send + rank * m)
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = make<T>(value(me, i));
+    std::vector<T> part(static_cast<size_t>(m));
+    c.reduce_scatter_sum(x.data(), part.data(), m);
+    for (int64_t i = 0; i < m; ++i) BOOST_TEST(read(part[size_t(i)]) == summed(P, me * m + i));
+    c.reduce_scatter_sum(x.data(), x.data() + me * m, m);
+    for (int64_t i = 0; i < m; ++i) BOOST_TEST(read(x[size_t(me * m + i)]) == summed(P, me * m + i));
+
+    // all_gather out of place and in place
+    std::vector<T> mine(static_cast<size_t>(m)), all(static_cast<size_t>(n));
+    for (int64_t i = 0; i < m; ++i) mine[size_t(i)] = make<T>(value(me, i));
+    c.all_gather(mine.data(), all.data(), m);
+    for (int r = 0; r < P; ++r)
+      for (int64_t i = 0; i < m; ++i) BOOST_TEST(read(all[size_t(r * m + i)]) == value(r, i));
+    std::vector<T> inplace(size_t(n), make<T>(-1.0));
+    for (int64_t i = 0; i < m; ++i) inplace[size_t(me * m + i)] = make<T>(value(me, i));
+    c.all_gather_in_place(inplace.data(), m);
+    for (int r = 0; r < P; ++r)
+      for (int64_t i = 0; i < m; ++i) BOOST_TEST(read(inplace[size_t(r * m + i)]) == value(r, i));
+
+    // broadcast from the last rank
+    std::vector<T> b(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) b[size_t(i)] = make<T>(value(me, i));
+    c.broadcast(b.data(), m, P - 1);
+    for (int64_t i = 0; i < m; ++i) BOOST_TEST(read(b[size_t(i)]) == value(P - 1, i));
+    c.barrier();
+  }
+}
+
+void check_every_type(hone::Comm& c) {
+  check_all_collectives<float>(c);
+  check_all_collectives<uint16_t>(c);
+  check_all_collectives<double>(c);
+  check_all_collectives<int64_t>(c);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(comm_mpi)
+
+BOOST_AUTO_TEST_CASE(world_collectives_of_every_type) {
+  hone::MpiComm world(MPI_COMM_WORLD, "world");
+  BOOST_TEST(world.size() == hone::world_size());
+  BOOST_TEST(world.rank() == hone::world_rank());
+  BOOST_TEST(world.world_ranks() == (std::vector<int>{0, 1}));
+  BOOST_TEST(world.describe() == "world group (world ranks 0-1)");
+  check_every_type(world);
+}
+
+BOOST_AUTO_TEST_CASE(bf16_sum_of_two_ranks) {
+  hone::MpiComm world(MPI_COMM_WORLD, "world");
+  // 256 + 2 = 258 is a bf16 value (spacing 2 at 256); the reduced bits must decode to it exactly.
+  const float mine = world.rank() == 0 ? 256.f : 2.f;
+  uint16_t h = hone::f32_to_bf16(mine);
+  world.all_reduce_sum(&h, 1);
+  BOOST_TEST(hone::bf16_to_f32(h) == 258.f);
+}
+
+BOOST_AUTO_TEST_CASE(grid_groups_from_the_factory) {
+  const int me = hone::world_rank();
+  for (const auto& [tp, pp] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {1, 2}}) {
+    BOOST_TEST_CONTEXT("tp " << tp << " pp " << pp) {
+      const hone::RankGrid grid(hone::world_size(), tp, pp);
+      hone::CommFactory factory(grid);
+      const std::pair<hone::CommGroup, std::vector<int>> groups[] = {
+          {hone::CommGroup::world, {0, 1}},
+          {hone::CommGroup::dp, grid.dp_group(me)},
+          {hone::CommGroup::tp, grid.tp_group(me)},
+          {hone::CommGroup::pp, grid.pp_group(me)}};
+      for (const auto& [g, members] : groups) {
+        const auto c = factory.host(g);
+        BOOST_TEST(c->name() == hone::comm_group_name(g));
+        BOOST_TEST(c->world_ranks() == members);
+        BOOST_TEST(c->size() == int(members.size()));
+        BOOST_TEST(members[size_t(c->rank())] == me);
+        check_every_type(*c);
+        // A sum over the group sees exactly its members.
+        int64_t who = int64_t(1) << me, all = 0;
+        c->all_reduce_sum(&who, &all, 1);
+        int64_t expect = 0;
+        for (int r : members) expect |= int64_t(1) << r;
+        BOOST_TEST(all == expect);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_local_group_copies) {
+  hone::MpiComm local;
+  BOOST_TEST(local.size() == 1);
+  BOOST_TEST(local.rank() == 0);
+  check_every_type(local);
+}
+
+BOOST_AUTO_TEST_CASE(long_strings_broadcast_from_rank_zero) {
+  hone::MpiComm world(MPI_COMM_WORLD, "world");
+  const std::string s = world.rank() == 0 ? std::string(100000, 'x') + "end" : "other";
+  BOOST_TEST(world.broadcast_string(s) == std::string(100000, 'x') + "end");
+  double v = world.rank() == 0 ? -1.5 : 4.0;
+  world.all_reduce_max(&v, 1);
+  BOOST_TEST(v == 4.0);
+  v = world.rank() == 0 ? -1.5 : 4.0;
+  world.all_reduce_min(&v, 1);
+  BOOST_TEST(v == -1.5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
