@@ -391,7 +391,7 @@ Layout layout_for(int B, int Hq, int D, int nsplit, int nsplit_p, bool plain_par
 }
 
 void check_args(const PagedDecodeArgs& a, int Hq, int Hkv, int D) {
-  HONE_CHECK(D == 64 || D == 128, "paged decode attention supports head dim 64 and 128, got ", D);
+  HONE_CHECK(D == 16 || D == 32 || D == 64 || D == 128, "paged decode attention supports head dim 16, 32, 64 and 128, got ", D);
   HONE_CHECK(Hkv > 0 && Hq > 0 && Hq % Hkv == 0, "query heads ", Hq, " must be a multiple of kv heads ", Hkv);
   HONE_CHECK(a.block_size >= 8 && a.block_size <= 256 && (a.block_size & (a.block_size - 1)) == 0,
              "KV block size must be a power of two in [8, 256], got ", a.block_size);
@@ -488,7 +488,9 @@ void paged_attention_decode_forward(bf16* out, const bf16* q, const bf16* k_pool
       args.pre_lse = reinterpret_cast<float*>(base + l.pre_lse);
     }
   }
-  if (D == 64) launch<64>(args, p, a, ctx);
+  if (D == 16) launch<16>(args, p, a, ctx);
+  else if (D == 32) launch<32>(args, p, a, ctx);
+  else if (D == 64) launch<64>(args, p, a, ctx);
   else launch<128>(args, p, a, ctx);
 }
 

@@ -2,12 +2,12 @@
 # Everything hone runs on a one-GPU machine in one go, from the bundle (make bundle; see mk/gpu-env.sh): the GPU
 # suite, the kernel micro-benchmarks, the generation benchmarks, the demo deck on the GPU and the GRPO step
 # benchmarks. Each part has its own time limit so a hang costs only its share.
-#   mk/gpu-session.sh LOGDIR [part...]     parts: suite kernels gen demo grpo (default: all)
+#   mk/gpu-session.sh LOGDIR [part...]   parts: suite kernels gen gen-llama demo grpo grpo-llama (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logdir=${1:?usage: mk/gpu-session.sh LOGDIR [part...]}
 shift
-parts=${*:-suite kernels gen demo grpo}
+parts=${*:-suite kernels gen gen-llama demo grpo grpo-llama}
 mkdir -p "$logdir"
 # shellcheck source=mk/gpu-env.sh
 source mk/gpu-env.sh
@@ -30,23 +30,25 @@ run_part() {  # seconds, name, command...
 } >>"$log" 2>&1
 hone=$bundle/bin/hone
 if want suite; then
-  run_part 240 suite "$bundle/bin/gpu_tests" --color_output=no --log_level=test_suite --report_level=short
+  run_part 200 suite "$bundle/bin/gpu_tests" --color_output=no --log_level=test_suite --report_level=short
 fi
 if want kernels && [ -x "$bundle/bin/bench_decode_attention" ]; then
-  run_part 60 kernels "$bundle/bin/bench_decode_attention"
+  run_part 45 kernels "$bundle/bin/bench_decode_attention"
 fi
 if want gen; then
-  for d in input/bench-gen-qwen3-0.6b.toml input/bench-gen-llama-3.2-1b.toml; do
-    [ -f "$d" ] && run_part 120 gen "$hone" bench-generation "$d" "bench.output_dir=$logdir"
-  done
+  run_part 100 gen "$hone" bench-generation input/bench-gen-qwen3-0.6b.toml "output.dir=$logdir"
+fi
+if want gen-llama; then
+  run_part 100 gen "$hone" bench-generation input/bench-gen-llama-3.2-1b.toml "output.dir=$logdir"
 fi
 if want demo; then
-  run_part 120 demo "$hone" run input/demo.toml run.device=cuda "output.dir=$logdir" \
+  run_part 60 demo "$hone" run input/demo.toml run.device=cuda "output.dir=$logdir" \
     "checkpoint.dir=$logdir/demo-checkpoints"
 fi
 if want grpo; then
-  for d in input/bench-grpo-qwen3-0.6b.toml input/bench-grpo-llama-3.2-1b.toml; do
-    run_part 200 grpo "$hone" run "$d" "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
-  done
+  run_part 200 grpo "$hone" run input/bench-grpo-qwen3-0.6b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want grpo-llama; then
+  run_part 200 grpo "$hone" run input/bench-grpo-llama-3.2-1b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 section done

@@ -159,11 +159,14 @@ const std::vector<test::OpShape> kPlainShapes = {
     {16, 8, 128, 32, 3, 1000, 0, 0, 0, 0},    // block 32
     {32, 8, 128, 256, 2, 600, 0, 0, 0, 0},    // block 256, GQA 4
     {12, 1, 64, 16, 3, 500, 0, 0, 0, 0},      // GQA 12: two query chunks (8 + 4)
+    {4, 2, 16, 16, 6, 40, 0, 0, 0, 0},        // head dim 16 (the demo deck's model)
+    {8, 2, 32, 16, 5, 300, 0, 0, 0, 0},       // head dim 32
 };
 const std::vector<test::OpShape> kSharedShapes = {
     {16, 8, 128, 16, 2, 50, 8, 3, 128, 100},  // Qwen3-0.6B heads, groups of 8, plain rows before and after
     {16, 2, 128, 16, 3, 300, 3, 4, 64, 70},   // GQA 8, groups of 3 (24 query vectors per group)
     {4, 4, 64, 16, 0, 0, 8, 2, 32, 5},        // GQA 1, only groups
+    {4, 2, 16, 16, 2, 20, 16, 2, 16, 3},      // head dim 16, groups of 16
     {16, 8, 64, 16, 1, 20, 3, 2, 2048, 40},   // long prefix: the prefix is split too
     {16, 8, 128, 16, 1, 10, 8, 1, 0, 30},     // an empty prefix
     {16, 8, 128, 16, 4, 3000, 8, 2, 160, 1500},  // long suffixes: split suffix + prefix partials
