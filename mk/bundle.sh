@@ -60,6 +60,11 @@ if [ -n "$ompi_pkglib" ]; then
     p=$(command -v $b 2>/dev/null || true)
     [ -n "$p" ] && cp -L "$p" "$dest/bin/$b" && elves+=("$dest/bin/$b")
   done
+  # A process started without mpirun (a singleton) spawns orted from the installation prefix: OPAL_PREFIX/bin.
+  if [ -x "$dest/bin/orted" ]; then
+    mkdir -p "$dest/ompi/usr/bin"
+    ln -sf ../../../bin/orted "$dest/ompi/usr/bin/orted"
+  fi
 fi
 
 declare -A seen=()

@@ -36,7 +36,12 @@ if want kernels && [ -x "$bundle/bin/bench_decode_attention" ]; then
   run_part 45 kernels "$bundle/bin/bench_decode_attention"
 fi
 if want gen; then
-  run_part 100 gen "$hone" bench-generation input/bench-gen-qwen3-0.6b.toml "output.dir=$logdir"
+  if command -v gdb >/dev/null; then  # a crash prints its stack
+    run_part 150 gen gdb -q -batch -ex run -ex bt --args "$hone" bench-generation input/bench-gen-qwen3-0.6b.toml \
+      "output.dir=$logdir"
+  else
+    run_part 100 gen "$hone" bench-generation input/bench-gen-qwen3-0.6b.toml "output.dir=$logdir"
+  fi
 fi
 if want gen-llama; then
   run_part 100 gen "$hone" bench-generation input/bench-gen-llama-3.2-1b.toml "output.dir=$logdir"

@@ -144,6 +144,7 @@ int run_cuda(const Config& cfg) {
   stop.max_new_tokens = new_tokens;
   const uint64_t seed = uint64_t(cfg.get_int("run.seed"));
 
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log file as they are printed
   cuda::GpuContext ctx = cuda::create_gpu_context(0);
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -180,6 +181,7 @@ int run_cuda(const Config& cfg) {
                 r, r == 0 ? " (warm-up)" : "", s, double(st.generated_tokens) / s, st.prefill_seconds,
                 st.decode_seconds, (long long)st.decode_steps, (long long)st.preemptions,
                 (long long)st.cuda_graph_replays);
+    gen.release();  // as the GRPO loop does after every generation phase
     if (r == 0) continue;
     wall.push_back(s);
     prefill_s.push_back(st.prefill_seconds);
