@@ -146,6 +146,11 @@ int run_cuda(const Config& cfg) {
 
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log file as they are printed
   cuda::GpuContext ctx = cuda::create_gpu_context(0);
+  // Destroyed last: the generator and the weights below free their device memory through it first.
+  struct ContextGuard {
+    cuda::GpuContext& c;
+    ~ContextGuard() { cuda::destroy_gpu_context(c); }
+  } guard{ctx};
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("hone bench-generation: %lld parameters on %s; %d prompts x %d samples, %d prompt tokens, %d new "
@@ -257,7 +262,6 @@ int run_cuda(const Config& cfg) {
   std::printf("  wrote %s\n", path.c_str());
   gen.release();
   weights = DeviceArray<bf16>();
-  cuda::destroy_gpu_context(ctx);
   return 0;
 }
 
