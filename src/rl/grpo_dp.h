@@ -1,5 +1,5 @@
 // The data-parallel collectives of the GRPO loop, in one place: every MPI call the loop makes goes through here,
-// so a later Comm abstraction (MPI on the CPU, NCCL on the GPU) replaces this one file. With tp = pp = 1 the
+// over the data-parallel group's MpiComm (comm/mpi_comm.h). With tp = pp = 1 the
 // data-parallel group is MPI_COMM_WORLD. Without MPI (or with one rank) every call is local. Plain header.
 #pragma once
 
