@@ -46,6 +46,13 @@ struct Rollout {
 std::vector<GenerationRequest> group_requests(const std::vector<std::vector<int32_t>>& prompts, int G,
                                               int64_t first_sample_index = 0);
 
+// The checks every generator makes on a generate() call (UserError naming the bad request or setting): sampling
+// parameters, max_new_tokens, stop strings without a decoder, prompts empty / too long / outside the vocabulary,
+// sample indices outside [0, 2^32).
+void validate_generation_call(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
+                              const StopCriteria& stop, int max_total_sequence_length, bool can_decode,
+                              int vocab_size);
+
 // Turns token ids into text (a tokenizer's decode); needed for stop strings, and fills Rollout::text.
 using DecodeFunction = std::function<std::string(const std::vector<int32_t>&)>;
 

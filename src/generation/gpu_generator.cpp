@@ -51,26 +51,9 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
                                             const SamplingParams& sampling, const StopCriteria& stop, uint64_t seed,
                                             uint32_t step, int max_total_sequence_length,
                                             const DecodeFunction& decode) {
-  // The same checks as CpuGenerator::generate.
-  validate_sampling_params(sampling);
-  HONE_USER_CHECK(stop.max_new_tokens > 0, "max_new_tokens must be > 0, got ", stop.max_new_tokens);
-  HONE_USER_CHECK(stop.stop_strings.empty() || decode, "stop strings need a tokenizer to decode completions");
-  HONE_USER_CHECK(max_total_sequence_length > 1, "max_total_sequence_length must be > 1, got ",
-                  max_total_sequence_length);
+  validate_generation_call(requests, sampling, stop, max_total_sequence_length, bool(decode), config_.vocab_size);
   int64_t longest = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const GenerationRequest& r = requests[i];
-    HONE_USER_CHECK(!r.prompt.empty(), "request ", i, " has an empty prompt");
-    HONE_USER_CHECK(int64_t(r.prompt.size()) < max_total_sequence_length, "request ", i, " has a prompt of ",
-                    r.prompt.size(), " tokens, which leaves no room for a completion under ",
-                    "max_total_sequence_length = ", max_total_sequence_length);
-    HONE_USER_CHECK(r.sample_index >= 0 && r.sample_index <= int64_t(UINT32_MAX), "request ", i,
-                    " has sample index ", r.sample_index, " outside [0, 2^32)");
-    for (int32_t t : r.prompt)
-      HONE_USER_CHECK(t >= 0 && t < config_.vocab_size, "request ", i, " has token id ", t,
-                      " outside the vocabulary [0, ", config_.vocab_size, ")");
-    longest = std::max<int64_t>(longest, int64_t(r.prompt.size()));
-  }
+  for (const GenerationRequest& r : requests) longest = std::max<int64_t>(longest, int64_t(r.prompt.size()));
   stats_ = GpuGenerationStats{};
   stats_.sequences = int64_t(requests.size());
   std::vector<Rollout> out(requests.size());

@@ -1,11 +1,9 @@
 // Decode attention (fp32 CPU reference): one query row per sequence against that sequence's KV cache slot.
 // The arithmetic follows attention_forward's row loop (fp32 scores, max-subtracted exp, sum in double, fp32
 // accumulation of p_j v_j, one multiply by 1/l), so a decoded token sees the same attention as in a packed forward.
-#include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
 
+#include "ops/cpu/decode_attention_row.h"
 #include "ops/ops.h"
 #include "runtime/error.h"
 
@@ -35,32 +33,10 @@ void attention_decode_forward(float* out, const float* q, const float* k_cache, 
     for (int64_t bh = 0; bh < int64_t(B) * Hq; ++bh) {
       const int b = int(bh / Hq), h = int(bh % Hq), g = h / group, n = lens[b];
       const int64_t slot = slots ? slots[b] : b;
-      const float* kb = k_cache + slot * max_len * Hkv * D;
-      const float* vb = v_cache + slot * max_len * Hkv * D;
-      const float* qi = q + (int64_t(b) * Hq + h) * D;
-      float m = -std::numeric_limits<float>::infinity();
-      for (int j = 0; j < n; ++j) {
-        const float* kj = kb + (int64_t(j) * Hkv + g) * D;
-        float s = 0.f;
-        for (int d = 0; d < D; ++d) s += qi[d] * kj[d];
-        const float sc = scale * s;
-        p[size_t(j)] = sc;
-        m = std::max(m, sc);
-      }
-      double l = 0.0;
-      for (int j = 0; j < n; ++j) {
-        p[size_t(j)] = std::exp(p[size_t(j)] - m);
-        l += p[size_t(j)];
-      }
-      std::fill(acc.begin(), acc.begin() + D, 0.f);
-      for (int j = 0; j < n; ++j) {
-        const float pj = p[size_t(j)];
-        const float* vj = vb + (int64_t(j) * Hkv + g) * D;
-        for (int d = 0; d < D; ++d) acc[size_t(d)] += pj * vj[d];
-      }
-      const float inv_l = float(1.0 / l);
-      float* o = out + (int64_t(b) * Hq + h) * D;
-      for (int d = 0; d < D; ++d) o[d] = acc[size_t(d)] * inv_l;
+      const int64_t base = slot * max_len * Hkv * D;
+      auto row_of = [&](int j) { return base + (int64_t(j) * Hkv + g) * D; };
+      decode_attention_row(out + (int64_t(b) * Hq + h) * D, q + (int64_t(b) * Hq + h) * D, k_cache, v_cache, n, D,
+                           scale, row_of, p.data(), acc.data());
     }
   }
 }

@@ -1,11 +1,9 @@
 // Decode attention over a paged KV cache (fp32 CPU reference of cuda/generation_ops.h's paged decode): the
 // arithmetic of attention_decode_forward (fp32 scores, max-subtracted exp, sum in double, fp32 accumulation of
 // p_j v_j, one multiply by 1/l); only the address of token j changes (block table lookup).
-#include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
 
+#include "ops/cpu/decode_attention_row.h"
 #include "ops/ops.h"
 #include "runtime/error.h"
 
@@ -38,30 +36,8 @@ void paged_attention_decode_forward(float* out, const float* q, const float* k_p
         return ((int64_t(table[j / block_size]) * Hkv + g) * block_size + j % block_size) * D;
       };
       if (p.size() < size_t(n)) p.resize(static_cast<size_t>(n));
-      const float* qi = q + (int64_t(b) * Hq + h) * D;
-      float m = -std::numeric_limits<float>::infinity();
-      for (int j = 0; j < n; ++j) {
-        const float* kj = k_pool + row_of(j);
-        float s = 0.f;
-        for (int d = 0; d < D; ++d) s += qi[d] * kj[d];
-        const float sc = scale * s;
-        p[size_t(j)] = sc;
-        m = std::max(m, sc);
-      }
-      double l = 0.0;
-      for (int j = 0; j < n; ++j) {
-        p[size_t(j)] = std::exp(p[size_t(j)] - m);
-        l += p[size_t(j)];
-      }
-      std::fill(acc.begin(), acc.end(), 0.f);
-      for (int j = 0; j < n; ++j) {
-        const float pj = p[size_t(j)];
-        const float* vj = v_pool + row_of(j);
-        for (int d = 0; d < D; ++d) acc[size_t(d)] += pj * vj[d];
-      }
-      const float inv_l = float(1.0 / l);
-      float* o = out + (int64_t(b) * Hq + h) * D;
-      for (int d = 0; d < D; ++d) o[d] = acc[size_t(d)] * inv_l;
+      decode_attention_row(out + (int64_t(b) * Hq + h) * D, q + (int64_t(b) * Hq + h) * D, k_pool, v_pool, n, D,
+                           scale, row_of, p.data(), acc.data());
     }
   }
 }
