@@ -28,7 +28,8 @@ PACKAGES=(
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
-  installed=$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "${PACKAGES[@]}" 2>/dev/null | awk '$2 ~ /^ii/ {print $1}')
+  # dpkg-query exits 1 when it knows none of a name (never installed): that is a missing package, not an error.
+  installed=$( (dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "${PACKAGES[@]}" 2>/dev/null || true) | awk '$2 ~ /^ii/ {print $1}')
   for p in "${PACKAGES[@]}"; do
     grep -qx "$p" <<<"$installed" || missing+=("$p")
   done
