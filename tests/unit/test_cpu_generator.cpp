@@ -161,7 +161,9 @@ BOOST_AUTO_TEST_CASE(a_sample_is_independent_of_batch_order_and_wave_size) {
       ++found;
       BOOST_TEST_INFO("max_batch " << max_batch);
       BOOST_TEST(out[i].completion == alone.completion);
-      for (size_t t = 0; t < alone.logprobs.size(); ++t) BOOST_TEST(std::fabs(out[i].logprobs[t] - alone.logprobs[t]) <= 1e-6);
+      // Within a few ulps: BLAS may sum a row in another order when the batch has another number of rows.
+      for (size_t t = 0; t < alone.logprobs.size(); ++t)
+        BOOST_TEST(std::fabs(out[i].logprobs[t] - alone.logprobs[t]) <= 1e-6 * (1 + std::fabs(alone.logprobs[t])));
     }
     BOOST_TEST(found == 1);
     BOOST_TEST(gen.stats().waves == (int64_t(batch.size()) + max_batch - 1) / max_batch);

@@ -142,7 +142,9 @@ BOOST_FIXTURE_TEST_CASE(group_samples_share_the_prompt_prefill, Fixture) {
     CpuGenerator alone(m.config, m.weights);
     const Rollout r = alone.generate({reqs[i]}, p, max_new(10), 3, 1, 64)[0];
     BOOST_TEST(out[i].completion == r.completion);
-    for (size_t t = 0; t < r.logprobs.size(); ++t) BOOST_TEST(std::fabs(out[i].logprobs[t] - r.logprobs[t]) <= 1e-6);
+    // Within a few ulps: BLAS may sum a row in another order when the batch has another number of rows.
+    for (size_t t = 0; t < r.logprobs.size(); ++t)
+      BOOST_TEST(std::fabs(out[i].logprobs[t] - r.logprobs[t]) <= 1e-6 * (1 + std::fabs(r.logprobs[t])));
     if (i > 0 && out[i].prompt == out[0].prompt && out[i].completion != out[0].completion) differ = true;
   }
   BOOST_TEST(differ);  // samples of one group are different draws

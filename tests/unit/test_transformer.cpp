@@ -185,7 +185,9 @@ BOOST_AUTO_TEST_CASE(masked_targets_contribute_nothing) {
   const auto rf = run(m, c, full, 1.f);
   auto rm = run(m, c, masked, 1.f);
   for (int t = 0; t < 3; ++t) BOOST_TEST(rm.logprob[size_t(t)] == 0.f);
-  for (int t = 3; t < 7; ++t) BOOST_TEST(rm.logprob[size_t(t)] == rf.logprob[size_t(t)]);
+  // Within a few ulps, not bitwise: the masked run's LM head has fewer rows, and BLAS may then sum in another order.
+  for (int t = 3; t < 7; ++t)
+    BOOST_TEST(std::fabs(rm.logprob[size_t(t)] - rf.logprob[size_t(t)]) <= 1e-6 * (1 + std::fabs(rf.logprob[size_t(t)])));
 
   // The masked run's gradient equals the full run's with zero weight on the masked rows.
   std::vector<float> cw = test::logprob_weights(8), ew = test::entropy_weights(8);
@@ -193,7 +195,7 @@ BOOST_AUTO_TEST_CASE(masked_targets_contribute_nothing) {
   m.forward(full, 1.f, true);
   hone::ModelWeights g = hone::allocate_weights(c);
   m.backward(cw.data(), ew.data(), g);
-  BOOST_TEST(max_abs_diff(std::vector<float>(g.flat.f32(), g.flat.f32() + g.flat.numel()), rm.grad) < 1e-6);
+  BOOST_TEST(max_abs_diff(std::vector<float>(g.flat.f32(), g.flat.f32() + g.flat.numel()), rm.grad) < 1e-5);
 }
 
 BOOST_AUTO_TEST_CASE(logprobs_are_normalized_and_entropy_bounded) {
