@@ -103,7 +103,7 @@ GpuTransformer::GpuTransformer(const ModelConfig& config, const GpuParamLayout& 
   std::vector<float> inv(size_t(c_.head_dim / 2));
   cpu::rope_inv_freq(inv.data(), c_.rope);
   CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
-  ensure_arenas(max_tokens);
+  arena_tokens_ = max_tokens;  // the first forward allocates the arenas, for what it needs (backward or not)
 }
 
 void GpuTransformer::upload_weights(const ModelWeights& w) {
@@ -193,7 +193,7 @@ size_t GpuTransformer::layout_backward(int T, Arena* arena) {
   return total;
 }
 
-size_t GpuTransformer::forward_bytes(int T) const {
+size_t GpuTransformer::forward_bytes(int T, bool for_backward) const {
   // layout_forward writes the pointer members; save and restore them so a size query leaves the layout alone.
   GpuTransformer& self = const_cast<GpuTransformer&>(*this);
   const auto keep_x = x_;
@@ -202,7 +202,7 @@ size_t GpuTransformer::forward_bytes(int T) const {
   int32_t* keep_i[4] = {tokens_, positions_, targets_, cu_seqlens_};
   float* keep_f[4] = {rstd_f_, lse_f_, logprob_, entropy_};
   bf16* keep_h = h_f_;
-  const size_t n = self.layout_forward(T, T, nullptr, true);
+  const size_t n = self.layout_forward(T, T, nullptr, for_backward);
   self.x_ = keep_x;
   self.saved_ = keep_saved;
   self.fscratch_ = keep_s;
@@ -216,15 +216,21 @@ size_t GpuTransformer::backward_bytes(int T) const {
   return const_cast<GpuTransformer&>(*this).layout_backward(T, nullptr);
 }
 
-void GpuTransformer::ensure_arenas(int T) {
-  if (fwd_ && !arenas_stale_ && T <= arena_tokens_) return;
+// A model that only ever runs forward passes (the frozen reference, a logprob-only pass) gets the small layout of
+// one shared layer scratch and no backward arena; once a forward needs backward, the model keeps the training
+// layout (the logprob pass of the policy then reuses the training arena).
+void GpuTransformer::ensure_arenas(int T, bool for_backward) {
+  if (fwd_ && !arenas_stale_ && T <= arena_tokens_ && (arena_backward_ || !for_backward)) return;
   const int tokens = std::max(T, arena_tokens_);
+  const bool backward = arena_backward_ || for_backward;
   backward_ready_ = false;
   fwd_.reset();
   bwd_.reset();
-  fwd_ = std::make_unique<Arena>("gpu forward activations", forward_bytes(tokens), cuda_arena_allocator());
-  bwd_ = std::make_unique<Arena>("gpu backward scratch", backward_bytes(tokens), cuda_arena_allocator());
+  fwd_ = std::make_unique<Arena>("gpu forward activations", forward_bytes(tokens, backward), cuda_arena_allocator());
+  if (backward)
+    bwd_ = std::make_unique<Arena>("gpu backward scratch", backward_bytes(tokens), cuda_arena_allocator());
   arena_tokens_ = tokens;
+  arena_backward_ = backward;
   arenas_stale_ = false;
 }
 
@@ -278,9 +284,9 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   max_seqlen_ = max_seqlen;
   temperature_ = temperature;
   have_entropy_ = need_entropy;
-  ensure_arenas(T);
+  ensure_arenas(T, need_backward);
   fwd_->reset();
-  bwd_->reset();
+  if (bwd_) bwd_->reset();
   layout_forward(T, batch_.num_seqs(), fwd_.get(), need_backward);
 
   auto upload = [&](int32_t* dst, const std::vector<int32_t>& src) {

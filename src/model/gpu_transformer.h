@@ -107,8 +107,9 @@ class GpuTransformer {
   // Frees both arenas (colocation: the KV cache of generation takes the memory); the next forward allocates them
   // again at the size they had.
   void release_arenas();
-  // Bytes the forward and backward arenas need for T tokens with the current recompute settings.
-  size_t forward_bytes(int T) const;
+  // Bytes the forward and backward arenas need for T tokens with the current recompute settings (the forward
+  // arena of a model that runs no backward is smaller: for_backward = false).
+  size_t forward_bytes(int T, bool for_backward = true) const;
   size_t backward_bytes(int T) const;
   // Device memory in use now by everything on the device (cudaMemGetInfo: total - free).
   static size_t device_bytes_in_use();
@@ -116,7 +117,7 @@ class GpuTransformer {
  private:
   size_t layout_forward(int T, int S, Arena* arena, bool for_backward);  // arena == nullptr: only counts
   size_t layout_backward(int T, Arena* arena);
-  void ensure_arenas(int T);
+  void ensure_arenas(int T, bool for_backward);
   GpuLayerBatch layer_batch() const;
 
   const ModelConfig c_;
@@ -131,6 +132,7 @@ class GpuTransformer {
   DeviceArray<float> inv_freq_;
   std::unique_ptr<Arena> fwd_, bwd_;
   int arena_tokens_ = 0;
+  bool arena_backward_ = false;  // the arenas hold the training layout
   bool arenas_stale_ = false;
 
   PackedBatch batch_;  // host copy (the device copies are in the forward arena)
