@@ -152,6 +152,25 @@ std::string MpiComm::broadcast_string(const std::string& s, int root) {
   return out;
 }
 
+std::vector<std::string> MpiComm::gather_strings(const std::string& s, int root) {
+  if (!distributed()) return {s};
+  HONE_CHECK(root >= 0 && root < size_, "gather root ", root, " outside the ", describe());
+  const int mine = checked_count(int64_t(s.size()), "gather");
+  std::vector<int> sizes(size_t(size_), 0), offsets(size_t(size_), 0);
+  MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, comm_));
+  int64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    offsets[size_t(r)] = checked_count(total, "gather");
+    total += sizes[size_t(r)];
+  }
+  std::string all(rank_ == root ? size_t(total) : 0, '\0');
+  MPI_CHECK(MPI_Gatherv(s.data(), mine, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, root, comm_));
+  if (rank_ != root) return {};
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) out.push_back(all.substr(size_t(offsets[size_t(r)]), size_t(sizes[size_t(r)])));
+  return out;
+}
+
 void MpiComm::barrier() {
   if (distributed()) MPI_CHECK(MPI_Barrier(comm_));
 }

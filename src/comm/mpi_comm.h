@@ -40,6 +40,8 @@ class MpiComm : public Comm {
   void all_reduce_max(double* x, int64_t n);
   void all_reduce_min(double* x, int64_t n);
   std::string broadcast_string(const std::string& s, int root = 0);
+  // Every rank's string, in rank order, on root; an empty vector elsewhere.
+  std::vector<std::string> gather_strings(const std::string& s, int root = 0);
 
  private:
   bool distributed() const { return comm_ != MPI_COMM_NULL && size_ > 1; }

@@ -26,6 +26,7 @@ void from_bf16(const std::vector<uint16_t>& h, float* x) {
 }  // namespace
 
 void all_reduce_gradients(Comm& comm, float* x, int64_t n, bool in_fp32) {
+  if (comm.size() == 1) return;  // nothing to sum (and no bf16 rounding on one rank)
   if (in_fp32) {
     comm.all_reduce_sum(x, n);
     return;

@@ -100,7 +100,7 @@ class DataParallelAdamW {
   AdamW adamw_;
 };
 
-// Sums x[n] over comm in place, as fp32 or through bf16 (converted, reduced, converted back).
+// Sums x[n] over comm in place, as fp32 or through bf16 (converted, reduced, converted back); on one rank nothing.
 void all_reduce_gradients(Comm& comm, float* x, int64_t n, bool in_fp32);
 
 }  // namespace hone

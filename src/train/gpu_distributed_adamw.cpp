@@ -1,4 +1,4 @@
-// GpuDistributedAdamW (ZeRO-1) and GpuDataParallelAdamW: bucketed NCCL reduction, sharded AdamW, bf16 all-gather.
+// GpuDistributedAdamW (ZeRO-1): in-place bucketed reduce-scatter, sharded AdamW, in-place bf16 all-gather.
 #include "train/gpu_distributed_adamw.h"
 
 #if HONE_CUDA
@@ -11,43 +11,6 @@
 #include "train/grad_clip.h"
 
 namespace hone {
-namespace {
-
-int64_t layer_start(const GpuLayerOffsets& o) {
-  int64_t s = INT64_MAX;
-  for (int64_t off : {o.input_layernorm, o.q_proj, o.k_proj, o.v_proj, o.q_bias, o.k_bias, o.v_bias, o.q_norm,
-                      o.k_norm, o.o_proj, o.post_attention_layernorm, o.gate_proj, o.up_proj, o.down_proj})
-    if (off >= 0) s = std::min(s, off);
-  return s;
-}
-
-cuda::GpuContext on_stream(const cuda::GpuContext& ctx, cudaStream_t s) {
-  cuda::GpuContext c = ctx;
-  c.stream = s;
-  return c;
-}
-
-void wait_all(std::vector<NcclWork>& works) {
-  for (NcclWork& w : works) w.wait();
-  works.clear();
-}
-
-}  // namespace
-
-std::vector<int64_t> backward_ready_offsets(const GpuParamLayout& layout) {
-  std::vector<int64_t> r;
-  for (auto it = layout.layers.rbegin(); it != layout.layers.rend(); ++it) r.push_back(layer_start(*it));
-  r.push_back(0);
-  return r;
-}
-
-std::vector<int64_t> model_bucket_starts(const GpuParamLayout& layout, int dp, int64_t bucket_bytes) {
-  const int64_t padded = (layout.num_params + dp - 1) / dp * dp;
-  return zero_bucket_starts(backward_ready_offsets(layout), padded, dp,
-                            std::max<int64_t>(1, bucket_bytes / int64_t(sizeof(float))));
-}
-
-// ---- GpuDistributedAdamW ----------------------------------------------------------------------------------------
 
 GpuDistributedAdamW::GpuDistributedAdamW(const ModelWeights& weights, const GpuParamLayout& layout,
                                          AdamWConfig config, const cuda::GpuContext& ctx, NcclComm& dp,
@@ -61,43 +24,54 @@ GpuDistributedAdamW::GpuDistributedAdamW(const ModelWeights& weights, const GpuP
   HONE_CHECK(layout.num_params == weights.flat.numel(), "layout and weights differ in size");
   for (const ZeroBucket& b : zl_.buckets()) max_bucket_ = std::max(max_bucket_, b.size);
   const int64_t shard = zl_.shard_size();
-  grads_ = DeviceArray<float>(zl_.padded_size());
   master_ = DeviceArray<float>(shard);
   m_ = DeviceArray<float>(shard);
   v_ = DeviceArray<float>(shard);
-  gshard_ = DeviceArray<float>(shard);
-  wshard_bf_ = DeviceArray<bf16>(shard);
   scalar_ = DeviceArray<char>(sizeof(double));
-  if (!options_.grad_reduce_in_fp32) {
-    send_bf_ = DeviceArray<bf16>(max_bucket_);
-    recv_bf_ = DeviceArray<bf16>(max_bucket_ / dp.size());
-  }
+  if (!options_.grad_reduce_in_fp32) send_bf_ = DeviceArray<bf16>(max_bucket_);
   if (zl_.padded_size() > zl_.num_params()) {
     const ZeroBucket& last = zl_.buckets().front();  // the bucket at the end of the buffer holds the padding
     tail_bf_ = DeviceArray<bf16>(last.size);
   }
-  CUDA_CHECK(cudaMemsetAsync(grads_.get(), 0, grads_.bytes(), ctx_.stream));
+  zero_grads();
   CUDA_CHECK(cudaMemsetAsync(master_.get(), 0, master_.bytes(), ctx_.stream));
   CUDA_CHECK(cudaMemsetAsync(m_.get(), 0, m_.bytes(), ctx_.stream));
   CUDA_CHECK(cudaMemsetAsync(v_.get(), 0, v_.bytes(), ctx_.stream));
-  CUDA_CHECK(cudaMemsetAsync(gshard_.get(), 0, gshard_.bytes(), ctx_.stream));
   scatter_from_host(weights.flat.f32(), master_.get());
 }
 
+GpuDistributedAdamW::~GpuDistributedAdamW() {
+  if (host_m_) cudaFreeHost(host_m_);
+  if (host_v_) cudaFreeHost(host_v_);
+}
+
 void GpuDistributedAdamW::zero_grads() {
+  if (!grads_.get()) grads_ = DeviceArray<float>(zl_.padded_size());
   CUDA_CHECK(cudaMemsetAsync(grads_.get(), 0, grads_.bytes(), ctx_.stream));
 }
 
+size_t GpuDistributedAdamW::device_bytes() const {
+  return grads_.bytes() + master_.bytes() + m_.bytes() + v_.bytes() + send_bf_.bytes() + tail_bf_.bytes() +
+         scalar_.bytes();
+}
+
+// In place: rank r's reduced chunk of the bucket lands where it lies in the gradient buffer (NCCL's in-place form,
+// recv == send + rank * chunk); the other chunks keep this rank's unreduced partial sums, which nothing reads.
 NcclWork GpuDistributedAdamW::reduce_bucket(int bi, cudaStream_t stream) {
+  HONE_CHECK(grads_.get(), "gradient reduction with the gradient buffer released");
   const ZeroBucket& b = zl_.buckets()[size_t(bi)];
   const int64_t chunk = zl_.chunk_size(b);
-  float* out = gshard_.get() + b.shard_offset;
-  if (options_.grad_reduce_in_fp32) return dp_.reduce_scatter_sum_async(grads_.get() + b.offset, out, chunk, CommType::f32, stream);
-  // bf16: convert, reduce, convert back, all in stream order (the staging buffers serve one bucket at a time).
+  float* in = grads_.get() + b.offset;
+  float* mine = grads_.get() + zl_.chunk_flat_offset(b);
+  if (options_.grad_reduce_in_fp32) return dp_.reduce_scatter_sum_async(in, mine, chunk, CommType::f32, stream);
+  // bf16: convert, reduce in place in the staging buffer, convert back, all in stream order (the staging buffer
+  // serves one bucket at a time).
   const cuda::GpuContext c = on_stream(ctx_, stream);
-  cuda::f32_to_bf16(send_bf_.get(), grads_.get() + b.offset, b.size, c);
-  NcclWork w = dp_.reduce_scatter_sum_async(send_bf_.get(), recv_bf_.get(), chunk, CommType::bf16, stream);
-  cuda::bf16_to_f32(out, recv_bf_.get(), chunk, c);
+  bf16* staged = send_bf_.get();
+  bf16* staged_mine = staged + int64_t(zl_.rank()) * chunk;
+  cuda::f32_to_bf16(staged, in, b.size, c);
+  NcclWork w = dp_.reduce_scatter_sum_async(staged, staged_mine, chunk, CommType::bf16, stream);
+  cuda::bf16_to_f32(mine, staged_mine, chunk, c);
   if (w.pending()) CUDA_CHECK(cudaEventRecord(w.event(), stream));  // the work completes with the conversion back
   return w;
 }
@@ -105,16 +79,18 @@ NcclWork GpuDistributedAdamW::reduce_bucket(int bi, cudaStream_t stream) {
 void GpuDistributedAdamW::reduce_all() {
   std::vector<NcclWork> works;
   for (size_t b = 0; b < zl_.buckets().size(); ++b) works.push_back(reduce_bucket(int(b), ctx_.stream));
-  wait_all(works);
+  wait_works(works);
 }
 
-GpuStepResult GpuDistributedAdamW::step(float lr, double max_norm, bf16* compute_weights) {
+GpuStepResult GpuDistributedAdamW::update(float lr, double max_norm) {
+  HONE_CHECK(!offloaded_, "AdamW step while the optimizer state is offloaded");
   if (!reduced_) reduce_all();
   reduced_ = false;
-  const int64_t shard = zl_.shard_size(), n = zl_.num_params();
 
-  // Global norm: the shards' sums of squares summed over dp (the padding is zero).
-  const double local = cuda::sum_squares(gshard_.get(), shard, ctx_);
+  // Global norm: the sums of squares of every rank's reduced chunks, summed over dp (the padding is zero).
+  double local = 0;
+  for (const ZeroBucket& b : zl_.buckets())
+    local += cuda::sum_squares(grads_.get() + zl_.chunk_flat_offset(b), zl_.chunk_size(b), ctx_);
   double* d_sum = reinterpret_cast<double*>(scalar_.get());
   CUDA_CHECK(cudaMemcpyAsync(d_sum, &local, sizeof(double), cudaMemcpyHostToDevice, ctx_.stream));
   dp_.all_reduce_sum_async(d_sum, d_sum, 1, CommType::f64, ctx_.stream).wait();
@@ -124,43 +100,62 @@ GpuStepResult GpuDistributedAdamW::step(float lr, double max_norm, bf16* compute
   GpuStepResult r;
   r.grad_norm = std::sqrt(total);
   r.clip_coef = clip_coefficient(r.grad_norm, max_norm);
-  if (r.clip_coef < 1.f) cuda::scale_inplace(gshard_.get(), r.clip_coef, shard, ctx_);
+  if (r.clip_coef < 1.f)
+    for (const ZeroBucket& b : zl_.buckets())
+      cuda::scale_inplace(grads_.get() + zl_.chunk_flat_offset(b), r.clip_coef, zl_.chunk_size(b), ctx_);
 
   ++step_;
   for (const ShardSegment& s : segments_)
-    cuda::adamw_update(master_.get() + s.shard_offset, gshard_.get() + s.shard_offset, m_.get() + s.shard_offset,
+    cuda::adamw_update(master_.get() + s.shard_offset, grads_.get() + s.flat_offset, m_.get() + s.shard_offset,
                        v_.get() + s.shard_offset, s.size, lr, config_.beta1, config_.beta2, config_.eps,
                        s.decay ? config_.weight_decay : 0.f, step_, ctx_);
+  return r;
+}
 
-  // bf16 weights of the shard, all-gathered bucket by bucket straight into the compute weights; the bucket that
-  // holds the padding gathers into staging and copies the real part.
-  cuda::refit_cast(wshard_bf_.get(), master_.get(), shard, ctx_);
+// Each rank casts its chunk of every bucket into its own place in the compute weights, then the bucket is
+// all-gathered in place (send == recv + rank * chunk). The bucket that holds the padding goes through tail_bf_.
+void GpuDistributedAdamW::refit(bf16* compute_weights) {
+  const int64_t n = zl_.num_params();
   std::vector<NcclWork> works;
   for (const ZeroBucket& b : zl_.buckets()) {
+    const int64_t chunk = zl_.chunk_size(b);
     const bool padded = b.offset + b.size > n;
-    bf16* dst = padded ? tail_bf_.get() : compute_weights + b.offset;
-    works.push_back(dp_.all_gather_async(wshard_bf_.get() + b.shard_offset, dst, zl_.chunk_size(b), CommType::bf16,
-                                         ctx_.stream));
+    bf16* base = padded ? tail_bf_.get() : compute_weights + b.offset;
+    bf16* mine = base + int64_t(zl_.rank()) * chunk;
+    cuda::refit_cast(mine, master_.get() + b.shard_offset, chunk, ctx_);
+    works.push_back(dp_.all_gather_async(mine, base, chunk, CommType::bf16, ctx_.stream));
     if (padded)
       CUDA_CHECK(cudaMemcpyAsync(compute_weights + b.offset, tail_bf_.get(), size_t(n - b.offset) * sizeof(bf16),
                                  cudaMemcpyDeviceToDevice, ctx_.stream));
   }
-  wait_all(works);
+  wait_works(works);
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  return r;
 }
 
-std::vector<float> GpuDistributedAdamW::gather_to_host(const float* shard) {
-  std::vector<float> full(size_t(zl_.padded_size()), 0.f);
-  DeviceArray<float> staging(max_bucket_);
+// Piece by piece (at most 16 M elements of each rank's chunk at a time), so the staging stays small whatever the
+// bucket size: piece p of every rank's chunk is gathered, then each rank's piece copied to its flat place.
+void GpuDistributedAdamW::gather_to_host(const float* shard, float* full, int root) {
+  const int P = zl_.dp();
+  const bool copy = root < 0 || zl_.rank() == root;
+  HONE_CHECK(!copy || full, "no host buffer for the gathered state");
+  const int64_t n = zl_.num_params(), piece_max = int64_t(16) << 20;
+  DeviceArray<float> staging(std::min(piece_max, max_bucket_ / P) * P);
   for (const ZeroBucket& b : zl_.buckets()) {
-    dp_.all_gather_async(shard + b.shard_offset, staging.get(), zl_.chunk_size(b), CommType::f32, ctx_.stream).wait();
-    CUDA_CHECK(cudaMemcpyAsync(full.data() + b.offset, staging.get(), size_t(b.size) * sizeof(float),
-                               cudaMemcpyDeviceToHost, ctx_.stream));
-    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    const int64_t chunk = zl_.chunk_size(b);
+    for (int64_t p0 = 0; p0 < chunk; p0 += piece_max) {
+      const int64_t len = std::min(piece_max, chunk - p0);
+      dp_.all_gather_async(shard + b.shard_offset + p0, staging.get(), len, CommType::f32, ctx_.stream).wait();
+      if (!copy) continue;
+      for (int r = 0; r < P; ++r) {
+        const int64_t flat = b.offset + int64_t(r) * chunk + p0;
+        const int64_t real = std::min(len, n - flat);  // the padding is not copied
+        if (real > 0)
+          CUDA_CHECK(cudaMemcpyAsync(full + flat, staging.get() + int64_t(r) * len, size_t(real) * sizeof(float),
+                                     cudaMemcpyDeviceToHost, ctx_.stream));
+      }
+      CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    }
   }
-  full.resize(size_t(zl_.num_params()));
-  return full;
 }
 
 void GpuDistributedAdamW::scatter_from_host(const float* full, float* shard) {
@@ -173,29 +168,58 @@ void GpuDistributedAdamW::scatter_from_host(const float* full, float* shard) {
 void GpuDistributedAdamW::download_master(ModelWeights& w) {
   HONE_CHECK(w.flat.numel() == zl_.num_params(), "weights of ", w.flat.numel(), " parameters, optimizer ",
              zl_.num_params());
-  const std::vector<float> full = gather_to_host(master_.get());
-  std::copy(full.begin(), full.end(), w.flat.f32());
+  gather_to_host(master_.get(), w.flat.f32(), -1);
 }
 
-FullOptimizerState GpuDistributedAdamW::full_state() {
-  FullOptimizerState s;
-  s.step = step_;
-  s.exp_avg = gather_to_host(m_.get());
-  s.exp_avg_sq = gather_to_host(v_.get());
-  return s;
+void GpuDistributedAdamW::read_state(ModelWeights* master, float* exp_avg, float* exp_avg_sq, int root) {
+  const bool here = zl_.rank() == root;
+  HONE_CHECK(!here || (master && master->flat.numel() == zl_.num_params() && exp_avg && exp_avg_sq),
+             "read_state needs host buffers of ", zl_.num_params(), " values on the root");
+  const bool off = offloaded_;
+  if (off) reload_state();
+  gather_to_host(master_.get(), here ? master->flat.f32() : nullptr, root);
+  gather_to_host(m_.get(), exp_avg, root);
+  gather_to_host(v_.get(), exp_avg_sq, root);
+  if (off) offload_state();
 }
 
-void GpuDistributedAdamW::load_full_state(const FullOptimizerState& s, const ModelWeights& weights) {
-  const int64_t n = zl_.num_params();
-  HONE_CHECK(int64_t(s.exp_avg.size()) == n && int64_t(s.exp_avg_sq.size()) == n && weights.flat.numel() == n,
-             "the optimizer state must cover ", n, " parameters");
-  scatter_from_host(weights.flat.f32(), master_.get());
-  scatter_from_host(s.exp_avg.data(), m_.get());
-  scatter_from_host(s.exp_avg_sq.data(), v_.get());
-  step_ = s.step;
+void GpuDistributedAdamW::write_state(const ModelWeights& master, const float* exp_avg, const float* exp_avg_sq,
+                                      int step_count) {
+  HONE_CHECK(master.flat.numel() == zl_.num_params(), "the optimizer state must cover ", zl_.num_params(),
+             " parameters");
+  if (offloaded_) reload_state();
+  scatter_from_host(master.flat.f32(), master_.get());
+  scatter_from_host(exp_avg, m_.get());
+  scatter_from_host(exp_avg_sq, v_.get());
+  step_ = step_count;
+}
+
+void GpuDistributedAdamW::offload_state() {
+  if (offloaded_) return;
+  const size_t bytes = m_.bytes();
+  if (!host_m_) CUDA_CHECK(cudaMallocHost(&host_m_, bytes));
+  if (!host_v_) CUDA_CHECK(cudaMallocHost(&host_v_, bytes));
+  CUDA_CHECK(cudaMemcpyAsync(host_m_, m_.get(), bytes, cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaMemcpyAsync(host_v_, v_.get(), bytes, cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  m_ = DeviceArray<float>();
+  v_ = DeviceArray<float>();
+  offloaded_ = true;
+}
+
+void GpuDistributedAdamW::reload_state() {
+  if (!offloaded_) return;
+  const int64_t shard = zl_.shard_size();
+  m_ = DeviceArray<float>(shard);
+  v_ = DeviceArray<float>(shard);
+  CUDA_CHECK(cudaMemcpyAsync(m_.get(), host_m_, m_.bytes(), cudaMemcpyHostToDevice, ctx_.stream));
+  CUDA_CHECK(cudaMemcpyAsync(v_.get(), host_v_, v_.bytes(), cudaMemcpyHostToDevice, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  offloaded_ = false;
 }
 
 ShardOptimizerState GpuDistributedAdamW::shard_state() const {
+  HONE_CHECK(!offloaded_, "shard_state while the optimizer state is offloaded");
   ShardOptimizerState s{zl_.dp(), zl_.rank(), step_, zl_.num_params(), {}, {}, {}};
   const size_t shard = size_t(zl_.shard_size());
   for (auto [dst, src] : {std::pair{&s.master, master_.get()}, {&s.exp_avg, m_.get()}, {&s.exp_avg_sq, v_.get()}}) {
@@ -212,50 +236,11 @@ void GpuDistributedAdamW::load_shard_state(const ShardOptimizerState& s) {
   const size_t shard = size_t(zl_.shard_size());
   HONE_CHECK(s.master.size() == shard && s.exp_avg.size() == shard && s.exp_avg_sq.size() == shard,
              "shard buffers must hold ", shard, " values");
+  if (offloaded_) reload_state();
   for (auto [src, dst] : {std::pair{&s.master, master_.get()}, {&s.exp_avg, m_.get()}, {&s.exp_avg_sq, v_.get()}})
     CUDA_CHECK(cudaMemcpyAsync(dst, src->data(), shard * sizeof(float), cudaMemcpyHostToDevice, ctx_.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   step_ = s.step;
-}
-
-// ---- GpuDataParallelAdamW ---------------------------------------------------------------------------------------
-
-GpuDataParallelAdamW::GpuDataParallelAdamW(const ModelWeights& weights, const GpuParamLayout& layout,
-                                           AdamWConfig config, const cuda::GpuContext& ctx, NcclComm& dp,
-                                           GpuDataParallelOptions options)
-    : ctx_(ctx),
-      dp_(dp),
-      options_(options),
-      adamw_(weights, config, ctx),
-      zl_(weights.flat.numel(), 1, 0, model_bucket_starts(layout, 1, options.bucket_bytes)) {
-  adamw_.load_master(weights);
-  if (!options_.grad_reduce_in_fp32) {
-    int64_t max_bucket = 0;
-    for (const ZeroBucket& b : zl_.buckets()) max_bucket = std::max(max_bucket, b.size);
-    send_bf_ = DeviceArray<bf16>(max_bucket);
-  }
-}
-
-NcclWork GpuDataParallelAdamW::reduce_bucket(int bi, cudaStream_t stream) {
-  const ZeroBucket& b = zl_.buckets()[size_t(bi)];
-  float* g = adamw_.grads() + b.offset;
-  if (options_.grad_reduce_in_fp32) return dp_.all_reduce_sum_async(g, g, b.size, CommType::f32, stream);
-  const cuda::GpuContext c = on_stream(ctx_, stream);
-  cuda::f32_to_bf16(send_bf_.get(), g, b.size, c);
-  NcclWork w = dp_.all_reduce_sum_async(send_bf_.get(), send_bf_.get(), b.size, CommType::bf16, stream);
-  cuda::bf16_to_f32(g, send_bf_.get(), b.size, c);
-  if (w.pending()) CUDA_CHECK(cudaEventRecord(w.event(), stream));
-  return w;
-}
-
-GpuStepResult GpuDataParallelAdamW::step(float lr, double max_norm, bf16* compute_weights) {
-  if (!reduced_) {
-    std::vector<NcclWork> works;
-    for (size_t b = 0; b < zl_.buckets().size(); ++b) works.push_back(reduce_bucket(int(b), ctx_.stream));
-    wait_all(works);
-  }
-  reduced_ = false;
-  return adamw_.step(lr, max_norm, compute_weights);
 }
 
 }  // namespace hone

@@ -70,9 +70,13 @@ void GpuAdamW::download_master(ModelWeights& w) const {
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
 }
 
-void GpuAdamW::zero_grads() { CUDA_CHECK(cudaMemsetAsync(grads_.get(), 0, grads_.bytes(), ctx_.stream)); }
+void GpuAdamW::zero_grads() {
+  if (!grads_.get()) grads_ = DeviceArray<float>(n_);
+  CUDA_CHECK(cudaMemsetAsync(grads_.get(), 0, grads_.bytes(), ctx_.stream));
+}
 
 GpuStepResult GpuAdamW::clip(double max_norm) {
+  HONE_CHECK(grads_.get(), "clipping with the gradient buffer released");
   GpuStepResult r;
   r.grad_norm = std::sqrt(cuda::sum_squares(grads_.get(), n_, ctx_));
   r.clip_coef = clip_coefficient(r.grad_norm, max_norm);

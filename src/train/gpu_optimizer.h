@@ -38,7 +38,9 @@ class GpuAdamW {
 
   void load_master(const ModelWeights& w);                // host fp32 -> device master
   void download_master(ModelWeights& w) const;            // device master -> host fp32 (synchronizes)
-  void zero_grads();                                      // asynchronous
+  void zero_grads();                                      // asynchronous; allocates released gradients again
+  // Frees the gradient buffer (between steps, when gradients are zero: colocated generation takes the memory).
+  void release_grads() { grads_ = DeviceArray<float>(); }
 
   // Global L2 norm of the gradients (synchronizes), then scales them by clip_coefficient(norm, max_norm).
   GpuStepResult clip(double max_norm);

@@ -24,7 +24,7 @@
 #include "cuda/nccl_comm.h"
 #include "cuda/ops_cuda.h"
 #include "model/gpu_transformer.h"
-#include "train/gpu_distributed_adamw.h"
+#include "train/gpu_data_parallel_optimizer.h"
 
 namespace hone {
 

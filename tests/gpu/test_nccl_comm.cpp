@@ -22,6 +22,7 @@
 #include "model/gpu_transformer.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
+#include "train/gpu_data_parallel_adamw.h"
 #include "train/gpu_distributed_adamw.h"
 #include "train/gpu_optimizer.h"
 #include "train/grad_reducer.h"
@@ -192,7 +193,7 @@ BOOST_AUTO_TEST_CASE(data_parallel_optimizers_on_one_rank_match_gpu_adamw,
   hone::GpuAdamW ref(w, ac, ctx);
   ref.load_master(w);
   hone::GpuDistributedAdamW zero(w, layout, ac, ctx, dp, opts);
-  hone::GpuDataParallelAdamW plain(w, layout, ac, ctx, dp, opts);
+  hone::GpuDataParallelAdamW plain(w, layout, ac, ctx, &dp, opts);
   BOOST_TEST(zero.zero_layout().buckets().size() > 2u);
   hone::GradReducer reducer(zero, layout, ctx);
   reducer.attach(model);

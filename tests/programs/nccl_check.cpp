@@ -2,14 +2,16 @@
 //   mpirun -np 2 build/tests/programs/nccl_check        (or srun --ntasks-per-node=2 --gpus-per-task=1 ...)
 // Maps ranks to GPUs, bootstraps NCCL over MPI, checks every collective and type on every rank, compares the
 // distributed optimizer (ZeRO-1) with the plain all-reduce + AdamW on a small GpuTransformer (each rank its own
-// batch, overlapped bucket reduction), and prints the bus bandwidth of a 256 MB fp32 all-reduce as nccl-tests
-// defines it (algorithm bandwidth bytes / time, times 2 (n - 1) / n). Prints PASS/FAIL lines (rank 0, results
-// agreed over all ranks); exits 1 when anything failed.
+// batch, overlapped bucket reduction; fp32 and bf16 reduction), round-trips the sharded state through rank 0 (as a
+// checkpoint does), offload and gradient release, and prints the bus bandwidth of a 256 MB fp32 all-reduce as
+// nccl-tests defines it (algorithm bandwidth bytes / time, times 2 (n - 1) / n). Prints PASS/FAIL lines (rank 0,
+// results agreed over all ranks); exits 1 when anything failed.
 #include <cstdio>
 
 #if HONE_CUDA
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -26,6 +28,7 @@
 #include "runtime/rank_grid.h"
 #include "runtime/runtime.h"
 #include "tensor/dtype.h"
+#include "train/gpu_data_parallel_adamw.h"
 #include "train/gpu_distributed_adamw.h"
 #include "train/grad_reducer.h"
 
@@ -130,72 +133,161 @@ hone::ModelConfig small_model() {
   return c;
 }
 
-void check_optimizers(hone::Comm& world, hone::NcclComm& dp, const hone::cuda::GpuContext& ctx) {
-  const hone::ModelConfig cfg = small_model();
-  hone::ModelWeights w = hone::allocate_weights(cfg);
-  hone::init_random_weights(w, cfg, 7);
-  const hone::GpuParamLayout layout = hone::GpuParamLayout::of(w);
-  const int64_t n = layout.num_params;
+struct OptimizerCase {
+  hone::ModelConfig cfg = small_model();
+  hone::ModelWeights w;
+  hone::GpuParamLayout layout;
   hone::AdamWConfig ac;
-  ac.weight_decay = 0.1f;
-  const hone::GpuDataParallelOptions opts{true, 1 << 20};
-  hone::GpuTransformer model_z(cfg, layout, ctx, 512), model_p(cfg, layout, ctx, 512);
-  model_z.upload_weights(w);
-  model_p.upload_weights(w);
-  hone::GpuDistributedAdamW zero(w, layout, ac, ctx, dp, opts);
-  hone::GpuDataParallelAdamW plain(w, layout, ac, ctx, dp, opts);
-  hone::GradReducer rz(zero, layout, ctx), rp(plain, layout, ctx);
-  rz.attach(model_z);
-  rp.attach(model_p);
+  hone::PackedBatch batch;
+  hone::DeviceArray<float> dd;
+};
+
+OptimizerCase make_case(const hone::NcclComm& dp) {
+  OptimizerCase c;
+  c.w = hone::allocate_weights(c.cfg);
+  hone::init_random_weights(c.w, c.cfg, 7);
+  c.layout = hone::GpuParamLayout::of(c.w);
+  c.ac.weight_decay = 0.1f;
   std::vector<std::vector<int32_t>> seqs;
   for (int s = 0; s < 4; ++s) {
     std::vector<int32_t> ids;
-    for (int t = 0; t < 60 + 17 * s; ++t) ids.push_back(int32_t((t * 37 + s * 101 + dp.rank() * 211) % cfg.vocab_size));
+    for (int t = 0; t < 60 + 17 * s; ++t)
+      ids.push_back(int32_t((t * 37 + s * 101 + dp.rank() * 211) % c.cfg.vocab_size));
     seqs.push_back(ids);
   }
-  const hone::PackedBatch batch = hone::PackedBatch::pack(seqs);
-  std::vector<float> d(size_t(batch.num_tokens()));
+  c.batch = hone::PackedBatch::pack(seqs);
+  std::vector<float> d(size_t(c.batch.num_tokens()));
   for (size_t t = 0; t < d.size(); ++t) d[t] = (t % 3 == 0 ? -1.f : 0.5f) / float(d.size() * size_t(dp.size()));
-  hone::DeviceArray<float> dd(int64_t(d.size()));
-  CUDA_CHECK(cudaMemcpy(dd.get(), d.data(), d.size() * sizeof(float), cudaMemcpyHostToDevice));
-  double norm_diff = 0;
-  int launched = 0;
-  for (int step = 0; step < 3; ++step) {
-    const double max_norm = step == 1 ? 1e9 : 0.05;
-    for (auto [model, reducer] : {std::pair{&model_z, &rz}, {&model_p, &rp}}) {
-      model->forward(batch, 1.f, false);
-      reducer->arm();
-      model->backward(dd.get(), nullptr, model == &model_z ? zero.grads() : plain.grads());
-      reducer->wait_all();
-      launched += reducer->buckets_launched_during_backward();
-    }
-    const hone::GpuStepResult a = zero.step(1e-3f, max_norm, model_z.weights());
-    const hone::GpuStepResult b = plain.step(1e-3f, max_norm, model_p.weights());
-    norm_diff = std::max(norm_diff, std::abs(a.grad_norm - b.grad_norm) / b.grad_norm);
-    zero.zero_grads();
-    plain.adamw().zero_grads();
-  }
-  report(world, norm_diff < 1e-5, hone::cat("global gradient norm, distributed vs plain (rel diff ", norm_diff, ")"));
-  report(world, launched > 0, hone::cat("buckets reduced during backward: ", launched));
-  hone::ModelWeights mz = hone::allocate_weights(cfg), mp = hone::allocate_weights(cfg);
-  zero.download_master(mz);
-  plain.adamw().download_master(mp);
+  c.dd = hone::DeviceArray<float>(int64_t(d.size()));
+  CUDA_CHECK(cudaMemcpy(c.dd.get(), d.data(), d.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return c;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double e = double(mz.flat.f32()[i]) - mp.flat.f32()[i];
-    num += e * e;
-    den += double(mp.flat.f32()[i]) * mp.flat.f32()[i];
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
   }
-  const double rel = std::sqrt(num / den);
-  report(world, rel < 1e-6, hone::cat("master weights after 3 steps, distributed vs plain: relative L2 ", rel));
-  std::vector<uint16_t> bz(static_cast<size_t>(n)), bp(static_cast<size_t>(n));
-  CUDA_CHECK(cudaMemcpy(bz.data(), model_z.weights(), size_t(n) * 2, cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaMemcpy(bp.data(), model_p.weights(), size_t(n) * 2, cudaMemcpyDeviceToHost));
-  int64_t differ = 0;
-  for (int64_t i = 0; i < n; ++i) differ += bz[size_t(i)] != bp[size_t(i)];
-  report(world, double(differ) <= 1e-4 * double(n), hone::cat("bf16 compute weights differing: ", differ, " of ", n));
-  rz.detach();
-  rp.detach();
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+std::vector<uint16_t> bf16_weights(const hone::GpuTransformer& m, int64_t n) {
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  CUDA_CHECK(cudaMemcpy(h.data(), m.weights(), size_t(n) * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// One data-parallel optimizer trained for `steps` steps on each rank's own batch (overlapped bucket reduction on
+// the last micro-batch), the step split into update() + refit().
+struct Trained {
+  std::vector<float> master;  // full fp32 master weights (every rank)
+  std::vector<uint16_t> compute;
+  std::vector<double> norms;
+  int launched = 0;
+};
+
+Trained train(OptimizerCase& c, hone::GpuDataParallelOptimizer& opt, hone::GpuTransformer& model,
+              const hone::cuda::GpuContext& ctx, int steps) {
+  Trained t;
+  hone::GradReducer reducer(opt, c.layout, ctx);
+  reducer.attach(model);
+  for (int step = 0; step < steps; ++step) {
+    const double max_norm = step == 1 ? 1e9 : 0.05;
+    opt.zero_grads();
+    model.forward(c.batch, 1.f, false);
+    reducer.arm();
+    model.backward(c.dd.get(), nullptr, opt.grads());
+    reducer.wait_all();
+    t.launched += reducer.buckets_launched_during_backward();
+    t.norms.push_back(opt.update(1e-3f, max_norm).grad_norm);
+    opt.refit(model.weights());
+  }
+  reducer.detach();
+  hone::ModelWeights m = hone::allocate_weights(c.cfg);
+  if (auto* z = dynamic_cast<hone::GpuDistributedAdamW*>(&opt)) z->download_master(m);
+  else dynamic_cast<hone::GpuDataParallelAdamW&>(opt).adamw().download_master(m);
+  t.master.assign(m.flat.f32(), m.flat.f32() + m.flat.numel());
+  t.compute = bf16_weights(model, c.layout.num_params);
+  return t;
+}
+
+void check_optimizers(hone::Comm& world, hone::NcclComm& dp, const hone::cuda::GpuContext& ctx) {
+  OptimizerCase c = make_case(dp);
+  const int64_t n = c.layout.num_params;
+  std::vector<float> initial(c.w.flat.f32(), c.w.flat.f32() + n);
+  auto update_of = [&](const std::vector<float>& m) {
+    std::vector<float> u(m.size());
+    for (size_t i = 0; i < m.size(); ++i) u[i] = m[i] - initial[i];
+    return u;
+  };
+  Trained runs[2][2];  // [fp32 reduction?][distributed?]
+  for (int fp32 = 0; fp32 < 2; ++fp32) {
+    const hone::GpuDataParallelOptions opts{fp32 == 1, 1 << 20};
+    hone::GpuTransformer model_z(c.cfg, c.layout, ctx, 512), model_p(c.cfg, c.layout, ctx, 512);
+    model_z.upload_weights(c.w);
+    model_p.upload_weights(c.w);
+    hone::GpuDistributedAdamW zero(c.w, c.layout, c.ac, ctx, dp, opts);
+    hone::GpuDataParallelAdamW plain(c.w, c.layout, c.ac, ctx, &dp, opts);
+    runs[fp32][1] = train(c, zero, model_z, ctx, 3);
+    runs[fp32][0] = train(c, plain, model_p, ctx, 3);
+    const char* how = fp32 ? "fp32 reduction" : "bf16 reduction";
+    double norm_diff = 0;
+    for (size_t i = 0; i < 3; ++i)
+      norm_diff = std::max(norm_diff, std::abs(runs[fp32][1].norms[i] - runs[fp32][0].norms[i]) / runs[fp32][0].norms[i]);
+    report(world, norm_diff < 1e-5, hone::cat(how, ": global gradient norm, distributed vs plain (rel diff ", norm_diff, ")"));
+    report(world, runs[fp32][1].launched > 0 && runs[fp32][0].launched > 0,
+           hone::cat(how, ": buckets reduced during backward: ", runs[fp32][1].launched, " (distributed), ",
+                     runs[fp32][0].launched, " (plain)"));
+    const double rel = rel_l2(runs[fp32][1].master, runs[fp32][0].master);
+    report(world, rel < 1e-6, hone::cat(how, ": master weights after 3 steps, distributed vs plain: relative L2 ", rel));
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i) differ += runs[fp32][1].compute[size_t(i)] != runs[fp32][0].compute[size_t(i)];
+    report(world, double(differ) <= 1e-4 * double(n), hone::cat(how, ": bf16 compute weights differing: ", differ, " of ", n));
+
+    if (fp32 == 1) {
+      // Checkpoint state: read to rank 0, handed to every rank, written into a fresh optimizer: the same shard,
+      // the same compute weights after refit, the same next step.
+      hone::ModelWeights master = hone::allocate_weights(c.cfg);
+      std::vector<float> m(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+      const bool root = dp.rank() == 0;
+      zero.read_state(root ? &master : nullptr, root ? m.data() : nullptr, root ? v.data() : nullptr, 0);
+      world.broadcast(master.flat.f32(), n, 0);
+      world.broadcast(m.data(), n, 0);
+      world.broadcast(v.data(), n, 0);
+      hone::GpuDistributedAdamW again(c.w, c.layout, c.ac, ctx, dp, opts);
+      again.write_state(master, m.data(), v.data(), zero.step_count());
+      hone::GpuTransformer model_a(c.cfg, c.layout, ctx, 512);
+      again.refit(model_a.weights());
+      const hone::ShardOptimizerState a = zero.shard_state(), b = again.shard_state();
+      report(world, a.master == b.master && a.exp_avg == b.exp_avg && a.exp_avg_sq == b.exp_avg_sq && a.step == b.step,
+             "distributed optimizer: state read to rank 0 and written back gives the same shard");
+      report(world, bf16_weights(model_a, n) == bf16_weights(model_z, n),
+             "distributed optimizer: compute weights refitted from a restored state are identical");
+      // Offload and release round trips.
+      zero.offload_state();
+      const bool off = zero.state_offloaded();
+      zero.reload_state();
+      const hone::ShardOptimizerState r = zero.shard_state();
+      report(world, off && r.exp_avg == a.exp_avg && r.exp_avg_sq == a.exp_avg_sq,
+             "distributed optimizer: moments offloaded to the host and back are unchanged");
+      const size_t held = zero.device_bytes();
+      zero.release_grads();
+      const size_t released = zero.device_bytes();
+      zero.zero_grads();
+      report(world, zero.grads() != nullptr && held - released == size_t(zero.zero_layout().padded_size()) * 4,
+             hone::cat("distributed optimizer: gradient buffer released (", held - released, " bytes) and allocated again"));
+      // The next step from the restored state equals the next step of the original.
+      // (GPU backward sums the embedding gradient with atomics: equal up to that order, not bitwise.)
+      const Trained t1 = train(c, zero, model_z, ctx, 1), t2 = train(c, again, model_a, ctx, 1);
+      const double rel_r = rel_l2(t2.master, t1.master);
+      report(world, rel_r < 1e-7, hone::cat("distributed optimizer: a step after restoring equals the step of the "
+                                           "original (relative L2 ", rel_r, ")"));
+    }
+  }
+  // bf16 reduction: the updates within bf16 rounding of the fp32 ones.
+  const double rel_b = rel_l2(update_of(runs[0][1].master), update_of(runs[1][1].master));
+  report(world, rel_b < 5e-2, hone::cat("bf16 vs fp32 reduction: the 3-step update differs by relative L2 ", rel_b));
 }
 
 void bandwidth(hone::Comm& world, hone::NcclComm& c) {
