@@ -47,7 +47,7 @@ std::vector<MetricInfo> build_catalog() {
   for (const auto& p : step_phases())
     c.push_back({"memory/peak_" + p, "bytes",
                  "peak device memory in use during " + (p == "total" ? std::string("the whole step")
-                                                                     : "the " + p + " phase") + " (rank 0)"});
+                                                                     : "the " + p + " phase") + " (the largest rank's)"});
   return c;
 }
 

@@ -1,22 +1,25 @@
 // The CPU policy engine: fp32 weights in three roles (training = master, generation copy refitted every step,
-// frozen reference when the KL term needs it), the hand-written Transformer, CpuGenerator and AdamW; gradients
-// summed over the data-parallel ranks through rl/grpo_dp.h.
+// frozen reference when the KL term needs it), the hand-written Transformer and CpuGenerator; the data-parallel
+// optimizer over the dp group's MpiComm (train/distributed_adamw.h): DataParallelAdamW (gradients all-reduced,
+// whole AdamW state on every rank) or, with train.distributed_optimizer and more than one rank, DistributedAdamW
+// (ZeRO-1: gradients reduce-scattered, master weights and moments sharded, weights all-gathered).
 #include <algorithm>
 #include <cstring>
 
+#include "comm/comm.h"
 #include "model/transformer.h"
 #include "rl/grpo_dp.h"
 #include "rl/policy_engine.h"
 #include "runtime/error.h"
 #include "train/adamw.h"
-#include "train/grad_clip.h"
+#include "train/distributed_adamw.h"
 
 namespace hone::rl {
 namespace {
 
 class CpuPolicyEngine final : public PolicyEngine {
  public:
-  CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial) : mc_(mc) {
+  CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial) : s_(s), mc_(mc) {
     train_w_ = allocate_weights(mc_);
     std::memcpy(train_w_.flat.f32(), initial.flat.f32(), train_w_.flat.nbytes());
     gen_w_ = allocate_weights(mc_);
@@ -32,12 +35,27 @@ class CpuPolicyEngine final : public PolicyEngine {
     GenerationOptions go;
     go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s.rollouts_per_step() / dp::size())));
     generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go);
-    optimizer_ = std::make_unique<AdamW>(train_w_, s.adamw);
-    // Every fp32 parameter copy: training, generation, reference, gradients, the two AdamW moments.
-    persistent_ = double(train_w_.flat.nbytes()) * (5 + (ref_model_ ? 1 : 0));
   }
 
-  std::string describe() const override { return "cpu, fp32"; }
+  std::string describe() const override {
+    return zero_ ? cat("cpu, fp32, distributed optimizer (ZeRO-1) over ", dp::size(), " ranks") : "cpu, fp32";
+  }
+
+  void connect(const ModelWeights&) override {
+    Comm& dp = dp::host_comm();
+    if (s_.distributed_optimizer && dp.size() > 1)
+      zero_ = std::make_unique<DistributedAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32);
+    else
+      plain_ = std::make_unique<DataParallelAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32);
+    // Every fp32 parameter copy: training, generation, reference, gradients; the AdamW state (whole, or this
+    // rank's shard of master weights and moments plus the reduced shard and the padded staging of ZeRO-1).
+    const double param = double(train_w_.flat.nbytes());
+    persistent_ = param * (3 + (ref_model_ ? 1 : 0));
+    if (zero_)
+      persistent_ += double(zero_->layout().shard_size()) * 4 * 4 + double(zero_->layout().padded_size()) * 4;
+    else
+      persistent_ += 2 * param;
+  }
 
   std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
                                 const StopCriteria& stop, uint64_t seed, uint32_t step, int max_total,
@@ -64,20 +82,20 @@ class CpuPolicyEngine final : public PolicyEngine {
     lp = {train_model_->logprobs().f32(), size_t(batch.num_tokens())};
     ent = {train_model_->entropy().f32(), size_t(batch.num_tokens())};
   }
-  void backward(const float* dlp, const float* dent) override {
+  void backward(const float* dlp, const float* dent, bool) override {
     train_model_->backward(dlp, dent, grads_);
     training_bytes_ = std::max(training_bytes_, train_model_->allocated_bytes());
   }
 
-  double optimizer_step(float lr, double max_grad_norm) override {
-    const int64_t N = train_w_.flat.numel();
-    // The global loss denominator already makes the sum over ranks the mean gradient.
-    dp::sum(grads_.flat.f32(), N);
-    const double norm = clip_grad_norm(grads_.flat.f32(), N, max_grad_norm);
-    optimizer_->step(train_w_, grads_, lr);
-    return norm;
+  // The global loss denominator already makes the sum over ranks the mean gradient. The training weights are
+  // updated in place (ZeRO-1: all-gathered), so the next micro-batches train on them whatever last_of_step says.
+  double optimizer_step(float lr, double max_grad_norm, bool) override {
+    HONE_CHECK(zero_ || plain_, "optimizer step before connect()");
+    const OptimizerStepResult r = zero_ ? zero_->step(train_w_, grads_, lr, max_grad_norm)
+                                        : plain_->step(train_w_, grads_, lr, max_grad_norm);
+    return r.grad_norm;
   }
-  int optimizer_step_count() const override { return optimizer_->step_count(); }
+  int optimizer_step_count() const override { return zero_ ? zero_->step_count() : plain_->adamw().step_count(); }
 
   void refit() override { std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes()); }
 
@@ -93,28 +111,45 @@ class CpuPolicyEngine final : public PolicyEngine {
 
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     const int64_t n = train_w_.flat.numel();
+    FullOptimizerState full;
+    if (zero_) full = zero_->full_state();  // collective
+    if (dp::rank() != 0) return;
     if (master.flat.numel() != n) master = allocate_weights(mc_);
     std::memcpy(master.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
     m = Tensor::empty({n});
     v = Tensor::empty({n});
-    std::memcpy(m.f32(), optimizer_->exp_avg().f32(), m.nbytes());
-    std::memcpy(v.f32(), optimizer_->exp_avg_sq().f32(), v.nbytes());
+    const float* src_m = zero_ ? full.exp_avg.data() : plain_->adamw().exp_avg().f32();
+    const float* src_v = zero_ ? full.exp_avg_sq.data() : plain_->adamw().exp_avg_sq().f32();
+    std::memcpy(m.f32(), src_m, m.nbytes());
+    std::memcpy(v.f32(), src_v, v.nbytes());
   }
   void write_state(const ModelWeights& master, const float* m, const float* v, int step_count) override {
-    HONE_CHECK(master.flat.numel() == train_w_.flat.numel(), "checkpoint weights do not match the model");
+    const int64_t n = train_w_.flat.numel();
+    HONE_CHECK(master.flat.numel() == n, "checkpoint weights do not match the model");
     std::memcpy(train_w_.flat.f32(), master.flat.f32(), train_w_.flat.nbytes());
     std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
-    std::memcpy(optimizer_->exp_avg().f32(), m, optimizer_->exp_avg().nbytes());
-    std::memcpy(optimizer_->exp_avg_sq().f32(), v, optimizer_->exp_avg_sq().nbytes());
-    optimizer_->set_step_count(step_count);
+    if (zero_) {
+      FullOptimizerState full;
+      full.step = step_count;
+      full.exp_avg.assign(m, m + n);
+      full.exp_avg_sq.assign(v, v + n);
+      zero_->load_full_state(full, master);
+      return;
+    }
+    AdamW& a = plain_->adamw();
+    std::memcpy(a.exp_avg().f32(), m, a.exp_avg().nbytes());
+    std::memcpy(a.exp_avg_sq().f32(), v, a.exp_avg_sq().nbytes());
+    a.set_step_count(step_count);
   }
 
  private:
+  GrpoSettings s_;
   ModelConfig mc_;
   ModelWeights train_w_, gen_w_, ref_w_, grads_;
   std::unique_ptr<Transformer> train_model_, ref_model_;
   std::unique_ptr<CpuGenerator> generator_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<DataParallelAdamW> plain_;
+  std::unique_ptr<DistributedAdamW> zero_;
   double persistent_ = 0;
   int64_t peak_kv_ = 0;
   size_t logprob_bytes_ = 0, training_bytes_ = 0;

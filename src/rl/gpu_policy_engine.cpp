@@ -1,23 +1,31 @@
 // The GPU policy engine (run.device = "cuda"), one GPU per rank, colocated: one bf16 copy of the policy weights
 // serves training, the logprob pass and generation (refit casts the fp32 master weights into it in place, so the
-// decode CUDA graphs stay valid); a second bf16 copy is the frozen reference when the KL term needs it; fp32
-// master weights, gradients and Adam moments live in GpuAdamW. Memory is handed from phase to phase: the
-// activation arenas are freed before generation and the KV cache after it; with train.optimizer_offload the Adam
-// moments wait in pinned host memory while generation runs.
+// decode CUDA graphs stay valid); a second bf16 copy is the frozen reference when the KL term needs it. The fp32
+// master weights, gradients and Adam moments live in the data-parallel optimizer: GpuDataParallelAdamW (whole state
+// on every rank; gradients all-reduced over NCCL) or, with train.distributed_optimizer and more than one rank,
+// GpuDistributedAdamW (ZeRO-1: reduce-scatter, sharded state, bf16 all-gather). With several ranks a GradReducer
+// launches each bucket's reduction as soon as the last micro-batch's backward has finished it.
+// Memory is handed from phase to phase: the activation arenas and the gradient buffer are freed before generation
+// and the KV cache after it; with train.optimizer_offload the Adam moments wait in pinned host memory while
+// generation runs.
 #include <algorithm>
 #include <cstring>
 
 #include "rl/grpo_dp.h"
 #include "rl/policy_engine.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 #if HONE_CUDA
 
 #include "cuda/check.h"
 #include "cuda/device_select.h"
+#include "cuda/nccl_comm.h"
 #include "generation/gpu_generator.h"
 #include "model/gpu_transformer.h"
-#include "train/gpu_optimizer.h"
+#include "train/gpu_data_parallel_adamw.h"
+#include "train/gpu_distributed_adamw.h"
+#include "train/grad_reducer.h"
 
 namespace hone::rl {
 namespace {
@@ -25,52 +33,87 @@ namespace {
 class GpuPolicyEngine final : public PolicyEngine {
  public:
   GpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial)
-      : s_(s), mc_(mc), device_(select_rank_device().device), ctx_(cuda::create_gpu_context(device_)) {
-    const GpuParamLayout layout = GpuParamLayout::of(initial);
+      : s_(s), mc_(mc), device_(select_rank_device().device), ctx_(cuda::create_gpu_context(device_)),
+        layout_(GpuParamLayout::of(initial)) {
     const int max_tokens = int(s.max_tokens_per_microbatch);
-    policy_ = std::make_unique<GpuTransformer>(mc_, layout, ctx_, max_tokens);
+    policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens);
     policy_->set_recompute(s.activation_recompute);
     policy_->upload_weights(initial);
     if (s.loss.kl_coef > 0) {
-      reference_ = std::make_unique<GpuTransformer>(mc_, layout, ctx_, max_tokens);
+      reference_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens);
       reference_->upload_weights(initial);
     }
-    optimizer_ = std::make_unique<GpuAdamW>(initial, s.adamw, ctx_);
-    optimizer_->load_master(initial);
     GpuGenerationOptions go;
     go.kv_cache_gib = s.kv_cache_gib;
     go.kv_cache_memory_fraction = s.kv_cache_memory_fraction;
     go.block_size = s.kv_block_size;
     go.cuda_graphs = s.cuda_graphs;
     go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s.rollouts_per_step() / dp::size())));
-    generator_ = std::make_unique<GpuGenerator>(mc_, layout, policy_->weights(), ctx_, go);
+    generator_ = std::make_unique<GpuGenerator>(mc_, layout_, policy_->weights(), ctx_, go);
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
-    weights_bytes_ = double(layout.num_params) * 2 * (reference_ ? 2 : 1);
+    weights_bytes_ = double(layout_.num_params) * 2 * (reference_ ? 2 : 1);
   }
 
   ~GpuPolicyEngine() override {
+    reducer_.reset();
     generator_.reset();
     optimizer_.reset();
+    dp_comm_.reset();
     reference_.reset();
     policy_.reset();
     cuda::destroy_gpu_context(ctx_);
   }
 
-  std::string describe() const override { return cat("cuda:", device_, " ", name_, ", bf16"); }
+  std::string describe() const override {
+    std::string d = cat("cuda:", device_, " ", name_, ", bf16");
+    if (dp::size() > 1)
+      d += cat(", gradients over NCCL (", dp::size(), " ranks, ",
+               zero_ ? "distributed optimizer: reduce-scatter, sharded AdamW, bf16 all-gather"
+                     : "all-reduce, AdamW on every rank",
+               s_.grad_reduce_in_fp32 ? ", fp32" : ", bf16", " reduction)");
+    return d;
+  }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+
+  // With one data-parallel rank the distributed optimizer is the plain one (one rank's shard is everything).
+  void connect(const ModelWeights& initial) override {
+    HONE_CHECK(!optimizer_, "connect() twice");
+    const int ranks = dp::size();
+    if (ranks > 1) {
+      NcclOptions o;
+      o.timeout_s = s_.nccl_timeout_s;
+      dp_comm_ = std::make_unique<NcclComm>(dp::host_comm(), o);
+    }
+    GpuDataParallelOptions po;
+    po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
+    zero_ = s_.distributed_optimizer && ranks > 1;
+    if (zero_)
+      optimizer_ = std::make_unique<GpuDistributedAdamW>(initial, layout_, s_.adamw, ctx_, *dp_comm_, po);
+    else
+      optimizer_ = std::make_unique<GpuDataParallelAdamW>(initial, layout_, s_.adamw, ctx_, dp_comm_.get(), po);
+    if (optimizer_->reduces()) {
+      reducer_ = std::make_unique<GradReducer>(*optimizer_, layout_, ctx_);
+      reducer_->attach(*policy_);
+    }
+    log_debug("GPU optimizer: ", optimizer_->zero_layout().buckets().size(), " gradient buckets, ",
+              optimizer_->device_bytes() / double(1 << 30), " GiB of optimizer state and gradients on the device");
+  }
 
   std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
                                 const StopCriteria& stop, uint64_t seed, uint32_t step, int max_total,
                                 const DecodeFunction& decode) override {
-    // The activation arenas are not needed until the logprob phase: their memory goes to the KV cache.
+    // The activation arenas and the (zero) gradients are not needed until the logprob and training phases: their
+    // memory goes to the KV cache.
     policy_->release_arenas();
     if (reference_) reference_->release_arenas();
+    optimizer_->release_grads();
     if (s_.optimizer_offload) optimizer_->offload_state();
     auto r = generator_->generate(requests, sampling, stop, seed, step, max_total, decode);
     peak_kv_ = std::max(peak_kv_, int64_t(generator_->stats().peak_kv_bytes));
     mem_.generation = std::max(mem_.generation, persistent() + double(generator_->stats().peak_kv_bytes));
+    note_device_use();
     return r;
   }
   int64_t last_peak_kv_bytes() const override { return int64_t(generator_->stats().peak_kv_bytes); }
@@ -85,10 +128,15 @@ class GpuPolicyEngine final : public PolicyEngine {
     m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false);
     lp_ = m.logprobs_host();
     mem_.logprob = std::max(mem_.logprob, persistent() + arena_bytes());
+    note_device_use();
     return lp_;
   }
 
-  void zero_grads() override { optimizer_->zero_grads(); }
+  // Training starts: the reference model's arena (logprob phase only) goes back first.
+  void zero_grads() override {
+    if (reference_) reference_->release_arenas();
+    optimizer_->zero_grads();
+  }
 
   void forward_train(const PackedBatch& batch, float temperature, std::span<const float>& lp,
                      std::span<const float>& ent) override {
@@ -98,28 +146,23 @@ class GpuPolicyEngine final : public PolicyEngine {
     lp = lp_;
     ent = ent_;
   }
-  void backward(const float* dlp, const float* dent) override {
+  void backward(const float* dlp, const float* dent, bool last_microbatch) override {
     const size_t T = lp_.size();
     dlp_.assign(dlp, dlp + T);
     if (dent) dent_.assign(dent, dent + T);
+    if (reducer_ && last_microbatch) reducer_->arm();
     policy_->backward_host(dlp_, dent ? &dent_ : nullptr, optimizer_->grads());
     mem_.training = std::max(mem_.training, persistent() + arena_bytes());
+    note_device_use();
   }
 
-  double optimizer_step(float lr, double max_grad_norm) override {
-    if (dp::size() > 1) {
-      // Gradients summed over the data-parallel ranks through host memory (MPI).
-      const int64_t n = optimizer_->num_params();
-      host_grads_.resize(size_t(n));
-      CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), optimizer_->grads(), size_t(n) * 4, cudaMemcpyDeviceToHost,
-                                 ctx_.stream));
-      CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-      dp::sum(host_grads_.data(), n);
-      CUDA_CHECK(cudaMemcpyAsync(optimizer_->grads(), host_grads_.data(), size_t(n) * 4, cudaMemcpyHostToDevice,
-                                 ctx_.stream));
-    }
-    const GpuStepResult r = optimizer_->clip(max_grad_norm);
-    optimizer_->adamw(lr);
+  double optimizer_step(float lr, double max_grad_norm, bool last_of_step) override {
+    HONE_CHECK(optimizer_, "optimizer step before connect()");
+    // The buckets launched during the last backward; a rank with no micro-batch in this optimizer step reduces
+    // them all inside update(), in the same bucket order.
+    if (reducer_ && reducer_->armed()) reducer_->wait_all();
+    const GpuStepResult r = optimizer_->update(lr, max_grad_norm);
+    if (!last_of_step) optimizer_->refit(policy_->weights());  // the next micro-batches train on the new weights
     return r.grad_norm;
   }
   int optimizer_step_count() const override { return optimizer_->step_count(); }
@@ -139,24 +182,17 @@ class GpuPolicyEngine final : public PolicyEngine {
 
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     const int64_t n = optimizer_->num_params();
-    if (master.flat.numel() != n) master = allocate_weights(mc_);
-    optimizer_->download_master(master);
-    m = Tensor::empty({n});
-    v = Tensor::empty({n});
-    const bool off = optimizer_->state_offloaded();
-    if (off) optimizer_->reload_state();
-    CUDA_CHECK(cudaMemcpyAsync(m.f32(), optimizer_->exp_avg(), m.nbytes(), cudaMemcpyDeviceToHost, ctx_.stream));
-    CUDA_CHECK(cudaMemcpyAsync(v.f32(), optimizer_->exp_avg_sq(), v.nbytes(), cudaMemcpyDeviceToHost, ctx_.stream));
-    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    const bool root = dp::rank() == 0;
+    if (root) {
+      if (master.flat.numel() != n) master = allocate_weights(mc_);
+      m = Tensor::empty({n});
+      v = Tensor::empty({n});
+    }
+    optimizer_->read_state(root ? &master : nullptr, root ? m.f32() : nullptr, root ? v.f32() : nullptr, 0);
   }
   void write_state(const ModelWeights& master, const float* m, const float* v, int step_count) override {
-    const int64_t n = optimizer_->num_params();
-    HONE_CHECK(master.flat.numel() == n, "checkpoint weights do not match the model");
-    if (optimizer_->state_offloaded()) optimizer_->reload_state();
-    optimizer_->load_master(master);
-    CUDA_CHECK(cudaMemcpyAsync(optimizer_->exp_avg(), m, size_t(n) * 4, cudaMemcpyHostToDevice, ctx_.stream));
-    CUDA_CHECK(cudaMemcpyAsync(optimizer_->exp_avg_sq(), v, size_t(n) * 4, cudaMemcpyHostToDevice, ctx_.stream));
-    optimizer_->set_step_count(step_count);
+    HONE_CHECK(master.flat.numel() == optimizer_->num_params(), "checkpoint weights do not match the model");
+    optimizer_->write_state(master, m, v, step_count);
     optimizer_->refit(policy_->weights());
     CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
@@ -168,16 +204,22 @@ class GpuPolicyEngine final : public PolicyEngine {
     if (reference_) b += double(reference_->forward_arena_capacity() + reference_->backward_arena_capacity());
     return b;
   }
+  // The driver's count of device memory in use (libraries' workspaces and the CUDA context included).
+  void note_device_use() { mem_.device = std::max(mem_.device, double(GpuTransformer::device_bytes_in_use())); }
 
   GrpoSettings s_;
   ModelConfig mc_;
   int device_ = 0;
   cuda::GpuContext ctx_;
+  GpuParamLayout layout_;
   std::string name_;
   std::unique_ptr<GpuTransformer> policy_, reference_;
-  std::unique_ptr<GpuAdamW> optimizer_;
   std::unique_ptr<GpuGenerator> generator_;
-  std::vector<float> lp_, ent_, dlp_, dent_, host_grads_;
+  std::unique_ptr<NcclComm> dp_comm_;
+  std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
+  std::unique_ptr<GradReducer> reducer_;
+  bool zero_ = false;
+  std::vector<float> lp_, ent_, dlp_, dent_;
   double weights_bytes_ = 0;
   int64_t peak_kv_ = 0;
   EngineMemory mem_;

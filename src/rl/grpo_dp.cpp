@@ -24,6 +24,8 @@ MpiComm& comm() {
 
 }  // namespace
 
+Comm& host_comm() { return comm(); }
+
 int rank() { return comm().rank(); }
 int size() { return comm().size(); }
 
@@ -40,6 +42,8 @@ std::vector<int64_t> all_gather(int64_t v) {
 }
 
 std::string broadcast(const std::string& s) { return comm().broadcast_string(s, 0); }
+
+std::vector<std::string> gather_to_root(const std::string& s) { return comm().gather_strings(s, 0); }
 
 void barrier() { comm().barrier(); }
 

@@ -7,7 +7,15 @@
 #include <string>
 #include <vector>
 
+namespace hone {
+class Comm;
+}
+
 namespace hone::rl::dp {
+
+// The data-parallel group's host Comm (an MpiComm; a local group of one without MPI): for the CPU optimizers and
+// to bootstrap NCCL. Valid until MPI starts or stops.
+Comm& host_comm();
 
 int rank();  // this rank's data-parallel index
 int size();  // data-parallel ranks
@@ -28,6 +36,8 @@ std::vector<int64_t> all_gather(int64_t v);
 
 // Rank 0's string on every rank.
 std::string broadcast(const std::string& s);
+// Every rank's string in rank order on rank 0; empty elsewhere.
+std::vector<std::string> gather_to_root(const std::string& s);
 
 void barrier();
 

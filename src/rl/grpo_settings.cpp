@@ -72,12 +72,6 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   s.activation_recompute = c.get_bool("train.activation_recompute");
   s.distributed_optimizer = c.get_bool("train.distributed_optimizer");
   s.grad_reduce_in_fp32 = c.get_bool("train.grad_reduce_in_fp32");
-  // The sharded optimizer and bf16 reduction exist (train/distributed_adamw.h, doc/distributed.md) but `hone run`
-  // does not use them yet: refuse rather than ignore.
-  HONE_USER_CHECK(!s.distributed_optimizer, "train.distributed_optimizer = true: not yet supported by hone run "
-                  "(gradients are all-reduced and every rank keeps the whole optimizer state); set it to false");
-  HONE_USER_CHECK(s.grad_reduce_in_fp32, "train.grad_reduce_in_fp32 = false: not yet supported by hone run "
-                  "(gradients are reduced in fp32); set it to true");
   s.optimizer_offload = c.get_bool("train.optimizer_offload");
   s.nccl_timeout_s = c.get_float("parallel.nccl_timeout_s");
 

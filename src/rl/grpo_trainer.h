@@ -4,10 +4,12 @@
 // Built from a validated Config; all ranks build it alike (identical initial weights), data parallel over ranks.
 // run.device picks the engine (rl/policy_engine.h): the loop itself is the same on the CPU and the GPU.
 //
-//   GrpoTrainer t(cfg);               // UserError on bad input, before any work
-//   t.restore(checkpoint_folder);     // optional: continue a run
+//   GrpoTrainer t(cfg);               // UserError on bad input, before any communication
+//   t.connect();                      // collective: communicators, the data-parallel optimizer
+//   t.restore(checkpoint_folder);     // optional: continue a run (collective)
 //   StepRow row = t.step(step);       // metrics reduced over ranks (meaningful on rank 0)
-//   t.save(folder);                   // rank 0 writes a checkpoint payload
+//   auto snap = t.snapshot();         // collective: the whole state onto rank 0 (a sharded optimizer gathers)
+//   t.save(folder, step, snap);       // rank 0 writes a checkpoint payload
 #pragma once
 
 #include <cstdint>
@@ -52,13 +54,27 @@ class GrpoTrainer {
   const PromptSource& prompts() const { return *data_.source; }
   std::string describe() const;  // one line: model, parameters, data, ranks
 
-  // Runs GRPO step `step` (1-based). Collective: every rank calls it. Samples are added to the row when
-  // num_samples > 0 (rank 0's first rollouts).
+  // Collective over the data-parallel ranks, once after construction (outside agreed(): it communicates):
+  // NCCL communicators and the data-parallel optimizer. Releases the host copy of the initial weights.
+  void connect();
+
+  // Runs GRPO step `step` (1-based). Collective: every rank calls it, with the same num_samples. When
+  // num_samples > 0 rank 0's row gets the step's first num_samples rollouts in global order (gathered from the
+  // ranks that generated them, so they do not depend on the rank count).
   StepRow step(int64_t step, int64_t num_samples);
 
-  // Checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json.
-  void save(const std::string& folder, int64_t step) const;
-  // Restores weights (training and generation copies), optimizer and data cursor; returns the checkpoint's step.
+  // What a checkpoint holds, on data-parallel rank 0 (empty elsewhere).
+  struct Snapshot {
+    ModelWeights master;  // fp32 training weights
+    Tensor exp_avg, exp_avg_sq;
+    int optimizer_step = 0;
+  };
+  // Collective: the whole training state onto rank 0 (the distributed optimizer gathers its shards).
+  Snapshot snapshot();
+  // Rank 0: the checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json.
+  void save(const std::string& folder, int64_t step, const Snapshot& snap) const;
+  // Collective: restores weights (training and generation copies), optimizer and data cursor; returns the
+  // checkpoint's step.
   int64_t restore(const std::string& folder);
 
  private:
@@ -72,6 +88,7 @@ class GrpoTrainer {
   void phase_training(StepState& st);
   void phase_refit(StepState& st);
   void record(StepState& st, StepRow& row, int64_t num_samples);
+  void record_samples(const StepState& st, StepRow& row, int64_t num_samples);
 
   GrpoSettings s_;
   ModelConfig mc_;
@@ -82,6 +99,7 @@ class GrpoTrainer {
   DataSetup data_;
   int64_t prompts_too_long_total_ = 0;
 
+  ModelWeights initial_;  // the initial fp32 weights, until connect()
   std::unique_ptr<PolicyEngine> engine_;
   StopCriteria stop_;
   PhaseTimer timer_;

@@ -1,4 +1,5 @@
-// The trainer's checkpoint payload and its restore (the folder mechanics are io/checkpoint.h's):
+// The trainer's checkpoint payload and its restore (the folder mechanics are io/checkpoint.h's). The payload is the
+// dp-independent state, whatever the optimizer's sharding: a checkpoint restores under any number of ranks.
 //   config.json + model.safetensors   training weights in f32 (a Hugging Face folder; bitwise resume)
 //   optimizer.safetensors             AdamW exp_avg and exp_avg_sq, f32
 //   state.json                        step, data cursor, seed, optimizer step count (= the LR schedule position)
@@ -12,55 +13,71 @@
 #include "io/atomic_file.h"
 #include "model/safetensors.h"
 #include "rl/grpo_trainer.h"
+#include "runtime/agree.h"
 #include "runtime/error.h"
 
 namespace hone::rl {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-void GrpoTrainer::save(const std::string& folder, int64_t step) const {
-  ModelWeights master;
-  Tensor m, v;
-  engine_->read_state(master, m, v);
-  save_model(master, mc_, folder, DType::f32);
+GrpoTrainer::Snapshot GrpoTrainer::snapshot() {
+  Snapshot snap;
+  engine_->read_state(snap.master, snap.exp_avg, snap.exp_avg_sq);
+  snap.optimizer_step = engine_->optimizer_step_count();
+  return snap;
+}
+
+void GrpoTrainer::save(const std::string& folder, int64_t step, const Snapshot& snap) const {
+  HONE_CHECK(snap.master.flat.defined(), "a checkpoint is written by data-parallel rank 0, from its snapshot");
+  save_model(snap.master, mc_, folder, DType::f32);
   write_safetensors((fs::path(folder) / "optimizer.safetensors").string(),
-                    {safetensors_entry("exp_avg", m), safetensors_entry("exp_avg_sq", v)}, {{"format", "hone-adamw"}});
+                    {safetensors_entry("exp_avg", snap.exp_avg), safetensors_entry("exp_avg_sq", snap.exp_avg_sq)},
+                    {{"format", "hone-adamw"}});
   json st;
   st["format"] = "hone-grpo-state-1";
   st["step"] = step;
   st["data_cursor"] = data_.source->save_cursor();
   st["seed"] = s_.seed;
-  st["optimizer_step"] = engine_->optimizer_step_count();
-  st["lr_schedule_step"] = engine_->optimizer_step_count();
+  st["optimizer_step"] = snap.optimizer_step;
+  st["lr_schedule_step"] = snap.optimizer_step;
   write_file_durable((fs::path(folder) / "state.json").string(), st.dump(2) + "\n");
 }
 
+// Reading and checking the files is local to each rank (agreed: a bad file ends every rank with one message);
+// handing the state to the engine is collective (a sharded optimizer keeps its part, the GPU refits).
 int64_t GrpoTrainer::restore(const std::string& folder) {
-  const std::string state_path = (fs::path(folder) / "state.json").string();
-  json st;
-  try {
-    st = json::parse(read_file_text(state_path));
-  } catch (const json::exception& e) {
-    throw UserError(cat(state_path, ": not a hone checkpoint state (", e.what(), ")"));
-  }
-  HONE_USER_CHECK(st.value("format", "") == "hone-grpo-state-1", state_path, ": unknown checkpoint format");
-  const uint64_t seed = st.at("seed").get<uint64_t>();
-  HONE_USER_CHECK(seed == s_.seed, "checkpoint ", folder, " was written with run.seed = ", seed,
-                  " but the deck says ", s_.seed, ": resume with the same seed");
+  Snapshot snap;
+  int64_t step = 0;
+  agreed([&] {
+    const std::string state_path = (fs::path(folder) / "state.json").string();
+    json st;
+    try {
+      st = json::parse(read_file_text(state_path));
+    } catch (const json::exception& e) {
+      throw UserError(cat(state_path, ": not a hone checkpoint state (", e.what(), ")"));
+    }
+    HONE_USER_CHECK(st.value("format", "") == "hone-grpo-state-1", state_path, ": unknown checkpoint format");
+    const uint64_t seed = st.at("seed").get<uint64_t>();
+    HONE_USER_CHECK(seed == s_.seed, "checkpoint ", folder, " was written with run.seed = ", seed,
+                    " but the deck says ", s_.seed, ": resume with the same seed");
 
-  ModelWeights master = allocate_weights(mc_);
-  load_weights(master, mc_, folder);
-  SafetensorsFile opt((fs::path(folder) / "optimizer.safetensors").string());
-  const int64_t n = master.flat.numel();
-  for (const char* name : {"exp_avg", "exp_avg_sq"})
-    HONE_USER_CHECK(opt.info(name).numel() == n, opt.path(), ": ", name, " has ", opt.info(name).numel(),
-                    " values but the model has ", n, " parameters");
-  Tensor m = Tensor::empty({n}), v = Tensor::empty({n});
-  opt.read_f32("exp_avg", m.f32());
-  opt.read_f32("exp_avg_sq", v.f32());
-  engine_->write_state(master, m.f32(), v.f32(), st.at("optimizer_step").get<int>());
-  data_.source->restore_cursor(st.at("data_cursor").get<std::string>());
-  return st.at("step").get<int64_t>();
+    snap.master = allocate_weights(mc_);
+    load_weights(snap.master, mc_, folder);
+    SafetensorsFile opt((fs::path(folder) / "optimizer.safetensors").string());
+    const int64_t n = snap.master.flat.numel();
+    for (const char* name : {"exp_avg", "exp_avg_sq"})
+      HONE_USER_CHECK(opt.info(name).numel() == n, opt.path(), ": ", name, " has ", opt.info(name).numel(),
+                      " values but the model has ", n, " parameters");
+    snap.exp_avg = Tensor::empty({n});
+    snap.exp_avg_sq = Tensor::empty({n});
+    opt.read_f32("exp_avg", snap.exp_avg.f32());
+    opt.read_f32("exp_avg_sq", snap.exp_avg_sq.f32());
+    snap.optimizer_step = st.at("optimizer_step").get<int>();
+    data_.source->restore_cursor(st.at("data_cursor").get<std::string>());
+    step = st.at("step").get<int64_t>();
+  });
+  engine_->write_state(snap.master, snap.exp_avg.f32(), snap.exp_avg_sq.f32(), snap.optimizer_step);
+  return step;
 }
 
 }  // namespace hone::rl

@@ -1,7 +1,9 @@
 // The step's metrics: local sums reduced over the data-parallel ranks into one StepRow (doc/output.md lists them).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
 
 #include "io/output_metrics.h"
 #include "rl/grpo_dp.h"
@@ -114,21 +116,83 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   rate("training", sum[kTrainTok], times[3]);
   rate("total", sum[kPromptTok] + sum[kGenAll], times[5]);
 
-  // Memory (rank 0): what the engine held at the peak of each phase: every parameter copy, gradients and
-  // optimizer state, plus the KV cache for generation and the activation arenas for logprob and training.
-  const EngineMemory mem = engine_->memory();
-  row.set("memory/peak_generation", mem.generation);
-  row.set("memory/peak_reward", mem.idle);
-  row.set("memory/peak_logprob", mem.logprob);
-  row.set("memory/peak_training", mem.training);
-  row.set("memory/peak_refit", mem.refit);
-  row.set("memory/peak_total", std::max({mem.generation, mem.logprob, mem.training, mem.refit}));
+  // Memory (the largest rank's): what the engine held at the peak of each phase: every parameter copy, gradients
+  // and optimizer state, plus the KV cache for generation and the activation arenas for logprob and training; on
+  // the GPU also the driver's count of device memory in use (workspaces and the CUDA context included).
+  const EngineMemory em = engine_->memory();
+  double mem[7] = {em.generation, em.idle, em.logprob, em.training, em.refit, 0, em.device};
+  mem[5] = std::max({mem[0], mem[2], mem[3], mem[4]});
+  dp::max(mem, 7);
+  row.set("memory/peak_generation", mem[0]);
+  row.set("memory/peak_reward", mem[1]);
+  row.set("memory/peak_logprob", mem[2]);
+  row.set("memory/peak_training", mem[3]);
+  row.set("memory/peak_refit", mem[4]);
+  row.set("memory/peak_total", mem[5]);
+  if (mem[6] > 0) row.set("memory/device_peak", mem[6]);
 
-  // Samples: rank 0's first rollouts.
-  for (int64_t i = 0; i < num_samples && i < int64_t(st.samples.size()); ++i) {
-    const GrpoSample& s = st.samples[size_t(i)];
-    row.add_sample(tok_->decode(s.rollout.prompt, false), s.rollout.text, s.reward);
+  if (num_samples > 0) record_samples(st, row, num_samples);
+}
+
+namespace {
+
+void put_i64(std::string& out, int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+void put_str(std::string& out, const std::string& s) {
+  put_i64(out, int64_t(s.size()));
+  out += s;
+}
+struct Reader {
+  const std::string& in;
+  size_t at = 0;
+  int64_t i64() {
+    int64_t v = 0;
+    std::memcpy(&v, in.data() + at, sizeof(v));
+    at += sizeof(v);
+    return v;
   }
+  std::string str() {
+    const size_t n = size_t(i64());
+    std::string s = in.substr(at, n);
+    at += n;
+    return s;
+  }
+};
+
+}  // namespace
+
+// The step's first num_samples rollouts in global order: each rank sends those it generated, rank 0 sorts them.
+void GrpoTrainer::record_samples(const StepState& st, StepRow& row, int64_t num_samples) {
+  std::string mine;
+  for (const GrpoSample& s : st.samples) {
+    if (s.position >= num_samples) continue;
+    put_i64(mine, s.position);
+    double reward = s.reward;
+    int64_t bits = 0;
+    std::memcpy(&bits, &reward, sizeof(bits));
+    put_i64(mine, bits);
+    put_str(mine, tok_->decode(s.rollout.prompt, false));
+    put_str(mine, s.rollout.text);
+  }
+  struct Sample {
+    int64_t position;
+    double reward;
+    std::string prompt, completion;
+  };
+  std::vector<Sample> all;
+  for (const std::string& part : dp::gather_to_root(mine)) {
+    Reader r{part};
+    while (r.at < part.size()) {
+      Sample x;
+      x.position = r.i64();
+      const int64_t bits = r.i64();
+      std::memcpy(&x.reward, &bits, sizeof(bits));
+      x.prompt = r.str();
+      x.completion = r.str();
+      all.push_back(std::move(x));
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const Sample& a, const Sample& b) { return a.position < b.position; });
+  for (Sample& x : all) row.add_sample(std::move(x.prompt), std::move(x.completion), x.reward);
 }
 
 }  // namespace hone::rl

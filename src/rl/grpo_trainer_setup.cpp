@@ -24,6 +24,8 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
       {"pg_loss", "1", "policy-gradient part of the loss"},
       {"kl_loss", "1", "kl_coef times the KL part of the loss"},
       {"microbatches", "1", "training micro-batches of this step on rank 0"},
+      {"memory/device_peak", "bytes",
+       "GPU: device memory in use at the step's fullest point as the driver counts it (workspaces, CUDA context; the largest rank's)"},
   };
   return m;
 }
@@ -44,13 +46,19 @@ GrpoTrainer::GrpoTrainer(const Config& c) : s_(read_grpo_settings(c, dp::size())
 
   // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its
   // roles (training/master, generation, reference when the KL term needs it).
-  ModelWeights initial = allocate_weights(mc_);
+  initial_ = allocate_weights(mc_);
   if (!model_path_.empty())
-    load_weights(initial, mc_, model_path_);
+    load_weights(initial_, mc_, model_path_);
   else
-    init_random_weights(initial, mc_, s_.seed, float(c.get_float("model.init_std")));
-  engine_ = s_.cuda ? make_gpu_policy_engine(s_, mc_, initial) : make_cpu_policy_engine(s_, mc_, initial);
+    init_random_weights(initial_, mc_, s_.seed, float(c.get_float("model.init_std")));
+  engine_ = s_.cuda ? make_gpu_policy_engine(s_, mc_, initial_) : make_cpu_policy_engine(s_, mc_, initial_);
   timer_ = PhaseTimer([this] { engine_->synchronize(); });  // phase times wait for the device
+}
+
+void GrpoTrainer::connect() {
+  HONE_CHECK(initial_.flat.defined(), "connect() twice");
+  engine_->connect(initial_);
+  initial_ = ModelWeights();
 }
 
 GrpoTrainer::~GrpoTrainer() = default;

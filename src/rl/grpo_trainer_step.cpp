@@ -174,7 +174,8 @@ void GrpoTrainer::phase_logprob(StepState& st) {
 }
 
 // Training: the step's rollouts in train.global_batch_size chunks (by global position), one optimizer step each:
-// global loss denominator, forward, loss, backward per micro-batch, gradient all-reduce, clip, AdamW.
+// global loss denominator, forward, loss, backward per micro-batch (the last one tells the engine, which reduces
+// gradients over the data-parallel ranks while it runs), gradient reduction, clip, AdamW.
 void GrpoTrainer::phase_training(StepState& st) {
   auto scope = timer_.scope("training");
   const int64_t K = s_.optimizer_steps_per_step(), B = s_.global_batch_size;
@@ -199,7 +200,8 @@ void GrpoTrainer::phase_training(StepState& st) {
     if (denom == 0) continue;  // nothing to train on in this chunk on any rank (e.g. all truncated and filtered)
 
     engine_->zero_grads();
-    for (auto& mb : mbs) {
+    for (size_t mi = 0; mi < mbs.size(); ++mi) {
+      MicroBatch& mb = mbs[mi];
       const int Tn = mb.batch.num_tokens();
       std::span<const float> lps, ents;
       engine_->forward_train(mb.batch, T, lps, ents);
@@ -219,12 +221,12 @@ void GrpoTrainer::phase_training(StepState& st) {
       st.loss.merge(policy_loss<float>(s_.loss, pb, double(denom), dlp, dent));
       for (int t = 0; t < Tn; ++t)
         if (mb.mask[size_t(t)]) st.entropy_sum += ent[t];
-      engine_->backward(dlp.data(), need_entropy_grad ? dent.data() : nullptr);
+      engine_->backward(dlp.data(), need_entropy_grad ? dent.data() : nullptr, mi + 1 == mbs.size());
       st.training_tokens += Tn;
       ++st.microbatches;
     }
     const float lr = s_.lr.lr(engine_->optimizer_step_count() + 1);
-    st.grad_norm_sum += engine_->optimizer_step(lr, s_.max_grad_norm);
+    st.grad_norm_sum += engine_->optimizer_step(lr, s_.max_grad_norm, /*last_of_step=*/k + 1 == K);
     st.lr = lr;
     ++st.optimizer_steps;
   }

@@ -1,10 +1,13 @@
 // The model side of a GRPO step behind one interface, so the loop (rl/grpo_trainer_step.cpp) is the same on the
 // CPU and on the GPU: generation, logprobs of the policy and the reference, training micro-batches, the optimizer
 // step with its data-parallel gradient reduction, refit, and the state a checkpoint holds.
-//   cpu:  fp32 weights, Transformer, CpuGenerator, AdamW, gradients summed over ranks with MPI (rl/grpo_dp.h).
+//   cpu:  fp32 weights, Transformer, CpuGenerator; gradients summed over the data-parallel ranks with MPI by
+//         DataParallelAdamW, or reduce-scattered by DistributedAdamW (ZeRO-1) (train/distributed_adamw.h).
 //   cuda: bf16 compute weights shared by training and generation (refit casts the fp32 master weights into them in
-//         place), GpuTransformer, GpuGenerator (paged KV cache), GpuAdamW. Colocated: the KV cache is freed before
-//         the logprob phase and the activation arenas before generation (doc/grpo.md, "Memory on the GPU").
+//         place), GpuTransformer, GpuGenerator (paged KV cache); gradients reduced over NCCL while the last
+//         micro-batch's backward runs (train/grad_reducer.h) by GpuDataParallelAdamW or GpuDistributedAdamW
+//         (ZeRO-1). Colocated: the KV cache is freed before the logprob phase, the activation arenas and the
+//         gradient buffer before generation (doc/grpo.md, "Memory on the GPU").
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,7 @@ namespace hone::rl {
 // allocated: weights, gradients, optimizer state, KV cache, activation arenas).
 struct EngineMemory {
   double generation = 0, logprob = 0, training = 0, refit = 0, idle = 0;
+  double device = 0;  // GPU: the driver's count of device memory in use at the fullest point seen (0 on the CPU)
 };
 
 class PolicyEngine {
@@ -33,6 +37,11 @@ class PolicyEngine {
   virtual ~PolicyEngine() = default;
   virtual std::string describe() const = 0;  // e.g. "cpu fp32" or "cuda:0 NVIDIA H100 80GB HBM3, bf16"
   virtual void synchronize() {}               // waits for queued device work (phase timers call it)
+
+  // Collective over the data-parallel ranks, once, after every rank built its engine and before the first step:
+  // the communicators and the data-parallel optimizer, whose fp32 master weights come from `initial` (the weights
+  // the engine was built with). Outside agreed(): it communicates.
+  virtual void connect(const ModelWeights& initial) = 0;
 
   // ---- generation ----
   virtual std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
@@ -52,26 +61,32 @@ class PolicyEngine {
   virtual void forward_train(const PackedBatch& batch, float temperature, std::span<const float>& logprobs,
                              std::span<const float>& entropy) = 0;
   // Accumulates the gradient of sum dlogprob . logprob + dentropy . entropy (host [T]; dentropy may be null).
-  virtual void backward(const float* dlogprob, const float* dentropy) = 0;
+  // last_microbatch: the last backward before optimizer_step() (the GPU engine reduces gradients while it runs).
+  virtual void backward(const float* dlogprob, const float* dentropy, bool last_microbatch) = 0;
   // Collective over the data-parallel ranks: reduce the gradients, clip to max_grad_norm (0: off), one AdamW update
-  // with learning rate lr. Returns the global gradient norm before clipping.
-  virtual double optimizer_step(float lr, double max_grad_norm) = 0;
+  // with learning rate lr. Returns the global gradient norm before clipping. last_of_step: no other optimizer step
+  // follows in this GRPO step, so the new weights reach the forward passes at refit(); otherwise at once (the next
+  // micro-batches train on them). Every rank passes the same value.
+  virtual double optimizer_step(float lr, double max_grad_norm, bool last_of_step) = 0;
   virtual int optimizer_step_count() const = 0;
-  // The generation weights take the new training weights.
+  // Collective: the generation weights take the new training weights.
   virtual void refit() = 0;
 
   virtual EngineMemory memory() const = 0;
   virtual void reset_memory() = 0;  // start of a step
 
-  // ---- checkpoints ----
-  // Host copies of the fp32 master weights and the AdamW moments ([num_params] f32 tensors, resized here).
+  // ---- checkpoints (the dp-independent state: whole weights and moments, whatever the optimizer's sharding) ----
+  // Collective over the data-parallel ranks: host copies of the fp32 master weights and the AdamW moments
+  // ([num_params] f32 tensors, resized here) on data-parallel rank 0; the other ranks' outputs stay empty.
   virtual void read_state(ModelWeights& master, Tensor& exp_avg, Tensor& exp_avg_sq) = 0;
-  // Replaces weights (training, generation copies), moments and the optimizer step count.
+  // Collective: every rank passes the whole state. Replaces weights (training, generation copies), moments and the
+  // optimizer step count.
   virtual void write_state(const ModelWeights& master, const float* exp_avg, const float* exp_avg_sq,
                            int step_count) = 0;
 };
 
-// The engine run.device asks for. `initial` holds the initial fp32 weights (copied; the caller may drop it).
+// The engine run.device asks for, built from the initial fp32 weights without communicating (connect() next,
+// with the same weights).
 std::unique_ptr<PolicyEngine> make_cpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
                                                      const ModelWeights& initial);
 // Throws UserError in a build without CUDA.

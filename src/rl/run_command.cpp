@@ -48,6 +48,7 @@ int run_run(const std::vector<std::string>& args) {
   // Every input is read and checked before anything on disk changes.
   std::unique_ptr<GrpoTrainer> trainer = agreed([&] { return std::make_unique<GrpoTrainer>(cfg); });
   const GrpoSettings& s = trainer->settings();
+  trainer->connect();  // every rank built its trainer: now the communicators and the data-parallel optimizer
 
   // Rank 0: the checkpoint folder and the output file (refusing to overwrite unless the deck says so).
   const CheckpointOptions copt = CheckpointOptions::from_config(cfg);
@@ -74,7 +75,7 @@ int run_run(const std::vector<std::string>& args) {
   resume_from = dp::broadcast(resume_from);
   int64_t done = 0;
   if (!resume_from.empty()) {
-    done = agreed([&] { return trainer->restore(resume_from); });
+    done = trainer->restore(resume_from);  // collective; the files are checked on every rank first
     log_info("resuming from ", resume_from, " (step ", done, ")");
   }
   log_info(trainer->describe());
@@ -82,10 +83,11 @@ int run_run(const std::vector<std::string>& args) {
 
   install_stop_handlers();
   auto checkpoint = [&](int64_t step) {
+    const GrpoTrainer::Snapshot snap = trainer->snapshot();  // collective: a sharded optimizer gathers to rank 0
     std::string where;
     agreed([&] {
       if (dp::rank() == 0)
-        where = save_checkpoint(copt, step, [&](const std::string& folder) { trainer->save(folder, step); }).path;
+        where = save_checkpoint(copt, step, [&](const std::string& folder) { trainer->save(folder, step, snap); }).path;
     });
     log_info("checkpoint: ", where.empty() ? copt.dir : where);
   };
@@ -93,7 +95,8 @@ int run_run(const std::vector<std::string>& args) {
   print_rank0(step_line_header() + "\n");
   int64_t last_saved = done;
   for (int64_t step = done + 1; step <= s.max_steps; ++step) {
-    const int64_t nsamples = out && out->sample_due(step) ? s.num_samples : 0;
+    // Every rank knows when samples are due (they are gathered from the ranks that generated them).
+    const int64_t nsamples = s.sample_every > 0 && step % s.sample_every == 0 ? s.num_samples : 0;
     const StepRow row = trainer->step(step, nsamples);
     if (out) out->append(row);
     print_rank0(format_step_line(row) + "\n");
