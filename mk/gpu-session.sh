@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Everything hone runs on a one-GPU machine in one go, from the bundle (make bundle; see mk/gpu-env.sh): the GPU
-# suite, the kernel micro-benchmarks, the generation benchmarks, the demo deck on the GPU and the GRPO step
-# benchmarks. Each part has its own time limit so a hang costs only its share.
-#   mk/gpu-session.sh LOGDIR [part...]   parts: suite kernels gen gen-llama demo grpo grpo-llama (default: all)
+# Everything hone runs on a GPU machine in one go, from the bundle (make bundle; see mk/gpu-env.sh): the GPU suite,
+# the kernel micro-benchmarks, the generation benchmarks, the demo deck on the GPU and the GRPO step benchmarks;
+# on a machine of two GPUs also the NCCL checks, data-parallel `hone run` checks and the two-GPU step benchmarks.
+# Each part has its own time limit so a hang costs only its share.
+#   mk/gpu-session.sh LOGDIR [part...]
+#   one GPU:  suite kernels gen gen-llama demo grpo grpo-llama (the default)
+#   data parallel: nccl (nccl_check, one rank per GPU), dp-check (mk/gpu-dp-check.sh; one GPU: its one-GPU part),
+#             grpo-1gpu (the Qwen3-0.6B step on GPU 0 alone), gen-8b-half (the generation phase of one rank of the
+#             two-GPU Llama-3.1-8B step, alone on GPU 0), and on two GPUs grpo-dp2 and grpo-dp2-zero (the Qwen3-0.6B
+#             step with twice the prompts, plain and with the distributed optimizer), grpo-8b (the Llama-3.1-8B shape),
+#             then report (hone-report of every step file)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logdir=${1:?usage: mk/gpu-session.sh LOGDIR [part...]}
@@ -55,5 +62,42 @@ if want grpo; then
 fi
 if want grpo-llama; then
   run_part 200 grpo "$hone" run input/bench-grpo-llama-3.2-1b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+mpi_args=(--allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x OPAL_PREFIX -x PATH)
+mpi=(mpirun -np 2 "${mpi_args[@]}")
+if want nccl; then
+  run_part 150 nccl mpirun -np "$gpus" "${mpi_args[@]}" "$bundle/bin/nccl_check"
+fi
+if want dp-check; then
+  run_part 420 dp-check bash mk/gpu-dp-check.sh "$logdir/dp-check"
+fi
+qwen=input/bench-grpo-qwen3-0.6b.toml
+if want grpo-1gpu; then
+  run_part 200 grpo-1gpu env CUDA_VISIBLE_DEVICES=0 "$hone" run $qwen run.name=qwen-1gpu-p64 "output.dir=$logdir" \
+    "checkpoint.dir=$logdir/ck"
+fi
+if want gen-8b-half; then
+  run_part 240 gen-8b-half env CUDA_VISIBLE_DEVICES=0 "$hone" bench-generation input/bench-grpo-llama-3.1-8b.toml \
+    run.name=gen-llama-3.1-8b-half grpo.num_prompts_per_step=32 bench.prompt_tokens=256 bench.rounds=2 \
+    "output.dir=$logdir"
+fi
+if want grpo-dp2; then
+  run_part 200 grpo-dp2 "${mpi[@]}" "$hone" run $qwen run.name=qwen-2gpu-p128 grpo.num_prompts_per_step=128 \
+    "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want grpo-dp2-zero; then
+  run_part 200 grpo-dp2-zero "${mpi[@]}" "$hone" run $qwen run.name=qwen-2gpu-p128-zero grpo.num_prompts_per_step=128 \
+    train.distributed_optimizer=true "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want grpo-8b; then
+  run_part 540 grpo-8b "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml "output.dir=$logdir" \
+    "checkpoint.dir=$logdir/ck"
+fi
+if want report; then
+  files=$(ls "$logdir"/*.h5 2>/dev/null | grep -v "/gen-")  # hone run files only
+  # shellcheck disable=SC2086
+  [ -n "$files" ] && run_part 60 report python3 tools/hone-report $files --steps 2- --markdown --no-plots \
+    --metric memory/peak_total --metric memory/device_peak --metric memory/peak_generation --metric memory/peak_training
 fi
 section done
