@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "rl/device_memory_plan.h"
 #include "rl/grpo_dp.h"
 #include "rl/policy_engine.h"
 #include "runtime/error.h"
@@ -81,6 +82,8 @@ class GpuPolicyEngine final : public PolicyEngine {
   void connect(const ModelWeights& initial) override {
     HONE_CHECK(!optimizer_, "connect() twice");
     const int ranks = dp::size();
+    zero_ = s_.distributed_optimizer && ranks > 1;
+    check_memory_fits(ranks);
     if (ranks > 1) {
       NcclOptions o;
       o.timeout_s = s_.nccl_timeout_s;
@@ -88,7 +91,6 @@ class GpuPolicyEngine final : public PolicyEngine {
     }
     GpuDataParallelOptions po;
     po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
-    zero_ = s_.distributed_optimizer && ranks > 1;
     if (zero_)
       optimizer_ = std::make_unique<GpuDistributedAdamW>(initial, layout_, s_.adamw, ctx_, *dp_comm_, po);
     else
@@ -198,6 +200,23 @@ class GpuPolicyEngine final : public PolicyEngine {
   }
 
  private:
+  // Before the optimizer is allocated: a run whose optimizer state, gradients and largest phase cannot fit next to
+  // the weights ends now, on this rank (the runtime ends the others), with the numbers and the keys to change.
+  void check_memory_fits(int ranks) const {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    DeviceMemoryPlan plan;
+    plan.num_params = layout_.num_params;
+    plan.dp = ranks;
+    plan.distributed = zero_;
+    plan.offload = s_.optimizer_offload;
+    plan.microbatch_tokens = s_.max_tokens_per_microbatch;
+    const int T = int(s_.max_tokens_per_microbatch);
+    plan.activations = double(policy_->forward_bytes(T, true) + policy_->backward_bytes(T));
+    plan.kv_cache = s_.kv_cache_gib * double(int64_t(1) << 30);
+    const std::string refusal = device_memory_refusal(plan, double(free_b));
+    if (!refusal.empty()) throw UserError(cat("cuda:", device_, " ", name_, ": ", refusal));
+  }
   double persistent() const { return weights_bytes_ + double(optimizer_->device_bytes()); }
   double arena_bytes() const {
     double b = double(policy_->forward_arena_capacity() + policy_->backward_arena_capacity());

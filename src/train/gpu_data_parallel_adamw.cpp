@@ -27,8 +27,8 @@ GpuDataParallelAdamW::GpuDataParallelAdamW(const ModelWeights& weights, const Gp
 }
 
 NcclWork GpuDataParallelAdamW::reduce_bucket(int bi, cudaStream_t stream) {
-  HONE_CHECK(reduces(), "gradient reduction without a data-parallel communicator");
   HONE_CHECK(adamw_.grads(), "gradient reduction with the gradient buffer released");
+  if (!reduces()) return {};  // the sum over one rank is its own gradient
   const ZeroBucket& b = zl_.buckets()[size_t(bi)];
   float* g = adamw_.grads() + b.offset;
   if (options_.grad_reduce_in_fp32) return dp_->all_reduce_sum_async(g, g, b.size, CommType::f32, stream);

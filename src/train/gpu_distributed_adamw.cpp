@@ -63,6 +63,7 @@ NcclWork GpuDistributedAdamW::reduce_bucket(int bi, cudaStream_t stream) {
   const int64_t chunk = zl_.chunk_size(b);
   float* in = grads_.get() + b.offset;
   float* mine = grads_.get() + zl_.chunk_flat_offset(b);
+  if (zl_.dp() == 1) return {};  // one rank: its chunk is the whole bucket, already in place, in any precision
   if (options_.grad_reduce_in_fp32) return dp_.reduce_scatter_sum_async(in, mine, chunk, CommType::f32, stream);
   // bf16: convert, reduce in place in the staging buffer, convert back, all in stream order (the staging buffer
   // serves one bucket at a time).

@@ -1,0 +1,34 @@
+// What one GPU rank of `hone run` must hold beyond its bf16 weights, phase by phase, counted before the optimizer
+// is allocated so that a run that cannot fit ends at once with the numbers and the deck keys that change them,
+// instead of a failed allocation minutes later. The counts are lower bounds (no library workspaces, no CUDA
+// graphs, the activations of a micro-batch of exactly train.max_tokens_per_microbatch tokens): a refusal is
+// certain to be right.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hone::rl {
+
+struct DeviceMemoryPlan {
+  int64_t num_params = 0;     // parameters of the policy
+  int dp = 1;                 // data-parallel ranks
+  bool distributed = false;   // the optimizer state is sharded over dp (ZeRO-1)
+  bool offload = false;       // train.optimizer_offload: the Adam moments leave the device during generation
+  double activations = 0;     // bytes of the training arenas for one micro-batch
+  int64_t microbatch_tokens = 0;
+  double kv_cache = 0;        // bytes of the KV cache when its size is fixed (generation.kv_cache_gib); 0 otherwise
+
+  // fp32 master weights and two Adam moments: this rank's shard, or everything.
+  double optimizer_state() const;
+  double gradients() const { return 4.0 * double(num_params); }
+  double training() const { return optimizer_state() + gradients() + activations; }
+  // The gradient buffer is released while generation runs.
+  double generation() const;
+};
+
+// Empty when the plan fits in `free_bytes` (the device memory free once the weights are on it); else the message
+// of the refusal: every number and what to change.
+std::string device_memory_refusal(const DeviceMemoryPlan& plan, double free_bytes);
+
+}  // namespace hone::rl
