@@ -40,11 +40,6 @@ GpuDistributedAdamW::GpuDistributedAdamW(const ModelWeights& weights, const GpuP
   scatter_from_host(weights.flat.f32(), master_.get());
 }
 
-GpuDistributedAdamW::~GpuDistributedAdamW() {
-  if (host_m_) cudaFreeHost(host_m_);
-  if (host_v_) cudaFreeHost(host_v_);
-}
-
 void GpuDistributedAdamW::zero_grads() {
   if (!grads_.get()) grads_ = DeviceArray<float>(zl_.padded_size());
   CUDA_CHECK(cudaMemsetAsync(grads_.get(), 0, grads_.bytes(), ctx_.stream));
@@ -84,7 +79,7 @@ void GpuDistributedAdamW::reduce_all() {
 }
 
 GpuStepResult GpuDistributedAdamW::update(float lr, double max_norm) {
-  HONE_CHECK(!offloaded_, "AdamW step while the optimizer state is offloaded");
+  HONE_CHECK(!host_.held(), "AdamW step while the optimizer state is offloaded");
   if (!reduced_) reduce_all();
   reduced_ = false;
 
@@ -176,7 +171,7 @@ void GpuDistributedAdamW::read_state(ModelWeights* master, float* exp_avg, float
   const bool here = zl_.rank() == root;
   HONE_CHECK(!here || (master && master->flat.numel() == zl_.num_params() && exp_avg && exp_avg_sq),
              "read_state needs host buffers of ", zl_.num_params(), " values on the root");
-  const bool off = offloaded_;
+  const bool off = host_.held();
   if (off) reload_state();
   gather_to_host(master_.get(), here ? master->flat.f32() : nullptr, root);
   gather_to_host(m_.get(), exp_avg, root);
@@ -188,7 +183,7 @@ void GpuDistributedAdamW::write_state(const ModelWeights& master, const float* e
                                       int step_count) {
   HONE_CHECK(master.flat.numel() == zl_.num_params(), "the optimizer state must cover ", zl_.num_params(),
              " parameters");
-  if (offloaded_) reload_state();
+  if (host_.held()) reload_state();
   scatter_from_host(master.flat.f32(), master_.get());
   scatter_from_host(exp_avg, m_.get());
   scatter_from_host(exp_avg_sq, v_.get());
@@ -196,31 +191,15 @@ void GpuDistributedAdamW::write_state(const ModelWeights& master, const float* e
 }
 
 void GpuDistributedAdamW::offload_state() {
-  if (offloaded_) return;
-  const size_t bytes = m_.bytes();
-  if (!host_m_) CUDA_CHECK(cudaMallocHost(&host_m_, bytes));
-  if (!host_v_) CUDA_CHECK(cudaMallocHost(&host_v_, bytes));
-  CUDA_CHECK(cudaMemcpyAsync(host_m_, m_.get(), bytes, cudaMemcpyDeviceToHost, ctx_.stream));
-  CUDA_CHECK(cudaMemcpyAsync(host_v_, v_.get(), bytes, cudaMemcpyDeviceToHost, ctx_.stream));
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  m_ = DeviceArray<float>();
-  v_ = DeviceArray<float>();
-  offloaded_ = true;
+  if (!host_.held()) host_.offload(m_, v_, ctx_.stream);
 }
 
 void GpuDistributedAdamW::reload_state() {
-  if (!offloaded_) return;
-  const int64_t shard = zl_.shard_size();
-  m_ = DeviceArray<float>(shard);
-  v_ = DeviceArray<float>(shard);
-  CUDA_CHECK(cudaMemcpyAsync(m_.get(), host_m_, m_.bytes(), cudaMemcpyHostToDevice, ctx_.stream));
-  CUDA_CHECK(cudaMemcpyAsync(v_.get(), host_v_, v_.bytes(), cudaMemcpyHostToDevice, ctx_.stream));
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  offloaded_ = false;
+  if (host_.held()) host_.reload(m_, v_, zl_.shard_size(), ctx_.stream);
 }
 
 ShardOptimizerState GpuDistributedAdamW::shard_state() const {
-  HONE_CHECK(!offloaded_, "shard_state while the optimizer state is offloaded");
+  HONE_CHECK(!host_.held(), "shard_state while the optimizer state is offloaded");
   ShardOptimizerState s{zl_.dp(), zl_.rank(), step_, zl_.num_params(), {}, {}, {}};
   const size_t shard = size_t(zl_.shard_size());
   for (auto [dst, src] : {std::pair{&s.master, master_.get()}, {&s.exp_avg, m_.get()}, {&s.exp_avg_sq, v_.get()}}) {
@@ -237,7 +216,7 @@ void GpuDistributedAdamW::load_shard_state(const ShardOptimizerState& s) {
   const size_t shard = size_t(zl_.shard_size());
   HONE_CHECK(s.master.size() == shard && s.exp_avg.size() == shard && s.exp_avg_sq.size() == shard,
              "shard buffers must hold ", shard, " values");
-  if (offloaded_) reload_state();
+  if (host_.held()) reload_state();
   for (auto [src, dst] : {std::pair{&s.master, master_.get()}, {&s.exp_avg, m_.get()}, {&s.exp_avg_sq, v_.get()}})
     CUDA_CHECK(cudaMemcpyAsync(dst, src->data(), shard * sizeof(float), cudaMemcpyHostToDevice, ctx_.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));

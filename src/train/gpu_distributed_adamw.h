@@ -34,7 +34,6 @@ class GpuDistributedAdamW final : public GpuDataParallelOptimizer {
   // weights: the host fp32 initial weights (the master shard is taken from them). ctx and dp must outlive it.
   GpuDistributedAdamW(const ModelWeights& weights, const GpuParamLayout& layout, AdamWConfig config,
                       const cuda::GpuContext& ctx, NcclComm& dp, GpuDataParallelOptions options = {});
-  ~GpuDistributedAdamW() override;
 
   bool reduces() const override { return zl_.dp() > 1; }
   int64_t num_params() const override { return zl_.num_params(); }
@@ -54,7 +53,7 @@ class GpuDistributedAdamW final : public GpuDataParallelOptimizer {
   void set_step_count(int s) override { step_ = s; }
   void offload_state() override;
   void reload_state() override;
-  bool state_offloaded() const override { return offloaded_; }
+  bool state_offloaded() const override { return host_.held(); }
   size_t device_bytes() const override;
 
   void read_state(ModelWeights* master, float* exp_avg, float* exp_avg_sq, int root) override;
@@ -83,11 +82,10 @@ class GpuDistributedAdamW final : public GpuDataParallelOptimizer {
   std::vector<ShardSegment> segments_;
   int64_t max_bucket_ = 0;
   DeviceArray<float> grads_, master_, m_, v_;
-  DeviceArray<bf16> send_bf_, recv_bf_;  // bf16 reduction staging (one bucket)
+  DeviceArray<bf16> send_bf_;            // bf16 reduction staging (one bucket)
   DeviceArray<bf16> tail_bf_;            // the bucket holding the padding, gathered here and its real part copied
   DeviceArray<char> scalar_;             // one double (the sum of squares)
-  float* host_m_ = nullptr, *host_v_ = nullptr;  // pinned, while offloaded
-  bool offloaded_ = false;
+  HostMoments host_;
   bool reduced_ = false;
   int step_ = 0;
 };

@@ -31,31 +31,39 @@ GpuAdamW::GpuAdamW(const ModelWeights& layout, AdamWConfig config, const cuda::G
   CUDA_CHECK(cudaMemsetAsync(v_.get(), 0, v_.bytes(), ctx_.stream));
 }
 
-GpuAdamW::~GpuAdamW() {
-  if (host_m_) cudaFreeHost(host_m_);
-  if (host_v_) cudaFreeHost(host_v_);
+HostMoments::~HostMoments() {
+  if (m_) cudaFreeHost(m_);
+  if (v_) cudaFreeHost(v_);
+}
+
+void HostMoments::offload(DeviceArray<float>& m, DeviceArray<float>& v, cudaStream_t stream) {
+  HONE_CHECK(!held_, "moments offloaded twice");
+  if (!m_) CUDA_CHECK(cudaMallocHost(&m_, m.bytes()));
+  if (!v_) CUDA_CHECK(cudaMallocHost(&v_, v.bytes()));
+  CUDA_CHECK(cudaMemcpyAsync(m_, m.get(), m.bytes(), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaMemcpyAsync(v_, v.get(), v.bytes(), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  m = DeviceArray<float>();
+  v = DeviceArray<float>();
+  held_ = true;
+}
+
+void HostMoments::reload(DeviceArray<float>& m, DeviceArray<float>& v, int64_t n, cudaStream_t stream) {
+  HONE_CHECK(held_, "moments reloaded without an offload");
+  m = DeviceArray<float>(n);
+  v = DeviceArray<float>(n);
+  CUDA_CHECK(cudaMemcpyAsync(m.get(), m_, m.bytes(), cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaMemcpyAsync(v.get(), v_, v.bytes(), cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  held_ = false;
 }
 
 void GpuAdamW::offload_state() {
-  if (offloaded_) return;
-  if (!host_m_) CUDA_CHECK(cudaMallocHost(&host_m_, size_t(n_) * sizeof(float)));
-  if (!host_v_) CUDA_CHECK(cudaMallocHost(&host_v_, size_t(n_) * sizeof(float)));
-  CUDA_CHECK(cudaMemcpyAsync(host_m_, m_.get(), m_.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
-  CUDA_CHECK(cudaMemcpyAsync(host_v_, v_.get(), v_.bytes(), cudaMemcpyDeviceToHost, ctx_.stream));
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  m_ = DeviceArray<float>();
-  v_ = DeviceArray<float>();
-  offloaded_ = true;
+  if (!host_.held()) host_.offload(m_, v_, ctx_.stream);
 }
 
 void GpuAdamW::reload_state() {
-  if (!offloaded_) return;
-  m_ = DeviceArray<float>(n_);
-  v_ = DeviceArray<float>(n_);
-  CUDA_CHECK(cudaMemcpyAsync(m_.get(), host_m_, m_.bytes(), cudaMemcpyHostToDevice, ctx_.stream));
-  CUDA_CHECK(cudaMemcpyAsync(v_.get(), host_v_, v_.bytes(), cudaMemcpyHostToDevice, ctx_.stream));
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  offloaded_ = false;
+  if (host_.held()) host_.reload(m_, v_, n_, ctx_.stream);
 }
 
 void GpuAdamW::load_master(const ModelWeights& w) {
@@ -85,7 +93,7 @@ GpuStepResult GpuAdamW::clip(double max_norm) {
 }
 
 void GpuAdamW::adamw(float lr) {
-  HONE_CHECK(!offloaded_, "AdamW step while the optimizer state is offloaded");
+  HONE_CHECK(!host_.held(), "AdamW step while the optimizer state is offloaded");
   ++step_;
   for (const ParamSegment& s : segments_)
     cuda::adamw_update(master_.get() + s.offset, grads_.get() + s.offset, m_.get() + s.offset, v_.get() + s.offset,

@@ -16,6 +16,25 @@
 
 namespace hone {
 
+// Pinned host copies of the two Adam moments while their device memory is freed (train.optimizer_offload); the
+// pinned buffers are allocated at the first offload and kept. Both calls are synchronous.
+class HostMoments {
+ public:
+  HostMoments() = default;
+  ~HostMoments();
+  HostMoments(const HostMoments&) = delete;
+  HostMoments& operator=(const HostMoments&) = delete;
+
+  void offload(DeviceArray<float>& m, DeviceArray<float>& v, cudaStream_t stream);  // m, v freed after
+  void reload(DeviceArray<float>& m, DeviceArray<float>& v, int64_t n, cudaStream_t stream);
+  bool held() const { return held_; }
+
+ private:
+  float* m_ = nullptr;
+  float* v_ = nullptr;
+  bool held_ = false;
+};
+
 struct GpuStepResult {
   double grad_norm = 0;  // before clipping
   float clip_coef = 1.f;
@@ -26,7 +45,6 @@ class GpuAdamW {
   // Segments from the model's named parameters (weight_decay_segments); moments and gradients start at zero,
   // master weights uninitialized until load_master() or a copy into master(). The context must outlive it.
   GpuAdamW(const ModelWeights& layout, AdamWConfig config, const cuda::GpuContext& ctx);
-  ~GpuAdamW();
   GpuAdamW(const GpuAdamW&) = delete;
   GpuAdamW& operator=(const GpuAdamW&) = delete;
 
@@ -55,7 +73,7 @@ class GpuAdamW {
   // generation); reload_state() brings them back. Synchronous.
   void offload_state();
   void reload_state();
-  bool state_offloaded() const { return offloaded_; }
+  bool state_offloaded() const { return host_.held(); }
   // Bytes of device memory held now (master, gradients, moments unless offloaded).
   size_t device_bytes() const { return master_.bytes() + grads_.bytes() + m_.bytes() + v_.bytes(); }
 
@@ -69,8 +87,7 @@ class GpuAdamW {
   AdamWConfig config_;
   cuda::GpuContext ctx_;
   DeviceArray<float> master_, grads_, m_, v_;
-  float* host_m_ = nullptr, *host_v_ = nullptr;  // pinned, while offloaded
-  bool offloaded_ = false;
+  HostMoments host_;
   int step_ = 0;
 };
 
