@@ -19,17 +19,6 @@ OpCheckRegistration::OpCheckRegistration(OpCheck c) { registry().push_back(std::
 
 const std::vector<OpCheck>& op_checks() { return registry(); }
 
-double rel_l2(const float* a, const float* b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-    const double d = double(a[i]) - double(b[i]);
-    num += d * d;
-    den += double(b[i]) * double(b[i]);
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 }  // namespace test
 
 BOOST_AUTO_TEST_SUITE(gpu_ops)

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/compare.h"
+
 namespace test {
 
 using OpShape = std::vector<int64_t>;
@@ -33,6 +35,5 @@ struct OpCheckRegistration {
 const std::vector<OpCheck>& op_checks();
 
 // ||a - b|| / ||b|| over n values, +Inf if any value of a or b is not finite (b == 0 everywhere: ||a - b||).
-double rel_l2(const float* a, const float* b, int64_t n);
 
 }  // namespace test

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/mpi_comm.h"
+#include "common/compare.h"
 #include "model/packed_batch.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -68,18 +69,7 @@ hone::ModelWeights initial_weights(const Problem& p) {
   return w;
 }
 
-double rel_l2(const float* a, const float* b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  BOOST_REQUIRE(a.size() == b.size());
-  return rel_l2(a.data(), b.data(), int64_t(a.size()));
-}
+using test::rel_l2;
 
 hone::AdamWConfig adamw_config() {
   hone::AdamWConfig c;

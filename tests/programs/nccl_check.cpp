@@ -19,6 +19,7 @@
 
 #include "comm/comm_factory.h"
 #include "comm/mpi_comm.h"
+#include "common/compare.h"
 #include "cuda/check.h"
 #include "cuda/device_select.h"
 #include "cuda/nccl_comm.h"
@@ -163,14 +164,7 @@ OptimizerCase make_case(const hone::NcclComm& dp) {
   return c;
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using test::rel_l2;
 
 std::vector<uint16_t> bf16_weights(const hone::GpuTransformer& m, int64_t n) {
   std::vector<uint16_t> h(static_cast<size_t>(n));

@@ -8,19 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "common/compare.h"
 #include "common/paths.h"
 #include "model/safetensors.h"
 
 namespace {
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using test::rel_l2;
 
 std::vector<float> read(const hone::SafetensorsFile& f, const std::string& name) {
   std::vector<float> v(size_t(f.info(name).numel()));
