@@ -160,7 +160,7 @@ int run_cuda(const Config& cfg) {
   std::printf("  device copy bandwidth %.0f GB/s (read + write)\n", copy_gbps);
 
   const ModelWeights layout_w = allocate_weights(mc);
-  const GpuParamLayout layout = GpuParamLayout::of(layout_w);
+  const ParamLayout layout = ParamLayout::of(mc);
   DeviceArray<bf16> weights(layout.num_params);
   random_weights(weights.get(), layout_w, float(cfg.get_float("model.init_std")), ctx);
 

@@ -47,7 +47,7 @@ int64_t GpuGenerationForward::block_bytes(const ModelConfig& c, int block_size) 
   return 2 * int64_t(c.num_hidden_layers) * c.num_key_value_heads * block_size * c.head_dim * int64_t(sizeof(bf16));
 }
 
-GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const GpuParamLayout& layout,
+GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout,
                                            const bf16* weights, const cuda::GpuContext& ctx)
     : c_(config), layout_(layout), w_(weights), ctx_(ctx), inv_freq_(config.head_dim / 2) {
   HONE_CHECK(w_ != nullptr, "generation needs the device weights");
@@ -205,7 +205,7 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations a = pre_act_;
     a.x_in = pre_x_[l % 2];
-    gpu_layer_forward(c_, layer_params<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
+    gpu_layer_forward(c_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
                       pre_x_[(l + 1) % 2], ctx_, nullptr);
     cuda::kv_append(k_pool(l), v_pool(l), a.k_r, a.v, d_slot, T, c_.num_key_value_heads, c_.head_dim, block_size_,
                     ctx_);
@@ -256,7 +256,7 @@ void GpuGenerationForward::decode_layers(int B, const cuda::PagedDecodeArgs& arg
   const GpuLayerScratch& s = dec_scratch_;
   cuda::embedding_forward(dec_x_[0], din_.tokens, w_ + layout_.embed_tokens, B, C, ctx_);
   for (int l = 0; l < L; ++l) {
-    const GpuLayerParams<const bf16> p = layer_params<const bf16>(layout_.layers[size_t(l)], w_);
+    const GpuLayerParams<const bf16> p = layer_pointers<const bf16>(layout_.layers[size_t(l)], w_);
     const bf16* x_in = dec_x_[l % 2];
     bf16* x_out = dec_x_[(l + 1) % 2];
     cuda::rmsnorm_forward(a.h1, a.rstd1, x_in, p.input_layernorm, B, C, eps, ctx_);

@@ -41,7 +41,7 @@ struct SampleRows {
 
 class GpuGenerationForward {
  public:
-  GpuGenerationForward(const ModelConfig& config, const GpuParamLayout& layout, const cuda::bf16* weights,
+  GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
                        const cuda::GpuContext& ctx);
   ~GpuGenerationForward();
   GpuGenerationForward(const GpuGenerationForward&) = delete;
@@ -95,7 +95,7 @@ class GpuGenerationForward {
   size_t workspace_bytes() const;
 
   const ModelConfig c_;
-  const GpuParamLayout layout_;
+  const ParamLayout layout_;
   const cuda::bf16* w_;
   const cuda::GpuContext ctx_;
   DeviceArray<float> inv_freq_;

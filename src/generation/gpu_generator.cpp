@@ -28,7 +28,7 @@ struct TextState {
 
 }  // namespace
 
-GpuGenerator::GpuGenerator(const ModelConfig& config, const GpuParamLayout& layout, const cuda::bf16* weights,
+GpuGenerator::GpuGenerator(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
                            const cuda::GpuContext& ctx, GpuGenerationOptions options)
     : config_(config), options_(options), ctx_(ctx) {
   const int bs = options_.block_size;

@@ -4,7 +4,7 @@
 // (scheduler.h), a GRPO group's prompt prefilled once and its KV blocks shared by the group's samples, decode
 // attention that reads a shared prefix once per group, and decode steps replayed from CUDA graphs.
 //
-// The weights are the device bf16 buffer given at construction (the GpuParamLayout layout), the one refit writes in
+// The weights are the device bf16 buffer given at construction (the ParamLayout layout), the one refit writes in
 // place: every generate() sees the current weights, and captured graphs stay valid across refits. The KV cache is
 // sized at the first generate() (kv_cache_gib, or a fraction of the free device memory then) and kept until
 // release(), which the trainer calls before training so the cache and training activations never coexist.
@@ -47,7 +47,7 @@ struct GpuGenerationStats : GenerationStats {
 class GpuGenerator {
  public:
   // `weights`: the device bf16 weights (layout's offsets); must outlive the generator, like the context.
-  GpuGenerator(const ModelConfig& config, const GpuParamLayout& layout, const cuda::bf16* weights,
+  GpuGenerator(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
                const cuda::GpuContext& ctx, GpuGenerationOptions options = {});
   ~GpuGenerator();
   GpuGenerator(const GpuGenerator&) = delete;

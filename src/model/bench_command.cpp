@@ -280,7 +280,7 @@ int run_bench_cuda(const BenchArgs& a) {
   {
     const ModelWeights layout = allocate_weights(c);
     opt = std::make_unique<GpuAdamW>(layout, AdamWConfig{}, ctx);
-    model = std::make_unique<GpuTransformer>(c, GpuParamLayout::of(layout), ctx, int(a.micro_batch_tokens));
+    model = std::make_unique<GpuTransformer>(c, ParamLayout::of(c), ctx, int(a.micro_batch_tokens));
     fill_random(opt->master(), opt->num_params(), 0.02f, 2, ctx.stream);
     for (const auto& [name, t] : layout.named_parameters()) {
       if (name.find("norm") == std::string::npos) continue;

@@ -24,12 +24,6 @@ class CudaArenaAllocator : public ArenaAllocator {
   Device device() const override { return Device::cuda; }
 };
 
-int64_t offset_of(const Tensor& t, const ModelWeights& w) {
-  if (!t.defined()) return -1;
-  const int64_t off = t.f32() - w.flat.f32();
-  HONE_CHECK(off >= 0 && off + t.numel() <= w.flat.numel(), "parameter outside the flat buffer");
-  return off;
-}
 
 }  // namespace
 
@@ -59,34 +53,7 @@ template class DeviceArray<bf16>;
 template class DeviceArray<int32_t>;
 template class DeviceArray<char>;
 
-GpuParamLayout GpuParamLayout::of(const ModelWeights& w) {
-  GpuParamLayout p;
-  p.num_params = w.flat.numel();
-  p.embed_tokens = offset_of(w.embed_tokens, w);
-  p.norm = offset_of(w.norm, w);
-  p.lm_head = offset_of(w.lm_head, w);
-  for (const LayerWeights& l : w.layers) {
-    GpuLayerOffsets o;
-    o.input_layernorm = offset_of(l.input_layernorm, w);
-    o.q_proj = offset_of(l.q_proj, w);
-    o.k_proj = offset_of(l.k_proj, w);
-    o.v_proj = offset_of(l.v_proj, w);
-    o.q_bias = offset_of(l.q_bias, w);
-    o.k_bias = offset_of(l.k_bias, w);
-    o.v_bias = offset_of(l.v_bias, w);
-    o.q_norm = offset_of(l.q_norm, w);
-    o.k_norm = offset_of(l.k_norm, w);
-    o.o_proj = offset_of(l.o_proj, w);
-    o.post_attention_layernorm = offset_of(l.post_attention_layernorm, w);
-    o.gate_proj = offset_of(l.gate_proj, w);
-    o.up_proj = offset_of(l.up_proj, w);
-    o.down_proj = offset_of(l.down_proj, w);
-    p.layers.push_back(o);
-  }
-  return p;
-}
-
-GpuTransformer::GpuTransformer(const ModelConfig& config, const GpuParamLayout& layout, const cuda::GpuContext& ctx,
+GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
                                int max_tokens)
     : c_(config),
       layout_(layout),
@@ -306,7 +273,7 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations& a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
-    gpu_layer_forward(c_, layer_params<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
+    gpu_layer_forward(c_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
                       x_[size_t(l + 1)], ctx_, prof_);
   }
   {
@@ -385,11 +352,11 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
   for (int l = L - 1; l >= 0; --l) {
     GpuLayerActivations a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
-    const auto wl = layer_params<const bf16>(layout_.layers[size_t(l)], w);
+    const auto wl = layer_pointers<const bf16>(layout_.layers[size_t(l)], w);
     // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
     if (recompute_[size_t(l)]) gpu_layer_forward(c_, wl, lb, a, s, x_[size_t(l + 1)], ctx_, prof_);
-    gpu_layer_backward(c_, wl, layer_params<float>(layout_.layers[size_t(l)], grads), lb, a, s, dres, ctx_, prof_);
+    gpu_layer_backward(c_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, dres, ctx_, prof_);
     if (layer_hook_) layer_hook_(l);
   }
   {

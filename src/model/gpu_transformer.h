@@ -23,15 +23,6 @@ namespace hone {
 
 class GpuOpProfiler;
 
-// Element offsets of every parameter in the flat buffer, read from a ModelWeights (allocate_weights layout).
-struct GpuParamLayout {
-  int64_t num_params = 0;
-  int64_t embed_tokens = -1, norm = -1, lm_head = -1;  // lm_head == embed_tokens when tied
-  std::vector<GpuLayerOffsets> layers;
-
-  static GpuParamLayout of(const ModelWeights& w);
-};
-
 // Device memory straight from cudaMalloc, for arenas.
 std::shared_ptr<ArenaAllocator> cuda_arena_allocator();
 
@@ -59,12 +50,12 @@ class GpuTransformer {
  public:
   // max_tokens: the largest micro-batch expected (the arenas grow if a larger one comes). The context must
   // outlive the GpuTransformer.
-  GpuTransformer(const ModelConfig& config, const GpuParamLayout& layout, const cuda::GpuContext& ctx,
+  GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
                  int max_tokens);
 
   // The bf16 compute weights, [num_params] on the device.
   bf16* weights() const { return weights_.get(); }
-  const GpuParamLayout& layout() const { return layout_; }
+  const ParamLayout& layout() const { return layout_; }
   // Host fp32 weights (same layout) -> device bf16, through a bounded fp32 staging buffer.
   void upload_weights(const ModelWeights& w);
   // Refit: device fp32 master weights (same layout) -> the bf16 compute weights.
@@ -121,7 +112,7 @@ class GpuTransformer {
   GpuLayerBatch layer_batch() const;
 
   const ModelConfig c_;
-  const GpuParamLayout layout_;
+  const ParamLayout layout_;
   const cuda::GpuContext ctx_;
   std::vector<bool> recompute_;
   int chunk_v_ = 8192;

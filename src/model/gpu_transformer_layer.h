@@ -9,6 +9,7 @@
 
 #include "cuda/ops_cuda.h"
 #include "model/model_config.h"
+#include "model/param_table.h"
 
 namespace hone {
 
@@ -16,43 +17,9 @@ class GpuOpProfiler;
 
 using bf16 = cuda::bf16;
 
-// Where each parameter of one layer lives in the flat parameter buffer (element offsets, the allocate_weights
-// layout); -1 for a parameter the architecture does not have.
-struct GpuLayerOffsets {
-  int64_t input_layernorm = -1, q_proj = -1, k_proj = -1, v_proj = -1, q_bias = -1, k_bias = -1, v_bias = -1;
-  int64_t q_norm = -1, k_norm = -1, o_proj = -1, post_attention_layernorm = -1, gate_proj = -1, up_proj = -1,
-          down_proj = -1;
-};
-
-// A layer's parameters (or gradients) as pointers into a flat buffer of T elements.
+// A layer's parameters (or gradients) as device pointers into a flat buffer (model/param_table.h).
 template <typename T>
-struct GpuLayerParams {
-  T* input_layernorm = nullptr, *q_proj = nullptr, *k_proj = nullptr, *v_proj = nullptr;
-  T* q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *q_norm = nullptr, *k_norm = nullptr;
-  T* o_proj = nullptr, *post_attention_layernorm = nullptr, *gate_proj = nullptr, *up_proj = nullptr,
-     *down_proj = nullptr;
-};
-
-template <typename T>
-GpuLayerParams<T> layer_params(const GpuLayerOffsets& o, T* base) {
-  auto at = [base](int64_t off) { return off < 0 ? static_cast<T*>(nullptr) : base + off; };
-  GpuLayerParams<T> p;
-  p.input_layernorm = at(o.input_layernorm);
-  p.q_proj = at(o.q_proj);
-  p.k_proj = at(o.k_proj);
-  p.v_proj = at(o.v_proj);
-  p.q_bias = at(o.q_bias);
-  p.k_bias = at(o.k_bias);
-  p.v_bias = at(o.v_bias);
-  p.q_norm = at(o.q_norm);
-  p.k_norm = at(o.k_norm);
-  p.o_proj = at(o.o_proj);
-  p.post_attention_layernorm = at(o.post_attention_layernorm);
-  p.gate_proj = at(o.gate_proj);
-  p.up_proj = at(o.up_proj);
-  p.down_proj = at(o.down_proj);
-  return p;
-}
+using GpuLayerParams = LayerParams<T*>;
 
 // The packed batch as a layer sees it, on the device.
 struct GpuLayerBatch {

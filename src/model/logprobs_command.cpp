@@ -154,7 +154,7 @@ int run_logprobs(const std::vector<std::string>& argv) {
       max_tokens = std::max(max_tokens, n);
     }
     ctx = cuda::create_gpu_context(0);
-    gpu = std::make_unique<GpuTransformer>(config, GpuParamLayout::of(weights), ctx, max_tokens);
+    gpu = std::make_unique<GpuTransformer>(config, ParamLayout::of(config), ctx, max_tokens);
     gpu->upload_weights(weights);
     if (want_grads) {
       gpu_grads = DeviceArray<float>(gpu->layout().num_params);

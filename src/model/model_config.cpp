@@ -4,6 +4,8 @@
 // outside q/k/v), so a checkpoint is never run with a silently different model.
 #include "model/model_config.h"
 
+#include "model/param_table.h"
+
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -34,17 +36,7 @@ static const char* architecture_model_type(Architecture a) {
   return "?";
 }
 
-int64_t ModelConfig::num_parameters() const {
-  const int64_t C = hidden_size, I = intermediate_size, V = vocab_size, D = head_dim;
-  const int64_t q = q_dim(), kv = kv_dim();
-  int64_t layer = 2 * C                   // input and post-attention norms
-                  + C * q + 2 * C * kv     // q, k, v projections
-                  + q * C                  // o projection
-                  + 3 * C * I;             // gate, up, down
-  if (attention_bias) layer += q + 2 * kv;
-  if (qk_norm) layer += 2 * D;
-  return V * C + int64_t(num_hidden_layers) * layer + C + (tie_word_embeddings ? 0 : V * C);
-}
+int64_t ModelConfig::num_parameters() const { return count_parameters(*this); }
 
 void ModelConfig::validate() const {
   auto positive = [](int v, const char* name) {

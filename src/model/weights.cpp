@@ -19,38 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Calls fn(hf_name, tensor_slot) for every distinct parameter in order; which optional ones exist is given.
-template <class Fn>
-void visit_parameters(ModelWeights& w, bool bias, bool qk_norm, bool tied, Fn&& fn) {
-  fn("model.embed_tokens.weight", w.embed_tokens);
-  for (size_t i = 0; i < w.layers.size(); ++i) {
-    LayerWeights& l = w.layers[i];
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    fn(p + "self_attn.q_proj.weight", l.q_proj);
-    if (bias) fn(p + "self_attn.q_proj.bias", l.q_bias);
-    fn(p + "self_attn.k_proj.weight", l.k_proj);
-    if (bias) fn(p + "self_attn.k_proj.bias", l.k_bias);
-    fn(p + "self_attn.v_proj.weight", l.v_proj);
-    if (bias) fn(p + "self_attn.v_proj.bias", l.v_bias);
-    fn(p + "self_attn.o_proj.weight", l.o_proj);
-    if (qk_norm) {
-      fn(p + "self_attn.q_norm.weight", l.q_norm);
-      fn(p + "self_attn.k_norm.weight", l.k_norm);
-    }
-    fn(p + "mlp.gate_proj.weight", l.gate_proj);
-    fn(p + "mlp.up_proj.weight", l.up_proj);
-    fn(p + "mlp.down_proj.weight", l.down_proj);
-    fn(p + "input_layernorm.weight", l.input_layernorm);
-    fn(p + "post_attention_layernorm.weight", l.post_attention_layernorm);
-  }
-  fn("model.norm.weight", w.norm);
-  if (!tied) fn("lm_head.weight", w.lm_head);
-}
-
-bool is_tied(const ModelWeights& w) {
-  return w.lm_head.defined() && w.lm_head.data() == w.embed_tokens.data();
-}
-
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -70,59 +38,37 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+Tensor& ModelWeights::param(const ParamSpec& spec) {
+  if (spec.layer >= 0) return layers[size_t(spec.layer)][spec.param];
+  switch (spec.global) {
+    case GlobalParam::embed_tokens: return embed_tokens;
+    case GlobalParam::norm: return norm;
+    case GlobalParam::lm_head: return lm_head;
+  }
+  HONE_CHECK(false, "unknown global parameter ", int(spec.global));
+  return norm;
+}
+
 std::vector<std::pair<std::string, Tensor>> ModelWeights::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  if (!embed_tokens.defined()) return out;
-  const bool bias = !layers.empty() && layers[0].q_bias.defined();
-  const bool qk_norm = !layers.empty() && layers[0].q_norm.defined();
-  // visit_parameters only reads through the slots here.
-  visit_parameters(const_cast<ModelWeights&>(*this), bias, qk_norm, is_tied(*this),
-                   [&](const std::string& name, Tensor& t) { out.emplace_back(name, t); });
+  out.reserve(specs.size());
+  for (const ParamSpec& spec : specs) out.emplace_back(spec.name, param(spec));
   return out;
 }
 
 ModelWeights allocate_weights(const ModelConfig& c) {
   c.validate();
-  const int64_t V = c.vocab_size, C = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  const int64_t q = c.q_dim(), kv = c.kv_dim();
   ModelWeights w;
-  auto shape_only = [](std::vector<int64_t> s) { return Tensor::view(nullptr, std::move(s), DType::f32); };
-  w.embed_tokens = shape_only({V, C});
+  w.specs = param_table(c);
   w.layers.resize(size_t(c.num_hidden_layers));
-  for (LayerWeights& l : w.layers) {
-    l.input_layernorm = shape_only({C});
-    l.q_proj = shape_only({q, C});
-    l.k_proj = shape_only({kv, C});
-    l.v_proj = shape_only({kv, C});
-    if (c.attention_bias) {
-      l.q_bias = shape_only({q});
-      l.k_bias = shape_only({kv});
-      l.v_bias = shape_only({kv});
-    }
-    if (c.qk_norm) {
-      l.q_norm = shape_only({D});
-      l.k_norm = shape_only({D});
-    }
-    l.o_proj = shape_only({C, q});
-    l.post_attention_layernorm = shape_only({C});
-    l.gate_proj = shape_only({I, C});
-    l.up_proj = shape_only({I, C});
-    l.down_proj = shape_only({C, I});
-  }
-  w.norm = shape_only({C});
-  if (!c.tie_word_embeddings) w.lm_head = shape_only({V, C});
-
   int64_t total = 0;
-  visit_parameters(w, c.attention_bias, c.qk_norm, c.tie_word_embeddings,
-                   [&](const std::string&, Tensor& t) { total += t.numel(); });
-  HONE_CHECK(total == c.num_parameters(), "parameter count ", total, " differs from num_parameters() ",
-             c.num_parameters());
+  for (const ParamSpec& spec : w.specs) total += spec.numel();
   w.flat = Tensor::zeros({total}, DType::f32);
   int64_t offset = 0;
-  visit_parameters(w, c.attention_bias, c.qk_norm, c.tie_word_embeddings, [&](const std::string&, Tensor& t) {
-    t = Tensor::view(w.flat.f32() + offset, t.shape(), DType::f32);
-    offset += t.numel();
-  });
+  for (const ParamSpec& spec : w.specs) {
+    w.param(spec) = Tensor::view(w.flat.f32() + offset, spec.shape, DType::f32);
+    offset += spec.numel();
+  }
   if (c.tie_word_embeddings) w.lm_head = w.embed_tokens;
   return w;
 }
@@ -130,19 +76,16 @@ ModelWeights allocate_weights(const ModelConfig& c) {
 void init_random_weights(ModelWeights& w, const ModelConfig& c, uint64_t seed, float std) {
   (void)c;  // the layout is in `w`; the config is part of the signature for symmetry with load_weights
   const uint64_t base = splitmix64(seed);
-  for (auto& [name, t] : w.named_parameters()) {
-    float* p = t.f32();
-    const int64_t n = t.numel();
-    if (ends_with(name, "norm.weight")) {
-      for (int64_t i = 0; i < n; ++i) p[i] = 1.f;
-      continue;
-    }
-    if (ends_with(name, ".bias")) {
-      for (int64_t i = 0; i < n; ++i) p[i] = 0.f;
+  for (const ParamSpec& spec : w.specs) {
+    float* p = w.param(spec).f32();
+    const int64_t n = spec.numel();
+    if (spec.init != ParamInit::normal) {
+      const float v = spec.init == ParamInit::ones ? 1.f : 0.f;
+      for (int64_t i = 0; i < n; ++i) p[i] = v;
       continue;
     }
     // Counter-based: element i of a parameter depends only on (seed, name, i), not on threads or layout.
-    const uint64_t key = splitmix64(base ^ fnv1a(name));
+    const uint64_t key = splitmix64(base ^ fnv1a(spec.name));
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i) {
       const uint64_t a = splitmix64(key + 2 * uint64_t(i)), b = splitmix64(key + 2 * uint64_t(i) + 1);

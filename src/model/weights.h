@@ -8,20 +8,14 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "model/param_table.h"
 #include "tensor/tensor.h"
 
 namespace hone {
 
-struct LayerWeights {
-  Tensor input_layernorm;           // [C]                 model.layers.i.input_layernorm.weight
-  Tensor q_proj, k_proj, v_proj;    // [Hq*D, C], [Hkv*D, C], [Hkv*D, C]   self_attn.{q,k,v}_proj.weight
-  Tensor q_bias, k_bias, v_bias;    // [Hq*D], [Hkv*D] (Qwen2 only; undefined otherwise)   self_attn.{q,k,v}_proj.bias
-  Tensor q_norm, k_norm;            // [D] (Qwen3 only)    self_attn.{q,k}_norm.weight
-  Tensor o_proj;                    // [C, Hq*D]           self_attn.o_proj.weight
-  Tensor post_attention_layernorm;  // [C]
-  Tensor gate_proj, up_proj;        // [I, C]              mlp.{gate,up}_proj.weight
-  Tensor down_proj;                 // [C, I]              mlp.down_proj.weight
-};
+// One layer's fp32 parameters (members as in model/param_table.h: q_proj [Hq*D, C], q_bias [Hq*D] (Qwen2 only;
+// undefined otherwise), q_norm [D] (Qwen3 only), o_proj [C, Hq*D], gate/up [I, C], down [C, I], the two norms [C]).
+using LayerWeights = LayerParams<Tensor>;
 
 struct ModelWeights {
   Tensor flat;                      // every parameter, contiguous f32, in named_parameters() order
@@ -29,9 +23,14 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   Tensor norm;                      // [C]     model.norm.weight
   Tensor lm_head;                   // [V, C]  lm_head.weight; a view of embed_tokens when tied
+  std::vector<ParamSpec> specs;     // the parameter table these weights were allocated from (flat buffer order)
 
-  // Every distinct parameter with its Hugging Face name, in a fixed order (a tied lm_head is not listed).
+  // Every distinct parameter with its Hugging Face name, in the parameter table's order (a tied lm_head is not
+  // listed).
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  // The tensor of one entry of the parameter table.
+  Tensor& param(const ParamSpec& spec);
+  const Tensor& param(const ParamSpec& spec) const { return const_cast<ModelWeights&>(*this).param(spec); }
 };
 
 // Views into one zeroed flat f32 buffer shaped for `c` (also how gradients are allocated: same layout).

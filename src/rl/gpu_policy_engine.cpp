@@ -35,7 +35,7 @@ class GpuPolicyEngine final : public PolicyEngine {
  public:
   GpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial)
       : s_(s), mc_(mc), device_(select_rank_device().device), ctx_(cuda::create_gpu_context(device_)),
-        layout_(GpuParamLayout::of(initial)) {
+        layout_(ParamLayout::of(mc)) {
     const int max_tokens = int(s.max_tokens_per_microbatch);
     policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens);
     policy_->set_recompute(s.activation_recompute);
@@ -230,7 +230,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   ModelConfig mc_;
   int device_ = 0;
   cuda::GpuContext ctx_;
-  GpuParamLayout layout_;
+  ParamLayout layout_;
   std::string name_;
   std::unique_ptr<GpuTransformer> policy_, reference_;
   std::unique_ptr<GpuGenerator> generator_;

@@ -10,7 +10,7 @@
 
 namespace hone {
 
-GpuDataParallelAdamW::GpuDataParallelAdamW(const ModelWeights& weights, const GpuParamLayout& layout,
+GpuDataParallelAdamW::GpuDataParallelAdamW(const ModelWeights& weights, const ParamLayout& layout,
                                            AdamWConfig config, const cuda::GpuContext& ctx, NcclComm* dp,
                                            GpuDataParallelOptions options)
     : ctx_(ctx),

@@ -20,7 +20,7 @@ class GpuDataParallelAdamW final : public GpuDataParallelOptimizer {
  public:
   // weights: the host fp32 initial weights (the master weights). dp may be null (one GPU); ctx and dp must outlive
   // the optimizer.
-  GpuDataParallelAdamW(const ModelWeights& weights, const GpuParamLayout& layout, AdamWConfig config,
+  GpuDataParallelAdamW(const ModelWeights& weights, const ParamLayout& layout, AdamWConfig config,
                        const cuda::GpuContext& ctx, NcclComm* dp, GpuDataParallelOptions options = {});
 
   GpuAdamW& adamw() { return adamw_; }  // master(), moments, load_master, download_master, ...

@@ -90,9 +90,9 @@ class GpuDataParallelOptimizer : public GpuGradientBuckets {
 // Where backward's gradients are final: element k (k = 0 .. L-1) is the start of layer L-1-k, whose hook call
 // (GpuTransformer::set_backward_layer_hook) means every element at or above it is final (the later layers, the
 // final norm and an untied LM head); the last element, 0, goes with the final call (layer -1: the embeddings).
-std::vector<int64_t> backward_ready_offsets(const GpuParamLayout& layout);
+std::vector<int64_t> backward_ready_offsets(const ParamLayout& layout);
 // Bucket starts for a model: buckets follow the reverse layer order of backward (see GradReducer).
-std::vector<int64_t> model_bucket_starts(const GpuParamLayout& layout, int dp, int64_t bucket_bytes);
+std::vector<int64_t> model_bucket_starts(const ParamLayout& layout, int dp, int64_t bucket_bytes);
 
 // A copy of ctx that enqueues on stream s.
 inline cuda::GpuContext on_stream(const cuda::GpuContext& ctx, cudaStream_t s) {

@@ -12,7 +12,7 @@
 
 namespace hone {
 
-GpuDistributedAdamW::GpuDistributedAdamW(const ModelWeights& weights, const GpuParamLayout& layout,
+GpuDistributedAdamW::GpuDistributedAdamW(const ModelWeights& weights, const ParamLayout& layout,
                                          AdamWConfig config, const cuda::GpuContext& ctx, NcclComm& dp,
                                          GpuDataParallelOptions options)
     : ctx_(ctx),

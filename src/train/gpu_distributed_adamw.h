@@ -32,7 +32,7 @@ namespace hone {
 class GpuDistributedAdamW final : public GpuDataParallelOptimizer {
  public:
   // weights: the host fp32 initial weights (the master shard is taken from them). ctx and dp must outlive it.
-  GpuDistributedAdamW(const ModelWeights& weights, const GpuParamLayout& layout, AdamWConfig config,
+  GpuDistributedAdamW(const ModelWeights& weights, const ParamLayout& layout, AdamWConfig config,
                       const cuda::GpuContext& ctx, NcclComm& dp, GpuDataParallelOptions options = {});
 
   bool reduces() const override { return zl_.dp() > 1; }

@@ -8,7 +8,7 @@
 
 namespace hone {
 
-GradReducer::GradReducer(GpuGradientBuckets& optimizer, const GpuParamLayout& layout, const cuda::GpuContext& ctx)
+GradReducer::GradReducer(GpuGradientBuckets& optimizer, const ParamLayout& layout, const cuda::GpuContext& ctx)
     : opt_(optimizer), ctx_(ctx) {
   const std::vector<int64_t> ready = backward_ready_offsets(layout);
   const size_t L = layout.layers.size();

@@ -33,7 +33,7 @@ class GradReducer {
   // The optimizer's buckets should be made for this layout (model_bucket_starts) so that they launch early; any
   // bucket list is correct (a bucket launches once backward has finished all of it). ctx's stream is the compute
   // stream.
-  GradReducer(GpuGradientBuckets& optimizer, const GpuParamLayout& layout, const cuda::GpuContext& ctx);
+  GradReducer(GpuGradientBuckets& optimizer, const ParamLayout& layout, const cuda::GpuContext& ctx);
   ~GradReducer();
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;

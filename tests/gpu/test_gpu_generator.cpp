@@ -41,11 +41,11 @@ struct GenModel {
     w = test::gpu_test_weights(c, seed, 0.08f);
     float* lm = w.lm_head.f32();
     for (int64_t i = 0; i < w.lm_head.numel(); ++i) lm[i] = test::bf16_round(lm[i] * lm_scale);
-    gpu = std::make_unique<hone::GpuTransformer>(c, hone::GpuParamLayout::of(w), g.ctx, 512);
+    gpu = std::make_unique<hone::GpuTransformer>(c, hone::ParamLayout::of(c), g.ctx, 512);
     gpu->upload_weights(w);
   }
   hone::GpuGenerator generator(hone::GpuGenerationOptions o = {}) {
-    return hone::GpuGenerator(c, hone::GpuParamLayout::of(w), gpu->weights(), g.ctx, o);
+    return hone::GpuGenerator(c, hone::ParamLayout::of(c), gpu->weights(), g.ctx, o);
   }
 };
 

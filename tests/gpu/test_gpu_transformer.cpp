@@ -35,7 +35,7 @@ void check_against_cpu(hone::Architecture arch, bool tied, float temperature) {
   cpu.backward(dl.data(), de.data(), cpu_grads);
 
   test::ScopedGpuContext g;
-  hone::GpuTransformer gpu(c, hone::GpuParamLayout::of(w), g.ctx, 64);  // smaller than T: the arenas must grow
+  hone::GpuTransformer gpu(c, hone::ParamLayout::of(c), g.ctx, 64);  // smaller than T: the arenas must grow
   gpu.upload_weights(w);
   gpu.forward(batch, temperature, true);
   const auto lp = gpu.logprobs_host(), ent = gpu.entropy_host();

@@ -38,7 +38,7 @@ BOOST_AUTO_TEST_CASE(packed_equals_one_by_one, *boost::unit_test::precondition(t
   const int T = batch.num_tokens();
   const int64_t N = w.flat.numel();
   test::ScopedGpuContext g;
-  hone::GpuTransformer gpu(c, hone::GpuParamLayout::of(w), g.ctx, T);
+  hone::GpuTransformer gpu(c, hone::ParamLayout::of(c), g.ctx, T);
   gpu.upload_weights(w);
 
   const auto dl = test::gpu_logprob_weights(T);
@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(recompute_changes_nothing, *boost::unit_test::precondition(
   const int64_t N = w.flat.numel();
   const auto dl = test::gpu_logprob_weights(T), de = test::gpu_entropy_weights(T);
   test::ScopedGpuContext g;
-  hone::GpuTransformer gpu(c, hone::GpuParamLayout::of(w), g.ctx, T);
+  hone::GpuTransformer gpu(c, hone::ParamLayout::of(c), g.ctx, T);
   gpu.upload_weights(w);
 
   std::vector<std::vector<float>> lps, grads;

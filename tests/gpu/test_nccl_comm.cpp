@@ -179,7 +179,7 @@ BOOST_AUTO_TEST_CASE(data_parallel_optimizers_on_one_rank_match_gpu_adamw,
   hone::cuda::GpuContext ctx = hone::cuda::create_gpu_context(0);
   const hone::ModelConfig cfg = test::gpu_tiny_config(hone::Architecture::qwen3, /*tied=*/true);
   const hone::ModelWeights w = test::gpu_test_weights(cfg, 11);
-  const hone::GpuParamLayout layout = hone::GpuParamLayout::of(w);
+  const hone::ParamLayout layout = hone::ParamLayout::of(cfg);
   const int64_t n = layout.num_params;
   hone::MpiComm local;
   hone::NcclComm dp(local, {.timeout_s = 60, .stream = ctx.stream});

@@ -137,7 +137,7 @@ hone::ModelConfig small_model() {
 struct OptimizerCase {
   hone::ModelConfig cfg = small_model();
   hone::ModelWeights w;
-  hone::GpuParamLayout layout;
+  hone::ParamLayout layout;
   hone::AdamWConfig ac;
   hone::PackedBatch batch;
   hone::DeviceArray<float> dd;
@@ -147,7 +147,7 @@ OptimizerCase make_case(const hone::NcclComm& dp) {
   OptimizerCase c;
   c.w = hone::allocate_weights(c.cfg);
   hone::init_random_weights(c.w, c.cfg, 7);
-  c.layout = hone::GpuParamLayout::of(c.w);
+  c.layout = hone::ParamLayout::of(c.cfg);
   c.ac.weight_decay = 0.1f;
   std::vector<std::vector<int32_t>> seqs;
   for (int s = 0; s < 4; ++s) {

@@ -1,6 +1,7 @@
 // Tiny random models and the full-forward reference of the generation tests (see test_cpu_generator_util.h).
 #include "unit/test_cpu_generator_util.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/finite_diff.h"
@@ -61,59 +62,14 @@ hone::ModelConfig tiny_config(TinyKind kind) {
 TinyModel tiny_model(TinyKind kind, uint64_t seed) {
   TinyModel m;
   m.config = tiny_config(kind);
-  const hone::ModelConfig& c = m.config;
-  const int64_t C = c.hidden_size, V = c.vocab_size, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate_size;
-  const int64_t D = c.head_dim;
-  std::vector<std::pair<Tensor*, std::vector<int64_t>>> params;
-  std::vector<char> is_norm;
-  auto add = [&](Tensor& t, std::vector<int64_t> shape, bool norm) {
-    params.push_back({&t, std::move(shape)});
-    is_norm.push_back(norm);
-  };
-  m.weights.layers.resize(size_t(c.num_hidden_layers));
-  add(m.weights.embed_tokens, {V, C}, false);
-  for (hone::LayerWeights& l : m.weights.layers) {
-    add(l.input_layernorm, {C}, true);
-    add(l.q_proj, {Q, C}, false);
-    add(l.k_proj, {KV, C}, false);
-    add(l.v_proj, {KV, C}, false);
-    if (c.attention_bias) {
-      add(l.q_bias, {Q}, false);
-      add(l.k_bias, {KV}, false);
-      add(l.v_bias, {KV}, false);
-    }
-    if (c.qk_norm) {
-      add(l.q_norm, {D}, true);
-      add(l.k_norm, {D}, true);
-    }
-    add(l.o_proj, {C, Q}, false);
-    add(l.post_attention_layernorm, {C}, true);
-    add(l.gate_proj, {I, C}, false);
-    add(l.up_proj, {I, C}, false);
-    add(l.down_proj, {C, I}, false);
+  m.weights = hone::allocate_weights(m.config);
+  const std::vector<float> r = random_floats(len(m.weights.flat.numel()), seed, -0.5f, 0.5f);
+  std::copy(r.begin(), r.end(), m.weights.flat.f32());
+  for (const hone::ParamSpec& spec : m.weights.specs) {
+    if (spec.init != hone::ParamInit::ones) continue;
+    float* p = m.weights.param(spec).f32();
+    for (int64_t j = 0; j < spec.numel(); ++j) p[j] = 1.0f + 0.4f * p[j];  // around 1, but not 1: a dropped norm shows
   }
-  add(m.weights.norm, {C}, true);
-  if (!c.tie_word_embeddings) add(m.weights.lm_head, {V, C}, false);
-
-  int64_t total = 0;
-  for (auto& [t, shape] : params) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    total += n;
-  }
-  m.storage = std::make_shared<std::vector<float>>(random_floats(len(total), seed, -0.5f, 0.5f));
-  float* p = m.storage->data();
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto& [t, shape] = params[i];
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    if (is_norm[i])
-      for (int64_t j = 0; j < n; ++j) p[j] = 1.0f + 0.4f * p[j];  // around 1, but not 1: a dropped norm shows
-    *t = Tensor::view(p, shape, hone::DType::f32);
-    p += n;
-  }
-  m.weights.flat = Tensor::view(m.storage->data(), {total}, hone::DType::f32);
-  if (c.tie_word_embeddings) m.weights.lm_head = m.weights.embed_tokens;
   return m;
 }
 

@@ -18,12 +18,11 @@ enum class TinyKind {
   llama_mha,      // neither, GQA 1, tied
 };
 
-// A model whose parameters live in `storage` (the views in `weights` point into it): no dependency on the
-// library's weight allocation. Values are large enough that logits are far from uniform.
+// A model laid out by the parameter table with uniform(-0.5, 0.5) weights (norm weights around 1). Values are large
+// enough that logits are far from uniform.
 struct TinyModel {
   hone::ModelConfig config;
   hone::ModelWeights weights;
-  std::shared_ptr<std::vector<float>> storage;
 };
 
 TinyModel tiny_model(TinyKind kind, uint64_t seed);
