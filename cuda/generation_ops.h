@@ -55,7 +55,7 @@ size_t paged_attention_decode_workspace(const PagedDecodeArgs& a, int Hq, int D,
 // ---- fused sampler --------------------------------------------------------------------------------------------------
 // The rules of src/generation/sampler.h (temperature, top-k, top-p, min-p, greedy; inverse CDF over the kept tokens
 // in ascending id order), with the uniform philox_uniform(seed, step, sample_index[b], position[b], kStreamToken) of
-// src/generation/rng.h. logits[B, V] fp32 (row stride ld >= V). tokens[b] the sampled id; logprobs[b] =
+// src/ops/philox.h. logits[B, V] fp32 (row stride ld >= V). tokens[b] the sampled id; logprobs[b] =
 // log_softmax(logits[b] / temperature)[token] over the full vocabulary. No full-vocabulary sort.
 struct GpuSamplingParams {
   float temperature = 1.f;

@@ -16,7 +16,7 @@
 
 #include "cuda/check.h"
 #include "cuda/generation_ops.h"
-#include "generation/rng.h"
+#include "ops/philox.h"
 
 namespace hone::cuda {
 

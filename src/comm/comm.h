@@ -1,6 +1,6 @@
 // Comm: the collectives of one group of ranks (the world, or the data-, tensor- or pipeline-parallel group of the
 // rank grid), over typed buffers. Two implementations: MpiComm (host buffers, src/comm/mpi_comm.h; the CPU path and
-// CI) and NcclComm (device buffers on a CUDA stream, cuda/nccl_comm.h). Every member of the group calls each
+// CI) and NcclComm (device buffers on a CUDA stream, src/comm/nccl_comm.h). Every member of the group calls each
 // collective in the same order. Sums only: losses are divided by the global denominator before reduction.
 //
 //   hone::Comm& dp = ...;

@@ -14,7 +14,7 @@
 #include "runtime/rank_grid.h"
 
 #if HONE_CUDA
-#include "cuda/nccl_comm.h"
+#include "comm/nccl_comm.h"
 #endif
 
 namespace hone {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <functional>
 
-#include "generation/rng.h"
+#include "ops/philox.h"
 #include "runtime/error.h"
 
 namespace hone {

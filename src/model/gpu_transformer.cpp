@@ -7,52 +7,11 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/device_memory.h"
 #include "model/gpu_op_profiler.h"
 #include "runtime/error.h"
 
 namespace hone {
-namespace {
-
-class CudaArenaAllocator : public ArenaAllocator {
- public:
-  void* allocate(size_t bytes) override {
-    void* p = nullptr;
-    CUDA_CHECK(cudaMalloc(&p, bytes));
-    return p;
-  }
-  void deallocate(void* p, size_t) override { cudaFree(p); }
-  Device device() const override { return Device::cuda; }
-};
-
-
-}  // namespace
-
-std::shared_ptr<ArenaAllocator> cuda_arena_allocator() { return std::make_shared<CudaArenaAllocator>(); }
-
-template <typename T>
-DeviceArray<T>::DeviceArray(int64_t n) : n_(n) {
-  CUDA_CHECK(cudaMalloc(&p_, size_t(std::max<int64_t>(n, 1)) * sizeof(T)));
-}
-template <typename T>
-DeviceArray<T>::~DeviceArray() {
-  if (p_) cudaFree(p_);
-}
-template <typename T>
-DeviceArray<T>& DeviceArray<T>::operator=(DeviceArray&& o) noexcept {
-  if (this != &o) {
-    if (p_) cudaFree(p_);
-    p_ = o.p_;
-    n_ = o.n_;
-    o.p_ = nullptr;
-    o.n_ = 0;
-  }
-  return *this;
-}
-template class DeviceArray<float>;
-template class DeviceArray<bf16>;
-template class DeviceArray<int32_t>;
-template class DeviceArray<char>;
-
 GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
                                int max_tokens)
     : c_(config),
@@ -193,9 +152,9 @@ void GpuTransformer::ensure_arenas(int T, bool for_backward) {
   backward_ready_ = false;
   fwd_.reset();
   bwd_.reset();
-  fwd_ = std::make_unique<Arena>("gpu forward activations", forward_bytes(tokens, backward), cuda_arena_allocator());
+  fwd_ = std::make_unique<Arena>("gpu forward activations", forward_bytes(tokens, backward), cuda::device_arena_allocator());
   if (backward)
-    bwd_ = std::make_unique<Arena>("gpu backward scratch", backward_bytes(tokens), cuda_arena_allocator());
+    bwd_ = std::make_unique<Arena>("gpu backward scratch", backward_bytes(tokens), cuda::device_arena_allocator());
   arena_tokens_ = tokens;
   arena_backward_ = backward;
   arenas_stale_ = false;

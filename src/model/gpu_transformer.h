@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
 #include "model/gpu_transformer_layer.h"
 #include "model/model_config.h"
@@ -22,29 +23,6 @@
 namespace hone {
 
 class GpuOpProfiler;
-
-// Device memory straight from cudaMalloc, for arenas.
-std::shared_ptr<ArenaAllocator> cuda_arena_allocator();
-
-// A device buffer owned by RAII (cudaMalloc / cudaFree).
-template <typename T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  explicit DeviceArray(int64_t n);
-  ~DeviceArray();
-  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
-  DeviceArray& operator=(DeviceArray&& o) noexcept;
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return p_; }
-  int64_t size() const { return n_; }
-  size_t bytes() const { return size_t(n_) * sizeof(T); }
-
- private:
-  T* p_ = nullptr;
-  int64_t n_ = 0;
-};
 
 class GpuTransformer {
  public:

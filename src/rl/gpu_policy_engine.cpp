@@ -20,8 +20,8 @@
 #if HONE_CUDA
 
 #include "cuda/check.h"
-#include "cuda/device_select.h"
-#include "cuda/nccl_comm.h"
+#include "runtime/gpu_device_select.h"
+#include "comm/nccl_comm.h"
 #include "generation/gpu_generator.h"
 #include "model/gpu_transformer.h"
 #include "train/gpu_data_parallel_adamw.h"

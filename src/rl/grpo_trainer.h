@@ -21,7 +21,7 @@
 #include "io/step_output.h"
 #include "model/model_config.h"
 #include "model/weights.h"
-#include "rl/data_setup.h"
+#include "data/data_setup.h"
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
 #include "rl/policy_engine.h"

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda/nccl_comm.h"
+#include "comm/nccl_comm.h"
 #include "cuda/ops_cuda.h"
 #include "model/gpu_transformer.h"
 #include "model/weights.h"

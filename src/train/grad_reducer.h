@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda/nccl_comm.h"
+#include "comm/nccl_comm.h"
 #include "cuda/ops_cuda.h"
 #include "model/gpu_transformer.h"
 #include "train/gpu_data_parallel_optimizer.h"

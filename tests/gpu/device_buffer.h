@@ -1,4 +1,5 @@
-// Device buffers for the GPU tests: allocate, upload fp32 host data as bf16 or fp32, poison with NaN, download.
+// Device buffers for the GPU tests: hone's DeviceArray (cuda/device_memory.h) with test helpers to upload fp32 host
+// data as bf16 or fp32, poison with NaN and download.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,18 +11,14 @@
 #include <vector>
 
 #include "cuda/check.h"
+#include "cuda/device_memory.h"
 
 namespace test {
 
 template <typename T>
-class DeviceBuffer {
+class DeviceBuffer : public hone::DeviceArray<T> {
  public:
-  explicit DeviceBuffer(int64_t n) : n_(n) { CUDA_CHECK(cudaMalloc(&p_, size_t(n > 0 ? n : 1) * sizeof(T))); }
-  ~DeviceBuffer() { cudaFree(p_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  T* get() const { return p_; }
-  int64_t size() const { return n_; }
+  explicit DeviceBuffer(int64_t n) : hone::DeviceArray<T>(n, "test buffer"), p_(this->get()), n_(n) {}
 
   // NaN in every element (0xFF bytes is a NaN for fp32 and bf16; for ints it is -1).
   // Every fill and upload completes before it returns: ops run on their own non-blocking stream, which does not
@@ -60,7 +57,7 @@ class DeviceBuffer {
   }
 
  private:
-  T* p_ = nullptr;
+  T* p_;
   int64_t n_;
 };
 

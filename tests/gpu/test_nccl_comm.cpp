@@ -17,7 +17,7 @@
 
 #include "comm/mpi_comm.h"
 #include "cuda/check.h"
-#include "cuda/nccl_comm.h"
+#include "comm/nccl_comm.h"
 #include "gpu/gpu_transformer_test_util.h"
 #include "model/gpu_transformer.h"
 #include "runtime/error.h"

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "common/paths.h"
-#include "rl/dataset_jsonl.h"
+#include "data/dataset_jsonl.h"
 #include "runtime/error.h"
 
 using namespace hone::rl;

@@ -2,7 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "common/paths.h"
-#include "rl/data_setup.h"
+#include "data/data_setup.h"
 #include "runtime/error.h"
 
 using namespace hone::rl;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "rl/math_answer.h"
+#include "reward/math_answer.h"
 #include "runtime/error.h"
 
 using namespace hone::rl;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "generation/rng.h"
+#include "ops/philox.h"
 #include "rl/packing.h"
 #include "runtime/error.h"
 

@@ -8,7 +8,7 @@
 #include <ostream>
 #include <vector>
 
-#include "generation/rng.h"
+#include "ops/philox.h"
 #include "rl/policy_loss.h"
 #include "runtime/error.h"
 

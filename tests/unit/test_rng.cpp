@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "generation/rng.h"
+#include "ops/philox.h"
 
 namespace {
 

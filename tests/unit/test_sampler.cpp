@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "generation/rng.h"
+#include "ops/philox.h"
 #include "generation/sampler.h"
 #include "runtime/error.h"
 

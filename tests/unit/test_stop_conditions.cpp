@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "generation/rng.h"
+#include "ops/philox.h"
 #include "generation/stop_conditions.h"
 #include "runtime/error.h"
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <set>
 
-#include "rl/expression_eval.h"
-#include "rl/synthetic_task.h"
+#include "reward/expression_eval.h"
+#include "data/synthetic_task.h"
 #include "runtime/error.h"
 
 using namespace hone::rl;

@@ -1,5 +1,5 @@
 // Checked 128-bit rationals (see rational.h).
-#include "rl/rational.h"
+#include "reward/rational.h"
 
 #include <algorithm>
 

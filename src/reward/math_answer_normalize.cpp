@@ -1,6 +1,6 @@
 // Math answer normalization and number parsing (see math_answer_normalize.h). Each rewrite is one linear pass over
 // the string, so adversarial answers (megabytes, thousands of commands) cost linear time.
-#include "rl/math_answer_normalize.h"
+#include "reward/math_answer_normalize.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "rl/data_rng.h"
-#include "rl/synthetic_task.h"
+#include "data/data_rng.h"
+#include "data/synthetic_task.h"
 
 namespace hone::rl {
 

@@ -1,4 +1,7 @@
-// Device memory for hone's arenas (src/tensor/arena.h) and the measurements of device memory use:
+// Device memory: the one way hone takes it (device_malloc: cudaMalloc that names the request and the free memory
+// when it fails), the one buffer type (DeviceArray, RAII), the allocator of hone's arenas (src/tensor/arena.h) and
+// the measurements of device memory use:
+//   * DeviceArray<T>: n elements of device memory, freed by its destructor (moves, never copies);
 //   * DeviceArenaAllocator: each arena's one block from cudaMalloc on the current device; it counts the bytes it
 //     holds now and at most (over all arenas it serves), so arena reservations are measured, not guessed;
 //   * device_memory_info(): the driver's view (cudaMemGetInfo: free, total, used = total - free), which also sees
@@ -10,9 +13,52 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "tensor/arena.h"
+
+namespace hone::cuda {
+
+// cudaMalloc of `bytes` (at least 1) on the current device; throws hone::Error naming `what`, the request and the
+// device's free memory when it fails. device_free never throws (destructors call it).
+void* device_malloc(size_t bytes, const char* what);
+void device_free(void* p);
+
+}  // namespace hone::cuda
+
+namespace hone {
+
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(int64_t n, const char* what = "device buffer")
+      : p_(static_cast<T*>(cuda::device_malloc(size_t(n > 0 ? n : 1) * sizeof(T), what))), n_(n) {}
+  ~DeviceArray() { cuda::device_free(p_); }
+  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      cuda::device_free(p_);
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return p_; }
+  int64_t size() const { return n_; }
+  size_t bytes() const { return size_t(n_) * sizeof(T); }
+
+ private:
+  T* p_ = nullptr;
+  int64_t n_ = 0;
+};
+
+}  // namespace hone
 
 namespace hone::cuda {
 

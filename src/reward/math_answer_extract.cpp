@@ -1,12 +1,12 @@
 // Final answer extraction (see math_answer_extract.h). Hand-written scanners rather than regular expressions: linear
 // time and no recursion on untrusted text of any length.
-#include "rl/math_answer_extract.h"
+#include "reward/math_answer_extract.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "rl/math_answer_normalize.h"
+#include "reward/math_answer_normalize.h"
 
 namespace hone::rl {
 

@@ -1,5 +1,6 @@
-// cudaMalloc-backed arena blocks with byte counters, and cudaMemGetInfo sampling (see cuda/device_allocator.h).
-#include "cuda/device_allocator.h"
+// cudaMalloc with a useful failure, arena blocks with byte counters, and cudaMemGetInfo sampling
+// (see cuda/device_memory.h).
+#include "cuda/device_memory.h"
 
 #include <cuda_runtime.h>
 
@@ -8,17 +9,27 @@
 
 namespace hone::cuda {
 
-void* DeviceArenaAllocator::allocate(size_t bytes) {
-  const size_t request = bytes == 0 ? Arena::kAlignment : bytes;
+void* device_malloc(size_t bytes, const char* what) {
+  const size_t request = bytes == 0 ? 1 : bytes;
   void* p = nullptr;
   const cudaError_t s = cudaMalloc(&p, request);
   if (s != cudaSuccess) {
     cudaGetLastError();  // clear the error state, so the next CUDA_CHECK_LAST does not report this failure
     size_t free_b = 0, total_b = 0;
     const bool have_info = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess;
-    throw Error(cat("device arena allocation of ", request, " bytes failed: ", detail::cuda_status_text(s),
+    throw Error(cat("device allocation of ", request, " bytes (", what, ") failed: ", detail::cuda_status_text(s),
                     have_info ? cat("; ", free_b, " of ", total_b, " device bytes are free") : std::string()));
   }
+  return p;
+}
+
+void device_free(void* p) {
+  if (p) cudaFree(p);
+}
+
+void* DeviceArenaAllocator::allocate(size_t bytes) {
+  const size_t request = bytes == 0 ? Arena::kAlignment : bytes;
+  void* p = device_malloc(request, "arena");
   const size_t now = in_use_.fetch_add(request) + request;
   size_t peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
@@ -28,7 +39,7 @@ void* DeviceArenaAllocator::allocate(size_t bytes) {
 
 void DeviceArenaAllocator::deallocate(void* p, size_t bytes) {
   if (!p) return;
-  cudaFree(p);  // no throw: called from destructors
+  device_free(p);
   in_use_.fetch_sub(bytes == 0 ? Arena::kAlignment : bytes);
 }
 

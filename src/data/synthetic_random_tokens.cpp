@@ -2,8 +2,8 @@
 // model's vocabulary (given as ids, no tokenizer round trip), so a benchmark deck sets the exact prompt length of a
 // published configuration. There is nothing to get right: every completion scores 0, so advantages are 0 and the
 // loss gradient vanishes, but every phase does its full work (the benchmark measures time, not learning).
-#include "rl/data_rng.h"
-#include "rl/synthetic_tasks.h"
+#include "data/data_rng.h"
+#include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
 namespace hone::rl {

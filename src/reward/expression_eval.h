@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "rl/rational.h"
+#include "reward/rational.h"
 
 namespace hone::rl {
 

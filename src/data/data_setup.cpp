@@ -1,5 +1,5 @@
 // Choosing the prompt source and reward from the [data] options (see data_setup.h).
-#include "rl/data_setup.h"
+#include "data/data_setup.h"
 
 #include "runtime/error.h"
 

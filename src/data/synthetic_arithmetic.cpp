@@ -2,9 +2,9 @@
 // or a reduced fraction "-7/2" when division does not come out even.
 #include <algorithm>
 
-#include "rl/data_rng.h"
-#include "rl/expression_eval.h"
-#include "rl/synthetic_tasks.h"
+#include "data/data_rng.h"
+#include "reward/expression_eval.h"
+#include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
 namespace hone::rl {

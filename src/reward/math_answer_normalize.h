@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "rl/rational.h"
+#include "reward/rational.h"
 
 namespace hone::rl {
 

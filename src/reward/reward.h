@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "rl/prompt_source.h"
+#include "data/prompt_source.h"
 
 namespace hone::rl {
 

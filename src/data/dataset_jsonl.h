@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "io/jsonl.h"
-#include "rl/prompt_source.h"
+#include "data/prompt_source.h"
 
 namespace hone::rl {
 

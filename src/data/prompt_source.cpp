@@ -1,5 +1,5 @@
 // Stepping, sharding and cursors shared by every prompt source (see prompt_source.h).
-#include "rl/prompt_source.h"
+#include "data/prompt_source.h"
 
 #include <nlohmann/json.hpp>
 

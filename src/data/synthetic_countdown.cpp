@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <sstream>
 
-#include "rl/data_rng.h"
-#include "rl/expression_eval.h"
-#include "rl/synthetic_tasks.h"
+#include "data/data_rng.h"
+#include "reward/expression_eval.h"
+#include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
 namespace hone::rl {

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "rl/prompt_source.h"
-#include "rl/reward.h"
+#include "data/prompt_source.h"
+#include "reward/reward.h"
 
 namespace hone::rl {
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "rl/math_answer_extract.h"
-#include "rl/math_answer_normalize.h"
-#include "rl/reward.h"
+#include "reward/math_answer_extract.h"
+#include "reward/math_answer_normalize.h"
+#include "reward/reward.h"
 
 namespace hone::rl {
 

@@ -1,4 +1,4 @@
-// Arenas on the device (cuda/device_allocator.h): memory really is device memory, 64-byte aligned, mark/release
+// Arenas on the device (cuda/device_memory.h): memory really is device memory, 64-byte aligned, mark/release
 // and peak work as on the host, running out of capacity throws, and the allocator's and the driver's byte counts
 // see the reservation.
 #include <boost/test/unit_test.hpp>
@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "cuda/check.h"
-#include "cuda/device_allocator.h"
+#include "cuda/device_memory.h"
 #include "runtime/error.h"
 #include "tensor/arena.h"
 
-BOOST_AUTO_TEST_SUITE(device_allocator)
+BOOST_AUTO_TEST_SUITE(device_memory)
 
 BOOST_AUTO_TEST_CASE(arena_on_device_allocates_device_memory, *boost::unit_test::precondition(test::needs_gpu)) {
   auto alloc = hone::cuda::device_arena_allocator();

@@ -1,8 +1,8 @@
 // The sort and reverse tasks: "sort:dbca=" -> "abcd", "rev:dbca=" -> "acbd" (letters a-z or digits 0-9).
 #include <algorithm>
 
-#include "rl/data_rng.h"
-#include "rl/synthetic_tasks.h"
+#include "data/data_rng.h"
+#include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
 namespace hone::rl {

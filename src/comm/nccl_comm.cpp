@@ -1,6 +1,6 @@
 // NcclComm: NCCL bootstrap over a host Comm, non-blocking communicators, and the watchdog that turns a stuck or
 // failed collective into one message and the end of the run instead of a hang.
-#include "cuda/nccl_comm.h"
+#include "comm/nccl_comm.h"
 
 #if HONE_CUDA
 

@@ -1,9 +1,9 @@
 // JSONL prompt dataset (see dataset_jsonl.h).
-#include "rl/dataset_jsonl.h"
+#include "data/dataset_jsonl.h"
 
 #include <algorithm>
 
-#include "rl/data_rng.h"
+#include "data/data_rng.h"
 #include "runtime/error.h"
 
 namespace hone::rl {

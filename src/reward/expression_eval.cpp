@@ -1,5 +1,5 @@
 // Exact evaluation of + - * / expressions (see expression_eval.h).
-#include "rl/expression_eval.h"
+#include "reward/expression_eval.h"
 
 namespace hone::rl {
 

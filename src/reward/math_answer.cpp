@@ -1,5 +1,5 @@
 // Math answer comparison and the math reward (see math_answer.h).
-#include "rl/math_answer.h"
+#include "reward/math_answer.h"
 
 #include <cmath>
 

@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "rl/dataset_jsonl.h"
-#include "rl/math_answer.h"
-#include "rl/synthetic_task.h"
+#include "data/dataset_jsonl.h"
+#include "reward/math_answer.h"
+#include "data/synthetic_task.h"
 
 namespace hone::rl {
 

@@ -1,7 +1,7 @@
 // Synthetic task options, factory and prompt stream (see synthetic_task.h); the tasks are in synthetic_*.cpp.
-#include "rl/synthetic_task.h"
+#include "data/synthetic_task.h"
 
-#include "rl/synthetic_tasks.h"
+#include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
 namespace hone::rl {
