@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "comm/host_collectives.h"
 #include "comm/mpi_comm.h"
 #include "runtime/runtime.h"
 
@@ -41,9 +42,9 @@ std::vector<int64_t> all_gather(int64_t v) {
   return all;
 }
 
-std::string broadcast(const std::string& s) { return comm().broadcast_string(s, 0); }
+std::string broadcast(const std::string& s) { return broadcast_string(comm(), s, 0); }
 
-std::vector<std::string> gather_to_root(const std::string& s) { return comm().gather_strings(s, 0); }
+std::vector<std::string> gather_to_root(const std::string& s) { return gather_strings(comm(), s, 0); }
 
 void barrier() { comm().barrier(); }
 
