@@ -5,8 +5,8 @@
 #include <limits>
 #include <string>
 
+#include "comm/host_collectives.h"
 #include "io/output_metrics.h"
-#include "rl/grpo_dp.h"
 #include "rl/grpo_trainer_state.h"
 
 namespace hone::rl {
@@ -50,14 +50,14 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   sum[kEntropy] = st.entropy_sum;
   mn[2] = L.valid_tokens > 0 ? L.ratio_min : inf;
   mx[2] = L.valid_tokens > 0 ? L.ratio_max : -inf;
-  dp::sum(sum, kNSum);
-  dp::min(mn, 3);
-  dp::max(mx, 4);
+  ps_.dp().all_reduce_sum(sum, kNSum);
+  ps_.dp().all_reduce_min(mn, 3);
+  ps_.dp().all_reduce_max(mx, 4);
 
   // Phase times: the slowest rank's.
   std::vector<double> times;
   for (const auto& p : step_phases()) times.push_back(timer_.seconds(p));
-  dp::max(times.data(), int64_t(times.size()));
+  ps_.dp().all_reduce_max(times.data(), int64_t(times.size()));
 
   const double n = sum[kCount];
   if (n > 0) {
@@ -122,7 +122,7 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   const EngineMemory em = engine_->memory();
   double mem[7] = {em.generation, em.idle, em.logprob, em.training, em.refit, 0, em.device};
   mem[5] = std::max({mem[0], mem[2], mem[3], mem[4]});
-  dp::max(mem, 7);
+  ps_.dp().all_reduce_max(mem, 7);
   row.set("memory/peak_generation", mem[0]);
   row.set("memory/peak_reward", mem[1]);
   row.set("memory/peak_logprob", mem[2]);
@@ -179,7 +179,7 @@ void GrpoTrainer::record_samples(const StepState& st, StepRow& row, int64_t num_
     std::string prompt, completion;
   };
   std::vector<Sample> all;
-  for (const std::string& part : dp::gather_to_root(mine)) {
+  for (const std::string& part : gather_strings(ps_.dp(), mine)) {
     Reader r{part};
     while (r.at < part.size()) {
       Sample x;
