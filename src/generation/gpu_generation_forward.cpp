@@ -139,8 +139,13 @@ void GpuGenerationForward::reserve(int max_rows, int max_blocks, int max_prefill
   max_blocks_ = std::max(max_blocks, max_blocks_);
   max_prefill_ = std::max(max_prefill_tokens, max_prefill_);
   max_stop_ = std::max({max_stop_ids, max_stop_, 1});
-  const int R = max_rows_, C = c_.hidden_size, Tp = max_prefill_;
+  allocate_activations();
+  allocate_io();
+}
 
+// Decode and prefill activations (one layer at a time), residual ping-pongs, final norms, logits.
+void GpuGenerationForward::allocate_activations() {
+  const int R = max_rows_, C = c_.hidden_size, Tp = max_prefill_;
   // Decode activations (one layer at a time), residual ping-pong, final norm.
   auto carve_decode = [&](char* base) {
     Carver cv{base};
@@ -177,7 +182,11 @@ void GpuGenerationForward::reserve(int max_rows, int max_blocks, int max_prefill
 
   logits_ = DeviceArray<float>();
   logits_ = DeviceArray<float>(int64_t(R) * c_.vocab_size);
+}
 
+// The int32 inputs (device buffer and pinned host twin) and the sampler's outputs.
+void GpuGenerationForward::allocate_io() {
+  const int R = max_rows_, Tp = max_prefill_;
   // Inputs: decode region (graphs read it), sampler region, prefill region, stop ids, block copies.
   const int64_t MB = max_blocks_;
   const int64_t A = align_ints(R);
@@ -308,7 +317,28 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
   // A graph has a fixed group count: the real groups, then empty ones (offsets at the end of the grouped rows).
   const int G = use_graph ? std::max(1, Bg / 2) : real_groups;
   HONE_CHECK(real_groups <= G, "more decode groups (", real_groups, ") than a graph of ", Bg, " rows holds");
+  const int max_prefix = upload_decode_inputs(batch, Bg, G);
 
+  cuda::PagedDecodeArgs args;
+  args.block_tables = din_.block_tables;
+  args.seq_lens = din_.seq_lens;
+  args.B = Bg;
+  args.max_blocks = MB;
+  args.max_seq_len = use_graph ? MB * block_size_ : batch.max_seq_len;
+  args.block_size = block_size_;
+  args.num_groups = G;
+  args.group_offsets = G > 0 ? din_.group_offsets : nullptr;
+  args.prefix_lens = G > 0 ? din_.prefix_lens : nullptr;
+  args.max_prefix_len = use_graph ? MB * block_size_ : max_prefix;
+  if (use_graph) decode_graph(Bg, args);
+  else decode_layers(B, args);
+}
+
+// Rows B..Bg-1 are padding (a graph's bucket): token 0, no cache write, the zeroed dummy block; groups past the
+// real ones are empty. Returns the longest shared prefix.
+int GpuGenerationForward::upload_decode_inputs(const DecodeBatch& batch, int Bg, int G) {
+  const int B = batch.B, MB = max_blocks_;
+  const int real_groups = batch.group_offsets.empty() ? 0 : int(batch.group_offsets.size()) - 1;
   int32_t* h = h_in_;
   const int64_t R = align_ints(max_rows_);
   int32_t* h_bt = h + 4 * R;
@@ -333,22 +363,12 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
   }
   CUDA_CHECK(cudaMemcpyAsync(d_in_.get(), h, size_t(off_sample_) * sizeof(int32_t), cudaMemcpyHostToDevice,
                              ctx_.stream));
+  return max_prefix;
+}
 
-  cuda::PagedDecodeArgs args;
-  args.block_tables = din_.block_tables;
-  args.seq_lens = din_.seq_lens;
-  args.B = Bg;
-  args.max_blocks = MB;
-  args.max_seq_len = use_graph ? MB * block_size_ : batch.max_seq_len;
-  args.block_size = block_size_;
-  args.num_groups = G;
-  args.group_offsets = G > 0 ? din_.group_offsets : nullptr;
-  args.prefix_lens = G > 0 ? din_.prefix_lens : nullptr;
-  args.max_prefix_len = use_graph ? MB * block_size_ : max_prefix;
-  if (!use_graph) {
-    decode_layers(B, args);
-    return;
-  }
+// Replays the bucket's graph, capturing it on the bucket's first step (run eagerly first, so GEMM plans get made
+// outside capture).
+void GpuGenerationForward::decode_graph(int Bg, const cuda::PagedDecodeArgs& args) {
   // Graphs bake in the kernel scratch pointer: size it for the largest step first, and recapture if it moved.
   void* scratch = cuda::kernel_scratch(ctx_, std::max<size_t>(workspace_bytes(), 256));
   if (scratch != graph_scratch_) {
@@ -361,7 +381,6 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
     ++graph_replays_;
     return;
   }
-  // First step of this bucket: run it eagerly (GEMM plans get made outside capture), then capture for next time.
   decode_layers(Bg, args);
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));

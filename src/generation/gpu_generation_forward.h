@@ -92,6 +92,10 @@ class GpuGenerationForward {
     int32_t* group_offsets = nullptr, *prefix_lens = nullptr;
   };
   void decode_layers(int B, const cuda::PagedDecodeArgs& args);
+  void allocate_activations();
+  void allocate_io();
+  int upload_decode_inputs(const DecodeBatch& batch, int Bg, int G);
+  void decode_graph(int Bg, const cuda::PagedDecodeArgs& args);
   cuda::bf16* k_pool(int l) const;
   cuda::bf16* v_pool(int l) const;
   size_t workspace_bytes() const;
