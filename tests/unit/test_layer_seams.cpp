@@ -1,5 +1,5 @@
 // The CPU layer body's seams. The collectives hook is where a tensor-parallel layer's partial sums must cross ranks:
-// two shards of one layer (Megatron's split of heads, KV heads and feed-forward width, from LayerShape at tp = 2),
+// two shards of one layer (Megatron's split of heads, KV heads and feed-forward width: parallel/shard_layout.h),
 // run on two threads whose hook sums their partials, give the whole layer's output, input gradient and parameter
 // gradients. That proves the hook sits at the right points with the right sizes before any communicator exists.
 #include <boost/test/unit_test.hpp>
@@ -13,6 +13,7 @@
 #include "model/layer_shape.h"
 #include "model/transformer_layer.h"
 #include "ops/ops.h"
+#include "parallel/shard_layout.h"
 #include "transformer_test_util.h"
 
 namespace {
@@ -20,42 +21,16 @@ namespace {
 using hone::LayerParam;
 using hone::Tensor;
 
-// Rows [r0, r0 + n) of a matrix (or elements of a vector), or columns [c0, c0 + n) when by_column.
-Tensor slice(const Tensor& t, int64_t begin, int64_t n, bool by_column) {
-  const auto& sh = t.shape();
-  if (!by_column) {
-    const int64_t row = sh.size() == 2 ? sh[1] : 1;
-    std::vector<int64_t> shape = sh;
-    shape[0] = n;
-    Tensor out = Tensor::empty(shape);
-    std::copy_n(t.f32() + begin * row, n * row, out.f32());
-    return out;
-  }
-  Tensor out = Tensor::empty({sh[0], n});
-  for (int64_t r = 0; r < sh[0]; ++r) std::copy_n(t.f32() + r * sh[1] + begin, n, out.f32() + r * n);
-  return out;
-}
-
-// Shard `rank` of 2 of a layer's weights: column-parallel rows, row-parallel columns, replicated norms whole.
-hone::LayerWeights shard(const hone::LayerWeights& w, const hone::LayerShape& s, int rank) {
-  const int64_t Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
+// Shard `rank` of 2 of layer `layer`'s weights (or gradients), as the shard layout cuts it.
+hone::LayerWeights shard(const hone::ModelConfig& c, const hone::LayerWeights& w, int layer, int rank) {
+  const hone::ShardLayout L = hone::ShardLayout::of(c, 2, rank);
   hone::LayerWeights out;
-  out.input_layernorm = w.input_layernorm;
-  out.post_attention_layernorm = w.post_attention_layernorm;
-  out.q_norm = w.q_norm;
-  out.k_norm = w.k_norm;
-  out.q_proj = slice(w.q_proj, rank * Q, Q, false);
-  out.k_proj = slice(w.k_proj, rank * K, K, false);
-  out.v_proj = slice(w.v_proj, rank * K, K, false);
-  if (w.q_bias.defined()) {
-    out.q_bias = slice(w.q_bias, rank * Q, Q, false);
-    out.k_bias = slice(w.k_bias, rank * K, K, false);
-    out.v_bias = slice(w.v_bias, rank * K, K, false);
+  for (const hone::ParamShard& p : L.params()) {
+    if (p.spec.layer != layer) continue;
+    Tensor t = Tensor::empty(p.local_shape);
+    hone::ShardLayout::extract(p, w[p.spec.param].f32(), t.f32());
+    out[p.spec.param] = t;
   }
-  out.o_proj = slice(w.o_proj, rank * Q, Q, true);
-  out.gate_proj = slice(w.gate_proj, rank * I, I, false);
-  out.up_proj = slice(w.up_proj, rank * I, I, false);
-  out.down_proj = slice(w.down_proj, rank * I, I, true);
   return out;
 }
 
@@ -148,7 +123,7 @@ BOOST_AUTO_TEST_CASE(two_shards_with_the_hook_summing_equal_the_whole_layer) {
     ThreadPair pair;
     LayerRun part[2];
     hone::LayerShape shapes[2] = {hone::layer_shape(c, 2, 0), hone::layer_shape(c, 2, 1)};
-    hone::LayerWeights shards[2] = {shard(lw, shapes[0], 0), shard(lw, shapes[1], 1)};
+    hone::LayerWeights shards[2] = {shard(c, lw, 0, 0), shard(c, lw, 0, 1)};
     ThreadPairCollectives hooks[2] = {{pair, 0}, {pair, 1}};
     std::thread t1([&] { part[1].run(shapes[1], shards[1], b, x.data(), dout, &hooks[1]); });
     part[0].run(shapes[0], shards[0], b, x.data(), dout, &hooks[0]);
@@ -158,7 +133,7 @@ BOOST_AUTO_TEST_CASE(two_shards_with_the_hook_summing_equal_the_whole_layer) {
       BOOST_TEST(hooks[r].calls == 4);  // o_proj and down_proj forward, gate/up and q/k/v backward
       BOOST_TEST(test::rel_l2(part[r].out, whole.out) < 1e-5);
       BOOST_TEST(test::rel_l2(part[r].dres, whole.dres) < 1e-5);
-      const hone::LayerWeights expect = shard(whole.grads, shapes[r], r);
+      const hone::LayerWeights expect = shard(c, whole.grads, 0, r);
       for (LayerParam p : {LayerParam::q_proj, LayerParam::k_proj, LayerParam::v_proj, LayerParam::o_proj,
                            LayerParam::gate_proj, LayerParam::up_proj, LayerParam::down_proj,
                            LayerParam::input_layernorm, LayerParam::post_attention_layernorm})
