@@ -101,4 +101,18 @@ void refit_cast(bf16* out, const float* master, int64_t N, const GpuContext& ctx
 void f32_to_bf16(bf16* out, const float* in, int64_t N, const GpuContext& ctx);
 void bf16_to_f32(float* out, const bf16* in, int64_t N, const GpuContext& ctx);
 
+// ---- GRPO policy loss of one micro-batch (cuda/policy_loss.cu), as cpu::policy_loss_forward / _backward -------------
+// Device arrays: fp32 logprobs, entropy and advantages, uint8 mask, int64 seq_offsets; old_lp may be new_lp (exactly
+// on-policy), ref_lp and entropy may be null. Per-token terms in double; one block per sequence computes its valid
+// tokens and seq_mask decision. Forward writes the stats[PolicyLossStat::count] doubles on the device (reduced over
+// the sequences in a fixed order: reproducible); backward accumulates fp32 dnew_lp and dentropy (may be null).
+void policy_loss_forward(double* stats, const float* new_lp, const float* old_lp, const float* gen_lp,
+                         const float* ref_lp, const float* entropy, const uint8_t* mask, const int64_t* seq_offsets,
+                         const float* advantages, int T, int num_seqs, const PolicyLossConfig& config,
+                         double denominator, const GpuContext& ctx);
+void policy_loss_backward(float* dnew_lp, float* dentropy, const float* new_lp, const float* old_lp,
+                          const float* gen_lp, const float* ref_lp, const uint8_t* mask, const int64_t* seq_offsets,
+                          const float* advantages, int T, int num_seqs, const PolicyLossConfig& config,
+                          double denominator, const GpuContext& ctx);
+
 }  // namespace hone::cuda

@@ -11,12 +11,38 @@ namespace hone {
 
 namespace {
 
-const float* opt(const Tensor& t, bool present) { return present ? t.f32() : nullptr; }
-
 template <typename T>
 void grow(std::vector<T>& v, int64_t n) {
   if (v.size() < size_t(n)) v.resize(size_t(n));
 }
+
+// The generation attention seam: K (after q/k norm and RoPE) and V of every row go to the row's cache slot at its
+// position; then a prefill attends causally within each prompt, a decode row to its slot's cached tokens.
+class CacheAttention final : public LayerAttention {
+ public:
+  CacheAttention(KvCache& cache, bool decode, const int32_t* row_slot, const int32_t* pos, const int32_t* lens,
+                 const int32_t* decode_slots)
+      : cache_(cache), decode_(decode), row_slot_(row_slot), pos_(pos), lens_(lens), decode_slots_(decode_slots) {}
+
+  void forward(int l, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) override {
+    const int KV = s.kv_dim();
+    for (int r = 0; r < b.T; ++r) {
+      std::copy_n(a.k_r + int64_t(r) * KV, KV, cache_.k_row(l, row_slot_[r], pos_[r]));
+      std::copy_n(a.v + int64_t(r) * KV, KV, cache_.v_row(l, row_slot_[r], pos_[r]));
+    }
+    if (decode_)
+      cpu::attention_decode_forward(a.attn, a.q_r, cache_.k(l), cache_.v(l), decode_slots_, lens_, b.T,
+                                    cache_.max_len(), s.heads, s.kv_heads, s.head_dim, s.attention_scale());
+    else
+      cpu::attention_forward(a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.T, s.heads, s.kv_heads,
+                             s.head_dim, s.attention_scale());
+  }
+
+ private:
+  KvCache& cache_;
+  bool decode_;
+  const int32_t* row_slot_, *pos_, *lens_, *decode_slots_;
+};
 
 }  // namespace
 
@@ -29,91 +55,52 @@ CachedForward::CachedForward(const ModelConfig& config) : c_(config) {
   RopeParams rope = c_.rope;
   if (rope.head_dim == 0) rope.head_dim = c_.head_dim;
   HONE_CHECK(rope.head_dim == c_.head_dim, "rope.head_dim ", rope.head_dim, " != head_dim ", c_.head_dim);
+  shape_ = layer_shape(c_);
   inv_freq_.resize(size_t(c_.head_dim / 2));
   cpu::rope_inv_freq(inv_freq_.data(), rope);
-  scale_ = 1.0f / std::sqrt(float(c_.head_dim));
 }
 
 void CachedForward::reserve(int R) {
   if (R <= capacity_) return;
-  const int64_t C = c_.hidden_size, Q = c_.q_dim(), KV = c_.kv_dim(), I = c_.intermediate_size;
+  const int64_t C = c_.hidden_size;
   grow(pos_, R);
   grow(row_slot_, R);
   grow(lens_, R);
   grow(rows_, R);
-  grow(x_, R * C);
-  grow(xn_, R * C);
-  grow(rstd_, R);
-  grow(q_, R * Q);
-  grow(k_, R * KV);
-  grow(v_, R * KV);
-  grow(qn_, R * Q);
-  grow(kn_, R * KV);
-  grow(head_rstd_, int64_t(R) * c_.num_attention_heads);
-  grow(att_, R * Q);
-  grow(lse_, int64_t(R) * c_.num_attention_heads);
-  grow(proj_, R * C);
-  grow(gate_, R * I);
-  grow(up_, R * I);
-  grow(act_, R * I);
+  grow(act_buf_, carve_layer_activations(act_, nullptr, shape_, R));
+  carve_layer_activations(act_, act_buf_.data(), shape_, R);
+  grow(x_[0], R * C);
+  grow(x_[1], R * C);
+  grow(head_x_, R * C);
+  grow(head_h_, R * C);
+  grow(head_rstd_, R);
   capacity_ = R;
 }
 
 void CachedForward::layers(const ModelWeights& w, KvCache& cache, Mode mode, const int32_t* tokens, int R,
                            const int32_t* cu_seqlens, int num_seqs, const int32_t* decode_slots) {
-  const int C = c_.hidden_size, Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim;
-  const int Q = c_.q_dim(), KV = c_.kv_dim(), I = c_.intermediate_size;
-  const float eps = c_.rms_norm_eps;
   HONE_CHECK(int(w.layers.size()) == c_.num_hidden_layers, "weights have ", w.layers.size(), " layers, config ",
              c_.num_hidden_layers);
-  HONE_CHECK(cache.num_layers() == c_.num_hidden_layers && cache.row_size() == KV, "KV cache shaped for another model");
-
-  cpu::embedding_forward(x_.data(), tokens, w.embed_tokens.f32(), R, C);
+  HONE_CHECK(cache.num_layers() == c_.num_hidden_layers && cache.row_size() == shape_.kv_dim(),
+             "KV cache shaped for another model");
+  CacheAttention attention(cache, mode == Mode::decode, row_slot_.data(), pos_.data(), lens_.data(), decode_slots);
+  const LayerBatch lb{pos_.data(), cu_seqlens, R, num_seqs, inv_freq_.data()};
+  cpu::embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R, c_.hidden_size);
   for (int l = 0; l < c_.num_hidden_layers; ++l) {
-    const LayerWeights& lw = w.layers[size_t(l)];
-    cpu::rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), lw.input_layernorm.f32(), R, C, eps);
-    cpu::linear_forward(q_.data(), xn_.data(), lw.q_proj.f32(), opt(lw.q_bias, c_.attention_bias), R, C, Q);
-    cpu::linear_forward(k_.data(), xn_.data(), lw.k_proj.f32(), opt(lw.k_bias, c_.attention_bias), R, C, KV);
-    cpu::linear_forward(v_.data(), xn_.data(), lw.v_proj.f32(), opt(lw.v_bias, c_.attention_bias), R, C, KV);
-    float* qr = q_.data();
-    float* kr = k_.data();
-    if (c_.qk_norm) {
-      cpu::rmsnorm_forward(qn_.data(), head_rstd_.data(), q_.data(), lw.q_norm.f32(), R * Hq, D, eps);
-      cpu::rmsnorm_forward(kn_.data(), head_rstd_.data(), k_.data(), lw.k_norm.f32(), R * Hkv, D, eps);
-      qr = qn_.data();
-      kr = kn_.data();
-    }
-    cpu::rope_forward(qr, qr, pos_.data(), inv_freq_.data(), R, Hq, D);
-    cpu::rope_forward(kr, kr, pos_.data(), inv_freq_.data(), R, Hkv, D);
-    for (int r = 0; r < R; ++r) {
-      std::copy_n(kr + int64_t(r) * KV, KV, cache.k_row(l, row_slot_[size_t(r)], pos_[size_t(r)]));
-      std::copy_n(v_.data() + int64_t(r) * KV, KV, cache.v_row(l, row_slot_[size_t(r)], pos_[size_t(r)]));
-    }
-    if (mode == Mode::prefill) {
-      cpu::attention_forward(att_.data(), lse_.data(), qr, kr, v_.data(), cu_seqlens, num_seqs, R, Hq, Hkv, D,
-                             scale_);
-    } else {
-      cpu::attention_decode_forward(att_.data(), qr, cache.k(l), cache.v(l), decode_slots, lens_.data(), R,
-                                    cache.max_len(), Hq, Hkv, D, scale_);
-    }
-    cpu::linear_forward(proj_.data(), att_.data(), lw.o_proj.f32(), nullptr, R, Q, C);
-    cpu::add_forward(x_.data(), x_.data(), proj_.data(), int64_t(R) * C);
-    cpu::rmsnorm_forward(xn_.data(), rstd_.data(), x_.data(), lw.post_attention_layernorm.f32(), R, C, eps);
-    cpu::linear_forward(gate_.data(), xn_.data(), lw.gate_proj.f32(), nullptr, R, C, I);
-    cpu::linear_forward(up_.data(), xn_.data(), lw.up_proj.f32(), nullptr, R, C, I);
-    cpu::swiglu_forward(act_.data(), gate_.data(), up_.data(), int64_t(R) * I);
-    cpu::linear_forward(proj_.data(), act_.data(), lw.down_proj.f32(), nullptr, R, I, C);
-    cpu::add_forward(x_.data(), x_.data(), proj_.data(), int64_t(R) * C);
+    LayerActivations a = act_;
+    a.x_in = x_[l % 2].data();
+    layer_forward(l, shape_, w.layers[size_t(l)], lb, a, attention, nullptr, x_[(l + 1) % 2].data());
   }
 }
 
 void CachedForward::head(const ModelWeights& w, const int32_t* rows, int n, float* logits) {
   const int C = c_.hidden_size;
+  const float* x = x_[c_.num_hidden_layers % 2].data();
   // Gather the rows that need logits (the final norm is per row, so norming only them changes nothing).
-  for (int i = 0; i < n; ++i) std::copy_n(x_.data() + int64_t(rows[i]) * C, C, proj_.data() + int64_t(i) * C);
-  cpu::rmsnorm_forward(xn_.data(), rstd_.data(), proj_.data(), w.norm.f32(), n, C, c_.rms_norm_eps);
+  for (int i = 0; i < n; ++i) std::copy_n(x + int64_t(rows[i]) * C, C, head_x_.data() + int64_t(i) * C);
+  cpu::rmsnorm_forward(head_h_.data(), head_rstd_.data(), head_x_.data(), w.norm.f32(), n, C, c_.rms_norm_eps);
   const Tensor& lm_head = c_.tie_word_embeddings ? w.embed_tokens : w.lm_head;
-  cpu::lm_head_logits(logits, xn_.data(), lm_head.f32(), n, C, c_.vocab_size);
+  cpu::lm_head_logits(logits, head_h_.data(), lm_head.f32(), n, C, c_.vocab_size);
 }
 
 void CachedForward::prefill(const ModelWeights& w, KvCache& cache, const int32_t* tokens, const int32_t* cu_seqlens,

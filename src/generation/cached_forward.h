@@ -1,5 +1,6 @@
-// The transformer forward of generation: the same ops and the same math as the training forward, but writing each
-// token's keys and values to a KvCache so that later tokens attend to them without recomputing them.
+// The transformer forward of generation on the CPU: the training forward's layer body (model/transformer_layer.h)
+// with the KV cache as its attention seam, writing each token's keys and values to a KvCache so that later tokens
+// attend to them without recomputing them.
 //   prefill: the prompts of several sequences packed into one forward (causal attention per prompt through
 //            attention_forward with cu_seqlens); K and V of every prompt token go to the sequence's cache slot.
 //   decode:  one new token per sequence at its position; its K and V are appended to the slot and it attends to
@@ -12,7 +13,9 @@
 #include <vector>
 
 #include "generation/kv_cache.h"
+#include "model/layer_shape.h"
 #include "model/model_config.h"
+#include "model/transformer_layer.h"
 #include "model/weights.h"
 
 namespace hone {
@@ -43,12 +46,13 @@ class CachedForward {
   void reserve(int R);
 
   ModelConfig c_;
+  LayerShape shape_;
   std::vector<float> inv_freq_;
-  float scale_ = 1.f;
   int capacity_ = 0;  // rows the buffers hold
-  // Per-row work buffers.
+  // Per-row work buffers: the layer's activations (one layer at a time), the residual stream ping-pong, the head.
   std::vector<int32_t> pos_, row_slot_, lens_, rows_;
-  std::vector<float> x_, xn_, rstd_, q_, k_, v_, qn_, kn_, head_rstd_, att_, lse_, proj_, gate_, up_, act_;
+  std::vector<float> act_buf_, x_[2], head_x_, head_h_, head_rstd_;
+  LayerActivations act_;
 };
 
 }  // namespace hone

@@ -37,6 +37,40 @@ struct GpuGenerationForward::Graph {
   cudaGraphExec_t exec = nullptr;
 };
 
+class GpuGenerationForward::PrefillAttention final : public GpuLayerAttention {
+ public:
+  PrefillAttention(const GpuGenerationForward& g, const int32_t* slots) : g_(g), slots_(slots) {}
+  void forward(int l, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
+               const cuda::GpuContext& ctx) override {
+    packed_.forward(l, s, b, a, ctx);
+    cuda::kv_append(g_.k_pool(l), g_.v_pool(l), a.k_r, a.v, slots_, b.T, s.kv_heads, s.head_dim, g_.block_size_,
+                    ctx);
+  }
+
+ private:
+  const GpuGenerationForward& g_;
+  const int32_t* slots_;  // [T] the cache slot of each token (block * block_size + offset)
+  GpuPackedAttention packed_;
+};
+
+class GpuGenerationForward::PagedAttention final : public GpuLayerAttention {
+ public:
+  PagedAttention(const GpuGenerationForward& g, const cuda::PagedDecodeArgs& args, const int32_t* slots)
+      : g_(g), args_(args), slots_(slots) {}
+  void forward(int l, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
+               const cuda::GpuContext& ctx) override {
+    cuda::kv_append(g_.k_pool(l), g_.v_pool(l), a.k_r, a.v, slots_, b.T, s.kv_heads, s.head_dim, g_.block_size_,
+                    ctx);
+    cuda::paged_attention_decode_forward(a.attn, a.q_r, g_.k_pool(l), g_.v_pool(l), args_, s.heads, s.kv_heads,
+                                         s.head_dim, s.attention_scale(), ctx);
+  }
+
+ private:
+  const GpuGenerationForward& g_;
+  const cuda::PagedDecodeArgs& args_;
+  const int32_t* slots_;  // [B] the cache slot of each row's new token (-1 for padding rows: nothing written)
+};
+
 int decode_bucket(int B, int max_rows) {
   int b = 1;
   while (b < B) b *= 2;
@@ -49,7 +83,7 @@ int64_t GpuGenerationForward::block_bytes(const ModelConfig& c, int block_size) 
 
 GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout,
                                            const bf16* weights, const cuda::GpuContext& ctx)
-    : c_(config), layout_(layout), w_(weights), ctx_(ctx), inv_freq_(config.head_dim / 2) {
+    : c_(config), shape_(layer_shape(config)), layout_(layout), w_(weights), ctx_(ctx), inv_freq_(config.head_dim / 2) {
   HONE_CHECK(w_ != nullptr, "generation needs the device weights");
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
@@ -105,15 +139,20 @@ void GpuGenerationForward::reserve(int max_rows, int max_blocks, int max_prefill
   max_blocks_ = std::max(max_blocks, max_blocks_);
   max_prefill_ = std::max(max_prefill_tokens, max_prefill_);
   max_stop_ = std::max({max_stop_ids, max_stop_, 1});
-  const int R = max_rows_, C = c_.hidden_size, Tp = max_prefill_;
+  allocate_activations();
+  allocate_io();
+}
 
+// Decode and prefill activations (one layer at a time), residual ping-pongs, final norms, logits.
+void GpuGenerationForward::allocate_activations() {
+  const int R = max_rows_, C = c_.hidden_size, Tp = max_prefill_;
   // Decode activations (one layer at a time), residual ping-pong, final norm.
   auto carve_decode = [&](char* base) {
     Carver cv{base};
-    const size_t act = carve_gpu_layer_activations(dec_act_, nullptr, c_, R);
-    carve_gpu_layer_activations(dec_act_, cv.take(act), c_, R);
-    const size_t scr = carve_gpu_layer_forward_scratch(dec_scratch_, nullptr, c_, R);
-    carve_gpu_layer_forward_scratch(dec_scratch_, cv.take(scr), c_, R);
+    const size_t act = carve_gpu_layer_activations(dec_act_, nullptr, shape_, R);
+    carve_gpu_layer_activations(dec_act_, cv.take(act), shape_, R);
+    const size_t scr = carve_gpu_layer_forward_scratch(dec_scratch_, nullptr, shape_, R);
+    carve_gpu_layer_forward_scratch(dec_scratch_, cv.take(scr), shape_, R);
     dec_x_[0] = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
     dec_x_[1] = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
     dec_h_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
@@ -126,10 +165,10 @@ void GpuGenerationForward::reserve(int max_rows, int max_blocks, int max_prefill
 
   auto carve_prefill = [&](char* base) {
     Carver cv{base};
-    const size_t act = carve_gpu_layer_activations(pre_act_, nullptr, c_, Tp);
-    carve_gpu_layer_activations(pre_act_, cv.take(act), c_, Tp);
-    const size_t scr = carve_gpu_layer_forward_scratch(pre_scratch_, nullptr, c_, Tp);
-    carve_gpu_layer_forward_scratch(pre_scratch_, cv.take(scr), c_, Tp);
+    const size_t act = carve_gpu_layer_activations(pre_act_, nullptr, shape_, Tp);
+    carve_gpu_layer_activations(pre_act_, cv.take(act), shape_, Tp);
+    const size_t scr = carve_gpu_layer_forward_scratch(pre_scratch_, nullptr, shape_, Tp);
+    carve_gpu_layer_forward_scratch(pre_scratch_, cv.take(scr), shape_, Tp);
     pre_x_[0] = reinterpret_cast<bf16*>(cv.take(size_t(Tp) * C * sizeof(bf16)));
     pre_x_[1] = reinterpret_cast<bf16*>(cv.take(size_t(Tp) * C * sizeof(bf16)));
     pre_g_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
@@ -143,7 +182,11 @@ void GpuGenerationForward::reserve(int max_rows, int max_blocks, int max_prefill
 
   logits_ = DeviceArray<float>();
   logits_ = DeviceArray<float>(int64_t(R) * c_.vocab_size);
+}
 
+// The int32 inputs (device buffer and pinned host twin) and the sampler's outputs.
+void GpuGenerationForward::allocate_io() {
+  const int R = max_rows_, Tp = max_prefill_;
   // Inputs: decode region (graphs read it), sampler region, prefill region, stop ids, block copies.
   const int64_t MB = max_blocks_;
   const int64_t A = align_ints(R);
@@ -202,13 +245,12 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
 
   cuda::embedding_forward(pre_x_[0], d_tok, w_ + layout_.embed_tokens, T, C, ctx_);
   const GpuLayerBatch lb{d_pos, d_cu, T, S, max_seqlen, inv_freq_.get()};
+  PrefillAttention attention(*this, d_slot);
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations a = pre_act_;
     a.x_in = pre_x_[l % 2];
-    gpu_layer_forward(c_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
-                      pre_x_[(l + 1) % 2], ctx_, nullptr);
-    cuda::kv_append(k_pool(l), v_pool(l), a.k_r, a.v, d_slot, T, c_.num_key_value_heads, c_.head_dim, block_size_,
-                    ctx_);
+    gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
+                      attention, nullptr, pre_x_[(l + 1) % 2], ctx_, nullptr);
   }
   // Logits only for the gathered rows (embedding_forward is a row gather: out[r] = table[gather[r]]).
   cuda::embedding_forward(pre_g_, d_gather, pre_x_[L % 2], R, C, ctx_);
@@ -249,37 +291,17 @@ size_t GpuGenerationForward::workspace_bytes() const {
 }
 
 void GpuGenerationForward::decode_layers(int B, const cuda::PagedDecodeArgs& args) {
-  const int C = c_.hidden_size, Q = c_.q_dim(), K = c_.kv_dim(), I = c_.intermediate_size, V = c_.vocab_size;
-  const int Hq = c_.num_attention_heads, Hkv = c_.num_key_value_heads, D = c_.head_dim, L = c_.num_hidden_layers;
-  const float eps = c_.rms_norm_eps, scale = 1.f / std::sqrt(float(D));
-  const GpuLayerActivations& a = dec_act_;
-  const GpuLayerScratch& s = dec_scratch_;
+  const int C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  PagedAttention attention(*this, args, din_.slots);
+  const GpuLayerBatch lb{din_.positions, nullptr, B, B, 1, inv_freq_.get()};
   cuda::embedding_forward(dec_x_[0], din_.tokens, w_ + layout_.embed_tokens, B, C, ctx_);
   for (int l = 0; l < L; ++l) {
-    const GpuLayerParams<const bf16> p = layer_pointers<const bf16>(layout_.layers[size_t(l)], w_);
-    const bf16* x_in = dec_x_[l % 2];
-    bf16* x_out = dec_x_[(l + 1) % 2];
-    cuda::rmsnorm_forward(a.h1, a.rstd1, x_in, p.input_layernorm, B, C, eps, ctx_);
-    cuda::linear_forward(a.q, a.h1, p.q_proj, p.q_bias, B, C, Q, ctx_);
-    cuda::linear_forward(a.k, a.h1, p.k_proj, p.k_bias, B, C, K, ctx_);
-    cuda::linear_forward(a.v, a.h1, p.v_proj, p.v_bias, B, C, K, ctx_);
-    if (c_.qk_norm) {
-      cuda::rmsnorm_forward(a.q_n, a.rstd_q, a.q, p.q_norm, B * Hq, D, eps, ctx_);
-      cuda::rmsnorm_forward(a.k_n, a.rstd_k, a.k, p.k_norm, B * Hkv, D, eps, ctx_);
-    }
-    cuda::rope_forward(a.q_r, a.q_n, din_.positions, inv_freq_.get(), B, Hq, D, ctx_);
-    cuda::rope_forward(a.k_r, a.k_n, din_.positions, inv_freq_.get(), B, Hkv, D, ctx_);
-    cuda::kv_append(k_pool(l), v_pool(l), a.k_r, a.v, din_.slots, B, Hkv, D, block_size_, ctx_);
-    cuda::paged_attention_decode_forward(a.attn, a.q_r, k_pool(l), v_pool(l), args, Hq, Hkv, D, scale, ctx_);
-    cuda::linear_forward(s.branch, a.attn, p.o_proj, nullptr, B, Q, C, ctx_);
-    cuda::add_rmsnorm_forward(a.x_mid, a.h2, a.rstd2, s.branch, x_in, p.post_attention_layernorm, B, C, eps, ctx_);
-    cuda::linear_forward(a.gate, a.h2, p.gate_proj, nullptr, B, C, I, ctx_);
-    cuda::linear_forward(a.up, a.h2, p.up_proj, nullptr, B, C, I, ctx_);
-    cuda::swiglu_forward(a.act, a.gate, a.up, int64_t(B) * I, ctx_);
-    cuda::linear_forward(s.branch, a.act, p.down_proj, nullptr, B, I, C, ctx_);
-    cuda::add_forward(x_out, s.branch, a.x_mid, int64_t(B) * C, ctx_);
+    GpuLayerActivations a = dec_act_;
+    a.x_in = dec_x_[l % 2];
+    gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, dec_scratch_,
+                      attention, nullptr, dec_x_[(l + 1) % 2], ctx_, nullptr);
   }
-  cuda::rmsnorm_forward(dec_h_, dec_rstd_, dec_x_[L % 2], w_ + layout_.norm, B, C, eps, ctx_);
+  cuda::rmsnorm_forward(dec_h_, dec_rstd_, dec_x_[L % 2], w_ + layout_.norm, B, C, c_.rms_norm_eps, ctx_);
   cuda::lm_head_logits(logits_.get(), dec_h_, w_ + layout_.lm_head, B, C, V, ctx_);
 }
 
@@ -295,7 +317,28 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
   // A graph has a fixed group count: the real groups, then empty ones (offsets at the end of the grouped rows).
   const int G = use_graph ? std::max(1, Bg / 2) : real_groups;
   HONE_CHECK(real_groups <= G, "more decode groups (", real_groups, ") than a graph of ", Bg, " rows holds");
+  const int max_prefix = upload_decode_inputs(batch, Bg, G);
 
+  cuda::PagedDecodeArgs args;
+  args.block_tables = din_.block_tables;
+  args.seq_lens = din_.seq_lens;
+  args.B = Bg;
+  args.max_blocks = MB;
+  args.max_seq_len = use_graph ? MB * block_size_ : batch.max_seq_len;
+  args.block_size = block_size_;
+  args.num_groups = G;
+  args.group_offsets = G > 0 ? din_.group_offsets : nullptr;
+  args.prefix_lens = G > 0 ? din_.prefix_lens : nullptr;
+  args.max_prefix_len = use_graph ? MB * block_size_ : max_prefix;
+  if (use_graph) decode_graph(Bg, args);
+  else decode_layers(B, args);
+}
+
+// Rows B..Bg-1 are padding (a graph's bucket): token 0, no cache write, the zeroed dummy block; groups past the
+// real ones are empty. Returns the longest shared prefix.
+int GpuGenerationForward::upload_decode_inputs(const DecodeBatch& batch, int Bg, int G) {
+  const int B = batch.B, MB = max_blocks_;
+  const int real_groups = batch.group_offsets.empty() ? 0 : int(batch.group_offsets.size()) - 1;
   int32_t* h = h_in_;
   const int64_t R = align_ints(max_rows_);
   int32_t* h_bt = h + 4 * R;
@@ -320,22 +363,12 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
   }
   CUDA_CHECK(cudaMemcpyAsync(d_in_.get(), h, size_t(off_sample_) * sizeof(int32_t), cudaMemcpyHostToDevice,
                              ctx_.stream));
+  return max_prefix;
+}
 
-  cuda::PagedDecodeArgs args;
-  args.block_tables = din_.block_tables;
-  args.seq_lens = din_.seq_lens;
-  args.B = Bg;
-  args.max_blocks = MB;
-  args.max_seq_len = use_graph ? MB * block_size_ : batch.max_seq_len;
-  args.block_size = block_size_;
-  args.num_groups = G;
-  args.group_offsets = G > 0 ? din_.group_offsets : nullptr;
-  args.prefix_lens = G > 0 ? din_.prefix_lens : nullptr;
-  args.max_prefix_len = use_graph ? MB * block_size_ : max_prefix;
-  if (!use_graph) {
-    decode_layers(B, args);
-    return;
-  }
+// Replays the bucket's graph, capturing it on the bucket's first step (run eagerly first, so GEMM plans get made
+// outside capture).
+void GpuGenerationForward::decode_graph(int Bg, const cuda::PagedDecodeArgs& args) {
   // Graphs bake in the kernel scratch pointer: size it for the largest step first, and recapture if it moved.
   void* scratch = cuda::kernel_scratch(ctx_, std::max<size_t>(workspace_bytes(), 256));
   if (scratch != graph_scratch_) {
@@ -348,7 +381,6 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
     ++graph_replays_;
     return;
   }
-  // First step of this bucket: run it eagerly (GEMM plans get made outside capture), then capture for next time.
   decode_layers(Bg, args);
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));

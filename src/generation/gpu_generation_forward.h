@@ -2,8 +2,8 @@
 //   prefill: the packed forward of the training path (gpu_layer_forward: cuDNN attention over cu_seqlens) for the
 //            tokens of newly admitted sequences; each layer's K (after q/k norm and RoPE) and V go to the paged pools
 //            with kv_append; logits only for the rows the caller gathers (each sequence's last position).
-//   decode:  one token per running sequence: the same op sequence with paged_attention_decode_forward in place of
-//            the packed attention, optionally replayed from a CUDA graph captured per batch-size bucket.
+//   decode:  one token per running sequence: the same layer body with paged_attention_decode_forward as its attention,
+//            optionally replayed from a CUDA graph captured per batch-size bucket.
 //   sample:  the fused sampler and the stop checks over the logits rows, results copied to pinned host memory.
 // The weights are read through the device pointer given at construction, so a refit that writes them in place is
 // seen by later passes and by graphs captured before it. Guarded by HONE_CUDA.
@@ -84,17 +84,24 @@ class GpuGenerationForward {
 
  private:
   struct Graph;
+  class PrefillAttention;  // the layer body's attention seam in prefill: packed attention, K/V to the pools
+  class PagedAttention;    // in decode: K/V to the pools, attention over each row's cached blocks
   // Device pointer layout of the decode inputs for `rows` rows (fixed per reserve(): graphs read these).
   struct DecodeInputs {
     int32_t* tokens = nullptr, *positions = nullptr, *slots = nullptr, *seq_lens = nullptr, *block_tables = nullptr;
     int32_t* group_offsets = nullptr, *prefix_lens = nullptr;
   };
   void decode_layers(int B, const cuda::PagedDecodeArgs& args);
+  void allocate_activations();
+  void allocate_io();
+  int upload_decode_inputs(const DecodeBatch& batch, int Bg, int G);
+  void decode_graph(int Bg, const cuda::PagedDecodeArgs& args);
   cuda::bf16* k_pool(int l) const;
   cuda::bf16* v_pool(int l) const;
   size_t workspace_bytes() const;
 
   const ModelConfig c_;
+  const LayerShape shape_;  // the whole model (tp = 1)
   const ParamLayout layout_;
   const cuda::bf16* w_;
   const cuda::GpuContext ctx_;

@@ -15,6 +15,7 @@ namespace hone {
 GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
                                int max_tokens)
     : c_(config),
+      shape_(layer_shape(config)),
       layout_(layout),
       ctx_(ctx),
       recompute_(size_t(config.num_hidden_layers), false),
@@ -78,7 +79,7 @@ size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backw
   x_.assign(size_t(L + 1), nullptr);
   for (auto& x : x_) x = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "residual stream"));
   saved_.assign(size_t(L), GpuLayerActivations{});
-  const size_t per_layer = carve_gpu_layer_activations(saved_[0], nullptr, c_, T);
+  const size_t per_layer = carve_gpu_layer_activations(saved_[0], nullptr, shape_, T);
   // Without a backward to follow, no layer keeps its activations: all share the one scratch.
   auto shared = [&](int l) { return !for_backward || recompute_[size_t(l)]; };
   bool any_recompute = false;
@@ -87,16 +88,16 @@ size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backw
       any_recompute = true;
       continue;
     }
-    carve_gpu_layer_activations(saved_[size_t(l)], take(per_layer, "layer activations"), c_, T);
+    carve_gpu_layer_activations(saved_[size_t(l)], take(per_layer, "layer activations"), shape_, T);
   }
   if (any_recompute) {
     GpuLayerActivations scratch;
-    carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), c_, T);
+    carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), shape_, T);
     for (int l = 0; l < L; ++l)
       if (shared(l)) saved_[size_t(l)] = scratch;
   }
-  carve_gpu_layer_forward_scratch(fscratch_, take(carve_gpu_layer_forward_scratch(fscratch_, nullptr, c_, T),
-                                                  "forward scratch"), c_, T);
+  carve_gpu_layer_forward_scratch(fscratch_, take(carve_gpu_layer_forward_scratch(fscratch_, nullptr, shape_, T),
+                                                  "forward scratch"), shape_, T);
   rstd_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "final rstd"));
   h_f_ = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "final norm output"));
   lse_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "lm head lse"));
@@ -115,7 +116,7 @@ size_t GpuTransformer::layout_backward(int T, Arena* arena) {
   take(TC, "dres");
   take(TC, "dh final");
   GpuLayerScratch s;
-  take(carve_gpu_layer_backward_scratch(s, nullptr, c_, T), "layer gradient scratch");
+  take(carve_gpu_layer_backward_scratch(s, nullptr, shape_, T), "layer gradient scratch");
   return total;
 }
 
@@ -232,8 +233,8 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations& a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
-    gpu_layer_forward(c_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
-                      x_[size_t(l + 1)], ctx_, prof_);
+    gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
+                      attention_, nullptr, x_[size_t(l + 1)], ctx_, prof_);
   }
   {
     ProfileScope ps(prof_, "rmsnorm");
@@ -287,9 +288,9 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
   bf16* dres = static_cast<bf16*>(bwd_->alloc_bytes(TC * sizeof(bf16), "dres"));
   bf16* dh_f = static_cast<bf16*>(bwd_->alloc_bytes(TC * sizeof(bf16), "dh final"));
   GpuLayerScratch s = fscratch_;  // the forward scratch (branch) serves recomputed layers
-  const size_t scratch_bytes = carve_gpu_layer_backward_scratch(s, nullptr, c_, T);
+  const size_t scratch_bytes = carve_gpu_layer_backward_scratch(s, nullptr, shape_, T);
   carve_gpu_layer_backward_scratch(s, static_cast<char*>(bwd_->alloc_bytes(scratch_bytes, "layer gradient scratch")),
-                                   c_, T);
+                                   shape_, T);
 
   const bf16* w = weights_.get();
   {
@@ -314,8 +315,10 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
     const auto wl = layer_pointers<const bf16>(layout_.layers[size_t(l)], w);
     // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
-    if (recompute_[size_t(l)]) gpu_layer_forward(c_, wl, lb, a, s, x_[size_t(l + 1)], ctx_, prof_);
-    gpu_layer_backward(c_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, dres, ctx_, prof_);
+    if (recompute_[size_t(l)])
+      gpu_layer_forward(l, shape_, wl, lb, a, s, attention_, nullptr, x_[size_t(l + 1)], ctx_, prof_);
+    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, nullptr, dres,
+                       ctx_, prof_);
     if (layer_hook_) layer_hook_(l);
   }
   {

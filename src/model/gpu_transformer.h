@@ -90,12 +90,14 @@ class GpuTransformer {
   GpuLayerBatch layer_batch() const;
 
   const ModelConfig c_;
+  const LayerShape shape_;  // the whole model (tp = 1)
   const ParamLayout layout_;
   const cuda::GpuContext ctx_;
   std::vector<bool> recompute_;
   int chunk_v_ = 8192;
   GpuOpProfiler* prof_ = nullptr;
   std::function<void(int)> layer_hook_;
+  GpuPackedAttention attention_;
 
   DeviceArray<bf16> weights_;
   DeviceArray<float> inv_freq_;

@@ -1,4 +1,4 @@
-// A decoder layer (Llama / Qwen2 / Qwen3) forward and backward on the GPU, written against cuda/ops_cuda.h in the
+// The GPU decoder layer body (Llama / Qwen2 / Qwen3), forward and backward, written against cuda/ops_cuda.h in the
 // order of model/transformer_layer.cpp. The post-attention residual add and RMSNorm run as one fused op.
 #include "model/gpu_transformer_layer.h"
 
@@ -33,19 +33,19 @@ void zero(bf16* p, int64_t n, const cuda::GpuContext& ctx) {
 
 }  // namespace
 
-size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const ModelConfig& c, int T) {
-  const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
+size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const LayerShape& s, int T) {
+  const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
   ByteCarver cv{base, T};
   a.rstd1 = cv.take<float>(1);
   a.h1 = cv.take<bf16>(C);
   a.q = cv.take<bf16>(Q);
   a.k = cv.take<bf16>(K);
   a.v = cv.take<bf16>(K);
-  if (c.qk_norm) {
+  if (s.qk_norm) {
     a.q_n = cv.take<bf16>(Q);
     a.k_n = cv.take<bf16>(K);
-    a.rstd_q = cv.take<float>(c.num_attention_heads);
-    a.rstd_k = cv.take<float>(c.num_key_value_heads);
+    a.rstd_q = cv.take<float>(s.heads);
+    a.rstd_k = cv.take<float>(s.kv_heads);
   } else {
     a.q_n = a.q;
     a.k_n = a.k;
@@ -54,7 +54,7 @@ size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const Mod
   a.q_r = cv.take<bf16>(Q);
   a.k_r = cv.take<bf16>(K);
   a.attn = cv.take<bf16>(Q);
-  a.lse = cv.take<float>(c.num_attention_heads);
+  a.lse = cv.take<float>(s.heads);
   a.x_mid = cv.take<bf16>(C);
   a.rstd2 = cv.take<float>(1);
   a.h2 = cv.take<bf16>(C);
@@ -64,14 +64,14 @@ size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const Mod
   return cv.used;
 }
 
-size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& s, char* base, const ModelConfig& c, int T) {
+size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& sh, int T) {
   ByteCarver cv{base, T};
-  s.branch = cv.take<bf16>(c.hidden_size);
+  scratch.branch = cv.take<bf16>(sh.hidden);
   return cv.used;
 }
 
-size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const ModelConfig& c, int T) {
-  const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
+size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const LayerShape& sh, int T) {
+  const int64_t C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
   ByteCarver cv{base, T};
   s.dh = cv.take<bf16>(C);
   s.dact = cv.take<bf16>(I);
@@ -88,12 +88,19 @@ size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const Mo
   return cv.used;
 }
 
-void gpu_layer_forward(const ModelConfig& c, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
-                       const GpuLayerActivations& a, const GpuLayerScratch& s, bf16* x_out,
-                       const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
-  const int T = b.T, C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
-  const int Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
-  const float eps = c.rms_norm_eps;
+void GpuPackedAttention::forward(int, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
+                                 const cuda::GpuContext& ctx) {
+  cuda::attention_forward(a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.max_seqlen, b.T, s.heads, s.kv_heads,
+                          s.head_dim, s.attention_scale(), ctx);
+}
+
+void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
+                       const GpuLayerActivations& a, const GpuLayerScratch& s, GpuLayerAttention& attention,
+                       LayerCollectives<bf16>* collectives, bf16* x_out, const cuda::GpuContext& ctx,
+                       GpuOpProfiler* prof) {
+  const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
+  const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
+  const float eps = sh.eps;
   {
     ProfileScope ps(prof, "rmsnorm");
     cuda::rmsnorm_forward(a.h1, a.rstd1, a.x_in, w.input_layernorm, T, C, eps, ctx);
@@ -104,7 +111,7 @@ void gpu_layer_forward(const ModelConfig& c, const GpuLayerParams<const bf16>& w
     cuda::linear_forward(a.k, a.h1, w.k_proj, w.k_bias, T, C, K, ctx);
     cuda::linear_forward(a.v, a.h1, w.v_proj, w.v_bias, T, C, K, ctx);
   }
-  if (c.qk_norm) {
+  if (sh.qk_norm) {
     ProfileScope ps(prof, "rmsnorm");
     cuda::rmsnorm_forward(a.q_n, a.rstd_q, a.q, w.q_norm, T * Hq, D, eps, ctx);
     cuda::rmsnorm_forward(a.k_n, a.rstd_k, a.k, w.k_norm, T * Hkv, D, eps, ctx);
@@ -114,16 +121,15 @@ void gpu_layer_forward(const ModelConfig& c, const GpuLayerParams<const bf16>& w
     cuda::rope_forward(a.q_r, a.q_n, b.positions, b.inv_freq, T, Hq, D, ctx);
     cuda::rope_forward(a.k_r, a.k_n, b.positions, b.inv_freq, T, Hkv, D, ctx);
   }
-  const float scale = 1.f / std::sqrt(float(D));
   {
     ProfileScope ps(prof, "attention");
-    cuda::attention_forward(a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.max_seqlen, T, Hq, Hkv, D, scale,
-                            ctx);
+    attention.forward(layer, sh, b, a, ctx);
   }
   {
     ProfileScope ps(prof, "linear");
     cuda::linear_forward(s.branch, a.attn, w.o_proj, nullptr, T, Q, C, ctx);
   }
+  if (collectives) collectives->reduce_row_parallel_output(s.branch, int64_t(T) * C);
   {
     ProfileScope ps(prof, "add_rmsnorm");
     cuda::add_rmsnorm_forward(a.x_mid, a.h2, a.rstd2, s.branch, a.x_in, w.post_attention_layernorm, T, C, eps, ctx);
@@ -141,17 +147,19 @@ void gpu_layer_forward(const ModelConfig& c, const GpuLayerParams<const bf16>& w
     ProfileScope ps(prof, "linear");
     cuda::linear_forward(s.branch, a.act, w.down_proj, nullptr, T, I, C, ctx);
   }
+  if (collectives) collectives->reduce_row_parallel_output(s.branch, int64_t(T) * C);
   {
     ProfileScope ps(prof, "add");
     cuda::add_forward(x_out, s.branch, a.x_mid, int64_t(T) * C, ctx);
   }
 }
 
-void gpu_layer_backward(const ModelConfig& c, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
-                        const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s, bf16* dres,
-                        const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
-  const int T = b.T, C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
-  const int Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
+void gpu_layer_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
+                        const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
+                        LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
+                        GpuOpProfiler* prof) {
+  const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
+  const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
 
   // MLP branch: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid). dres is read as d(x_out)
@@ -176,6 +184,7 @@ void gpu_layer_backward(const ModelConfig& c, const GpuLayerParams<const bf16>& 
     cuda::linear_backward(s.dh, g.gate_proj, nullptr, s.dgate, a.h2, w.gate_proj, T, C, I, ctx);
     cuda::linear_backward(s.dh, g.up_proj, nullptr, s.dup, a.h2, w.up_proj, T, C, I, ctx);
   }
+  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, TC);
   {
     ProfileScope ps(prof, "rmsnorm_backward");
     cuda::rmsnorm_backward(dres, g.post_attention_layernorm, s.dh, a.x_mid, w.post_attention_layernorm, a.rstd2, T,
@@ -191,7 +200,7 @@ void gpu_layer_backward(const ModelConfig& c, const GpuLayerParams<const bf16>& 
     zero(s.dv, TK, ctx);
     zero(s.dq, TQ, ctx);
     zero(s.dk, TK, ctx);
-    if (c.qk_norm) {
+    if (sh.qk_norm) {
       zero(s.dq_n, TQ, ctx);
       zero(s.dk_n, TK, ctx);
     }
@@ -201,13 +210,12 @@ void gpu_layer_backward(const ModelConfig& c, const GpuLayerParams<const bf16>& 
     ProfileScope ps(prof, "linear_backward");
     cuda::linear_backward(s.dattn, g.o_proj, nullptr, dres, a.attn, w.o_proj, T, Q, C, ctx);
   }
-  const float scale = 1.f / std::sqrt(float(D));
   {
     ProfileScope ps(prof, "attention_backward");
     cuda::attention_backward(s.dq_r, s.dk_r, s.dv, s.dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S,
-                             b.max_seqlen, T, Hq, Hkv, D, scale, ctx);
+                             b.max_seqlen, T, Hq, Hkv, D, sh.attention_scale(), ctx);
   }
-  if (c.qk_norm) {
+  if (sh.qk_norm) {
     {
       ProfileScope ps(prof, "rope_backward");
       cuda::rope_backward(s.dq_n, s.dq_r, b.positions, b.inv_freq, T, Hq, D, ctx);
@@ -227,6 +235,7 @@ void gpu_layer_backward(const ModelConfig& c, const GpuLayerParams<const bf16>& 
     cuda::linear_backward(s.dh, g.k_proj, g.k_bias, s.dk, a.h1, w.k_proj, T, C, K, ctx);
     cuda::linear_backward(s.dh, g.v_proj, g.v_bias, s.dv, a.h1, w.v_proj, T, C, K, ctx);
   }
+  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, TC);
   {
     ProfileScope ps(prof, "rmsnorm_backward");
     cuda::rmsnorm_backward(dres, g.input_layernorm, s.dh, a.x_in, w.input_layernorm, a.rstd1, T, C, ctx);

@@ -1,6 +1,8 @@
-// One decoder layer's forward and backward on the GPU (bf16 activations, fp32 statistics, CUDA ops of
-// cuda/ops_cuda.h): the device twin of model/transformer_layer.h, with the same order of ops and the same saved
-// activations. The caller owns every buffer; a layer only reads and writes the pointers it is given.
+// The decoder layer body on the GPU (bf16 activations, fp32 statistics, CUDA ops of cuda/ops_cuda.h), written once
+// and used by every GPU pass (training and logprob in model/gpu_transformer.cpp, prefill and decode in
+// generation/gpu_generation_forward.cpp): the device twin of model/transformer_layer.h, with the same order of ops,
+// the same saved activations and the same seams (attention; the collectives hook, nullptr at tp = 1). The caller
+// owns every buffer; a layer only reads and writes the pointers it is given.
 #pragma once
 
 #if HONE_CUDA
@@ -8,7 +10,8 @@
 #include <cstdint>
 
 #include "cuda/ops_cuda.h"
-#include "model/model_config.h"
+#include "model/layer_collectives.h"
+#include "model/layer_shape.h"
 #include "model/param_table.h"
 
 namespace hone {
@@ -51,7 +54,7 @@ struct GpuLayerActivations {
 
 // Points a's buffers (all but x_in) into `base` for T tokens and returns the bytes they take (every region
 // 256-byte aligned). With base == nullptr it only counts.
-size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const ModelConfig& c, int T);
+size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const LayerShape& s, int T);
 
 // Scratch inside a layer: the o_proj / down_proj output before the residual add (forward), and the activation
 // gradients (backward). Contents are not kept between layers.
@@ -62,18 +65,36 @@ struct GpuLayerScratch {
   bf16* dattn = nullptr, *dq_r = nullptr, *dq_n = nullptr, *dq = nullptr;  // (Q)
   bf16* dk_r = nullptr, *dk_n = nullptr, *dk = nullptr, *dv = nullptr;     // (K)
 };
-size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& s, char* base, const ModelConfig& c, int T);
-size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const ModelConfig& c, int T);
+size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& s, int T);
+size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& s, int T);
 
-// Computes the layer on a.x_in and writes its output (the next residual stream) to x_out [T, C] (bf16).
-void gpu_layer_forward(const ModelConfig& c, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
-                       const GpuLayerActivations& a, const GpuLayerScratch& s, bf16* x_out,
-                       const cuda::GpuContext& ctx, GpuOpProfiler* prof);
+// The attention seam: reads a.q_r [T, Q], a.k_r and a.v [T, K] of layer `layer`'s rows and writes a.attn [T, Q]
+// (and a.lse [heads, T] where a backward follows), on ctx's stream.
+class GpuLayerAttention {
+ public:
+  virtual ~GpuLayerAttention() = default;
+  virtual void forward(int layer, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
+                       const cuda::GpuContext& ctx) = 0;
+};
+
+// Training, logprob and prefill: causal attention within each packed sequence (cuDNN over b.cu_seqlens).
+class GpuPackedAttention : public GpuLayerAttention {
+ public:
+  void forward(int layer, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
+               const cuda::GpuContext& ctx) override;
+};
+
+// Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (bf16).
+void gpu_layer_forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
+                       const GpuLayerActivations& a, const GpuLayerScratch& scratch, GpuLayerAttention& attention,
+                       LayerCollectives<bf16>* collectives, bf16* x_out, const cuda::GpuContext& ctx,
+                       GpuOpProfiler* prof);
 // dres [T, C] (bf16) holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on return; fp32 parameter gradients
-// accumulate into g.
-void gpu_layer_backward(const ModelConfig& c, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
-                        const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s, bf16* dres,
-                        const cuda::GpuContext& ctx, GpuOpProfiler* prof);
+// accumulate into g. The attention's backward is the packed one (only training runs a backward).
+void gpu_layer_backward(const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
+                        const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& scratch,
+                        LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
+                        GpuOpProfiler* prof);
 
 }  // namespace hone
 

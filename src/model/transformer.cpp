@@ -15,7 +15,7 @@ int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; }
 }  // namespace
 
 Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights)
-    : c_(config), w_(weights), recompute_(size_t(config.num_hidden_layers), false) {
+    : c_(config), shape_(layer_shape(config)), w_(weights), recompute_(size_t(config.num_hidden_layers), false) {
   HONE_CHECK(int(w_.layers.size()) == c_.num_hidden_layers, "weights have ", w_.layers.size(), " layers, config ",
              c_.num_hidden_layers);
   HONE_CHECK(c_.rope.head_dim == c_.head_dim, "rope.head_dim ", c_.rope.head_dim, " != head_dim ", c_.head_dim);
@@ -30,14 +30,14 @@ void Transformer::set_layer_recompute(int layer, bool on) {
   recompute_[size_t(layer)] = on;
 }
 
-int64_t Transformer::layer_activation_floats(const ModelConfig& c, int T) {
+int64_t Transformer::layer_activation_floats(const LayerShape& s, int T) {
   LayerActivations a;
-  return carve_layer_activations(a, nullptr, c, T);
+  return carve_layer_activations(a, nullptr, s, T);
 }
 
 int64_t Transformer::forward_floats(int T) const {
   const int64_t C = c_.hidden_size, L = c_.num_hidden_layers;
-  const int64_t per_layer = layer_activation_floats(c_, T);
+  const int64_t per_layer = layer_activation_floats(shape_, T);
   int64_t n = (L + 1) * aligned(T * C);
   bool any_recompute = false;
   for (bool r : recompute_) {
@@ -67,10 +67,10 @@ void Transformer::plan_forward(int T) {
       any_recompute = true;
       continue;
     }
-    p += carve_layer_activations(saved_[size_t(l)], p, c_, T);
+    p += carve_layer_activations(saved_[size_t(l)], p, shape_, T);
   }
   scratch_ = LayerActivations{};
-  if (any_recompute) p += carve_layer_activations(scratch_, p, c_, T);
+  if (any_recompute) p += carve_layer_activations(scratch_, p, shape_, T);
   for (int l = 0; l < L; ++l)
     if (recompute_[size_t(l)]) saved_[size_t(l)] = scratch_;
   rstd_f_ = p;
@@ -109,7 +109,7 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
   for (int l = 0; l < L; ++l) {
     LayerActivations& a = saved_[size_t(l)];
     layer_inputs(l, a);
-    layer_forward(c_, w_.layers[size_t(l)], lb, a, x_[size_t(l + 1)]);
+    layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, nullptr, x_[size_t(l + 1)]);
   }
   cpu::rmsnorm_forward(h_f_, rstd_f_, x_[size_t(L)], w_.norm.f32(), T, C, c_.rms_norm_eps);
   cpu::lm_head_logprob_forward(logprob_.f32(), need_entropy ? entropy_.f32() : nullptr, lse_f_, h_f_,
@@ -127,11 +127,11 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
   const int T = T_, C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
 
   LayerGradScratch s;
-  grad_used_ = 2 * aligned(int64_t(T) * C) + carve_layer_grad_scratch(s, nullptr, c_, T);
+  grad_used_ = 2 * aligned(int64_t(T) * C) + carve_layer_grad_scratch(s, nullptr, shape_, T);
   if (!grad_.defined() || grad_.numel() < grad_used_) grad_ = Tensor::empty({grad_used_});
   float* dres = grad_.f32();
   float* dh_f = dres + aligned(int64_t(T) * C);
-  carve_layer_grad_scratch(s, dh_f + aligned(int64_t(T) * C), c_, T);
+  carve_layer_grad_scratch(s, dh_f + aligned(int64_t(T) * C), shape_, T);
 
   std::memset(dh_f, 0, sizeof(float) * size_t(T) * size_t(C));
   cpu::lm_head_logprob_backward(dh_f, grads.lm_head.f32(), dlogprob, dentropy, h_f_, w_.lm_head.f32(),
@@ -146,8 +146,9 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
     layer_inputs(l, a);
     // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
-    if (recompute_[size_t(l)]) layer_forward(c_, w_.layers[size_t(l)], lb, a, x_[size_t(l + 1)]);
-    layer_backward(c_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, dres);
+    if (recompute_[size_t(l)])
+      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, nullptr, x_[size_t(l + 1)]);
+    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, nullptr, dres);
   }
   cpu::embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, C);
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/layer_shape.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
 #include "model/transformer_layer.h"
@@ -48,7 +49,7 @@ class Transformer {
   size_t activation_bytes() const { return size_t(act_used_) * sizeof(float); }
   size_t backward_scratch_bytes() const { return size_t(grad_used_) * sizeof(float); }
   // Activation floats per layer for T tokens (saved, excluding the layer input) and for the whole forward.
-  static int64_t layer_activation_floats(const ModelConfig& c, int T);
+  static int64_t layer_activation_floats(const LayerShape& s, int T);
   int64_t forward_floats(int T) const;
 
  private:
@@ -56,7 +57,9 @@ class Transformer {
   void layer_inputs(int layer, LayerActivations& a) const;
 
   const ModelConfig c_;
+  const LayerShape shape_;  // the whole model (tp = 1)
   const ModelWeights& w_;
+  PackedAttention attention_;
   std::vector<bool> recompute_;
   int chunk_v_ = 8192;
   std::vector<float> inv_freq_;

@@ -1,4 +1,4 @@
-// A decoder layer (Llama / Qwen2 / Qwen3) forward and backward written against the op API.
+// The CPU decoder layer body (Llama / Qwen2 / Qwen3), forward and backward, written against the op API.
 #include "model/transformer_layer.h"
 
 #include <cmath>
@@ -28,19 +28,19 @@ struct Carver {
 
 }  // namespace
 
-int64_t carve_layer_activations(LayerActivations& a, float* base, const ModelConfig& c, int T) {
-  const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
+int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerShape& s, int T) {
+  const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
   Carver cv{base, T};
   a.rstd1 = cv.take(1);
   a.h1 = cv.take(C);
   a.q = cv.take(Q);
   a.k = cv.take(K);
   a.v = cv.take(K);
-  if (c.qk_norm) {
+  if (s.qk_norm) {
     a.q_n = cv.take(Q);
     a.k_n = cv.take(K);
-    a.rstd_q = cv.take(c.num_attention_heads);
-    a.rstd_k = cv.take(c.num_key_value_heads);
+    a.rstd_q = cv.take(s.heads);
+    a.rstd_k = cv.take(s.kv_heads);
   } else {
     a.q_n = a.q;
     a.k_n = a.k;
@@ -49,7 +49,7 @@ int64_t carve_layer_activations(LayerActivations& a, float* base, const ModelCon
   a.q_r = cv.take(Q);
   a.k_r = cv.take(K);
   a.attn = cv.take(Q);
-  a.lse = cv.take(c.num_attention_heads);
+  a.lse = cv.take(s.heads);
   a.x_mid = cv.take(C);
   a.rstd2 = cv.take(1);
   a.h2 = cv.take(C);
@@ -59,8 +59,8 @@ int64_t carve_layer_activations(LayerActivations& a, float* base, const ModelCon
   return cv.used;
 }
 
-int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const ModelConfig& c, int T) {
-  const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
+int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const LayerShape& s, int T) {
+  const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
   Carver cv{base, T};
   g.dh = cv.take(C);
   g.dact = cv.take(I);
@@ -77,25 +77,31 @@ int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const ModelCo
   return cv.used;
 }
 
-void layer_forward(const ModelConfig& c, const LayerWeights& w, const LayerBatch& b, const LayerActivations& a,
+void PackedAttention::forward(int, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) {
+  cpu::attention_forward(a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.T, s.heads, s.kv_heads, s.head_dim,
+                         s.attention_scale());
+}
+
+void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
+                   const LayerActivations& a, LayerAttention& attention, LayerCollectives<float>* collectives,
                    float* x_out) {
-  const int T = b.T, C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
-  const int Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
-  const float eps = c.rms_norm_eps;
+  const int T = b.T, C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
+  const int Hq = s.heads, Hkv = s.kv_heads, D = s.head_dim;
+  const float eps = s.eps;
 
   cpu::rmsnorm_forward(a.h1, a.rstd1, a.x_in, w.input_layernorm.f32(), T, C, eps);
   cpu::linear_forward(a.q, a.h1, w.q_proj.f32(), opt(w.q_bias), T, C, Q);
   cpu::linear_forward(a.k, a.h1, w.k_proj.f32(), opt(w.k_bias), T, C, K);
   cpu::linear_forward(a.v, a.h1, w.v_proj.f32(), opt(w.v_bias), T, C, K);
-  if (c.qk_norm) {
+  if (s.qk_norm) {
     cpu::rmsnorm_forward(a.q_n, a.rstd_q, a.q, w.q_norm.f32(), T * Hq, D, eps);
     cpu::rmsnorm_forward(a.k_n, a.rstd_k, a.k, w.k_norm.f32(), T * Hkv, D, eps);
   }
   cpu::rope_forward(a.q_r, a.q_n, b.positions, b.inv_freq, T, Hq, D);
   cpu::rope_forward(a.k_r, a.k_n, b.positions, b.inv_freq, T, Hkv, D);
-  const float scale = 1.f / std::sqrt(float(D));
-  cpu::attention_forward(a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, T, Hq, Hkv, D, scale);
+  attention.forward(layer, s, b, a);
   cpu::linear_forward(a.x_mid, a.attn, w.o_proj.f32(), nullptr, T, Q, C);
+  if (collectives) collectives->reduce_row_parallel_output(a.x_mid, int64_t(T) * C);
   cpu::add_forward(a.x_mid, a.x_mid, a.x_in, int64_t(T) * C);
 
   cpu::rmsnorm_forward(a.h2, a.rstd2, a.x_mid, w.post_attention_layernorm.f32(), T, C, eps);
@@ -103,13 +109,15 @@ void layer_forward(const ModelConfig& c, const LayerWeights& w, const LayerBatch
   cpu::linear_forward(a.up, a.h2, w.up_proj.f32(), nullptr, T, C, I);
   cpu::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * I);
   cpu::linear_forward(x_out, a.act, w.down_proj.f32(), nullptr, T, I, C);
+  if (collectives) collectives->reduce_row_parallel_output(x_out, int64_t(T) * C);
   cpu::add_forward(x_out, x_out, a.x_mid, int64_t(T) * C);
 }
 
-void layer_backward(const ModelConfig& c, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
-                    const LayerActivations& a, const LayerGradScratch& s, float* dres) {
-  const int T = b.T, C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
-  const int Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim;
+void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
+                    const LayerActivations& a, const LayerGradScratch& s, LayerCollectives<float>* collectives,
+                    float* dres) {
+  const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
+  const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
 
   // MLP branch: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid). dres is read as
@@ -122,6 +130,7 @@ void layer_backward(const ModelConfig& c, const LayerWeights& w, LayerWeights& g
   zero(s.dh, TC);
   cpu::linear_backward(s.dh, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I);
   cpu::linear_backward(s.dh, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I);
+  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, TC);
   cpu::rmsnorm_backward(dres, g.post_attention_layernorm.f32(), s.dh, a.x_mid, w.post_attention_layernorm.f32(),
                         a.rstd2, T, C);
 
@@ -131,12 +140,11 @@ void layer_backward(const ModelConfig& c, const LayerWeights& w, LayerWeights& g
   zero(s.dq_r, TQ);
   zero(s.dk_r, TK);
   zero(s.dv, TK);
-  const float scale = 1.f / std::sqrt(float(D));
   cpu::attention_backward(s.dq_r, s.dk_r, s.dv, s.dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, T, Hq,
-                          Hkv, D, scale);
+                          Hkv, D, sh.attention_scale());
   zero(s.dq, TQ);
   zero(s.dk, TK);
-  if (c.qk_norm) {
+  if (sh.qk_norm) {
     zero(s.dq_n, TQ);
     zero(s.dk_n, TK);
     cpu::rope_backward(s.dq_n, s.dq_r, b.positions, b.inv_freq, T, Hq, D);
@@ -151,6 +159,7 @@ void layer_backward(const ModelConfig& c, const LayerWeights& w, LayerWeights& g
   cpu::linear_backward(s.dh, g.q_proj.f32(), opt_mut(g.q_bias), s.dq, a.h1, w.q_proj.f32(), T, C, Q);
   cpu::linear_backward(s.dh, g.k_proj.f32(), opt_mut(g.k_bias), s.dk, a.h1, w.k_proj.f32(), T, C, K);
   cpu::linear_backward(s.dh, g.v_proj.f32(), opt_mut(g.v_bias), s.dv, a.h1, w.v_proj.f32(), T, C, K);
+  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, TC);
   cpu::rmsnorm_backward(dres, g.input_layernorm.f32(), s.dh, a.x_in, w.input_layernorm.f32(), a.rstd1, T, C);
 }
 

@@ -1,10 +1,17 @@
-// One decoder layer's forward and backward on a packed batch (fp32, CPU ops): the pieces the Transformer
-// strings together. The caller owns every buffer; a layer only reads and writes the pointers it is given.
+// The decoder layer body on the CPU (fp32 ops): its forward and backward, written once and used by every CPU pass
+// (training and logprob in model/transformer.cpp, prefill and decode in generation/cached_forward.cpp). It computes
+// with a LayerShape (this rank's heads and widths), and has two seams:
+//   attention   between RoPE and o_proj: packed causal attention for training (PackedAttention below), the KV
+//               cache's prefill or decode attention for generation;
+//   collectives where a tensor-parallel layer's partial sums cross ranks (model/layer_collectives.h); nullptr at
+//               tp = 1.
+// The caller owns every buffer; a layer only reads and writes the pointers it is given.
 #pragma once
 
 #include <cstdint>
 
-#include "model/model_config.h"
+#include "model/layer_collectives.h"
+#include "model/layer_shape.h"
 #include "model/weights.h"
 
 namespace hone {
@@ -18,8 +25,8 @@ struct LayerBatch {
   const float* inv_freq = nullptr;      // [D/2] RoPE frequencies
 };
 
-// What a layer's forward writes and its backward reads. Sizes per token in parentheses; C hidden, Q = Hq*D,
-// K = Hkv*D, I intermediate. Without qk_norm, q_n/k_n alias q/k and rstd_q/rstd_k are unused.
+// What a layer's forward writes and its backward reads. Sizes per token in parentheses; C hidden, Q = heads*D,
+// K = kv_heads*D, I intermediate (this rank's). Without qk_norm, q_n/k_n alias q/k and rstd_q/rstd_k are unused.
 struct LayerActivations {
   const float* x_in = nullptr;  // (C) layer input: the residual stream, owned by the caller
   float* rstd1 = nullptr;       // (1) input RMSNorm
@@ -45,7 +52,7 @@ struct LayerActivations {
 
 // Points a's buffers (all but x_in) into `base` for T tokens and returns the floats they take (64-byte aligned
 // regions). With base == nullptr it only returns the size.
-int64_t carve_layer_activations(LayerActivations& a, float* base, const ModelConfig& c, int T);
+int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerShape& s, int T);
 
 // Scratch for gradients inside a layer's backward (contents are not kept between layers).
 struct LayerGradScratch {
@@ -55,14 +62,30 @@ struct LayerGradScratch {
   float* dk_r = nullptr, *dk_n = nullptr, *dk = nullptr, *dv = nullptr;     // (K) each
 };
 // As carve_layer_activations, for the gradient scratch.
-int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const ModelConfig& c, int T);
+int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const LayerShape& s, int T);
 
-// Computes the layer on a.x_in and writes its output (the next residual stream) to x_out [T, C].
-void layer_forward(const ModelConfig& c, const LayerWeights& w, const LayerBatch& b, const LayerActivations& a,
+// The attention seam: reads a.q_r [T, Q], a.k_r and a.v [T, K] of layer `layer`'s rows and writes a.attn [T, Q]
+// (and a.lse [heads, T] where a backward follows).
+class LayerAttention {
+ public:
+  virtual ~LayerAttention() = default;
+  virtual void forward(int layer, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) = 0;
+};
+
+// Training and logprob: causal attention within each packed sequence (b.cu_seqlens), keeping lse for backward.
+class PackedAttention final : public LayerAttention {
+ public:
+  void forward(int layer, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) override;
+};
+
+// Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C].
+void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
+                   const LayerActivations& a, LayerAttention& attention, LayerCollectives<float>* collectives,
                    float* x_out);
 // dres [T, C] holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on return; parameter gradients accumulate
-// into g (same shapes as w).
-void layer_backward(const ModelConfig& c, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
-                    const LayerActivations& a, const LayerGradScratch& s, float* dres);
+// into g (same shapes as w). The attention's backward is the packed one (only training runs a backward).
+void layer_backward(const LayerShape& s, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
+                    const LayerActivations& a, const LayerGradScratch& scratch, LayerCollectives<float>* collectives,
+                    float* dres);
 
 }  // namespace hone

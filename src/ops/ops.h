@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "ops/policy_loss_config.h"
+
 namespace hone {
 
 // RoPE frequencies: default (theta^(-2i/D)) or Llama 3 `rope_scaling` (rope_type "llama3").
@@ -106,6 +108,34 @@ void adamw_update(float* param, const float* grad, float* m, float* v, int64_t N
 double sum_squares(const float* x, int64_t N);
 // x *= s
 void scale_inplace(float* x, float s, int64_t N);
+
+// ---- GRPO policy loss of one micro-batch (formulas: rl/policy_loss.h, doc/grpo.md "Policy loss") ----------------
+// T tokens of num_seqs whole sequences laid end to end: sequence s covers rows [seq_offsets[s], seq_offsets[s+1])
+// (from 0 to T); mask[t] = 1 on the tokens trained on; one advantage per sequence. new_lp is the variable of the
+// gradient; old_lp may be new_lp itself (exactly on-policy: ratio 1); ref_lp may be null (no KL term; kl_coef must
+// then be 0); entropy may be null (no entropy term and an entropy sum of 0; entropy_coef must then be 0).
+// denominator: the GLOBAL D of the optimizer step (> 0), so micro-batches add up to the whole batch.
+// Arithmetic in double whatever the storage type. The double overloads serve the unit tests' finite differences.
+// Forward writes stats[PolicyLossStat::count] (this micro-batch's partial sums); a NaN logprob on a valid token is
+// an error.
+void policy_loss_forward(double* stats, const float* new_lp, const float* old_lp, const float* gen_lp,
+                         const float* ref_lp, const float* entropy, const uint8_t* mask, const int64_t* seq_offsets,
+                         const float* advantages, int T, int num_seqs, const PolicyLossConfig& config,
+                         double denominator);
+void policy_loss_forward(double* stats, const double* new_lp, const double* old_lp, const double* gen_lp,
+                         const double* ref_lp, const double* entropy, const uint8_t* mask,
+                         const int64_t* seq_offsets, const double* advantages, int T, int num_seqs,
+                         const PolicyLossConfig& config, double denominator);
+// Backward accumulates dL/dnew_lp into dnew_lp[T] and dL/dentropy into dentropy[T] (may be null: skipped), on
+// valid tokens only.
+void policy_loss_backward(float* dnew_lp, float* dentropy, const float* new_lp, const float* old_lp,
+                          const float* gen_lp, const float* ref_lp, const uint8_t* mask, const int64_t* seq_offsets,
+                          const float* advantages, int T, int num_seqs, const PolicyLossConfig& config,
+                          double denominator);
+void policy_loss_backward(double* dnew_lp, double* dentropy, const double* new_lp, const double* old_lp,
+                          const double* gen_lp, const double* ref_lp, const uint8_t* mask,
+                          const int64_t* seq_offsets, const double* advantages, int T, int num_seqs,
+                          const PolicyLossConfig& config, double denominator);
 
 }  // namespace cpu
 }  // namespace hone

@@ -74,17 +74,30 @@ class CpuPolicyEngine final : public PolicyEngine {
     return {m.logprobs().f32(), size_t(batch.num_tokens())};
   }
 
-  void zero_grads() override { grads_.flat.fill_zero(); }
-
-  void forward_train(const PackedBatch& batch, float temperature, std::span<const float>& lp,
-                     std::span<const float>& ent) override {
-    train_model_->forward(batch, temperature, /*need_entropy=*/true);
-    lp = {train_model_->logprobs().f32(), size_t(batch.num_tokens())};
-    ent = {train_model_->entropy().f32(), size_t(batch.num_tokens())};
-  }
-  void backward(const float* dlp, const float* dent, bool) override {
-    train_model_->backward(dlp, dent, grads_);
-    training_bytes_ = std::max(training_bytes_, train_model_->allocated_bytes());
+  // The loss runs through the policy_loss op on the host arrays the forward wrote.
+  std::vector<PolicyLossMetrics> train(const std::vector<MicroBatch>& mbs, const TrainLoss& loss) override {
+    grads_.flat.fill_zero();
+    std::vector<PolicyLossMetrics> metrics;
+    const bool entropy_grad = loss.config.entropy_coef != 0;
+    for (const MicroBatch& mb : mbs) {
+      const size_t T = size_t(mb.batch.num_tokens());
+      train_model_->forward(mb.batch, loss.temperature, /*need_entropy=*/true);
+      PolicyLossBatch<float> pb;
+      pb.new_logprobs = {train_model_->logprobs().f32(), T};
+      pb.old_logprobs = loss.on_policy ? pb.new_logprobs : std::span<const float>(mb.old);  // on-policy: detached
+      pb.gen_logprobs = mb.gen;
+      if (loss.config.kl_coef > 0) pb.ref_logprobs = mb.ref;
+      pb.entropy = {train_model_->entropy().f32(), T};
+      pb.mask = mb.mask;
+      pb.seq_offsets = mb.seq_offsets;
+      pb.advantages = mb.advantages;
+      dlogprob_.assign(T, 0.f);
+      dentropy_.assign(entropy_grad ? T : 0, 0.f);
+      metrics.push_back(policy_loss<float>(loss.config, pb, loss.denominator, dlogprob_, dentropy_));
+      train_model_->backward(dlogprob_.data(), entropy_grad ? dentropy_.data() : nullptr, grads_);
+      training_bytes_ = std::max(training_bytes_, train_model_->allocated_bytes());
+    }
+    return metrics;
   }
 
   // The global loss denominator already makes the sum over ranks the mean gradient. The training weights are
@@ -151,6 +164,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<CpuGenerator> generator_;
   std::unique_ptr<DataParallelAdamW> plain_;
   std::unique_ptr<DistributedAdamW> zero_;
+  std::vector<float> dlogprob_, dentropy_;  // the loss's gradients of the current micro-batch
   double persistent_ = 0;
   int64_t peak_kv_ = 0;
   size_t logprob_bytes_ = 0, training_bytes_ = 0;

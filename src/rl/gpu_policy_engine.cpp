@@ -4,7 +4,9 @@
 // master weights, gradients and Adam moments live in the data-parallel optimizer: GpuDataParallelAdamW (whole state
 // on every rank; gradients all-reduced over NCCL) or, with train.distributed_optimizer and more than one rank,
 // GpuDistributedAdamW (ZeRO-1: reduce-scatter, sharded state, bf16 all-gather). With several ranks a GradReducer
-// launches each bucket's reduction as soon as the last micro-batch's backward has finished it.
+// launches each bucket's reduction as soon as the last micro-batch's backward has finished it. The policy loss runs
+// on the device between each training forward and backward (rl/gpu_policy_loss.h): logprobs and their gradients
+// never leave the GPU; the loss metrics come back once per optimizer step.
 // Memory is handed from phase to phase: the activation arenas and the gradient buffer are freed before generation
 // and the KV cache after it; with train.optimizer_offload the Adam moments wait in pinned host memory while
 // generation runs.
@@ -23,6 +25,7 @@
 #include "comm/nccl_comm.h"
 #include "generation/gpu_generator.h"
 #include "model/gpu_transformer.h"
+#include "rl/gpu_policy_loss.h"
 #include "train/gpu_data_parallel_adamw.h"
 #include "train/gpu_distributed_adamw.h"
 #include "train/grad_reducer.h"
@@ -54,10 +57,12 @@ class GpuPolicyEngine final : public PolicyEngine {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
     weights_bytes_ = double(layout_.num_params) * 2 * (reference_ ? 2 : 1);
+    loss_ = std::make_unique<GpuPolicyLoss>(ctx_);
   }
 
   ~GpuPolicyEngine() override {
     reducer_.reset();
+    loss_.reset();
     generator_.reset();
     optimizer_.reset();
     dp_comm_.reset();
@@ -109,6 +114,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     // memory goes to the KV cache.
     policy_->release_arenas();
     if (reference_) reference_->release_arenas();
+    loss_->release();
     optimizer_->release_grads();
     if (s_.optimizer_offload) optimizer_->offload_state();
     auto r = generator_->generate(requests, sampling, stop, seed, step, max_total, decode);
@@ -133,28 +139,23 @@ class GpuPolicyEngine final : public PolicyEngine {
     return lp_;
   }
 
-  // Training starts: the reference model's arena (logprob phase only) goes back first.
-  void zero_grads() override {
+  // Training starts: the reference model's arena (logprob phase only) goes back first. The loss runs on the device
+  // between each forward and backward; the host waits once, for the metrics, after the last backward.
+  std::vector<PolicyLossMetrics> train(const std::vector<MicroBatch>& mbs, const TrainLoss& loss) override {
+    validate_policy_loss_config(loss.config);
     if (reference_) reference_->release_arenas();
     optimizer_->zero_grads();
-  }
-
-  void forward_train(const PackedBatch& batch, float temperature, std::span<const float>& lp,
-                     std::span<const float>& ent) override {
-    policy_->forward(batch, temperature, /*need_entropy=*/true, /*need_backward=*/true);
-    lp_ = policy_->logprobs_host();
-    ent_ = policy_->entropy_host();
-    lp = lp_;
-    ent = ent_;
-  }
-  void backward(const float* dlp, const float* dent, bool last_microbatch) override {
-    const size_t T = lp_.size();
-    dlp_.assign(dlp, dlp + T);
-    if (dent) dent_.assign(dent, dent + T);
-    if (reducer_ && last_microbatch) reducer_->arm();
-    policy_->backward_host(dlp_, dent ? &dent_ : nullptr, optimizer_->grads());
-    mem_.training = std::max(mem_.training, persistent() + arena_bytes());
-    note_device_use();
+    loss_->reserve(mbs);
+    const bool entropy_grad = loss.config.entropy_coef != 0;
+    for (size_t i = 0; i < mbs.size(); ++i) {
+      policy_->forward(mbs[i].batch, loss.temperature, /*need_entropy=*/true, /*need_backward=*/true);
+      const GpuPolicyLoss::Gradients g = loss_->run(i, mbs[i], loss, policy_->logprobs(), policy_->entropy());
+      if (reducer_ && i + 1 == mbs.size()) reducer_->arm();
+      policy_->backward(g.dlogprob, entropy_grad ? g.dentropy : nullptr, optimizer_->grads());
+      mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->device_bytes()));
+      note_device_use();
+    }
+    return loss_->metrics(mbs.size());
   }
 
   double optimizer_step(float lr, double max_grad_norm, bool last_of_step) override {
@@ -237,8 +238,9 @@ class GpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<NcclComm> dp_comm_;
   std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<GpuPolicyLoss> loss_;
   bool zero_ = false;
-  std::vector<float> lp_, ent_, dlp_, dent_;
+  std::vector<float> lp_;
   double weights_bytes_ = 0;
   int64_t peak_kv_ = 0;
   EngineMemory mem_;

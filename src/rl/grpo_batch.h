@@ -10,6 +10,7 @@
 #include "generation/cpu_generator.h"
 #include "model/packed_batch.h"
 #include "rl/packing.h"
+#include "rl/policy_loss.h"
 
 namespace hone::rl {
 
@@ -34,6 +35,14 @@ struct MicroBatch {
   std::vector<uint8_t> mask;         // [T] 1 where a trained completion token is predicted
   std::vector<float> gen, old, ref;  // [T] logprobs of the predicted token (0 elsewhere)
   std::vector<float> advantages;     // one per sequence
+};
+
+// What the loss of one optimizer step needs besides its micro-batches (PolicyEngine::train).
+struct TrainLoss {
+  PolicyLossConfig config;
+  double denominator = 0;   // global: loss_denominator summed over the step's micro-batches and ranks (> 0)
+  float temperature = 1.f;  // of the generation: training logprobs are those of the tempered policy
+  bool on_policy = false;   // exactly on-policy: old = new, detached (the micro-batches' old logprobs are unused)
 };
 
 // Packs the samples listed in `which` into micro-batches of at most max_tokens tokens (MFFD, rl/packing.h).

@@ -174,14 +174,15 @@ void GrpoTrainer::phase_logprob(StepState& st) {
 }
 
 // Training: the step's rollouts in train.global_batch_size chunks (by global position), one optimizer step each:
-// global loss denominator, forward, loss, backward per micro-batch (the last one tells the engine, which reduces
-// gradients over the data-parallel ranks while it runs), gradient reduction, clip, AdamW.
+// global loss denominator, then the engine's forward, loss and backward per micro-batch (the last one reduces the
+// gradients over the data-parallel ranks while it runs on the GPU), gradient reduction, clip, AdamW.
 void GrpoTrainer::phase_training(StepState& st) {
   auto scope = timer_.scope("training");
   const int64_t K = s_.optimizer_steps_per_step(), B = s_.global_batch_size;
-  const bool on_policy = s_.skip_prev_logprobs();
-  const bool need_entropy_grad = s_.loss.entropy_coef != 0;
-  const float T = s_.sampling.temperature;
+  TrainLoss loss;
+  loss.config = s_.loss;
+  loss.temperature = s_.sampling.temperature;
+  loss.on_policy = s_.skip_prev_logprobs();
   for (int64_t k = 0; k < K; ++k) {
     std::vector<int64_t> which;
     for (size_t i = 0; i < st.samples.size(); ++i)
@@ -199,32 +200,13 @@ void GrpoTrainer::phase_training(StepState& st) {
     denom = all_reduce_sum_value(ps_.dp(), denom);
     if (denom == 0) continue;  // nothing to train on in this chunk on any rank (e.g. all truncated and filtered)
 
-    engine_->zero_grads();
-    for (size_t mi = 0; mi < mbs.size(); ++mi) {
-      MicroBatch& mb = mbs[mi];
-      const int Tn = mb.batch.num_tokens();
-      std::span<const float> lps, ents;
-      engine_->forward_train(mb.batch, T, lps, ents);
-      const float* lp = lps.data();
-      const float* ent = ents.data();
-      if (on_policy) mb.old.assign(lp, lp + Tn);  // exactly on-policy: old = new, detached
-      std::vector<float> dlp(size_t(Tn), 0.f), dent(need_entropy_grad ? size_t(Tn) : 0, 0.f);
-      PolicyLossBatch<float> pb;
-      pb.new_logprobs = std::span<const float>(lp, size_t(Tn));
-      pb.old_logprobs = mb.old;
-      pb.gen_logprobs = mb.gen;
-      if (s_.loss.kl_coef > 0) pb.ref_logprobs = mb.ref;
-      if (need_entropy_grad) pb.entropy = std::span<const float>(ent, size_t(Tn));
-      pb.mask = mb.mask;
-      pb.seq_offsets = mb.seq_offsets;
-      pb.advantages = mb.advantages;
-      st.loss.merge(policy_loss<float>(s_.loss, pb, double(denom), dlp, dent));
-      for (int t = 0; t < Tn; ++t)
-        if (mb.mask[size_t(t)]) st.entropy_sum += ent[t];
-      engine_->backward(dlp.data(), need_entropy_grad ? dent.data() : nullptr, mi + 1 == mbs.size());
-      st.training_tokens += Tn;
-      ++st.microbatches;
+    loss.denominator = double(denom);
+    for (const PolicyLossMetrics& m : engine_->train(mbs, loss)) {
+      st.loss.merge(m);
+      st.entropy_sum += m.entropy_sum;
     }
+    for (const auto& mb : mbs) st.training_tokens += mb.batch.num_tokens();
+    st.microbatches += int64_t(mbs.size());
     const float lr = s_.lr.lr(engine_->optimizer_step_count() + 1);
     st.grad_norm_sum += engine_->optimizer_step(lr, s_.max_grad_norm, /*last_of_step=*/k + 1 == K);
     st.lr = lr;

@@ -21,7 +21,9 @@
 #include "model/model_config.h"
 #include "model/packed_batch.h"
 #include "model/weights.h"
+#include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
+#include "rl/policy_loss.h"
 #include "tensor/tensor.h"
 
 namespace hone::rl {
@@ -58,13 +60,14 @@ class PolicyEngine {
   virtual std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) = 0;
 
   // ---- training ----
-  virtual void zero_grads() = 0;
-  // Forward with entropy; the spans stay valid until backward() or the next forward.
-  virtual void forward_train(const PackedBatch& batch, float temperature, std::span<const float>& logprobs,
-                             std::span<const float>& entropy) = 0;
-  // Accumulates the gradient of sum dlogprob . logprob + dentropy . entropy (host [T]; dentropy may be null).
-  // last_microbatch: the last backward before optimizer_step() (the GPU engine reduces gradients while it runs).
-  virtual void backward(const float* dlogprob, const float* dentropy, bool last_microbatch) = 0;
+  // One optimizer step's gradient: zeroes the gradients, then per micro-batch the forward (with entropy), the
+  // policy loss (the policy_loss op with the loss's global denominator; on the GPU on the device, where the
+  // logprobs and their gradients stay) and the backward, accumulating the gradients. On the GPU the last
+  // micro-batch's backward reduces the gradients over the data-parallel ranks while it runs. Returns each
+  // micro-batch's loss metrics (with its entropy sum over valid tokens), in order. An empty list only zeroes the
+  // gradients (the rank still joins optimizer_step()).
+  virtual std::vector<PolicyLossMetrics> train(const std::vector<MicroBatch>& micro_batches,
+                                               const TrainLoss& loss) = 0;
   // Collective over the data-parallel ranks: reduce the gradients, clip to max_grad_norm (0: off), one AdamW update
   // with learning rate lr. Returns the global gradient norm before clipping. last_of_step: no other optimizer step
   // follows in this GRPO step, so the new weights reach the forward passes at refit(); otherwise at once (the next

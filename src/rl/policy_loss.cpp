@@ -1,11 +1,12 @@
-// The GRPO policy loss and its gradient (formulas in policy_loss.h and doc/grpo.md). All arithmetic is in double
-// whatever T is, so the float path differs from the double reference only by the rounding of its inputs/outputs.
+// The deck's names and checks of the GRPO policy loss, its metrics and denominators, and the host entry to the
+// policy-loss op (src/ops/cpu/policy_loss.cpp holds the math).
 #include "rl/policy_loss.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "ops/ops.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -88,6 +89,7 @@ void PolicyLossMetrics::merge(const PolicyLossMetrics& o) {
   kl_sum += o.kl_sum;
   is_weight_sum += o.is_weight_sum;
   mult_prob_error_sum += o.mult_prob_error_sum;
+  entropy_sum += o.entropy_sum;
 }
 
 namespace {
@@ -116,37 +118,30 @@ int64_t valid_in(std::span<const uint8_t> mask, int64_t begin, int64_t end) {
   return n;
 }
 
-// The KL estimator at x = ref - new and its derivative with respect to new.
-struct KlValue {
-  double value;
-  double dnew;
-};
-
-KlValue kl_estimate(const PolicyLossConfig& c, double ref, double now) {
-  double x = ref - now;
-  double dx_dnew = -1.0;
-  if (c.kl_input_clamp > 0 && std::fabs(x) > c.kl_input_clamp) {
-    x = std::copysign(c.kl_input_clamp, x);
-    dx_dnew = 0.0;
-  }
-  double v = 0, dv_dx = 0;
-  switch (c.kl_type) {
-    case KlType::k1: v = -x, dv_dx = -1.0; break;
-    case KlType::k2: v = 0.5 * x * x, dv_dx = x; break;
-    case KlType::k3: {
-      const double e = std::exp(x);
-      v = e - 1.0 - x, dv_dx = e - 1.0;
-      break;
-    }
-  }
-  if (c.kl_output_clamp > 0 && std::fabs(v) > c.kl_output_clamp) {
-    v = std::copysign(c.kl_output_clamp, v);
-    dv_dx = 0.0;
-  }
-  return {v, dv_dx * dx_dnew};
-}
-
 }  // namespace
+
+PolicyLossMetrics policy_loss_metrics(const double* stats) {
+  using S = PolicyLossStat;
+  PolicyLossMetrics m;
+  m.pg_loss = stats[S::pg_loss];
+  m.kl_loss = stats[S::kl_loss];
+  m.entropy_loss = stats[S::entropy_loss];
+  m.loss = m.pg_loss + m.kl_loss + m.entropy_loss;
+  m.valid_tokens = static_cast<int64_t>(stats[S::valid_tokens]);
+  m.valid_seqs = static_cast<int64_t>(stats[S::valid_seqs]);
+  m.clipped_tokens = static_cast<int64_t>(stats[S::clipped_tokens]);
+  m.dual_clipped_tokens = static_cast<int64_t>(stats[S::dual_clipped_tokens]);
+  m.is_masked_tokens = static_cast<int64_t>(stats[S::is_masked_tokens]);
+  m.is_masked_seqs = static_cast<int64_t>(stats[S::is_masked_seqs]);
+  m.ratio_sum = stats[S::ratio_sum];
+  m.ratio_min = stats[S::ratio_min];
+  m.ratio_max = stats[S::ratio_max];
+  m.kl_sum = stats[S::kl_sum];
+  m.is_weight_sum = stats[S::is_weight_sum];
+  m.mult_prob_error_sum = stats[S::mult_prob_error_sum];
+  m.entropy_sum = stats[S::entropy_sum];
+  return m;
+}
 
 int64_t loss_denominator(LossAggregation aggregation, std::span<const uint8_t> mask,
                          std::span<const int64_t> seq_offsets) {
@@ -168,98 +163,28 @@ PolicyLossMetrics policy_loss(const PolicyLossConfig& c, const PolicyLossBatch<T
   check_offsets(b.seq_offsets, n);
   HONE_CHECK(b.advantages.size() + 1 == b.seq_offsets.size(), b.advantages.size(), " advantages for ",
              b.seq_offsets.size() - 1, " sequences");
-  const bool use_kl = c.kl_coef != 0;
-  HONE_CHECK(!use_kl || b.ref_logprobs.size() == n, "kl_coef > 0 needs reference logprobs for every token");
+  HONE_CHECK(c.kl_coef == 0 || b.ref_logprobs.size() == n, "kl_coef > 0 needs reference logprobs for every token");
   HONE_CHECK(b.ref_logprobs.empty() || b.ref_logprobs.size() == n, "reference logprobs: ", b.ref_logprobs.size(),
              " for ", n, " tokens");
-  const bool use_entropy = c.entropy_coef != 0;
-  HONE_CHECK(!use_entropy || (b.entropy.size() == n && dentropy.size() == n),
+  HONE_CHECK(c.entropy_coef == 0 || (b.entropy.size() == n && dentropy.size() == n),
              "entropy_coef != 0 needs the entropy and its gradient for every token");
+  HONE_CHECK(b.entropy.empty() || b.entropy.size() == n, "entropy: ", b.entropy.size(), " for ", n, " tokens");
   HONE_CHECK(dentropy.empty() || dentropy.size() == n, "dentropy has ", dentropy.size(), " entries for ", n, " tokens");
-  HONE_CHECK(global_denominator > 0, "the global loss denominator must be > 0, got ", global_denominator);
 
-  PolicyLossMetrics m;
+  const int tokens = static_cast<int>(n), seqs = static_cast<int>(b.advantages.size());
+  const T* ref = b.ref_logprobs.empty() ? nullptr : b.ref_logprobs.data();
+  const T* ent = b.entropy.empty() ? nullptr : b.entropy.data();
+  double stats[PolicyLossStat::count];
+  cpu::policy_loss_forward(stats, b.new_logprobs.data(), b.old_logprobs.data(), b.gen_logprobs.data(), ref, ent,
+                           b.mask.data(), b.seq_offsets.data(), b.advantages.data(), tokens, seqs, c,
+                           global_denominator);
+  // The op accumulates its gradients; this entry overwrites them (0 on tokens that are not trained on).
   std::fill(dnew_logprobs.begin(), dnew_logprobs.end(), T(0));
   std::fill(dentropy.begin(), dentropy.end(), T(0));
-  const double lo = 1.0 - c.ratio_clip_min, hi = 1.0 + c.ratio_clip_max;
-
-  for (size_t s = 0; s + 1 < b.seq_offsets.size(); ++s) {
-    const int64_t begin = b.seq_offsets[s], end = b.seq_offsets[s + 1];
-    const int64_t n_valid = valid_in(b.mask, begin, end);
-    if (n_valid == 0) continue;
-    ++m.valid_seqs;
-    const double scale = c.aggregation == LossAggregation::token
-                             ? 1.0 / global_denominator
-                             : 1.0 / (static_cast<double>(n_valid) * global_denominator);
-    const double adv = b.advantages[s];
-
-    bool seq_masked = false;
-    if (c.importance_sampling == ImportanceSampling::seq_mask) {
-      double sum = 0;
-      for (int64_t t = begin; t < end; ++t)
-        if (b.mask[t]) sum += static_cast<double>(b.old_logprobs[t]) - static_cast<double>(b.gen_logprobs[t]);
-      const double geo = std::exp(sum / static_cast<double>(n_valid));
-      seq_masked = !(geo >= c.is_threshold_low && geo <= c.is_threshold_high);
-      m.is_masked_seqs += seq_masked;
-    }
-
-    for (int64_t t = begin; t < end; ++t) {
-      if (!b.mask[t]) continue;
-      const double now = b.new_logprobs[t], old = b.old_logprobs[t], gen = b.gen_logprobs[t];
-      HONE_CHECK(!std::isnan(now) && !std::isnan(old) && !std::isnan(gen), "NaN logprob at token ", t,
-                 ": new ", now, " old ", old, " generation ", gen);
-      ++m.valid_tokens;
-
-      // Clipped surrogate (pessimistic branch), then the dual-clip bound for negative advantages.
-      const double ratio = std::exp(now - old);
-      const double unclipped = -adv * ratio;
-      const double clipped = -adv * std::clamp(ratio, lo, hi);
-      double pg = unclipped, dpg = -adv * ratio;
-      bool is_clipped = false;
-      if (clipped > unclipped) pg = clipped, dpg = 0.0, is_clipped = true;
-      if (c.ratio_clip_c > 0 && adv < 0 && -c.ratio_clip_c * adv < pg) {
-        pg = -c.ratio_clip_c * adv, dpg = 0.0, is_clipped = true;
-        ++m.dual_clipped_tokens;
-      }
-      m.clipped_tokens += is_clipped;
-
-      // Importance weight between the generation engine and the training engine's previous policy.
-      double w = 1.0;
-      switch (c.importance_sampling) {
-        case ImportanceSampling::none: break;
-        case ImportanceSampling::tis: w = std::min(std::exp(old - gen), c.is_threshold_high); break;
-        case ImportanceSampling::icepop:
-          w = std::exp(old - gen);
-          if (!(w >= c.is_threshold_low && w <= c.is_threshold_high)) w = 0.0, ++m.is_masked_tokens;
-          break;
-        case ImportanceSampling::seq_mask:
-          if (seq_masked) w = 0.0, ++m.is_masked_tokens;
-          break;
-      }
-
-      double kl = 0, dkl = 0;
-      if (!b.ref_logprobs.empty()) {
-        const KlValue k = kl_estimate(c, b.ref_logprobs[t], now);
-        kl = k.value, dkl = k.dnew;
-      }
-      const double ent = use_entropy ? static_cast<double>(b.entropy[t]) : 0.0;
-
-      m.pg_loss += scale * w * pg;
-      m.kl_loss += scale * c.kl_coef * kl;
-      m.entropy_loss -= scale * c.entropy_coef * ent;
-      dnew_logprobs[t] = static_cast<T>(scale * (w * dpg + c.kl_coef * dkl));
-      if (!dentropy.empty()) dentropy[t] = static_cast<T>(-scale * c.entropy_coef);
-
-      m.ratio_sum += ratio;
-      m.ratio_min = std::min(m.ratio_min, ratio);
-      m.ratio_max = std::max(m.ratio_max, ratio);
-      m.kl_sum += kl;
-      m.is_weight_sum += w;
-      m.mult_prob_error_sum += std::exp(std::fabs(gen - old));
-    }
-  }
-  m.loss = m.pg_loss + m.kl_loss + m.entropy_loss;
-  return m;
+  cpu::policy_loss_backward(dnew_logprobs.data(), dentropy.empty() ? nullptr : dentropy.data(),
+                            b.new_logprobs.data(), b.old_logprobs.data(), b.gen_logprobs.data(), ref, b.mask.data(),
+                            b.seq_offsets.data(), b.advantages.data(), tokens, seqs, c, global_denominator);
+  return policy_loss_metrics(stats);
 }
 
 template PolicyLossMetrics policy_loss<float>(const PolicyLossConfig&, const PolicyLossBatch<float>&, double,

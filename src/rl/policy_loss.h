@@ -1,5 +1,7 @@
 // The GRPO policy loss per token, aggregated with global denominators, with its gradient with respect to the new
 // log-probabilities (and the entropies) that the model backward consumes. Formulas: doc/grpo.md, "Policy loss".
+// The math is the op policy_loss_forward / _backward (ops/ops.h: the CPU reference; cuda/policy_loss.cu: its
+// twin); this file holds the deck's names and checks, the metrics, the denominators and a host entry to the op.
 //
 // Per valid token t of sequence s (advantage A_s):
 //   r_t    = exp(new_t - old_t)
@@ -21,11 +23,9 @@
 #include <string>
 #include <string_view>
 
-namespace hone {
+#include "ops/policy_loss_config.h"
 
-enum class KlType : uint8_t { k1, k2, k3 };
-enum class LossAggregation : uint8_t { token, sequence };
-enum class ImportanceSampling : uint8_t { none, tis, icepop, seq_mask };
+namespace hone {
 
 // Deck names ("k1", "token", "icepop", ...) and back; parsing throws hone::UserError listing the allowed values.
 const char* kl_type_name(KlType t);
@@ -34,21 +34,6 @@ const char* importance_sampling_name(ImportanceSampling m);
 KlType parse_kl_type(std::string_view s);
 LossAggregation parse_loss_aggregation(std::string_view s);
 ImportanceSampling parse_importance_sampling(std::string_view s);
-
-struct PolicyLossConfig {
-  double ratio_clip_min = 0.2;  // loss.ratio_clip_min: the ratio is clipped below at 1 - ratio_clip_min
-  double ratio_clip_max = 0.2;  // loss.ratio_clip_max: and above at 1 + ratio_clip_max (> min: clip-higher)
-  double ratio_clip_c = 0.0;    // loss.ratio_clip_c: dual clip for A < 0, > 1; 0: off
-  double kl_coef = 0.0;         // loss.kl_coef
-  KlType kl_type = KlType::k3;  // loss.kl_type
-  double kl_input_clamp = 0.0;  // loss.kl_input_clamp; 0: off
-  double kl_output_clamp = 0.0; // loss.kl_output_clamp; 0: off
-  LossAggregation aggregation = LossAggregation::token;          // loss.aggregation
-  ImportanceSampling importance_sampling = ImportanceSampling::none;  // loss.importance_sampling
-  double is_threshold_low = 0.5;   // loss.is_threshold_low (icepop, seq_mask)
-  double is_threshold_high = 2.0;  // loss.is_threshold_high (tis, icepop, seq_mask)
-  double entropy_coef = 0.0;       // loss.entropy_coef
-};
 
 // Throws hone::UserError naming the offending loss.* key.
 void validate_policy_loss_config(const PolicyLossConfig& c);
@@ -67,7 +52,8 @@ struct PolicyLossBatch {
   std::span<const T> advantages;         // one per sequence
 };
 
-// Partial sums over one micro-batch; merge() adds micro-batches (and ranks) together, then read the means.
+// Partial sums over one micro-batch (the op's PolicyLossStat block, read by policy_loss_metrics); merge() adds
+// micro-batches (and ranks) together, then read the means.
 struct PolicyLossMetrics {
   double loss = 0;          // this micro-batch's share of the global loss
   double pg_loss = 0;       // ... of which the policy-gradient term
@@ -85,6 +71,7 @@ struct PolicyLossMetrics {
   double kl_sum = 0;               // per-token KL values (after clamps, before kl_coef); 0 without reference
   double is_weight_sum = 0;        // importance weights w_t as applied
   double mult_prob_error_sum = 0;  // exp(|gen_t - old_t|)
+  double entropy_sum = 0;          // H_t of the valid tokens (whether or not entropy_coef is 0); 0 without entropy
 
   void merge(const PolicyLossMetrics& o);
   double clip_fraction() const;
@@ -96,6 +83,9 @@ struct PolicyLossMetrics {
   double token_mult_prob_error() const;
 };
 
+// The metrics of one micro-batch from the op's block of PolicyLossStat::count partial sums.
+PolicyLossMetrics policy_loss_metrics(const double* stats);
+
 // The denominator this micro-batch contributes to D (valid tokens, or sequences with a valid token); sum it over
 // all micro-batches and ranks of the global batch before calling policy_loss.
 int64_t loss_denominator(LossAggregation aggregation, std::span<const uint8_t> mask,
@@ -103,7 +93,8 @@ int64_t loss_denominator(LossAggregation aggregation, std::span<const uint8_t> m
 
 // Computes this micro-batch's loss contribution with the global denominator D, writes dloss/dnew_logprob for every
 // token (0 where mask is 0) into dnew_logprobs, and dloss/dentropy into dentropy (may be empty when
-// entropy_coef == 0). Instantiated for float and double.
+// entropy_coef == 0). The host entry to the op (cpu::policy_loss_forward / _backward in ops/ops.h) with the
+// config validated and the sizes checked. Instantiated for float and double.
 template <typename T>
 PolicyLossMetrics policy_loss(const PolicyLossConfig& config, const PolicyLossBatch<T>& batch,
                               double global_denominator, std::span<T> dnew_logprobs, std::span<T> dentropy);

@@ -1,6 +1,7 @@
 // The GRPO policy loss: hand-computed clip-higher, dual clip, KL estimators and clamps, importance-sampling masks
 // and metrics; the analytic gradient against central finite differences for every option combination; and
-// micro-batches adding up exactly to the one-shot loss with the global denominator.
+// micro-batches adding up exactly to the one-shot loss with the global denominator; the op's conventions (gradients
+// accumulated, old given as the new array on-policy, the entropy sum).
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <ostream>
 #include <vector>
 
+#include "ops/ops.h"
 #include "ops/philox.h"
 #include "rl/policy_loss.h"
 #include "runtime/error.h"
@@ -402,6 +404,39 @@ BOOST_AUTO_TEST_CASE(float_path_matches_double) {
   const hone::PolicyLossMetrics m = hone::policy_loss<float>(c, b, den, g, e);
   BOOST_TEST(m.loss == r.m.loss, tt::tolerance(1e-5));
   for (size_t t = 0; t < g.size(); ++t) BOOST_TEST(std::fabs(g[t] - r.dnew[t]) < 1e-5);
+}
+
+// The op itself (ops/ops.h): backward ACCUMULATES into its gradients on valid tokens only; old may be the new
+// array (exactly on-policy: every ratio 1); the entropy sum covers the valid tokens whatever entropy_coef is.
+BOOST_AUTO_TEST_CASE(op_accumulates_and_takes_new_as_old) {
+  hone::PolicyLossConfig c;
+  c.kl_coef = 0.05, c.entropy_coef = 0.01, c.importance_sampling = ImportanceSampling::tis;
+  const Data d = random_batch(c, 7);
+  const double den = denominator(c, d);
+  const int T = static_cast<int>(d.size()), S = static_cast<int>(d.adv.size());
+  std::vector<double> dnew(d.size(), 0.5), dent(d.size(), -0.25);
+  hone::cpu::policy_loss_backward(dnew.data(), dent.data(), d.now.data(), d.old.data(), d.gen.data(), d.ref.data(),
+                                  d.mask.data(), d.offsets.data(), d.adv.data(), T, S, c, den);
+  const Result r = run(c, d, den);
+  for (size_t t = 0; t < d.size(); ++t) {
+    BOOST_TEST(dnew[t] == 0.5 + r.dnew[t]);
+    BOOST_TEST(dent[t] == -0.25 + r.dent[t]);
+  }
+  double stats[hone::PolicyLossStat::count];
+  hone::cpu::policy_loss_forward(stats, d.now.data(), d.now.data(), d.gen.data(), d.ref.data(), d.ent.data(),
+                                 d.mask.data(), d.offsets.data(), d.adv.data(), T, S, c, den);
+  const hone::PolicyLossMetrics m = hone::policy_loss_metrics(stats);
+  BOOST_TEST(m.ratio_min == 1.0);
+  BOOST_TEST(m.ratio_max == 1.0);
+  BOOST_TEST(m.clipped_tokens == 0);
+  double ent = 0;
+  for (size_t t = 0; t < d.size(); ++t) ent += d.mask[t] ? d.ent[t] : 0.0;
+  BOOST_TEST(m.entropy_sum == ent, tt::tolerance(1e-12));
+  c.entropy_coef = 0;
+  hone::cpu::policy_loss_forward(stats, d.now.data(), d.old.data(), d.gen.data(), d.ref.data(), d.ent.data(),
+                                 d.mask.data(), d.offsets.data(), d.adv.data(), T, S, c, den);
+  BOOST_TEST(stats[hone::PolicyLossStat::entropy_sum] == ent, tt::tolerance(1e-12));
+  BOOST_TEST(stats[hone::PolicyLossStat::entropy_loss] == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(names_parse_and_bad_config_is_a_user_error) {

@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(recompute_is_bitwise_identical) {
     BOOST_TEST(bitwise_equal(ref.grad, all.grad));
     // three layers' activations saved vs one shared scratch
     BOOST_TEST(bytes_all_saved - bytes_all_recomputed ==
-               size_t(2 * hone::Transformer::layer_activation_floats(c, b.num_tokens())) * sizeof(float));
+               size_t(2 * hone::Transformer::layer_activation_floats(hone::layer_shape(c), b.num_tokens())) * sizeof(float));
   }
 }
 

@@ -1,0 +1,128 @@
+// One rank's tensor-parallel shard of every parameter (what the split is: shard_layout.h).
+#include "parallel/shard_layout.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/model_config.h"
+#include "runtime/error.h"
+
+namespace hone {
+
+int64_t ShardSlice::valid_count() const { return std::max<int64_t>(0, std::min(begin + count, valid_end) - begin); }
+
+int64_t ParamShard::local_numel() const {
+  int64_t n = 1;
+  for (int64_t d : local_shape) n *= d;
+  return n;
+}
+
+namespace {
+
+// The rows of k/v (weights and biases) this rank owns: its KV heads, or the one replicated head it reads.
+int64_t kv_begin(const ModelConfig& c, const LayerShape& s) {
+  const int Hkv = c.num_key_value_heads;
+  const int head = Hkv % s.tp == 0 ? s.tp_rank * s.kv_heads : s.tp_rank / (s.tp / Hkv);
+  return int64_t(head) * s.head_dim;
+}
+
+ShardSlice slice_of(const ModelConfig& c, const LayerShape& s, const ParamSpec& p) {
+  ShardSlice sl;
+  sl.dim = p.split_dim();
+  if (sl.dim < 0) {
+    sl.count = p.numel();
+    sl.valid_end = sl.count;
+    return sl;
+  }
+  sl.valid_end = p.shape[size_t(sl.dim)];
+  switch (p.split) {
+    case Split::vocab:
+      sl.begin = s.vocab_begin;
+      sl.count = s.vocab;
+      return sl;
+    case Split::column:
+    case Split::row: {
+      switch (p.param) {
+        case LayerParam::q_proj:
+        case LayerParam::q_bias:
+        case LayerParam::o_proj: sl.count = s.q_dim(); sl.begin = int64_t(s.tp_rank) * sl.count; return sl;
+        case LayerParam::k_proj:
+        case LayerParam::k_bias:
+        case LayerParam::v_proj:
+        case LayerParam::v_bias: sl.count = s.kv_dim(); sl.begin = kv_begin(c, s); return sl;
+        case LayerParam::gate_proj:
+        case LayerParam::up_proj:
+        case LayerParam::down_proj:
+          sl.count = s.intermediate;
+          sl.begin = int64_t(s.tp_rank) * sl.count;
+          return sl;
+        default: break;
+      }
+      break;
+    }
+    default: break;
+  }
+  HONE_CHECK(false, "no tensor-parallel split for ", p.name, " (", split_name(p.split), ")");
+  return sl;
+}
+
+// Calls fn(whole_offset, local_offset, n, valid) for each contiguous run of the slice (valid: the run exists in
+// the whole tensor; false for vocabulary padding).
+template <class Fn>
+void for_each_run(const ParamShard& p, Fn&& fn) {
+  const ShardSlice& sl = p.slice;
+  const auto& shape = p.spec.shape;
+  if (sl.dim < 0) {
+    fn(int64_t(0), int64_t(0), p.spec.numel(), true);
+    return;
+  }
+  if (sl.dim == 0) {
+    int64_t row = 1;
+    for (size_t d = 1; d < shape.size(); ++d) row *= shape[d];
+    for (int64_t i = 0; i < sl.count; ++i)
+      fn((sl.begin + i) * row, i * row, row, sl.begin + i < sl.valid_end);
+    return;
+  }
+  HONE_CHECK(sl.dim == 1 && shape.size() == 2, "split along dimension ", sl.dim, " of ", p.spec.name);
+  for (int64_t r = 0; r < shape[0]; ++r) fn(r * shape[1] + sl.begin, r * sl.count, sl.count, true);
+}
+
+}  // namespace
+
+ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank) {
+  ShardLayout L;
+  L.shape_ = layer_shape(c, tp, tp_rank);
+  for (const ParamSpec& spec : param_table(c)) {
+    ParamShard p;
+    p.spec = spec;
+    p.slice = slice_of(c, L.shape_, spec);
+    p.local_shape = spec.shape;
+    if (p.slice.dim >= 0) p.local_shape[size_t(p.slice.dim)] = p.slice.count;
+    p.offset = L.num_local_;
+    L.num_local_ += p.local_numel();
+    L.params_.push_back(std::move(p));
+  }
+  return L;
+}
+
+const ParamShard& ShardLayout::find(const std::string& name) const {
+  for (const ParamShard& p : params_)
+    if (p.spec.name == name) return p;
+  HONE_CHECK(false, "no parameter named ", name, " in the shard layout");
+  return params_.front();
+}
+
+void ShardLayout::extract(const ParamShard& p, const float* whole, float* local) {
+  for_each_run(p, [&](int64_t w, int64_t l, int64_t n, bool valid) {
+    if (valid) std::memcpy(local + l, whole + w, size_t(n) * sizeof(float));
+    else std::memset(local + l, 0, size_t(n) * sizeof(float));
+  });
+}
+
+void ShardLayout::insert(const ParamShard& p, const float* local, float* whole) {
+  for_each_run(p, [&](int64_t w, int64_t l, int64_t n, bool valid) {
+    if (valid) std::memcpy(whole + w, local + l, size_t(n) * sizeof(float));
+  });
+}
+
+}  // namespace hone

@@ -1,0 +1,73 @@
+// The layout of one rank's shard of the model under tensor parallelism, described once: for every parameter of the
+// parameter table (model/param_table.h), which dimension of the Hugging Face tensor is split, which slice this rank
+// owns and the shape it holds. Loading safetensors (a rank reads only its slices), saving whole HF tensors, the
+// optimizer's flat buffer of the shard, the memory planner and a resharding refit read it; none re-derives a split.
+//
+// Megatron's split over T ranks (the same as LayerShape's, model/layer_shape.h):
+//   column  (q/k/v and gate/up weights and biases): output rows; rank r owns rows [r*n, (r+1)*n) of q, gate, up;
+//           k and v by KV head: rank r owns its KV heads' rows, or, when T is a multiple of the KV heads (T > Hkv),
+//           the rows of KV head r / (T / Hkv): that head is replicated over T / Hkv consecutive ranks;
+//   row     (o_proj, down_proj): input columns [r*n, (r+1)*n);
+//   vocab   (embedding, LM head): rows [r*v, (r+1)*v) of the vocabulary padded to a multiple of T; rows past the
+//           real vocabulary are padding (zero weights, never a target);
+//   replicated (norm weights): whole on every rank.
+// Plain header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/layer_shape.h"
+#include "model/param_table.h"
+
+namespace hone {
+
+struct ModelConfig;
+
+// The part of a whole HF tensor a rank owns: along `dim` (-1: the whole tensor), `count` entries from `begin`.
+// For the padded vocabulary, the entries of [begin, begin + count) at or past `valid_end` are padding.
+struct ShardSlice {
+  int dim = -1;
+  int64_t begin = 0, count = 0;
+  int64_t valid_end = 0;  // along dim; == the HF tensor's size there, except for the padded vocabulary
+
+  int64_t valid_count() const;  // entries of the slice that exist in the HF tensor
+};
+
+struct ParamShard {
+  ParamSpec spec;                   // the whole parameter (name, HF shape, split)
+  std::vector<int64_t> local_shape;  // what this rank holds
+  ShardSlice slice;
+  int64_t offset = 0;               // element offset in this rank's flat buffer
+
+  int64_t local_numel() const;
+};
+
+class ShardLayout {
+ public:
+  // This rank's shard of c's parameters at tensor-parallel size tp; the UserError of layer_shape when tp does not
+  // divide the model.
+  static ShardLayout of(const ModelConfig& c, int tp, int tp_rank);
+
+  int tp() const { return shape_.tp; }
+  int tp_rank() const { return shape_.tp_rank; }
+  const LayerShape& shape() const { return shape_; }
+  const std::vector<ParamShard>& params() const { return params_; }
+  int64_t num_local_params() const { return num_local_; }
+  // The shard of the parameter named `name` (HF name); Error when there is none.
+  const ParamShard& find(const std::string& name) const;
+
+  // Copies this rank's slice out of a whole HF tensor (row-major, spec.shape) into `local` (local_numel elements,
+  // padding rows zero).
+  static void extract(const ParamShard& p, const float* whole, float* local);
+  // Writes this rank's slice into a whole HF tensor (padding rows dropped): the inverse of extract.
+  static void insert(const ParamShard& p, const float* local, float* whole);
+
+ private:
+  LayerShape shape_;
+  std::vector<ParamShard> params_;
+  int64_t num_local_ = 0;
+};
+
+}  // namespace hone
