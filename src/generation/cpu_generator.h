@@ -84,7 +84,6 @@ class CpuGenerator {
                                 int max_total_sequence_length, const DecodeFunction& decode = {});
 
   const GenerationStats& stats() const { return stats_; }
-  const GenerationOptions& options() const { return options_; }
 
  private:
   struct Sequence;
