@@ -10,6 +10,8 @@
 #             two-GPU Llama-3.1-8B step, alone on GPU 0), and on two GPUs grpo-dp2 and grpo-dp2-zero (the Qwen3-0.6B
 #             step with twice the prompts, plain and with the distributed optimizer), grpo-8b (the Llama-3.1-8B shape),
 #             then report (hone-report of every step file)
+#   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
+#             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logdir=${1:?usage: mk/gpu-session.sh LOGDIR [part...]}
@@ -59,6 +61,10 @@ if want demo; then
 fi
 if want grpo; then
   run_part 200 grpo "$hone" run input/bench-grpo-qwen3-0.6b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want grpo-baseline; then
+  run_part 200 grpo-baseline "${HONE_BASELINE:?grpo-baseline needs HONE_BASELINE}" run input/bench-grpo-qwen3-0.6b.toml \
+    run.name=baseline-bench-grpo-qwen3-0.6b "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 if want grpo-llama; then
   run_part 200 grpo "$hone" run input/bench-grpo-llama-3.2-1b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"

@@ -3,7 +3,6 @@
 #include "config/schema.h"
 
 #include <cctype>
-#include <limits>
 #include <map>
 
 namespace hone {

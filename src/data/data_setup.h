@@ -3,7 +3,6 @@
 #pragma once
 
 #include <memory>
-#include <string>
 
 #include "data/dataset_jsonl.h"
 #include "reward/math_answer.h"

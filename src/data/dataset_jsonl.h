@@ -50,7 +50,6 @@ class JsonlPromptDataset : public PromptSource {
   int64_t epoch_size() const override { return stats_.usable; }
   std::string describe() const override;
   const DatasetStats& stats() const { return stats_; }
-  const DatasetOptions& options() const { return options_; }
 
   // The prompt of a usable line by its index in file order (0 .. epoch_size()-1).
   Prompt at(int64_t index);

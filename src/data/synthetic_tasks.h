@@ -1,4 +1,4 @@
-// Constructors of the individual synthetic tasks (internal to src/rl; use make_synthetic_task()).
+// Constructors of the individual synthetic tasks (internal to src/data; use make_synthetic_task()).
 #pragma once
 
 #include <memory>

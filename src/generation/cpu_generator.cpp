@@ -88,16 +88,46 @@ void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests,
   const int n = int(end - begin);
   const int V = config_.vocab_size;
   ++stats_.waves;
-
-  // The cache holds what this wave can reach: the longest prompt plus max_new_tokens, capped by the total length.
-  int64_t longest = 0;
-  for (size_t i = begin; i < end; ++i) longest = std::max<int64_t>(longest, int64_t(requests[i].prompt.size()));
-  const int max_len = int(std::min<int64_t>(max_total_, longest + stop_->max_new_tokens));
-  cache_.reshape(config_.num_hidden_layers, n, max_len, config_.num_key_value_heads, config_.head_dim);
-  stats_.peak_kv_bytes = std::max(stats_.peak_kv_bytes, cache_.bytes());
+  reshape_cache(requests, begin, end);
 
   // Prefill each distinct prompt once, into the slot of its first request; the others copy its K and V.
   const auto t0 = Clock::now();
+  const std::vector<int> distinct_of = prefill_distinct_prompts(requests, begin, end);
+  std::vector<Sequence> seqs = start_sequences(requests, begin, end, distinct_of, out);
+  stats_.prefill_seconds += seconds_since(t0);
+
+  // The first token of every sample comes from its prompt's last-token logits; then one batched decode step per
+  // token for the sequences still running.
+  const auto t1 = Clock::now();
+  for (int i = 0; i < n; ++i)
+    take_token(seqs[size_t(i)], out[begin + size_t(i)], logits_.data() + int64_t(distinct_of[size_t(i)]) * V);
+  decode_until_done(seqs, begin, out);
+  stats_.decode_seconds += seconds_since(t1);
+
+  if (*decode_) {
+    for (int i = 0; i < n; ++i) {
+      Rollout& r = out[begin + size_t(i)];
+      r.text = (*decode_)(r.completion);
+      if (seqs[size_t(i)].text_end != std::string::npos) r.text.resize(seqs[size_t(i)].text_end);
+    }
+  }
+}
+
+// The cache holds what this wave can reach: the longest prompt plus max_new_tokens, capped by the total length.
+void CpuGenerator::reshape_cache(const std::vector<GenerationRequest>& requests, size_t begin, size_t end) {
+  int64_t longest = 0;
+  for (size_t i = begin; i < end; ++i) longest = std::max<int64_t>(longest, int64_t(requests[i].prompt.size()));
+  const int max_len = int(std::min<int64_t>(max_total_, longest + stop_->max_new_tokens));
+  cache_.reshape(config_.num_hidden_layers, int(end - begin), max_len, config_.num_key_value_heads, config_.head_dim);
+  stats_.peak_kv_bytes = std::max(stats_.peak_kv_bytes, cache_.bytes());
+}
+
+// One prefill pass over the wave's distinct prompts, each into the slot of its first request (kept in slots_);
+// returns, for each request, the index of its distinct prompt (its row of logits_).
+std::vector<int> CpuGenerator::prefill_distinct_prompts(const std::vector<GenerationRequest>& requests, size_t begin,
+                                                        size_t end) {
+  const int n = int(end - begin);
+  const int V = config_.vocab_size;
   std::map<std::vector<int32_t>, int> first_of;  // prompt -> index among the distinct prompts
   std::vector<int> distinct_of(static_cast<size_t>(n));       // request -> its distinct prompt
   tokens_.clear();
@@ -116,6 +146,16 @@ void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests,
   if (logits_.size() < size_t(n) * size_t(V)) logits_.resize(size_t(n) * size_t(V));  // distinct prompts <= n
   forward_.prefill(weights_, cache_, tokens_.data(), cu_seqlens_.data(), slots_.data(), num_distinct, logits_.data());
   stats_.prefill_tokens += int64_t(tokens_.size());
+  return distinct_of;
+}
+
+// One sequence per request in its own slot; a request that shares its prompt with an earlier one copies that one's
+// K and V.
+std::vector<CpuGenerator::Sequence> CpuGenerator::start_sequences(const std::vector<GenerationRequest>& requests,
+                                                                  size_t begin, size_t end,
+                                                                  const std::vector<int>& distinct_of,
+                                                                  std::vector<Rollout>& out) {
+  const int n = int(end - begin);
   std::vector<Sequence> seqs(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     Sequence& s = seqs[size_t(i)];
@@ -129,14 +169,12 @@ void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests,
     r.completion.reserve(size_t(stop_->max_new_tokens));
     r.logprobs.reserve(size_t(stop_->max_new_tokens));
   }
-  stats_.prefill_seconds += seconds_since(t0);
+  return seqs;
+}
 
-  // The first token of every sample comes from its prompt's last-token logits.
-  const auto t1 = Clock::now();
-  for (int i = 0; i < n; ++i)
-    take_token(seqs[size_t(i)], out[begin + size_t(i)], logits_.data() + int64_t(distinct_of[size_t(i)]) * V);
-
-  // Then one batched decode step per token for the sequences still running.
+void CpuGenerator::decode_until_done(std::vector<Sequence>& seqs, size_t begin, std::vector<Rollout>& out) {
+  const int n = int(seqs.size());
+  const int V = config_.vocab_size;
   for (;;) {
     active_.clear();
     tokens_.clear();
@@ -158,15 +196,6 @@ void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests,
     for (int b = 0; b < B; ++b)
       take_token(seqs[size_t(active_[size_t(b)])], out[begin + size_t(active_[size_t(b)])],
                  logits_.data() + int64_t(b) * V);
-  }
-  stats_.decode_seconds += seconds_since(t1);
-
-  if (*decode_) {
-    for (int i = 0; i < n; ++i) {
-      Rollout& r = out[begin + size_t(i)];
-      r.text = (*decode_)(r.completion);
-      if (seqs[size_t(i)].text_end != std::string::npos) r.text.resize(seqs[size_t(i)].text_end);
-    }
   }
 }
 

@@ -84,12 +84,17 @@ class CpuGenerator {
                                 int max_total_sequence_length, const DecodeFunction& decode = {});
 
   const GenerationStats& stats() const { return stats_; }
-  const GenerationOptions& options() const { return options_; }
 
  private:
   struct Sequence;
   void generate_wave(const std::vector<GenerationRequest>& requests, size_t begin, size_t end,
                      std::vector<Rollout>& out);
+  void reshape_cache(const std::vector<GenerationRequest>& requests, size_t begin, size_t end);
+  std::vector<int> prefill_distinct_prompts(const std::vector<GenerationRequest>& requests, size_t begin, size_t end);
+  std::vector<Sequence> start_sequences(const std::vector<GenerationRequest>& requests, size_t begin, size_t end,
+                                        const std::vector<int>& distinct_of, std::vector<Rollout>& out);
+  // One batched decode step per token until every sequence of the wave has stopped.
+  void decode_until_done(std::vector<Sequence>& seqs, size_t begin, std::vector<Rollout>& out);
   // Samples the next token of `seq` from its logits row and applies the stop rules.
   void take_token(Sequence& seq, Rollout& r, const float* logits_row);
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "cuda/check.h"
 #include "generation/gpu_generation_forward.h"
@@ -21,10 +22,337 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Stop strings are matched on the host, as the CPU engine does: how much text was checked, and where it stops.
 struct TextState {
   size_t text_size = 0;
   size_t text_end = std::string::npos;
 };
+
+// What the sampler needs besides the rows: the sampling settings in device form and the Philox key.
+struct SamplerSettings {
+  cuda::GpuSamplingParams params;
+  uint64_t seed = 0;
+  uint32_t step = 0;
+  int max_total_sequence_length = 0;
+  int32_t max_new = 0;
+};
+
+// The longest a sequence of this call can get.
+int longest_sequence(const std::vector<GenerationRequest>& requests, const StopCriteria& stop,
+                     int max_total_sequence_length) {
+  int64_t longest = 0;
+  for (const GenerationRequest& r : requests) longest = std::max<int64_t>(longest, int64_t(r.prompt.size()));
+  return int(std::min<int64_t>(max_total_sequence_length, longest + stop.max_new_tokens));
+}
+
+SamplerSettings sampler_settings(const SamplingParams& sampling, const StopCriteria& stop, int vocab_size,
+                                 uint64_t seed, uint32_t step, int max_total_sequence_length) {
+  SamplerSettings s;
+  s.params.temperature = sampling.temperature;
+  s.params.top_k = sampling.top_k >= vocab_size ? 0 : int(sampling.top_k);
+  s.params.top_p = sampling.top_p;
+  s.params.min_p = sampling.min_p;
+  s.params.greedy = sampling.greedy;
+  s.seed = seed;
+  s.step = step;
+  s.max_total_sequence_length = max_total_sequence_length;
+  s.max_new = int32_t(std::min<int64_t>(stop.max_new_tokens, std::numeric_limits<int32_t>::max()));
+  return s;
+}
+
+// Allocates the KV cache at the first call (kv_cache_gib, or a fraction of the free memory now), checks that one
+// sequence of max_len tokens fits, and reserves the per-pass buffers.
+void prepare_cache(GpuGenerationForward& fwd, const ModelConfig& config, const GpuGenerationOptions& options,
+                   int max_len, const StopCriteria& stop) {
+  const int bs = options.block_size;
+  const int64_t block_bytes = GpuGenerationForward::block_bytes(config, bs);
+  if (!fwd.has_cache()) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const double bytes = options.kv_cache_gib > 0 ? options.kv_cache_gib * double(int64_t(1) << 30)
+                                                  : options.kv_cache_memory_fraction * double(free_b);
+    const int64_t nb = std::min<int64_t>(int64_t(bytes / double(block_bytes)), std::numeric_limits<int32_t>::max() / bs);
+    HONE_USER_CHECK(nb >= 1, "the KV cache (", bytes / double(int64_t(1) << 30), " GiB) holds no block of ",
+                    block_bytes, " bytes: raise generation.kv_cache_gib or kv_cache_memory_fraction");
+    fwd.allocate_cache(int(nb), bs);
+  }
+  const int num_blocks = fwd.num_blocks();
+  const int max_blocks = (max_len + bs - 1) / bs;
+  HONE_USER_CHECK(max_blocks <= num_blocks, "the KV cache holds ", int64_t(num_blocks) * bs,
+                  " tokens, fewer than one sequence of up to ", max_len,
+                  " tokens: raise generation.kv_cache_gib or kv_cache_memory_fraction");
+  fwd.reserve(options.max_num_seqs, max_blocks, std::max(options.max_prefill_tokens, max_len),
+              int(stop.stop_token_ids.size()));
+}
+
+// One generate() call: the rollouts being built, the KV blocks and the scheduler that hands out passes over them,
+// and the packing buffers reused from pass to pass. A pass lists its sequences in rows_, in the order of the
+// logits rows the sampler reads.
+class GenerationCall {
+ public:
+  GenerationCall(GpuGenerationForward& fwd, const ModelConfig& config, const GpuGenerationOptions& options,
+                 GpuGenerationStats& stats, const std::vector<GenerationRequest>& requests, const StopCriteria& stop,
+                 int max_len);
+  GenerationCall(const GenerationCall&) = delete;
+  GenerationCall& operator=(const GenerationCall&) = delete;
+
+  Scheduler::Step schedule() { return sched_.schedule(); }
+  void run_prefill(const Scheduler::Step& st);
+  void run_decode(const Scheduler::Step& st);
+  // Samples one token per row and applies the stop rules.
+  void sample_next_tokens(const SamplerSettings& s, const DecodeFunction& decode);
+  // After the last pass: the rollouts with their text, and the call's cache statistics.
+  std::vector<Rollout> finish(const DecodeFunction& decode);
+
+ private:
+  int slot_of(int64_t seq, int pos) const;
+  int length_of(int64_t seq) const;
+  std::vector<std::vector<int64_t>> split_by_first_block(const std::vector<int64_t>& d, size_t begin,
+                                                         size_t end) const;
+  int shared_prefix_blocks(const std::vector<int64_t>& members) const;
+  void order_decode_rows(const std::vector<int64_t>& running);
+  void pack_decode_batch();
+  void append_sampled_token(int row, const DecodeFunction& decode);
+  FinishReason finish_reason(int64_t seq, int32_t token, int32_t done, const DecodeFunction& decode);
+
+  GpuGenerationForward& fwd_;
+  const GpuGenerationOptions& options_;
+  GpuGenerationStats& stats_;
+  const StopCriteria& stop_;
+  const int vocab_size_;
+  const int64_t block_bytes_;
+  const int bs_;
+  const int num_blocks_;
+  const int max_blocks_;  // the decode batch's block-table width
+  KvBlockManager kv_;
+  Scheduler sched_;
+  std::vector<Rollout> out_;
+  std::vector<TextState> text_;
+  std::vector<int64_t> rows_;
+  std::vector<int32_t> p_tokens_, p_pos_, p_slots_, p_cu_, p_gather_;
+  DecodeBatch db_;
+  SampleRows sr_;
+};
+
+GenerationCall::GenerationCall(GpuGenerationForward& fwd, const ModelConfig& config,
+                               const GpuGenerationOptions& options, GpuGenerationStats& stats,
+                               const std::vector<GenerationRequest>& requests, const StopCriteria& stop, int max_len)
+    : fwd_(fwd),
+      options_(options),
+      stats_(stats),
+      stop_(stop),
+      vocab_size_(config.vocab_size),
+      block_bytes_(GpuGenerationForward::block_bytes(config, options.block_size)),
+      bs_(options.block_size),
+      num_blocks_(fwd.num_blocks()),
+      max_blocks_(fwd.max_blocks()),
+      kv_(num_blocks_, bs_),
+      sched_(kv_, SchedulerOptions{options.max_num_seqs, options.max_prefill_tokens, options.shared_prefix}),
+      out_(requests.size()),
+      text_(requests.size()) {
+  // Consecutive requests with the same prompt form a group (group_requests makes the G samples consecutive).
+  int64_t group = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (i == 0 || requests[i].prompt != requests[i - 1].prompt) group = int64_t(i);
+    sched_.add(int64_t(i), group, int(requests[i].prompt.size()));
+    Rollout& r = out_[i];
+    r.prompt = requests[i].prompt;
+    r.sample_index = requests[i].sample_index;
+    r.completion.reserve(size_t(std::min<int64_t>(stop.max_new_tokens, max_len)));
+    r.logprobs.reserve(r.completion.capacity());
+  }
+}
+
+int GenerationCall::slot_of(int64_t seq, int pos) const {
+  const std::vector<int32_t>& t = kv_.block_table(seq);
+  return t[size_t(pos / bs_)] * bs_ + pos % bs_;
+}
+
+int GenerationCall::length_of(int64_t seq) const {
+  return int(out_[size_t(seq)].prompt.size() + out_[size_t(seq)].completion.size());
+}
+
+// Packs the computed sequences into one pass: prompt + generated tokens (a recompute after preemption); a fork
+// samples from its leader's last row. Then copies the blocks the step asked for.
+void GenerationCall::run_prefill(const Scheduler::Step& st) {
+  rows_.clear();
+  p_tokens_.clear(), p_pos_.clear(), p_slots_.clear(), p_gather_.clear();
+  p_cu_.assign(1, 0);
+  std::vector<int32_t> last_row(st.prefill.size(), -1);
+  int max_seqlen = 0;
+  for (size_t e = 0; e < st.prefill.size(); ++e) {
+    const Scheduler::PrefillSeq& ps = st.prefill[e];
+    if (ps.compute_from >= 0) {
+      last_row[e] = last_row[size_t(ps.compute_from)];
+      continue;
+    }
+    const Rollout& r = out_[size_t(ps.seq)];
+    const int n = length_of(ps.seq);
+    HONE_CHECK(n == ps.tokens, "prefill of ", ps.tokens, " tokens for a sequence of ", n);
+    for (int p = 0; p < n; ++p) {
+      p_tokens_.push_back(p < int(r.prompt.size()) ? r.prompt[size_t(p)] : r.completion[size_t(p) - r.prompt.size()]);
+      p_pos_.push_back(p);
+      p_slots_.push_back(slot_of(ps.seq, p));
+    }
+    p_cu_.push_back(int32_t(p_tokens_.size()));
+    last_row[e] = int32_t(p_tokens_.size()) - 1;
+    max_seqlen = std::max(max_seqlen, n);
+  }
+  for (size_t e = 0; e < st.prefill.size(); ++e) {
+    rows_.push_back(st.prefill[e].seq);
+    p_gather_.push_back(last_row[e]);
+  }
+  fwd_.prefill(p_tokens_, p_pos_, p_slots_, p_cu_, max_seqlen, p_gather_);
+  fwd_.copy_blocks(st.copies);
+  stats_.prefill_tokens += int64_t(p_tokens_.size());
+  ++stats_.prefill_passes;
+}
+
+void GenerationCall::run_decode(const Scheduler::Step& st) {
+  rows_.clear();
+  order_decode_rows(st.decode);
+  pack_decode_batch();
+  fwd_.decode(db_, options_.cuda_graphs);
+  ++stats_.decode_steps;
+}
+
+// A group's members d[begin, end) by their first KV block: members recomputed after a preemption hold their own
+// blocks.
+std::vector<std::vector<int64_t>> GenerationCall::split_by_first_block(const std::vector<int64_t>& d, size_t begin,
+                                                                       size_t end) const {
+  std::vector<std::vector<int64_t>> subs;
+  for (size_t k = begin; k < end; ++k) {
+    const int32_t first = kv_.block_table(d[k]).front();
+    auto it = std::find_if(subs.begin(), subs.end(),
+                           [&](const std::vector<int64_t>& v) { return kv_.block_table(v[0]).front() == first; });
+    if (it == subs.end()) subs.push_back({d[k]});
+    else it->push_back(d[k]);
+  }
+  return subs;
+}
+
+// The full blocks every member shares with the first one, within the shortest member's tokens.
+int GenerationCall::shared_prefix_blocks(const std::vector<int64_t>& members) const {
+  int common = std::numeric_limits<int>::max(), shortest = std::numeric_limits<int>::max();
+  for (int64_t m : members) {
+    common = std::min(common, kv_.common_prefix_blocks(members[0], m));
+    shortest = std::min(shortest, length_of(m));
+  }
+  return std::min(common, shortest / bs_);
+}
+
+// Decode rows: shared-prefix groups first (each group's rows consecutive, its bounds and prefix length in db_), then
+// the other rows.
+void GenerationCall::order_decode_rows(const std::vector<int64_t>& d) {
+  std::vector<int64_t> rest;
+  db_.group_offsets.clear();
+  db_.prefix_lens.clear();
+  for (size_t i = 0; i < d.size();) {
+    size_t j = i + 1;
+    while (j < d.size() && sched_.group(d[j]) == sched_.group(d[i])) ++j;
+    for (const std::vector<int64_t>& sub : split_by_first_block(d, i, j)) {
+      const int common = shared_prefix_blocks(sub);
+      if (options_.shared_prefix && sub.size() >= 2 && common >= 1) {
+        if (db_.group_offsets.empty()) db_.group_offsets.push_back(0);
+        rows_.insert(rows_.end(), sub.begin(), sub.end());
+        db_.group_offsets.push_back(int32_t(rows_.size()));
+        db_.prefix_lens.push_back(common * bs_);
+      } else {
+        rest.insert(rest.end(), sub.begin(), sub.end());
+      }
+    }
+    i = j;
+  }
+  stats_.shared_prefix_rows += int64_t(rows_.size());
+  rows_.insert(rows_.end(), rest.begin(), rest.end());
+}
+
+// Each row feeds its last sampled token at position n - 1 and reads its blocks through its block table.
+void GenerationCall::pack_decode_batch() {
+  const int B = int(rows_.size());
+  db_.B = B;
+  db_.tokens.resize(size_t(B)), db_.positions.resize(size_t(B)), db_.slots.resize(size_t(B));
+  db_.seq_lens.resize(size_t(B));
+  db_.block_tables.assign(size_t(B) * size_t(max_blocks_), fwd_.dummy_block());
+  db_.max_seq_len = 0;
+  for (int b = 0; b < B; ++b) {
+    const int64_t seq = rows_[size_t(b)];
+    const int n = length_of(seq);
+    db_.tokens[size_t(b)] = out_[size_t(seq)].completion.back();
+    db_.positions[size_t(b)] = n - 1;
+    db_.slots[size_t(b)] = slot_of(seq, n - 1);
+    db_.seq_lens[size_t(b)] = n;
+    db_.max_seq_len = std::max(db_.max_seq_len, n);
+    const std::vector<int32_t>& t = kv_.block_table(seq);
+    HONE_CHECK(int(t.size()) <= max_blocks_, "block table longer than the reserved ", max_blocks_);
+    std::copy(t.begin(), t.end(), db_.block_tables.begin() + int64_t(b) * max_blocks_);
+  }
+}
+
+void GenerationCall::sample_next_tokens(const SamplerSettings& s, const DecodeFunction& decode) {
+  const int R = int(rows_.size());
+  sr_.R = R;
+  for (auto* v : {&sr_.sample_index, &sr_.position, &sr_.gen_len, &sr_.seq_len, &sr_.max_new}) v->resize(size_t(R));
+  for (int r = 0; r < R; ++r) {
+    const int64_t seq = rows_[size_t(r)];
+    const int g = int(out_[size_t(seq)].completion.size());
+    sr_.sample_index[size_t(r)] = int32_t(uint32_t(out_[size_t(seq)].sample_index));
+    sr_.position[size_t(r)] = g;
+    sr_.gen_len[size_t(r)] = g;
+    sr_.seq_len[size_t(r)] = length_of(seq);
+    sr_.max_new[size_t(r)] = s.max_new;
+  }
+  fwd_.sample(sr_, s.params, s.seed, s.step, s.max_total_sequence_length, stop_.stop_token_ids);
+  for (int r = 0; r < R; ++r) append_sampled_token(r, decode);
+}
+
+void GenerationCall::append_sampled_token(int row, const DecodeFunction& decode) {
+  const int64_t seq = rows_[size_t(row)];
+  Rollout& o = out_[size_t(seq)];
+  const int32_t tok = fwd_.tokens()[row];
+  HONE_CHECK(tok >= 0 && tok < vocab_size_, "sampled token ", tok, " outside the vocabulary");
+  o.completion.push_back(tok);
+  o.logprobs.push_back(fwd_.logprobs()[row]);
+  sched_.on_token(seq);
+  ++stats_.generated_tokens;
+  const FinishReason reason = finish_reason(seq, tok, fwd_.done()[row], decode);
+  if (reason != FinishReason::none) {
+    o.finish_reason = reason;
+    sched_.finish(seq);
+  }
+}
+
+// `done` is the device's verdict (1: a stop token, 2: a length limit); a stop string outranks a length limit.
+FinishReason GenerationCall::finish_reason(int64_t seq, int32_t token, int32_t done, const DecodeFunction& decode) {
+  FinishReason reason = done == 1 ? FinishReason::stop : FinishReason::none;
+  if (!stop_.stop_strings.empty()) {
+    TextState& ts = text_[size_t(seq)];
+    const Rollout& o = out_[size_t(seq)];
+    const std::string s = decode(o.completion);
+    const StopDecision sd = check_stop(stop_, token, int64_t(o.completion.size()), s, ts.text_size);
+    ts.text_size = s.size();
+    if (reason == FinishReason::none && sd.reason == FinishReason::stop) {
+      reason = FinishReason::stop;
+      ts.text_end = sd.text_end;
+    }
+  }
+  if (reason == FinishReason::none && done == 2) reason = FinishReason::length;
+  return reason;
+}
+
+std::vector<Rollout> GenerationCall::finish(const DecodeFunction& decode) {
+  HONE_CHECK(kv_.num_free() == num_blocks_, "KV blocks leaked: ", num_blocks_ - kv_.num_free(), " still in use");
+  if (decode) {
+    for (size_t i = 0; i < out_.size(); ++i) {
+      out_[i].text = decode(out_[i].completion);
+      if (text_[i].text_end != std::string::npos) out_[i].text.resize(text_[i].text_end);
+    }
+  }
+  stats_.waves = stats_.prefill_passes;
+  stats_.preemptions = sched_.preemptions();
+  stats_.peak_kv_bytes = int64_t(kv_.peak_used()) * block_bytes_;
+  return std::move(out_);
+}
 
 }  // namespace
 
@@ -52,222 +380,29 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
                                             uint32_t step, int max_total_sequence_length,
                                             const DecodeFunction& decode) {
   validate_generation_call(requests, sampling, stop, max_total_sequence_length, bool(decode), config_.vocab_size);
-  int64_t longest = 0;
-  for (const GenerationRequest& r : requests) longest = std::max<int64_t>(longest, int64_t(r.prompt.size()));
   stats_ = GpuGenerationStats{};
   stats_.sequences = int64_t(requests.size());
-  std::vector<Rollout> out(requests.size());
-  if (requests.empty()) return out;
+  if (requests.empty()) return {};
 
-  // The longest a sequence can get, and the cache it needs.
-  const int bs = options_.block_size;
-  const int max_len = int(std::min<int64_t>(max_total_sequence_length, longest + stop.max_new_tokens));
-  const int64_t block_bytes = GpuGenerationForward::block_bytes(config_, bs);
-  if (!fwd_->has_cache()) {
-    size_t free_b = 0, total_b = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    const double bytes = options_.kv_cache_gib > 0 ? options_.kv_cache_gib * double(int64_t(1) << 30)
-                                                   : options_.kv_cache_memory_fraction * double(free_b);
-    const int64_t nb = std::min<int64_t>(int64_t(bytes / double(block_bytes)), std::numeric_limits<int32_t>::max() / bs);
-    HONE_USER_CHECK(nb >= 1, "the KV cache (", bytes / double(int64_t(1) << 30), " GiB) holds no block of ",
-                    block_bytes, " bytes: raise generation.kv_cache_gib or kv_cache_memory_fraction");
-    fwd_->allocate_cache(int(nb), bs);
-  }
-  const int num_blocks = fwd_->num_blocks();
-  const int max_blocks = (max_len + bs - 1) / bs;
-  HONE_USER_CHECK(max_blocks <= num_blocks, "the KV cache holds ", int64_t(num_blocks) * bs,
-                  " tokens, fewer than one sequence of up to ", max_len,
-                  " tokens: raise generation.kv_cache_gib or kv_cache_memory_fraction");
-  fwd_->reserve(options_.max_num_seqs, max_blocks, std::max(options_.max_prefill_tokens, max_len),
-                int(stop.stop_token_ids.size()));
-  const int MB = fwd_->max_blocks();
-  stats_.kv_capacity_tokens = int64_t(num_blocks) * bs;
+  const int max_len = longest_sequence(requests, stop, max_total_sequence_length);
+  prepare_cache(*fwd_, config_, options_, max_len, stop);
+  stats_.kv_capacity_tokens = int64_t(fwd_->num_blocks()) * options_.block_size;
   const int64_t replays0 = fwd_->graph_replays();
+  const SamplerSettings sampler =
+      sampler_settings(sampling, stop, config_.vocab_size, seed, step, max_total_sequence_length);
 
-  KvBlockManager kv(num_blocks, bs);
-  Scheduler sched(kv, SchedulerOptions{options_.max_num_seqs, options_.max_prefill_tokens, options_.shared_prefix});
-  // Consecutive requests with the same prompt form a group (group_requests makes the G samples consecutive).
-  int64_t group = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (i == 0 || requests[i].prompt != requests[i - 1].prompt) group = int64_t(i);
-    sched.add(int64_t(i), group, int(requests[i].prompt.size()));
-    Rollout& r = out[i];
-    r.prompt = requests[i].prompt;
-    r.sample_index = requests[i].sample_index;
-    r.completion.reserve(size_t(std::min<int64_t>(stop.max_new_tokens, max_len)));
-    r.logprobs.reserve(r.completion.capacity());
-  }
-  std::vector<TextState> text(requests.size());
-
-  cuda::GpuSamplingParams gp;
-  gp.temperature = sampling.temperature;
-  gp.top_k = sampling.top_k >= config_.vocab_size ? 0 : int(sampling.top_k);
-  gp.top_p = sampling.top_p;
-  gp.min_p = sampling.min_p;
-  gp.greedy = sampling.greedy;
-  const int32_t max_new = int32_t(std::min<int64_t>(stop.max_new_tokens, std::numeric_limits<int32_t>::max()));
-
-  auto slot_of = [&](int64_t seq, int pos) {
-    const std::vector<int32_t>& t = kv.block_table(seq);
-    return t[size_t(pos / bs)] * bs + pos % bs;
-  };
-  auto length_of = [&](int64_t seq) { return int(out[size_t(seq)].prompt.size() + out[size_t(seq)].completion.size()); };
-
-  std::vector<int64_t> rows;
-  std::vector<int32_t> p_tokens, p_pos, p_slots, p_cu, p_gather;
-  DecodeBatch db;
-  SampleRows sr;
+  GenerationCall call(*fwd_, config_, options_, stats_, requests, stop, max_len);
   for (;;) {
     const auto t0 = Clock::now();
-    Scheduler::Step st = sched.schedule();
+    const Scheduler::Step st = call.schedule();
     if (st.kind == Scheduler::Step::Kind::none) break;
-    rows.clear();
-    if (st.kind == Scheduler::Step::Kind::prefill) {
-      // Pack the computed sequences: prompt + generated tokens (a recompute after preemption).
-      p_tokens.clear(), p_pos.clear(), p_slots.clear(), p_gather.clear();
-      p_cu.assign(1, 0);
-      std::vector<int32_t> last_row(st.prefill.size(), -1);
-      int max_seqlen = 0;
-      for (size_t e = 0; e < st.prefill.size(); ++e) {
-        const Scheduler::PrefillSeq& ps = st.prefill[e];
-        if (ps.compute_from >= 0) {
-          last_row[e] = last_row[size_t(ps.compute_from)];
-          continue;
-        }
-        const Rollout& r = out[size_t(ps.seq)];
-        const int n = length_of(ps.seq);
-        HONE_CHECK(n == ps.tokens, "prefill of ", ps.tokens, " tokens for a sequence of ", n);
-        for (int p = 0; p < n; ++p) {
-          p_tokens.push_back(p < int(r.prompt.size()) ? r.prompt[size_t(p)] : r.completion[size_t(p) - r.prompt.size()]);
-          p_pos.push_back(p);
-          p_slots.push_back(slot_of(ps.seq, p));
-        }
-        p_cu.push_back(int32_t(p_tokens.size()));
-        last_row[e] = int32_t(p_tokens.size()) - 1;
-        max_seqlen = std::max(max_seqlen, n);
-      }
-      for (size_t e = 0; e < st.prefill.size(); ++e) {
-        rows.push_back(st.prefill[e].seq);
-        p_gather.push_back(last_row[e]);
-      }
-      fwd_->prefill(p_tokens, p_pos, p_slots, p_cu, max_seqlen, p_gather);
-      fwd_->copy_blocks(st.copies);
-      stats_.prefill_tokens += int64_t(p_tokens.size());
-      ++stats_.prefill_passes;
-    } else {
-      // Decode rows: shared-prefix groups first (each group's rows consecutive), then the other rows.
-      std::vector<int64_t> rest;
-      db.group_offsets.clear();
-      db.prefix_lens.clear();
-      const std::vector<int64_t>& d = st.decode;
-      for (size_t i = 0; i < d.size();) {
-        size_t j = i + 1;
-        while (j < d.size() && sched.group(d[j]) == sched.group(d[i])) ++j;
-        // Members recomputed after a preemption hold their own blocks: sub-groups by the first block.
-        std::vector<std::vector<int64_t>> subs;
-        for (size_t k = i; k < j; ++k) {
-          const int32_t first = kv.block_table(d[k]).front();
-          auto it = std::find_if(subs.begin(), subs.end(),
-                                 [&](const std::vector<int64_t>& v) { return kv.block_table(v[0]).front() == first; });
-          if (it == subs.end()) subs.push_back({d[k]});
-          else it->push_back(d[k]);
-        }
-        for (const std::vector<int64_t>& sub : subs) {
-          int common = std::numeric_limits<int>::max(), shortest = std::numeric_limits<int>::max();
-          for (int64_t m : sub) {
-            common = std::min(common, kv.common_prefix_blocks(sub[0], m));
-            shortest = std::min(shortest, length_of(m));
-          }
-          common = std::min(common, shortest / bs);
-          if (options_.shared_prefix && sub.size() >= 2 && common >= 1) {
-            if (db.group_offsets.empty()) db.group_offsets.push_back(0);
-            rows.insert(rows.end(), sub.begin(), sub.end());
-            db.group_offsets.push_back(int32_t(rows.size()));
-            db.prefix_lens.push_back(common * bs);
-          } else {
-            rest.insert(rest.end(), sub.begin(), sub.end());
-          }
-        }
-        i = j;
-      }
-      stats_.shared_prefix_rows += int64_t(rows.size());
-      rows.insert(rows.end(), rest.begin(), rest.end());
-      const int B = int(rows.size());
-      db.B = B;
-      db.tokens.resize(size_t(B)), db.positions.resize(size_t(B)), db.slots.resize(size_t(B));
-      db.seq_lens.resize(size_t(B));
-      db.block_tables.assign(size_t(B) * size_t(MB), fwd_->dummy_block());
-      db.max_seq_len = 0;
-      for (int b = 0; b < B; ++b) {
-        const int64_t seq = rows[size_t(b)];
-        const int n = length_of(seq);  // the last sampled token is fed at position n - 1
-        db.tokens[size_t(b)] = out[size_t(seq)].completion.back();
-        db.positions[size_t(b)] = n - 1;
-        db.slots[size_t(b)] = slot_of(seq, n - 1);
-        db.seq_lens[size_t(b)] = n;
-        db.max_seq_len = std::max(db.max_seq_len, n);
-        const std::vector<int32_t>& t = kv.block_table(seq);
-        HONE_CHECK(int(t.size()) <= MB, "block table longer than the reserved ", MB);
-        std::copy(t.begin(), t.end(), db.block_tables.begin() + int64_t(b) * MB);
-      }
-      fwd_->decode(db, options_.cuda_graphs);
-      ++stats_.decode_steps;
-    }
-
-    // Sample one token per row and apply the stop rules.
-    const int R = int(rows.size());
-    sr.R = R;
-    for (auto* v : {&sr.sample_index, &sr.position, &sr.gen_len, &sr.seq_len, &sr.max_new}) v->resize(size_t(R));
-    for (int r = 0; r < R; ++r) {
-      const int64_t seq = rows[size_t(r)];
-      const int g = int(out[size_t(seq)].completion.size());
-      sr.sample_index[size_t(r)] = int32_t(uint32_t(out[size_t(seq)].sample_index));
-      sr.position[size_t(r)] = g;
-      sr.gen_len[size_t(r)] = g;
-      sr.seq_len[size_t(r)] = length_of(seq);
-      sr.max_new[size_t(r)] = max_new;
-    }
-    fwd_->sample(sr, gp, seed, step, max_total_sequence_length, stop.stop_token_ids);
-    for (int r = 0; r < R; ++r) {
-      const int64_t seq = rows[size_t(r)];
-      Rollout& o = out[size_t(seq)];
-      const int32_t tok = fwd_->tokens()[r];
-      HONE_CHECK(tok >= 0 && tok < config_.vocab_size, "sampled token ", tok, " outside the vocabulary");
-      o.completion.push_back(tok);
-      o.logprobs.push_back(fwd_->logprobs()[r]);
-      sched.on_token(seq);
-      ++stats_.generated_tokens;
-      const int32_t done = fwd_->done()[r];
-      FinishReason reason = done == 1 ? FinishReason::stop : FinishReason::none;
-      if (!stop.stop_strings.empty()) {  // on the host, as the CPU engine does
-        TextState& ts = text[size_t(seq)];
-        const std::string s = decode(o.completion);
-        const StopDecision sd = check_stop(stop, tok, int64_t(o.completion.size()), s, ts.text_size);
-        ts.text_size = s.size();
-        if (reason == FinishReason::none && sd.reason == FinishReason::stop) {
-          reason = FinishReason::stop;
-          ts.text_end = sd.text_end;
-        }
-      }
-      if (reason == FinishReason::none && done == 2) reason = FinishReason::length;
-      if (reason != FinishReason::none) {
-        o.finish_reason = reason;
-        sched.finish(seq);
-      }
-    }
-    (st.kind == Scheduler::Step::Kind::prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds_since(t0);
+    const bool prefill = st.kind == Scheduler::Step::Kind::prefill;
+    if (prefill) call.run_prefill(st);
+    else call.run_decode(st);
+    call.sample_next_tokens(sampler, decode);
+    (prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds_since(t0);
   }
-  HONE_CHECK(kv.num_free() == num_blocks, "KV blocks leaked: ", num_blocks - kv.num_free(), " still in use");
-
-  if (decode) {
-    for (size_t i = 0; i < out.size(); ++i) {
-      out[i].text = decode(out[i].completion);
-      if (text[i].text_end != std::string::npos) out[i].text.resize(text[i].text_end);
-    }
-  }
-  stats_.waves = stats_.prefill_passes;
-  stats_.preemptions = sched.preemptions();
-  stats_.peak_kv_bytes = int64_t(kv.peak_used()) * block_bytes;
+  std::vector<Rollout> out = call.finish(decode);
   stats_.cuda_graph_replays = fwd_->graph_replays() - replays0;
   return out;
 }

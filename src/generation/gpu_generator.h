@@ -61,7 +61,6 @@ class GpuGenerator {
   void release();
 
   const GpuGenerationStats& stats() const { return stats_; }
-  const GpuGenerationOptions& options() const { return options_; }
 
  private:
   const ModelConfig config_;

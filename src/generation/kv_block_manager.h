@@ -25,7 +25,6 @@ class KvBlockManager {
   int num_free() const { return int(free_.size()); }
   int num_used() const { return num_blocks_ - num_free(); }
   int peak_used() const { return peak_used_; }
-  void reset_peak() { peak_used_ = num_used(); }
   int ref_count(int block) const { return refs_[size_t(block)]; }
   int blocks_for(int64_t tokens) const { return int((tokens + block_size_ - 1) / block_size_); }
 

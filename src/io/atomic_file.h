@@ -8,7 +8,6 @@
 // I/O failures throw hone::UserError naming the path and the system's reason (disk full, permission, ...).
 #pragma once
 
-#include <cstdint>
 #include <functional>
 #include <string>
 

@@ -212,16 +212,6 @@ std::optional<std::string> get_string_attr(hid_t obj, const std::string& name) {
   return s;
 }
 
-std::optional<int64_t> get_int_attr(hid_t obj, const std::string& name) {
-  if (H5Aexists(obj, name.c_str()) <= 0) return std::nullopt;
-  Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "H5Aopen");
-  Handle ft(H5Aget_type(a), H5Tclose, "H5Aget_type");
-  if (H5Tget_class(ft) != H5T_INTEGER) return std::nullopt;
-  int64_t v = 0;
-  check(H5Aread(a, H5T_NATIVE_INT64, &v), "H5Aread(int64)");
-  return v;
-}
-
 std::vector<std::string> list_datasets(hid_t group) {
   std::vector<std::string> names;
   check(H5Lvisit(group, H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &names), "H5Lvisit");

@@ -62,7 +62,6 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name);
 void set_attr(hid_t obj, const std::string& name, const std::string& value);
 void set_attr(hid_t obj, const std::string& name, int64_t value);
 std::optional<std::string> get_string_attr(hid_t obj, const std::string& name);
-std::optional<int64_t> get_int_attr(hid_t obj, const std::string& name);
 
 // The paths (relative to the group, '/'-separated) of every dataset below group, sorted.
 std::vector<std::string> list_datasets(hid_t group);

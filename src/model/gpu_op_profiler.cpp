@@ -3,8 +3,6 @@
 
 #if HONE_CUDA
 
-#include <cstring>
-
 #include "cuda/check.h"
 
 namespace hone {

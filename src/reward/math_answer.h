@@ -4,7 +4,6 @@
 // Anything else (\sqrt{2}, x^2+1, intervals) compares by normalized string equality.
 #pragma once
 
-#include <memory>
 #include <string>
 
 #include "reward/math_answer_extract.h"

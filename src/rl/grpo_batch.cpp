@@ -1,8 +1,6 @@
 // Packing a step's rollouts into micro-batches (see grpo_batch.h).
 #include "rl/grpo_batch.h"
 
-#include "runtime/error.h"
-
 namespace hone::rl {
 
 std::vector<std::vector<int64_t>> pack_samples(const std::vector<GrpoSample>& samples,

@@ -16,15 +16,8 @@ void check_parallel_supported(const Config& c) {
                   "from the rank count)");
 }
 
-}  // namespace
-
-RankGrid read_rank_grid(const Config& c, int world_size) {
-  check_parallel_supported(c);
-  return RankGrid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")));
-}
-
-GrpoSettings read_grpo_settings(const Config& c, int dp) {
-  GrpoSettings s;
+// [run], and the parallelism this loop supports.
+void read_run_keys(const Config& c, GrpoSettings& s) {
   s.run_name = c.get_string("run.name");
   s.seed = uint64_t(c.get_int("run.seed"));
   s.max_steps = c.get_int("run.max_steps");
@@ -32,7 +25,9 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   s.cuda = c.get_string("run.device") == "cuda";
 
   check_parallel_supported(c);
+}
 
+void read_grpo_keys(const Config& c, GrpoSettings& s) {
   s.prompts_per_step = c.get_int("grpo.num_prompts_per_step");
   s.generations = c.get_int("grpo.num_generations_per_prompt");
   s.advantages.normalize_rewards = c.get_bool("grpo.normalize_rewards");
@@ -40,7 +35,9 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   s.dynamic_sampling = c.get_bool("grpo.use_dynamic_sampling");
   s.dynamic_max_batches = c.get_int("grpo.dynamic_sampling_max_gen_batches");
   s.overlong_filtering = c.get_bool("grpo.overlong_filtering");
+}
 
+void read_loss_keys(const Config& c, GrpoSettings& s) {
   s.loss.ratio_clip_min = c.get_float("loss.ratio_clip_min");
   s.loss.ratio_clip_max = c.get_float("loss.ratio_clip_max");
   s.loss.ratio_clip_c = c.get_float("loss.ratio_clip_c");
@@ -55,7 +52,9 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   s.loss.entropy_coef = c.get_float("loss.entropy_coef");
   validate_policy_loss_config(s.loss);
   s.skip_prev_logprobs_on_policy = c.get_bool("loss.skip_prev_logprobs_on_policy");
+}
 
+void read_generation_keys(const Config& c, GrpoSettings& s) {
   s.sampling.temperature = float(c.get_float("generation.temperature"));
   s.sampling.top_k = c.get_int("generation.top_k");
   s.sampling.top_p = float(c.get_float("generation.top_p"));
@@ -71,7 +70,10 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   s.kv_cache_memory_fraction = c.get_float("generation.kv_cache_memory_fraction");
   s.kv_block_size = int(c.get_int("generation.kv_block_size"));
   s.cuda_graphs = c.get_bool("generation.cuda_graphs");
+}
 
+// [train], and parallel.nccl_timeout_s.
+void read_train_keys(const Config& c, GrpoSettings& s) {
   s.lr.learning_rate = float(c.get_float("train.learning_rate"));
   s.lr.min_learning_rate = float(c.get_float("train.min_learning_rate"));
   s.lr.decay = parse_lr_decay(c.get_string("train.lr_schedule"));
@@ -88,14 +90,19 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   s.grad_reduce_in_fp32 = c.get_bool("train.grad_reduce_in_fp32");
   s.optimizer_offload = c.get_bool("train.optimizer_offload");
   s.nccl_timeout_s = c.get_float("parallel.nccl_timeout_s");
+}
 
+// [checkpoint] and [output].
+void read_output_keys(const Config& c, GrpoSettings& s) {
   s.checkpoint_every = c.get_int("checkpoint.every");
   s.checkpoint_at_exit = c.get_bool("checkpoint.save_at_exit");
   s.sample_every = c.get_int("output.sample_every");
   s.num_samples = c.get_int("output.num_samples");
   s.overwrite = c.get_bool("output.overwrite");
+}
 
-  // Batch sizes.
+// The batch sizes divide the step's rollouts and the data-parallel ranks; the longest sequence fits a micro-batch.
+void check_batch_sizes(GrpoSettings& s, int dp) {
   const int64_t rollouts = s.rollouts_per_step();
   HONE_USER_CHECK(s.prompts_per_step % dp == 0, "grpo.num_prompts_per_step = ", s.prompts_per_step,
                   " does not divide over ", dp, " data-parallel ranks (make it a multiple of ", dp, ")");
@@ -112,6 +119,24 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   HONE_USER_CHECK(s.max_new_tokens < s.max_total_sequence_length, "generation.max_new_tokens = ", s.max_new_tokens,
                   " leaves no room for a prompt under generation.max_total_sequence_length = ",
                   s.max_total_sequence_length);
+}
+
+}  // namespace
+
+RankGrid read_rank_grid(const Config& c, int world_size) {
+  check_parallel_supported(c);
+  return RankGrid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")));
+}
+
+GrpoSettings read_grpo_settings(const Config& c, int dp) {
+  GrpoSettings s;
+  read_run_keys(c, s);
+  read_grpo_keys(c, s);
+  read_loss_keys(c, s);
+  read_generation_keys(c, s);
+  read_train_keys(c, s);
+  read_output_keys(c, s);
+  check_batch_sizes(s, dp);
 
   // The learning rate decays over the run's optimizer steps (warmup included), as in NeMo-RL / Megatron.
   s.lr.decay_steps = int(s.max_steps * s.optimizer_steps_per_step());

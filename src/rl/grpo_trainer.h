@@ -102,7 +102,6 @@ class GrpoTrainer {
   ChatFormat chat_ = ChatFormat::None;
   std::string system_prompt_;
   DataSetup data_;
-  int64_t prompts_too_long_total_ = 0;
 
   ModelWeights initial_;  // the initial fp32 weights, until connect()
   std::unique_ptr<PolicyEngine> engine_;

@@ -6,7 +6,6 @@
 // The generation copy is restored from the training weights (they are equal after every refit); the reference
 // model is rebuilt from its source (model.path or the seeded random init), never checkpointed. Sampling needs no
 // RNG state: its counter-based draws are keyed by (seed, step, sample, position).
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 

@@ -11,18 +11,27 @@
 
 namespace hone::rl {
 
-void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
-  const double inf = std::numeric_limits<double>::infinity();
-  // Sums over ranks.
-  enum {
-    kCount, kReward, kReward2, kCorrect, kAdv, kGen, kTrunc, kPromptTok, kGenAll, kLogprobTok, kTrainTok,
-    kPacked, kSlots, kTooLong, kGroups, kZeroVar, kLoss, kPg, kKl, kValid, kClipped, kRatio, kKlSum, kIsW, kMpe,
-    kEntropy, kNSum
-  };
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+// Indices of the sums over ranks.
+enum SumIndex {
+  kCount, kReward, kReward2, kCorrect, kAdv, kGen, kTrunc, kPromptTok, kGenAll, kLogprobTok, kTrainTok,
+  kPacked, kSlots, kTooLong, kGroups, kZeroVar, kLoss, kPg, kKl, kValid, kClipped, kRatio, kKlSum, kIsW, kMpe,
+  kEntropy, kNSum
+};
+
+// The step's sums and extremes: this rank's, until reduce_over_ranks.
+struct StepTotals {
   double sum[kNSum] = {};
-  double mn[3] = {inf, inf, inf};     // reward, advantage, ratio
-  double mx[4] = {-inf, -inf, -inf, 0};  // reward, advantage, ratio, generated tokens of one sample
-  for (const auto& s : st.samples) {
+  double mn[3] = {kInf, kInf, kInf};        // reward, advantage, ratio
+  double mx[4] = {-kInf, -kInf, -kInf, 0};  // reward, advantage, ratio, generated tokens of one sample
+};
+
+void add_samples(StepTotals& t, const std::vector<GrpoSample>& samples) {
+  double* sum = t.sum;
+  for (const auto& s : samples) {
     sum[kCount] += 1;
     sum[kReward] += s.reward;
     sum[kReward2] += s.reward * s.reward;
@@ -30,82 +39,78 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
     sum[kAdv] += s.advantage;
     sum[kGen] += double(s.rollout.completion.size());
     sum[kTrunc] += s.rollout.finish_reason == FinishReason::length ? 1 : 0;
-    mn[0] = std::min(mn[0], s.reward), mx[0] = std::max(mx[0], s.reward);
-    mn[1] = std::min(mn[1], double(s.advantage)), mx[1] = std::max(mx[1], double(s.advantage));
-    mx[3] = std::max(mx[3], double(s.rollout.completion.size()));
+    t.mn[0] = std::min(t.mn[0], s.reward), t.mx[0] = std::max(t.mx[0], s.reward);
+    t.mn[1] = std::min(t.mn[1], double(s.advantage)), t.mx[1] = std::max(t.mx[1], double(s.advantage));
+    t.mx[3] = std::max(t.mx[3], double(s.rollout.completion.size()));
   }
-  sum[kPromptTok] = double(st.prompt_tokens);
-  sum[kGenAll] = double(st.generated_tokens_all);
-  sum[kLogprobTok] = double(st.logprob_tokens);
-  sum[kTrainTok] = double(st.training_tokens);
-  sum[kPacked] = double(st.packed_tokens);
-  sum[kSlots] = double(st.packed_slots);
-  sum[kTooLong] = double(st.prompts_too_long);
-  sum[kGroups] = double(st.groups_generated);
-  sum[kZeroVar] = double(st.groups_zero_variance);
-  const PolicyLossMetrics& L = st.loss;
+}
+
+void add_loss(StepTotals& t, const PolicyLossMetrics& L, double entropy_sum) {
+  double* sum = t.sum;
   sum[kLoss] = L.loss, sum[kPg] = L.pg_loss, sum[kKl] = L.kl_loss;
   sum[kValid] = double(L.valid_tokens), sum[kClipped] = double(L.clipped_tokens);
   sum[kRatio] = L.ratio_sum, sum[kKlSum] = L.kl_sum, sum[kIsW] = L.is_weight_sum, sum[kMpe] = L.mult_prob_error_sum;
-  sum[kEntropy] = st.entropy_sum;
-  mn[2] = L.valid_tokens > 0 ? L.ratio_min : inf;
-  mx[2] = L.valid_tokens > 0 ? L.ratio_max : -inf;
-  ps_.dp().all_reduce_sum(sum, kNSum);
-  ps_.dp().all_reduce_min(mn, 3);
-  ps_.dp().all_reduce_max(mx, 4);
+  sum[kEntropy] = entropy_sum;
+  t.mn[2] = L.valid_tokens > 0 ? L.ratio_min : kInf;
+  t.mx[2] = L.valid_tokens > 0 ? L.ratio_max : -kInf;
+}
 
-  // Phase times: the slowest rank's.
-  std::vector<double> times;
-  for (const auto& p : step_phases()) times.push_back(timer_.seconds(p));
-  ps_.dp().all_reduce_max(times.data(), int64_t(times.size()));
+void reduce_over_ranks(StepTotals& t, Comm& dp) {
+  dp.all_reduce_sum(t.sum, kNSum);
+  dp.all_reduce_min(t.mn, 3);
+  dp.all_reduce_max(t.mx, 4);
+}
 
+void set_sample_metrics(StepRow& row, const StepTotals& t) {
+  const double* sum = t.sum;
   const double n = sum[kCount];
   if (n > 0) {
     const double mean = sum[kReward] / n;
     row.set("reward/mean", mean);
     row.set("reward/std", std::sqrt(std::max(0.0, sum[kReward2] / n - mean * mean)));
-    row.set("reward/min", mn[0]);
-    row.set("reward/max", mx[0]);
+    row.set("reward/min", t.mn[0]);
+    row.set("reward/max", t.mx[0]);
     row.set("accuracy", sum[kCorrect] / n);
     row.set("advantages/mean", sum[kAdv] / n);
-    row.set("advantages/min", mn[1]);
-    row.set("advantages/max", mx[1]);
+    row.set("advantages/min", t.mn[1]);
+    row.set("advantages/max", t.mx[1]);
     row.set("generated_tokens/mean", sum[kGen] / n);
-    row.set("generated_tokens/max", mx[3]);
+    row.set("generated_tokens/max", t.mx[3]);
     row.set("truncation_rate", sum[kTrunc] / n);
   }
   row.set("samples", n);
-  if (st.optimizer_steps > 0) {
-    row.set("loss", sum[kLoss] / double(st.optimizer_steps));
-    row.set("pg_loss", sum[kPg] / double(st.optimizer_steps));
-    if (s_.loss.kl_coef > 0) {
-      row.set("kl_loss", sum[kKl] / double(st.optimizer_steps));
+}
+
+// Per optimizer step (loss, gradient norm, learning rate) and per valid token (entropy, clipping, ratios).
+void set_loss_metrics(StepRow& row, const StepTotals& t, int64_t optimizer_steps, double grad_norm_sum, double lr,
+                      bool with_kl) {
+  const double* sum = t.sum;
+  if (optimizer_steps > 0) {
+    row.set("loss", sum[kLoss] / double(optimizer_steps));
+    row.set("pg_loss", sum[kPg] / double(optimizer_steps));
+    if (with_kl) {
+      row.set("kl_loss", sum[kKl] / double(optimizer_steps));
       row.set("kl", sum[kKlSum] / std::max(1.0, sum[kValid]));
     }
-    row.set("grad_norm", st.grad_norm_sum / double(st.optimizer_steps));
-    row.set("lr", st.lr);
+    row.set("grad_norm", grad_norm_sum / double(optimizer_steps));
+    row.set("lr", lr);
   }
   if (sum[kValid] > 0) {
     row.set("entropy", sum[kEntropy] / sum[kValid]);
     row.set("clip_fraction", sum[kClipped] / sum[kValid]);
-    row.set("ratio/min", mn[2]);
+    row.set("ratio/min", t.mn[2]);
     row.set("ratio/mean", sum[kRatio] / sum[kValid]);
-    row.set("ratio/max", mx[2]);
+    row.set("ratio/max", t.mx[2]);
     row.set("token_mult_prob_error", sum[kMpe] / sum[kValid]);
     row.set("is_weight/mean", sum[kIsW] / sum[kValid]);
   }
-  row.set("optimizer_steps", double(st.optimizer_steps));
-  row.set("prompt_tokens", sum[kPromptTok]);
-  if (sum[kSlots] > 0) row.set("packing_efficiency", sum[kPacked] / sum[kSlots]);
-  row.set("zero_variance_fraction", sum[kGroups] > 0 ? sum[kZeroVar] / sum[kGroups] : 0.0);
-  row.set("dynamic_sampling/batches", double(st.batches));
-  row.set("dynamic_sampling/groups", double(st.groups_kept_global));
-  row.set("prompts_too_long", sum[kTooLong]);
-  row.set("microbatches", double(st.microbatches));
+}
 
-  // Times and rates. tokens_per_s: generation counts generated tokens, reward scored completion tokens, logprob and
-  // training the packed tokens they ran, refit the parameters copied, total every prompt and generated token.
-  const auto& phases = step_phases();
+// Times and rates. tokens_per_s: generation counts generated tokens, reward scored completion tokens, logprob and
+// training the packed tokens they ran, refit the parameters copied, total every prompt and generated token.
+void set_phase_metrics(StepRow& row, const StepTotals& t, const std::vector<std::string>& phases,
+                       const std::vector<double>& times) {
+  const double* sum = t.sum;
   for (size_t i = 0; i < phases.size(); ++i) row.set("time/" + phases[i], times[i]);
   auto rate = [&](const char* phase, double tokens, double seconds) {
     if (seconds > 0 && tokens > 0) row.set(std::string("tokens_per_s/") + phase, tokens / seconds);
@@ -115,14 +120,15 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   rate("logprob", sum[kLogprobTok], times[2]);
   rate("training", sum[kTrainTok], times[3]);
   rate("total", sum[kPromptTok] + sum[kGenAll], times[5]);
+}
 
-  // Memory (the largest rank's): what the engine held at the peak of each phase: every parameter copy, gradients
-  // and optimizer state, plus the KV cache for generation and the activation arenas for logprob and training; on
-  // the GPU also the driver's count of device memory in use (workspaces and the CUDA context included).
-  const EngineMemory em = engine_->memory();
+// Memory (the largest rank's): what the engine held at the peak of each phase: every parameter copy, gradients
+// and optimizer state, plus the KV cache for generation and the activation arenas for logprob and training; on
+// the GPU also the driver's count of device memory in use (workspaces and the CUDA context included).
+void set_memory_metrics(StepRow& row, const EngineMemory& em, Comm& dp) {
   double mem[7] = {em.generation, em.idle, em.logprob, em.training, em.refit, 0, em.device};
   mem[5] = std::max({mem[0], mem[2], mem[3], mem[4]});
-  ps_.dp().all_reduce_max(mem, 7);
+  dp.all_reduce_max(mem, 7);
   row.set("memory/peak_generation", mem[0]);
   row.set("memory/peak_reward", mem[1]);
   row.set("memory/peak_logprob", mem[2]);
@@ -130,6 +136,44 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   row.set("memory/peak_refit", mem[4]);
   row.set("memory/peak_total", mem[5]);
   if (mem[6] > 0) row.set("memory/device_peak", mem[6]);
+}
+
+}  // namespace
+
+// Collective over the data-parallel ranks: the reductions run in the same order on every rank.
+void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
+  StepTotals t;
+  add_samples(t, st.samples);
+  t.sum[kPromptTok] = double(st.prompt_tokens);
+  t.sum[kGenAll] = double(st.generated_tokens_all);
+  t.sum[kLogprobTok] = double(st.logprob_tokens);
+  t.sum[kTrainTok] = double(st.training_tokens);
+  t.sum[kPacked] = double(st.packed_tokens);
+  t.sum[kSlots] = double(st.packed_slots);
+  t.sum[kTooLong] = double(st.prompts_too_long);
+  t.sum[kGroups] = double(st.groups_generated);
+  t.sum[kZeroVar] = double(st.groups_zero_variance);
+  add_loss(t, st.loss, st.entropy_sum);
+  reduce_over_ranks(t, ps_.dp());
+
+  // Phase times: the slowest rank's.
+  std::vector<double> times;
+  for (const auto& p : step_phases()) times.push_back(timer_.seconds(p));
+  ps_.dp().all_reduce_max(times.data(), int64_t(times.size()));
+
+  set_sample_metrics(row, t);
+  set_loss_metrics(row, t, st.optimizer_steps, st.grad_norm_sum, st.lr, s_.loss.kl_coef > 0);
+  const double* sum = t.sum;
+  row.set("optimizer_steps", double(st.optimizer_steps));
+  row.set("prompt_tokens", sum[kPromptTok]);
+  if (sum[kSlots] > 0) row.set("packing_efficiency", sum[kPacked] / sum[kSlots]);
+  row.set("zero_variance_fraction", sum[kGroups] > 0 ? sum[kZeroVar] / sum[kGroups] : 0.0);
+  row.set("dynamic_sampling/batches", double(st.batches));
+  row.set("dynamic_sampling/groups", double(st.groups_kept_global));
+  row.set("prompts_too_long", sum[kTooLong]);
+  row.set("microbatches", double(st.microbatches));
+  set_phase_metrics(row, t, step_phases(), times);
+  set_memory_metrics(row, engine_->memory(), ps_.dp());
 
   if (num_samples > 0) record_samples(st, row, num_samples);
 }

@@ -1,7 +1,6 @@
 // Building a GrpoTrainer from the deck: tokenizer, model (loaded or random-init), prompts and reward, stop rules,
 // optimizer. Every check of the input happens here, before any work (doc/quickstart.md, "Bad input").
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 
 #include "config/config.h"

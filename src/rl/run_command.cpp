@@ -1,7 +1,8 @@
 // `hone run deck.toml [key=value ...]`: the GRPO job. Reads and checks the deck on every rank, echoes it, makes the
-// rank grid and its communicators (ParallelState) from the deck's [parallel] section, builds the trainer, prepares the checkpoint folder and the output file (rank 0), resumes when asked, then runs
-// run.max_steps steps: one HDF5 row and one stdout line per step, checkpoints every checkpoint.every steps and at
-// exit. SIGTERM / SIGUSR1: the current step finishes, a checkpoint is written, exit code 3.
+// rank grid and its communicators (ParallelState) from the deck's [parallel] section, builds the trainer, prepares
+// the checkpoint folder and the output file (rank 0), resumes when asked, then runs run.max_steps steps: one HDF5
+// row and one stdout line per step, checkpoints every checkpoint.every steps and at exit. SIGTERM / SIGUSR1: the
+// current step finishes, a checkpoint is written, exit code 3.
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -33,6 +34,33 @@ void print_rank0(const std::string& text) {
   std::fflush(stdout);
 }
 
+// Rank 0: the checkpoint folder and the output file (refusing to overwrite unless the deck says so); elsewhere null.
+// Collective: every rank gets the path of the checkpoint to resume from (empty: none).
+std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings& s, const CheckpointOptions& copt,
+                                           const ParallelState& ps, std::string& resume_from) {
+  const CheckpointStart start = s.resume ? CheckpointStart::resume
+                                : s.overwrite ? CheckpointStart::overwrite
+                                              : CheckpointStart::fresh;
+  std::unique_ptr<StepOutput> out;
+  agreed([&] {
+    if (ps.world_rank() != 0) return;
+    auto make_output = [&](int64_t resume_step) {
+      out = std::make_unique<StepOutput>(StepOutputOptions::from_config(cfg, resume_step, ps.world_size(), "none"));
+      for (const auto& m : grpo_extra_metrics()) out->declare_metric(m.name, m.unit, m.description);
+    };
+    if (start == CheckpointStart::overwrite) {
+      make_output(-1);  // checks output.dir before the old checkpoints are deleted
+      prepare_checkpoint_dir(copt, start);
+    } else {
+      const std::optional<CheckpointInfo> ck = prepare_checkpoint_dir(copt, start);
+      if (ck) resume_from = ck->path;
+      make_output(ck ? ck->step : (s.resume ? 0 : -1));
+    }
+  });
+  resume_from = broadcast_string(ps.world(), resume_from);
+  return out;
+}
+
 int run_run(const std::vector<std::string>& args) {
   if (args.empty()) throw UserError("run: no deck given (usage: hone run deck.toml [key=value ...])");
   if (args[0] == "--help" || args[0] == "-h") {
@@ -54,29 +82,9 @@ int run_run(const std::vector<std::string>& args) {
   const GrpoSettings& s = trainer->settings();
   trainer->connect();  // every rank built its trainer: now the communicators and the data-parallel optimizer
 
-  // Rank 0: the checkpoint folder and the output file (refusing to overwrite unless the deck says so).
   const CheckpointOptions copt = CheckpointOptions::from_config(cfg);
-  const CheckpointStart start = s.resume ? CheckpointStart::resume
-                                : s.overwrite ? CheckpointStart::overwrite
-                                              : CheckpointStart::fresh;
-  std::unique_ptr<StepOutput> out;
   std::string resume_from;
-  agreed([&] {
-    if (ps.world_rank() != 0) return;
-    auto make_output = [&](int64_t resume_step) {
-      out = std::make_unique<StepOutput>(StepOutputOptions::from_config(cfg, resume_step, ps.world_size(), "none"));
-      for (const auto& m : grpo_extra_metrics()) out->declare_metric(m.name, m.unit, m.description);
-    };
-    if (start == CheckpointStart::overwrite) {
-      make_output(-1);  // checks output.dir before the old checkpoints are deleted
-      prepare_checkpoint_dir(copt, start);
-    } else {
-      const std::optional<CheckpointInfo> ck = prepare_checkpoint_dir(copt, start);
-      if (ck) resume_from = ck->path;
-      make_output(ck ? ck->step : (s.resume ? 0 : -1));
-    }
-  });
-  resume_from = broadcast_string(ps.world(), resume_from);
+  const std::unique_ptr<StepOutput> out = prepare_output(cfg, s, copt, ps, resume_from);
   int64_t done = 0;
   if (!resume_from.empty()) {
     done = trainer->restore(resume_from);  // collective; the files are checked on every rank first

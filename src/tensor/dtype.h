@@ -33,8 +33,6 @@ constexpr const char* dtype_name(DType t) {
   return "?";
 }
 
-constexpr const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
-
 // bf16 is the top half of an f32; rounding to nearest even, NaN kept quiet.
 inline float bf16_to_f32(uint16_t h) {
   uint32_t u = uint32_t(h) << 16;

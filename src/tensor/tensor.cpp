@@ -120,16 +120,6 @@ uint16_t* Tensor::u16() const {
   return static_cast<uint16_t*>(data_);
 }
 
-Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
-  HONE_CHECK(ndim() >= 1 && begin >= 0 && begin <= end && end <= shape_[0], "bad row slice [", begin, ", ", end,
-             ") of ", shape_string());
-  int64_t row = shape_[0] ? numel() / shape_[0] : 0;
-  Tensor t = *this;
-  t.shape_[0] = end - begin;
-  t.data_ = static_cast<char*>(data_) + size_t(begin * row) * dtype_size(dtype_);
-  return t;
-}
-
 Tensor Tensor::reshape(std::vector<int64_t> shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);

@@ -40,8 +40,6 @@ class Tensor {
   int64_t* i64() const;
   uint16_t* u16() const;  // bf16 or f16 bits
 
-  // A view of rows [begin, end) along dimension 0.
-  Tensor slice_rows(int64_t begin, int64_t end) const;
   // The same memory with another shape of equal element count.
   Tensor reshape(std::vector<int64_t> shape) const;
 

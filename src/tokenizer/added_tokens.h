@@ -6,7 +6,6 @@
 // the match), normalized (the token is matched in normalized text instead of raw text; see HfTokenizer).
 #pragma once
 
-#include <array>
 #include <bitset>
 #include <cstdint>
 #include <string>

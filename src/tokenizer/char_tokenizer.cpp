@@ -3,7 +3,6 @@
 
 #include <array>
 
-#include "runtime/error.h"
 #include "tokenizer/utf8.h"
 
 namespace hone {

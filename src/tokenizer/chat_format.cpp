@@ -96,15 +96,6 @@ ChatFormat parse_chat_format(const std::string& name) {
   throw UserError(cat("unknown chat format '", name, "' (allowed: none, chatml, llama3)"));
 }
 
-const char* chat_format_name(ChatFormat format) {
-  switch (format) {
-    case ChatFormat::None: return "none";
-    case ChatFormat::ChatML: return "chatml";
-    case ChatFormat::Llama3: return "llama3";
-  }
-  return "?";
-}
-
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages, const ChatOptions& options) {
   HONE_USER_CHECK(!messages.empty(), "a chat needs at least one message");
   switch (format) {

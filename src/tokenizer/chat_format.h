@@ -30,7 +30,6 @@ struct ChatOptions {
 
 // "none" | "chatml" | "llama3"; hone::UserError naming the allowed values otherwise.
 ChatFormat parse_chat_format(const std::string& name);
-const char* chat_format_name(ChatFormat format);
 
 // Throws hone::UserError on an empty message list.
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages, const ChatOptions& options = {});

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
-#include "tokenizer/byte_level.h"
 
 namespace hone::tok {
 

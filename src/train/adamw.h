@@ -42,7 +42,6 @@ class AdamW {
   Tensor& exp_avg() { return m_; }           // first moment, [num_params]
   Tensor& exp_avg_sq() { return v_; }        // second moment
   const std::vector<ParamSegment>& segments() const { return segments_; }
-  const AdamWConfig& config() const { return config_; }
 
  private:
   std::vector<ParamSegment> segments_;

@@ -57,9 +57,6 @@ class DistributedAdamW {
   OptimizerStepResult step(ModelWeights& weights, const ModelWeights& grads, float lr, double max_grad_norm);
 
   const ZeroLayout& layout() const { return layout_; }
-  const std::vector<float>& master_shard() const { return master_; }
-  const std::vector<float>& exp_avg_shard() const { return m_; }
-  const std::vector<float>& exp_avg_sq_shard() const { return v_; }
   // This rank's shard of the last step's reduced gradients (before clipping).
   const std::vector<float>& reduced_grad_shard() const { return reduced_; }
   int step_count() const { return step_; }

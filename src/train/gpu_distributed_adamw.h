@@ -60,9 +60,6 @@ class GpuDistributedAdamW final : public GpuDataParallelOptimizer {
   void write_state(const ModelWeights& master, const float* exp_avg, const float* exp_avg_sq,
                    int step_count) override;
 
-  float* master_shard() const { return master_.get(); }
-  float* exp_avg_shard() const { return m_.get(); }
-  float* exp_avg_sq_shard() const { return v_.get(); }
   // Collective: the full fp32 master weights on every rank.
   void download_master(ModelWeights& w);
   ShardOptimizerState shard_state() const;

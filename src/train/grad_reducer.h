@@ -49,7 +49,6 @@ class GradReducer {
   // the armed backward (and before the optimizer step). Without arm() it reduces everything now.
   void wait_all();
 
-  cudaStream_t comm_stream() const { return comm_stream_; }
   int buckets_launched_during_backward() const { return launched_in_backward_; }
 
  private:
