@@ -5,7 +5,8 @@
 //   std::unique_ptr<hone::Comm> dp = comms.host(hone::CommGroup::dp);
 //   std::unique_ptr<hone::NcclComm> dp_gpu = comms.device(hone::CommGroup::dp, {.timeout_s = 600});  // collective over dp
 //
-// Without MPI running every group is this rank alone (the grid must then be one rank). Plain header (no mpi.h).
+// Without MPI running every group is this rank alone (the grid must then be one rank). A run makes one through
+// ParallelState (comm/parallel_state.h), which holds it with the host Comm of every group. Plain header (no mpi.h).
 #pragma once
 
 #include <memory>
@@ -19,6 +20,8 @@
 
 namespace hone {
 
+// The groups of the rank grid (cp, ep and the expert-data-parallel group join when the grid has them; see
+// comm/parallel_state.h).
 enum class CommGroup { world, dp, tp, pp };
 const char* comm_group_name(CommGroup g);
 

@@ -1,4 +1,5 @@
-// MpiComm: the collectives over MPI, in pieces of at most 2^30 elements where MPI's int counts need it.
+// MpiComm: the collectives and point-to-point messages over MPI, in pieces of at most 2^30 elements where MPI's int
+// counts need it (the all-to-alls take int counts and displacements: larger ones are refused).
 #include "comm/mpi_comm.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@ namespace hone {
 namespace {
 
 constexpr int64_t kChunk = int64_t(1) << 30;
+constexpr int kTag = 7301;  // every point-to-point message of a Comm (MPI keeps them in order per pair)
 
 MPI_Datatype mpi_type(CommType t) {
   switch (t) {
@@ -21,6 +23,7 @@ MPI_Datatype mpi_type(CommType t) {
     case CommType::bf16: return MPI_UINT16_T;  // moved as bits; never reduced by MPI
     case CommType::f64: return MPI_DOUBLE;
     case CommType::i64: return MPI_INT64_T;
+    case CommType::i32: return MPI_INT32_T;
   }
   return MPI_BYTE;
 }
@@ -72,9 +75,8 @@ void MpiComm::reduce_op(const void* send, void* recv, int64_t count, CommType ty
     return;
   }
   if (type == CommType::bf16) {
-    HONE_CHECK(op == MPI_SUM, "bf16 reduces by sum only");
     std::vector<float> f = widen(send, count);
-    reduce_op(f.data(), f.data(), count, CommType::f32, MPI_SUM);
+    reduce_op(f.data(), f.data(), count, CommType::f32, op);
     narrow(f, recv);
     return;
   }
@@ -91,8 +93,12 @@ void MpiComm::all_reduce_sum_raw(const void* send, void* recv, int64_t count, Co
   reduce_op(send, recv, count, type, MPI_SUM);
 }
 
-void MpiComm::all_reduce_max(double* x, int64_t n) { reduce_op(x, x, n, CommType::f64, MPI_MAX); }
-void MpiComm::all_reduce_min(double* x, int64_t n) { reduce_op(x, x, n, CommType::f64, MPI_MIN); }
+void MpiComm::all_reduce_max_raw(const void* send, void* recv, int64_t count, CommType type) {
+  reduce_op(send, recv, count, type, MPI_MAX);
+}
+void MpiComm::all_reduce_min_raw(const void* send, void* recv, int64_t count, CommType type) {
+  reduce_op(send, recv, count, type, MPI_MIN);
+}
 
 void MpiComm::reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_count, CommType type) {
   const size_t esize = comm_type_size(type);
@@ -143,36 +149,108 @@ void MpiComm::broadcast_raw(void* buf, int64_t count, CommType type, int root) {
   }
 }
 
-std::string MpiComm::broadcast_string(const std::string& s, int root) {
-  if (!distributed()) return s;
-  int64_t n = int64_t(s.size());
-  broadcast(&n, 1, root);
-  std::string out = rank_ == root ? s : std::string(size_t(n), '\0');
-  if (n > 0) MPI_CHECK(MPI_Bcast(out.data(), checked_count(n, "broadcast"), MPI_CHAR, root, comm_));
-  return out;
-}
-
-std::vector<std::string> MpiComm::gather_strings(const std::string& s, int root) {
-  if (!distributed()) return {s};
-  HONE_CHECK(root >= 0 && root < size_, "gather root ", root, " outside the ", describe());
-  const int mine = checked_count(int64_t(s.size()), "gather");
-  std::vector<int> sizes(size_t(size_), 0), offsets(size_t(size_), 0);
-  MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, comm_));
-  int64_t total = 0;
-  for (int r = 0; r < size_; ++r) {
-    offsets[size_t(r)] = checked_count(total, "gather");
-    total += sizes[size_t(r)];
-  }
-  std::string all(rank_ == root ? size_t(total) : 0, '\0');
-  MPI_CHECK(MPI_Gatherv(s.data(), mine, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, root, comm_));
-  if (rank_ != root) return {};
-  std::vector<std::string> out;
-  for (int r = 0; r < size_; ++r) out.push_back(all.substr(size_t(offsets[size_t(r)]), size_t(sizes[size_t(r)])));
-  return out;
-}
-
 void MpiComm::barrier() {
   if (distributed()) MPI_CHECK(MPI_Barrier(comm_));
+}
+
+// ---- point to point ----------------------------------------------------------------------------------------------
+// A one-rank group has no other peer: check_peer refuses send and recv there before MPI is involved.
+
+void MpiComm::send_raw(const void* buf, int64_t count, CommType type, int peer) {
+  check_peer("send", peer, /*self_allowed=*/false);
+  HONE_CHECK(count >= 0, "send of ", count, " elements");
+  const size_t esize = comm_type_size(type);
+  for (int64_t off = 0; off < count; off += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, count - off));
+    MPI_CHECK(MPI_Send(static_cast<const char*>(buf) + size_t(off) * esize, n, mpi_type(type), peer, kTag, comm_));
+  }
+}
+
+void MpiComm::recv_raw(void* buf, int64_t count, CommType type, int peer) {
+  check_peer("recv", peer, /*self_allowed=*/false);
+  HONE_CHECK(count >= 0, "recv of ", count, " elements");
+  const size_t esize = comm_type_size(type);
+  for (int64_t off = 0; off < count; off += kChunk) {
+    const int n = static_cast<int>(std::min(kChunk, count - off));
+    MPI_CHECK(MPI_Recv(static_cast<char*>(buf) + size_t(off) * esize, n, mpi_type(type), peer, kTag, comm_,
+                       MPI_STATUS_IGNORE));
+  }
+}
+
+// Every piece of the receive and of the send posted at once, then waited for: neither side orders the pair, and
+// the pieces match in order (MPI does not overtake messages of one pair and tag).
+void MpiComm::send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
+                            int source, CommType type) {
+  check_peer("send_recv", dest, /*self_allowed=*/true);
+  check_peer("send_recv", source, /*self_allowed=*/true);
+  HONE_CHECK(send_count >= 0 && recv_count >= 0, "send_recv of ", send_count, " / ", recv_count, " elements");
+  const size_t esize = comm_type_size(type);
+  check_disjoint("send_recv", send, size_t(send_count) * esize, recv, size_t(recv_count) * esize);
+  if (!distributed()) {
+    HONE_CHECK(send_count == recv_count, "send_recv to this rank itself: ", send_count, " elements sent, ",
+               recv_count, " received");
+    if (send_count > 0) std::memcpy(recv, send, size_t(send_count) * esize);
+    return;
+  }
+  std::vector<MPI_Request> requests;
+  for (int64_t off = 0; off < recv_count; off += kChunk) {
+    requests.push_back(MPI_REQUEST_NULL);
+    const int n = static_cast<int>(std::min(kChunk, recv_count - off));
+    MPI_CHECK(MPI_Irecv(static_cast<char*>(recv) + size_t(off) * esize, n, mpi_type(type), source, kTag, comm_,
+                        &requests.back()));
+  }
+  for (int64_t off = 0; off < send_count; off += kChunk) {
+    requests.push_back(MPI_REQUEST_NULL);
+    const int n = static_cast<int>(std::min(kChunk, send_count - off));
+    MPI_CHECK(MPI_Isend(static_cast<const char*>(send) + size_t(off) * esize, n, mpi_type(type), dest, kTag, comm_,
+                        &requests.back()));
+  }
+  MPI_CHECK(MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+}
+
+// ---- all to all --------------------------------------------------------------------------------------------------
+
+void MpiComm::all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) {
+  HONE_CHECK(count >= 0, "all_to_all of ", count, " elements per rank");
+  const size_t block = size_t(count) * comm_type_size(type);
+  check_disjoint("all_to_all", send, block * size_t(size_), recv, block * size_t(size_));
+  if (!distributed()) {
+    if (count > 0) std::memcpy(recv, send, block);
+    return;
+  }
+  const int n = checked_count(count, "all_to_all");
+  MPI_CHECK(MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), comm_));
+}
+
+void MpiComm::all_to_allv_raw(const void* send, std::span<const int64_t> send_counts,
+                              std::span<const int64_t> send_displs, void* recv, std::span<const int64_t> recv_counts,
+                              std::span<const int64_t> recv_displs, CommType type) {
+  check_all_to_allv(send_counts, send_displs, recv_counts, recv_displs);
+  const size_t esize = comm_type_size(type);
+  int64_t send_end = 0, recv_end = 0;
+  for (size_t r = 0; r < size_t(size_); ++r) {
+    if (send_counts[r] > 0) send_end = std::max(send_end, send_displs[r] + send_counts[r]);
+    if (recv_counts[r] > 0) recv_end = std::max(recv_end, recv_displs[r] + recv_counts[r]);
+  }
+  check_disjoint("all_to_allv", send, size_t(send_end) * esize, recv, size_t(recv_end) * esize);
+  if (!distributed()) {
+    HONE_CHECK(send_counts[0] == recv_counts[0], "all_to_allv on one rank: ", send_counts[0], " elements sent, ",
+               recv_counts[0], " received");
+    if (send_counts[0] > 0)
+      std::memcpy(static_cast<char*>(recv) + size_t(recv_displs[0]) * esize,
+                  static_cast<const char*>(send) + size_t(send_displs[0]) * esize, size_t(send_counts[0]) * esize);
+    return;
+  }
+  const size_t P = static_cast<size_t>(size_);
+  std::vector<int> sc(P), sd(P), rc(P), rd(P);
+  for (size_t r = 0; r < size_t(size_); ++r) {
+    sc[r] = checked_count(send_counts[r], "all_to_allv");
+    sd[r] = checked_count(send_displs[r], "all_to_allv displacement");
+    rc[r] = checked_count(recv_counts[r], "all_to_allv");
+    rd[r] = checked_count(recv_displs[r], "all_to_allv displacement");
+  }
+  MPI_CHECK(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(type), recv, rc.data(), rd.data(), mpi_type(type),
+                          comm_));
 }
 
 }  // namespace hone

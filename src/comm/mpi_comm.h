@@ -1,7 +1,8 @@
 // MpiComm: Comm over an MPI communicator, host buffers. Used by the CPU path (and CI) for data-parallel gradient
 // reduction and the loop's metrics, and to bootstrap NCCL. Without MPI running (a plain `hone ...`), or over a
 // one-rank communicator, it is a local group of one: every collective is a copy or nothing.
-// MPI has no bf16: bf16 sums are converted to fp32, reduced, and rounded back once.
+// MPI has no bf16: bf16 sums are converted to fp32, reduced, and rounded back once (max and min likewise, exactly).
+// Point-to-point messages use one tag of their own per communicator (MPI orders messages between a pair).
 // A failing MPI call throws through MPI_CHECK; fatal_exit then ends every rank (runtime/runtime.h).
 // Host-only header (includes mpi.h): never from a .cu file.
 #pragma once
@@ -35,13 +36,16 @@ class MpiComm : public Comm {
   void all_gather_raw(const void* send, void* recv, int64_t send_count, CommType type) override;
   void broadcast_raw(void* buf, int64_t count, CommType type, int root) override;
   void barrier() override;
-
-  // Host-only extras for the loop's metrics.
-  void all_reduce_max(double* x, int64_t n);
-  void all_reduce_min(double* x, int64_t n);
-  std::string broadcast_string(const std::string& s, int root = 0);
-  // Every rank's string, in rank order, on root; an empty vector elsewhere.
-  std::vector<std::string> gather_strings(const std::string& s, int root = 0);
+  void all_reduce_max_raw(const void* send, void* recv, int64_t count, CommType type) override;
+  void all_reduce_min_raw(const void* send, void* recv, int64_t count, CommType type) override;
+  void send_raw(const void* buf, int64_t count, CommType type, int peer) override;
+  void recv_raw(void* buf, int64_t count, CommType type, int peer) override;
+  void send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count, int source,
+                     CommType type) override;
+  void all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) override;
+  void all_to_allv_raw(const void* send, std::span<const int64_t> send_counts, std::span<const int64_t> send_displs,
+                       void* recv, std::span<const int64_t> recv_counts, std::span<const int64_t> recv_displs,
+                       CommType type) override;
 
  private:
   bool distributed() const { return comm_ != MPI_COMM_NULL && size_ > 1; }

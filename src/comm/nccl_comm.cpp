@@ -4,6 +4,7 @@
 
 #if HONE_CUDA
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -24,6 +25,7 @@ ncclDataType_t nccl_type(CommType t) {
     case CommType::bf16: return ncclBfloat16;
     case CommType::f64: return ncclFloat64;
     case CommType::i64: return ncclInt64;
+    case CommType::i32: return ncclInt32;
   }
   return ncclFloat32;
 }
@@ -198,11 +200,18 @@ void NcclComm::wait(NcclWork& w) {
 
 NcclWork NcclComm::all_reduce_sum_async(const void* send, void* recv, int64_t count, CommType type,
                                         cudaStream_t stream) {
-  check_usable("all_reduce_sum");
+  return all_reduce_async(send, recv, count, type, ncclSum, stream);
+}
+
+NcclWork NcclComm::all_reduce_async(const void* send, void* recv, int64_t count, CommType type, ncclRedOp_t op,
+                                    cudaStream_t stream) {
+  HONE_CHECK(op == ncclSum || op == ncclMax || op == ncclMin, "all_reduce with NCCL operation ", int(op));
+  const char* name = op == ncclSum ? "all_reduce_sum" : op == ncclMax ? "all_reduce_max" : "all_reduce_min";
+  check_usable(name);
   if (count == 0) return {};
   const Clock::time_point start = Clock::now();
-  std::string what = describe_op("all_reduce_sum", count, type);
-  settle(ncclAllReduce(send, recv, size_t(count), nccl_type(type), ncclSum, comm_, stream), what, start);
+  std::string what = describe_op(name, count, type);
+  settle(ncclAllReduce(send, recv, size_t(count), nccl_type(type), op, comm_, stream), what, start);
   return launched(std::move(what), stream, start);
 }
 
@@ -236,8 +245,114 @@ NcclWork NcclComm::broadcast_async(void* buf, int64_t count, CommType type, int 
   return launched(std::move(what), stream, start);
 }
 
+NcclWork NcclComm::p2p_group(std::string what, const std::vector<P2p>& ops, CommType type, cudaStream_t stream) {
+  bool any = false;
+  for (const P2p& op : ops) any = any || op.count > 0;
+  if (!any) return {};
+  const Clock::time_point start = Clock::now();
+  const ncclResult_t g = ncclGroupStart();
+  if (g != ncclSuccess) fail(what, cat("failed: ncclGroupStart: ", detail::nccl_status_text(g)));
+  // Inside the group the calls only record the transfers; the group is closed whatever they answer.
+  ncclResult_t first = ncclSuccess;
+  for (const P2p& op : ops) {
+    if (op.count == 0) continue;
+    const ncclResult_t r = op.send ? ncclSend(op.buf, size_t(op.count), nccl_type(type), op.peer, comm_, stream)
+                                   : ncclRecv(const_cast<void*>(op.buf), size_t(op.count), nccl_type(type), op.peer,
+                                              comm_, stream);
+    if (r != ncclSuccess && r != ncclInProgress && first == ncclSuccess) first = r;
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  if (first != ncclSuccess) fail(what, cat("failed: ", detail::nccl_status_text(first)));
+  settle(end, what, start);
+  return launched(std::move(what), stream, start);
+}
+
+NcclWork NcclComm::send_async(const void* buf, int64_t count, CommType type, int peer, cudaStream_t stream) {
+  check_usable("send");
+  check_peer("send", peer, /*self_allowed=*/false);
+  return p2p_group(cat(describe_op("send", count, type), " to rank ", peer), {{true, buf, count, peer}}, type,
+                   stream);
+}
+
+NcclWork NcclComm::recv_async(void* buf, int64_t count, CommType type, int peer, cudaStream_t stream) {
+  check_usable("recv");
+  check_peer("recv", peer, /*self_allowed=*/false);
+  return p2p_group(cat(describe_op("recv", count, type), " from rank ", peer), {{false, buf, count, peer}}, type,
+                   stream);
+}
+
+NcclWork NcclComm::send_recv_async(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
+                                   int source, CommType type, cudaStream_t stream) {
+  check_usable("send_recv");
+  check_peer("send_recv", dest, /*self_allowed=*/true);
+  check_peer("send_recv", source, /*self_allowed=*/true);
+  const size_t esize = comm_type_size(type);
+  check_disjoint("send_recv", send, size_t(send_count) * esize, recv, size_t(recv_count) * esize);
+  return p2p_group(cat(describe_op("send_recv", send_count, type), " to rank ", dest, ", ", recv_count,
+                       " elements from rank ", source),
+                   {{true, send, send_count, dest}, {false, recv, recv_count, source}}, type, stream);
+}
+
+NcclWork NcclComm::all_to_all_async(const void* send, void* recv, int64_t count, CommType type, cudaStream_t stream) {
+  check_usable("all_to_all");
+  HONE_CHECK(count >= 0, "all_to_all of ", count, " elements per rank");
+  const size_t esize = comm_type_size(type), block = size_t(count) * esize;
+  check_disjoint("all_to_all", send, block * size_t(size_), recv, block * size_t(size_));
+  std::vector<P2p> ops;
+  for (int r = 0; r < size_; ++r) {
+    ops.push_back({true, static_cast<const char*>(send) + size_t(r) * block, count, r});
+    ops.push_back({false, static_cast<char*>(recv) + size_t(r) * block, count, r});
+  }
+  return p2p_group(describe_op("all_to_all", count * size_, type), ops, type, stream);
+}
+
+NcclWork NcclComm::all_to_allv_async(const void* send, std::span<const int64_t> send_counts,
+                                     std::span<const int64_t> send_displs, void* recv,
+                                     std::span<const int64_t> recv_counts, std::span<const int64_t> recv_displs,
+                                     CommType type, cudaStream_t stream) {
+  check_usable("all_to_allv");
+  check_all_to_allv(send_counts, send_displs, recv_counts, recv_displs);
+  const size_t esize = comm_type_size(type);
+  int64_t send_end = 0, recv_end = 0, sent = 0;
+  std::vector<P2p> ops;
+  for (int r = 0; r < size_; ++r) {
+    const size_t i = size_t(r);
+    if (send_counts[i] > 0) send_end = std::max(send_end, send_displs[i] + send_counts[i]);
+    if (recv_counts[i] > 0) recv_end = std::max(recv_end, recv_displs[i] + recv_counts[i]);
+    sent += send_counts[i];
+    ops.push_back({true, static_cast<const char*>(send) + size_t(send_displs[i]) * esize, send_counts[i], r});
+    ops.push_back({false, static_cast<char*>(recv) + size_t(recv_displs[i]) * esize, recv_counts[i], r});
+  }
+  check_disjoint("all_to_allv", send, size_t(send_end) * esize, recv, size_t(recv_end) * esize);
+  return p2p_group(cat(describe_op("all_to_allv", sent, type), " sent"), ops, type, stream);
+}
+
 void NcclComm::all_reduce_sum_raw(const void* send, void* recv, int64_t count, CommType type) {
   all_reduce_sum_async(send, recv, count, type, stream_).wait();
+}
+void NcclComm::all_reduce_max_raw(const void* send, void* recv, int64_t count, CommType type) {
+  all_reduce_async(send, recv, count, type, ncclMax, stream_).wait();
+}
+void NcclComm::all_reduce_min_raw(const void* send, void* recv, int64_t count, CommType type) {
+  all_reduce_async(send, recv, count, type, ncclMin, stream_).wait();
+}
+void NcclComm::send_raw(const void* buf, int64_t count, CommType type, int peer) {
+  send_async(buf, count, type, peer, stream_).wait();
+}
+void NcclComm::recv_raw(void* buf, int64_t count, CommType type, int peer) {
+  recv_async(buf, count, type, peer, stream_).wait();
+}
+void NcclComm::send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
+                             int source, CommType type) {
+  send_recv_async(send, send_count, dest, recv, recv_count, source, type, stream_).wait();
+}
+void NcclComm::all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) {
+  all_to_all_async(send, recv, count, type, stream_).wait();
+}
+void NcclComm::all_to_allv_raw(const void* send, std::span<const int64_t> send_counts,
+                               std::span<const int64_t> send_displs, void* recv, std::span<const int64_t> recv_counts,
+                               std::span<const int64_t> recv_displs, CommType type) {
+  all_to_allv_async(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, stream_).wait();
 }
 void NcclComm::reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_count, CommType type) {
   reduce_scatter_sum_async(send, recv, recv_count, type, stream_).wait();

@@ -8,7 +8,8 @@
 // since the enqueue. On failure the communicator is aborted (ncclCommAbort) and on_failure gets one message naming
 // the collective, its byte count, the group and its world ranks, and the timeout; the default ends every rank
 // through fatal_exit. The synchronous collectives (the Comm interface) run on options.stream and wait; the *_async
-// ones return an NcclWork to wait() on later (overlap with compute).
+// ones return an NcclWork to wait() on later (overlap with compute). Point-to-point transfers (send, recv,
+// send_recv, all_to_all(v)) are ncclSend/ncclRecv calls fused in one ncclGroupStart/End, under the same watchdog.
 //
 // Before the first NCCL communicator is made, NCCL_NVLS_ENABLE=0 is set unless the environment sets it: NVLink
 // multicast (NVLS) can leave a shared host's GPUs unusable. Plain header (CUDA and NCCL only; MPI stays in the .cpp).
@@ -83,13 +84,34 @@ class NcclComm : public Comm {
   void all_gather_raw(const void* send, void* recv, int64_t send_count, CommType type) override;
   void broadcast_raw(void* buf, int64_t count, CommType type, int root) override;
   void barrier() override;
+  void all_reduce_max_raw(const void* send, void* recv, int64_t count, CommType type) override;
+  void all_reduce_min_raw(const void* send, void* recv, int64_t count, CommType type) override;
+  void send_raw(const void* buf, int64_t count, CommType type, int peer) override;
+  void recv_raw(void* buf, int64_t count, CommType type, int peer) override;
+  void send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count, int source,
+                     CommType type) override;
+  void all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) override;
+  void all_to_allv_raw(const void* send, std::span<const int64_t> send_counts, std::span<const int64_t> send_displs,
+                       void* recv, std::span<const int64_t> recv_counts, std::span<const int64_t> recv_displs,
+                       CommType type) override;
 
   // Asynchronous on `stream`: the collective starts after the work already queued there.
   NcclWork all_reduce_sum_async(const void* send, void* recv, int64_t count, CommType type, cudaStream_t stream);
+  // op: ncclSum, ncclMax or ncclMin.
+  NcclWork all_reduce_async(const void* send, void* recv, int64_t count, CommType type, ncclRedOp_t op,
+                            cudaStream_t stream);
   NcclWork reduce_scatter_sum_async(const void* send, void* recv, int64_t recv_count, CommType type,
                                     cudaStream_t stream);
   NcclWork all_gather_async(const void* send, void* recv, int64_t send_count, CommType type, cudaStream_t stream);
   NcclWork broadcast_async(void* buf, int64_t count, CommType type, int root, cudaStream_t stream);
+  NcclWork send_async(const void* buf, int64_t count, CommType type, int peer, cudaStream_t stream);
+  NcclWork recv_async(void* buf, int64_t count, CommType type, int peer, cudaStream_t stream);
+  NcclWork send_recv_async(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
+                           int source, CommType type, cudaStream_t stream);
+  NcclWork all_to_all_async(const void* send, void* recv, int64_t count, CommType type, cudaStream_t stream);
+  NcclWork all_to_allv_async(const void* send, std::span<const int64_t> send_counts,
+                             std::span<const int64_t> send_displs, void* recv, std::span<const int64_t> recv_counts,
+                             std::span<const int64_t> recv_displs, CommType type, cudaStream_t stream);
 
   cudaStream_t stream() const { return stream_; }
   double timeout_s() const { return options_.timeout_s; }
@@ -104,6 +126,16 @@ class NcclComm : public Comm {
   void settle(ncclResult_t r, const std::string& what, std::chrono::steady_clock::time_point start);
   NcclWork launched(std::string what, cudaStream_t stream, std::chrono::steady_clock::time_point start);
   [[noreturn]] void fail(const std::string& what, const std::string& why);
+  // One ncclSend (send) or ncclRecv of count elements with peer.
+  struct P2p {
+    bool send;
+    const void* buf;
+    int64_t count;
+    int peer;
+  };
+  // The transfers as one NCCL group (they progress together: no ordering between peers needed); those of 0
+  // elements are left out. Nothing to move: an empty work.
+  NcclWork p2p_group(std::string what, const std::vector<P2p>& ops, CommType type, cudaStream_t stream);
   void check_usable(const char* op) const;
 
   NcclOptions options_;

@@ -8,7 +8,6 @@
 
 #include "comm/comm.h"
 #include "model/transformer.h"
-#include "rl/grpo_dp.h"
 #include "rl/policy_engine.h"
 #include "runtime/error.h"
 #include "train/adamw.h"
@@ -19,7 +18,8 @@ namespace {
 
 class CpuPolicyEngine final : public PolicyEngine {
  public:
-  CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial) : s_(s), mc_(mc) {
+  CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
+      : s_(s), mc_(mc), ps_(ps) {
     train_w_ = allocate_weights(mc_);
     std::memcpy(train_w_.flat.f32(), initial.flat.f32(), train_w_.flat.nbytes());
     gen_w_ = allocate_weights(mc_);
@@ -33,16 +33,16 @@ class CpuPolicyEngine final : public PolicyEngine {
     train_model_ = std::make_unique<Transformer>(mc_, train_w_);
     train_model_->set_recompute(s.activation_recompute);
     GenerationOptions go;
-    go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s.rollouts_per_step() / dp::size())));
+    go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s.rollouts_per_step() / ps_.dp_size())));
     generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go);
   }
 
   std::string describe() const override {
-    return zero_ ? cat("cpu, fp32, distributed optimizer (ZeRO-1) over ", dp::size(), " ranks") : "cpu, fp32";
+    return zero_ ? cat("cpu, fp32, distributed optimizer (ZeRO-1) over ", ps_.dp_size(), " ranks") : "cpu, fp32";
   }
 
   void connect(const ModelWeights&) override {
-    Comm& dp = dp::host_comm();
+    Comm& dp = ps_.dp();
     if (s_.distributed_optimizer && dp.size() > 1)
       zero_ = std::make_unique<DistributedAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32);
     else
@@ -126,7 +126,7 @@ class CpuPolicyEngine final : public PolicyEngine {
     const int64_t n = train_w_.flat.numel();
     FullOptimizerState full;
     if (zero_) full = zero_->full_state();  // collective
-    if (dp::rank() != 0) return;
+    if (ps_.dp_rank() != 0) return;
     if (master.flat.numel() != n) master = allocate_weights(mc_);
     std::memcpy(master.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
     m = Tensor::empty({n});
@@ -158,6 +158,7 @@ class CpuPolicyEngine final : public PolicyEngine {
  private:
   GrpoSettings s_;
   ModelConfig mc_;
+  const ParallelState& ps_;
   ModelWeights train_w_, gen_w_, ref_w_, grads_;
   std::unique_ptr<Transformer> train_model_, ref_model_;
   std::unique_ptr<CpuGenerator> generator_;
@@ -172,8 +173,8 @@ class CpuPolicyEngine final : public PolicyEngine {
 }  // namespace
 
 std::unique_ptr<PolicyEngine> make_cpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
-                                                     const ModelWeights& initial) {
-  return std::make_unique<CpuPolicyEngine>(s, mc, initial);
+                                                     const ModelWeights& initial, const ParallelState& ps) {
+  return std::make_unique<CpuPolicyEngine>(s, mc, initial, ps);
 }
 
 }  // namespace hone::rl

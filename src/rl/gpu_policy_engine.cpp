@@ -14,7 +14,6 @@
 #include <cstring>
 
 #include "rl/device_memory_plan.h"
-#include "rl/grpo_dp.h"
 #include "rl/policy_engine.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -36,8 +35,8 @@ namespace {
 
 class GpuPolicyEngine final : public PolicyEngine {
  public:
-  GpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial)
-      : s_(s), mc_(mc), device_(select_rank_device().device), ctx_(cuda::create_gpu_context(device_)),
+  GpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
+      : s_(s), mc_(mc), ps_(ps), device_(select_rank_device().device), ctx_(cuda::create_gpu_context(device_)),
         layout_(ParamLayout::of(mc)) {
     const int max_tokens = int(s.max_tokens_per_microbatch);
     policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens);
@@ -52,7 +51,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     go.kv_cache_memory_fraction = s.kv_cache_memory_fraction;
     go.block_size = s.kv_block_size;
     go.cuda_graphs = s.cuda_graphs;
-    go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s.rollouts_per_step() / dp::size())));
+    go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s.rollouts_per_step() / ps_.dp_size())));
     generator_ = std::make_unique<GpuGenerator>(mc_, layout_, policy_->weights(), ctx_, go);
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -74,8 +73,8 @@ class GpuPolicyEngine final : public PolicyEngine {
 
   std::string describe() const override {
     std::string d = cat("cuda:", device_, " ", name_, ", bf16");
-    if (dp::size() > 1)
-      d += cat(", gradients over NCCL (", dp::size(), " ranks, ",
+    if (ps_.dp_size() > 1)
+      d += cat(", gradients over NCCL (", ps_.dp_size(), " ranks, ",
                zero_ ? "distributed optimizer: reduce-scatter, sharded AdamW, bf16 all-gather"
                      : "all-reduce, AdamW on every rank",
                s_.grad_reduce_in_fp32 ? ", fp32" : ", bf16", " reduction)");
@@ -86,13 +85,13 @@ class GpuPolicyEngine final : public PolicyEngine {
   // With one data-parallel rank the distributed optimizer is the plain one (one rank's shard is everything).
   void connect(const ModelWeights& initial) override {
     HONE_CHECK(!optimizer_, "connect() twice");
-    const int ranks = dp::size();
+    const int ranks = ps_.dp_size();
     zero_ = s_.distributed_optimizer && ranks > 1;
     check_memory_fits(ranks);
     if (ranks > 1) {
       NcclOptions o;
       o.timeout_s = s_.nccl_timeout_s;
-      dp_comm_ = std::make_unique<NcclComm>(dp::host_comm(), o);
+      dp_comm_ = ps_.device(CommGroup::dp, o);
     }
     GpuDataParallelOptions po;
     po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
@@ -185,7 +184,7 @@ class GpuPolicyEngine final : public PolicyEngine {
 
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     const int64_t n = optimizer_->num_params();
-    const bool root = dp::rank() == 0;
+    const bool root = ps_.dp_rank() == 0;
     if (root) {
       if (master.flat.numel() != n) master = allocate_weights(mc_);
       m = Tensor::empty({n});
@@ -229,6 +228,7 @@ class GpuPolicyEngine final : public PolicyEngine {
 
   GrpoSettings s_;
   ModelConfig mc_;
+  const ParallelState& ps_;
   int device_ = 0;
   cuda::GpuContext ctx_;
   ParamLayout layout_;
@@ -249,8 +249,8 @@ class GpuPolicyEngine final : public PolicyEngine {
 }  // namespace
 
 std::unique_ptr<PolicyEngine> make_gpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
-                                                     const ModelWeights& initial) {
-  return std::make_unique<GpuPolicyEngine>(s, mc, initial);
+                                                     const ModelWeights& initial, const ParallelState& ps) {
+  return std::make_unique<GpuPolicyEngine>(s, mc, initial, ps);
 }
 
 }  // namespace hone::rl
@@ -259,7 +259,8 @@ std::unique_ptr<PolicyEngine> make_gpu_policy_engine(const GrpoSettings& s, cons
 
 namespace hone::rl {
 
-std::unique_ptr<PolicyEngine> make_gpu_policy_engine(const GrpoSettings&, const ModelConfig&, const ModelWeights&) {
+std::unique_ptr<PolicyEngine> make_gpu_policy_engine(const GrpoSettings&, const ModelConfig&, const ModelWeights&,
+                                                     const ParallelState&) {
   throw UserError("run.device = \"cuda\": this hone was built without CUDA (rebuild with CUDA=1, or run.device = \"cpu\")");
 }
 

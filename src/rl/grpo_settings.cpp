@@ -8,6 +8,14 @@ namespace hone::rl {
 
 namespace {
 
+// The parallelism hone run supports today: data parallelism only.
+void check_parallel_supported(const Config& c) {
+  const int64_t tp = c.get_int("parallel.tp"), pp = c.get_int("parallel.pp");
+  HONE_USER_CHECK(tp == 1 && pp == 1, "parallel.tp = ", tp, ", parallel.pp = ", pp,
+                  ": tensor and pipeline parallelism are not supported yet (set both to 1; data parallelism follows "
+                  "from the rank count)");
+}
+
 // [run], and the parallelism this loop supports.
 void read_run_keys(const Config& c, GrpoSettings& s) {
   s.run_name = c.get_string("run.name");
@@ -16,10 +24,7 @@ void read_run_keys(const Config& c, GrpoSettings& s) {
   s.resume = c.get_string("run.resume") == "auto";
   s.cuda = c.get_string("run.device") == "cuda";
 
-  const int64_t tp = c.get_int("parallel.tp"), pp = c.get_int("parallel.pp");
-  HONE_USER_CHECK(tp == 1 && pp == 1, "parallel.tp = ", tp, ", parallel.pp = ", pp,
-                  ": tensor and pipeline parallelism are not supported yet (set both to 1; data parallelism follows "
-                  "from the rank count)");
+  check_parallel_supported(c);
 }
 
 void read_grpo_keys(const Config& c, GrpoSettings& s) {
@@ -117,6 +122,11 @@ void check_batch_sizes(GrpoSettings& s, int dp) {
 }
 
 }  // namespace
+
+RankGrid read_rank_grid(const Config& c, int world_size) {
+  check_parallel_supported(c);
+  return RankGrid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")));
+}
 
 GrpoSettings read_grpo_settings(const Config& c, int dp) {
   GrpoSettings s;

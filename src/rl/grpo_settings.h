@@ -9,6 +9,7 @@
 #include "generation/sampler.h"
 #include "rl/advantages.h"
 #include "rl/policy_loss.h"
+#include "runtime/rank_grid.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 
@@ -78,5 +79,9 @@ struct GrpoSettings {
 // that does not divide the step's rollouts or is not a multiple of dp, a micro-batch budget smaller than the
 // longest sequence.
 GrpoSettings read_grpo_settings(const Config& c, int dp);
+
+// The rank grid of a run on world_size ranks from the deck's [parallel] section. UserError when parallel.tp or
+// parallel.pp is not 1 (not supported yet), before the rank count is looked at.
+RankGrid read_rank_grid(const Config& c, int world_size);
 
 }  // namespace hone::rl

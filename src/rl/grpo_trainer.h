@@ -1,10 +1,13 @@
 // The GRPO trainer: everything one rank holds for a run (tokenizer, prompts and reward, the policy engine with the
 // model weights in their roles and the optimizer) and the step that runs the five phases of doc/grpo.md, "One step":
 //   generation -> reward -> logprob -> training -> refit
-// Built from a validated Config; all ranks build it alike (identical initial weights), data parallel over ranks.
-// run.device picks the engine (rl/policy_engine.h): the loop itself is the same on the CPU and the GPU.
+// Built from a validated Config and the run's ParallelState (comm/parallel_state.h: the rank grid and its
+// communicators, which must outlive the trainer); all ranks build it alike (identical initial weights), data
+// parallel over the dp group. run.device picks the engine (rl/policy_engine.h): the loop itself is the same on the
+// CPU and the GPU.
 //
-//   GrpoTrainer t(cfg);               // UserError on bad input, before any communication
+//   ParallelState ps(read_rank_grid(cfg, world_size()));   // collective: the groups' communicators
+//   GrpoTrainer t(cfg, ps);           // UserError on bad input, before any communication
 //   t.connect();                      // collective: communicators, the data-parallel optimizer
 //   t.restore(checkpoint_folder);     // optional: continue a run (collective)
 //   StepRow row = t.step(step);       // metrics reduced over ranks (meaningful on rank 0)
@@ -20,6 +23,7 @@
 #include "generation/cpu_generator.h"
 #include "io/step_output.h"
 #include "model/model_config.h"
+#include "comm/parallel_state.h"
 #include "model/weights.h"
 #include "data/data_setup.h"
 #include "rl/grpo_batch.h"
@@ -45,7 +49,7 @@ const std::vector<ExtraMetric>& grpo_extra_metrics();
 
 class GrpoTrainer {
  public:
-  explicit GrpoTrainer(const Config& config);
+  GrpoTrainer(const Config& config, const ParallelState& parallel);
   ~GrpoTrainer();
 
   const GrpoSettings& settings() const { return s_; }
@@ -90,6 +94,7 @@ class GrpoTrainer {
   void record(StepState& st, StepRow& row, int64_t num_samples);
   void record_samples(const StepState& st, StepRow& row, int64_t num_samples);
 
+  const ParallelState& ps_;
   GrpoSettings s_;
   ModelConfig mc_;
   std::string model_path_;

@@ -5,8 +5,8 @@
 #include <limits>
 #include <string>
 
+#include "comm/host_collectives.h"
 #include "io/output_metrics.h"
-#include "rl/grpo_dp.h"
 #include "rl/grpo_trainer_state.h"
 
 namespace hone::rl {
@@ -55,10 +55,10 @@ void add_loss(StepTotals& t, const PolicyLossMetrics& L, double entropy_sum) {
   t.mx[2] = L.valid_tokens > 0 ? L.ratio_max : -kInf;
 }
 
-void reduce_over_ranks(StepTotals& t) {
-  dp::sum(t.sum, kNSum);
-  dp::min(t.mn, 3);
-  dp::max(t.mx, 4);
+void reduce_over_ranks(StepTotals& t, Comm& dp) {
+  dp.all_reduce_sum(t.sum, kNSum);
+  dp.all_reduce_min(t.mn, 3);
+  dp.all_reduce_max(t.mx, 4);
 }
 
 void set_sample_metrics(StepRow& row, const StepTotals& t) {
@@ -125,10 +125,10 @@ void set_phase_metrics(StepRow& row, const StepTotals& t, const std::vector<std:
 // Memory (the largest rank's): what the engine held at the peak of each phase: every parameter copy, gradients
 // and optimizer state, plus the KV cache for generation and the activation arenas for logprob and training; on
 // the GPU also the driver's count of device memory in use (workspaces and the CUDA context included).
-void set_memory_metrics(StepRow& row, const EngineMemory& em) {
+void set_memory_metrics(StepRow& row, const EngineMemory& em, Comm& dp) {
   double mem[7] = {em.generation, em.idle, em.logprob, em.training, em.refit, 0, em.device};
   mem[5] = std::max({mem[0], mem[2], mem[3], mem[4]});
-  dp::max(mem, 7);
+  dp.all_reduce_max(mem, 7);
   row.set("memory/peak_generation", mem[0]);
   row.set("memory/peak_reward", mem[1]);
   row.set("memory/peak_logprob", mem[2]);
@@ -154,12 +154,12 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   t.sum[kGroups] = double(st.groups_generated);
   t.sum[kZeroVar] = double(st.groups_zero_variance);
   add_loss(t, st.loss, st.entropy_sum);
-  reduce_over_ranks(t);
+  reduce_over_ranks(t, ps_.dp());
 
   // Phase times: the slowest rank's.
   std::vector<double> times;
   for (const auto& p : step_phases()) times.push_back(timer_.seconds(p));
-  dp::max(times.data(), int64_t(times.size()));
+  ps_.dp().all_reduce_max(times.data(), int64_t(times.size()));
 
   set_sample_metrics(row, t);
   set_loss_metrics(row, t, st.optimizer_steps, st.grad_norm_sum, st.lr, s_.loss.kl_coef > 0);
@@ -173,7 +173,7 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   row.set("prompts_too_long", sum[kTooLong]);
   row.set("microbatches", double(st.microbatches));
   set_phase_metrics(row, t, step_phases(), times);
-  set_memory_metrics(row, engine_->memory());
+  set_memory_metrics(row, engine_->memory(), ps_.dp());
 
   if (num_samples > 0) record_samples(st, row, num_samples);
 }
@@ -223,7 +223,7 @@ void GrpoTrainer::record_samples(const StepState& st, StepRow& row, int64_t num_
     std::string prompt, completion;
   };
   std::vector<Sample> all;
-  for (const std::string& part : dp::gather_to_root(mine)) {
+  for (const std::string& part : gather_strings(ps_.dp(), mine)) {
     Reader r{part};
     while (r.at < part.size()) {
       Sample x;

@@ -4,7 +4,6 @@
 #include <filesystem>
 
 #include "config/config.h"
-#include "rl/grpo_dp.h"
 #include "rl/grpo_trainer.h"
 #include "runtime/error.h"
 
@@ -39,7 +38,8 @@ Architecture parse_arch(const std::string& n) {
 
 }  // namespace
 
-GrpoTrainer::GrpoTrainer(const Config& c) : s_(read_grpo_settings(c, dp::size())) {
+GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
+    : ps_(parallel), s_(read_grpo_settings(c, parallel.dp_size())) {
   build_model(c);
   build_data(c);
 
@@ -50,7 +50,7 @@ GrpoTrainer::GrpoTrainer(const Config& c) : s_(read_grpo_settings(c, dp::size())
     load_weights(initial_, mc_, model_path_);
   else
     init_random_weights(initial_, mc_, s_.seed, float(c.get_float("model.init_std")));
-  engine_ = s_.cuda ? make_gpu_policy_engine(s_, mc_, initial_) : make_cpu_policy_engine(s_, mc_, initial_);
+  engine_ = s_.cuda ? make_gpu_policy_engine(s_, mc_, initial_, ps_) : make_cpu_policy_engine(s_, mc_, initial_, ps_);
   timer_ = PhaseTimer([this] { engine_->synchronize(); });  // phase times wait for the device
 }
 
@@ -184,8 +184,8 @@ std::string GrpoTrainer::describe() const {
   return cat(model_path_.empty() ? std::string("random-init ") : "model " + model_path_ + ", ",
              architecture_hf_name(mc_.arch), " with ", mc_.num_parameters(), " parameters (", mc_.num_hidden_layers,
              " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, ") on ", engine_->describe(), "; prompts: ",
-             data_.source->describe(), "; reward: ", data_.reward->name(), "; ", dp::size(), " data-parallel rank",
-             dp::size() > 1 ? "s" : "");
+             data_.source->describe(), "; reward: ", data_.reward->name(), "; ", ps_.dp_size(), " data-parallel rank",
+             ps_.dp_size() > 1 ? "s" : "");
 }
 
 }  // namespace hone::rl

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "rl/grpo_dp.h"
+#include "comm/host_collectives.h"
 #include "rl/grpo_trainer_state.h"
 #include "runtime/error.h"
 
@@ -52,7 +52,7 @@ bool group_has_signal(const std::vector<GrpoSample>& samples, size_t begin, size
 // batch limit is reached.
 void GrpoTrainer::phase_generation(StepState& st) {
   const int64_t P = s_.prompts_per_step, G = s_.generations;
-  const int rank = dp::rank(), size = dp::size();
+  const int rank = ps_.dp_rank(), size = ps_.dp_size();
   const ShardRange shard = shard_range(P, rank, size);
   const DecodeFunction decode = [this](const std::vector<int32_t>& ids) { return tok_->decode(ids, true); };
   const int64_t max_batches = s_.dynamic_sampling ? s_.dynamic_max_batches : 1;
@@ -101,7 +101,7 @@ void GrpoTrainer::phase_generation(StepState& st) {
     for (int64_t gi = 0; gi < groups; ++gi)
       if (group_has_signal(st.samples, first_sample + size_t(gi * G), size_t(G))) signal.push_back(gi);
     st.groups_zero_variance += groups - int64_t(signal.size());
-    const std::vector<int64_t> counts = dp::all_gather(int64_t(signal.size()));
+    const std::vector<int64_t> counts = all_gather_value(ps_.dp(), int64_t(signal.size()));
     int64_t order = st.groups_kept_global;
     for (int r = 0; r < rank; ++r) order += counts[size_t(r)];
     int64_t total_signal = 0;
@@ -125,7 +125,7 @@ void GrpoTrainer::phase_generation(StepState& st) {
   engine_->end_generation();
   timer_.stop("generation");
   st.scored = s_.dynamic_sampling;
-  if (!s_.dynamic_sampling) st.groups_kept_global = dp::sum(int64_t(st.groups_generated));
+  if (!s_.dynamic_sampling) st.groups_kept_global = all_reduce_sum_value(ps_.dp(), int64_t(st.groups_generated));
   for (size_t i = 0; i < st.samples.size(); i += size_t(G)) st.prompt_tokens += int64_t(st.samples[i].rollout.prompt.size());
 }
 
@@ -197,7 +197,7 @@ void GrpoTrainer::phase_training(StepState& st) {
     }
     int64_t denom = 0;
     for (const auto& mb : mbs) denom += loss_denominator(s_.loss.aggregation, mb.mask, mb.seq_offsets);
-    denom = dp::sum(denom);
+    denom = all_reduce_sum_value(ps_.dp(), denom);
     if (denom == 0) continue;  // nothing to train on in this chunk on any rank (e.g. all truncated and filtered)
 
     loss.denominator = double(denom);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/parallel_state.h"
 #include "generation/cpu_generator.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
@@ -41,8 +42,9 @@ class PolicyEngine {
   virtual void synchronize() {}               // waits for queued device work (phase timers call it)
 
   // Collective over the data-parallel ranks, once, after every rank built its engine and before the first step:
-  // the communicators and the data-parallel optimizer, whose fp32 master weights come from `initial` (the weights
-  // the engine was built with). Outside agreed(): it communicates.
+  // the communicators (the dp group of the engine's ParallelState; on the GPU an NCCL communicator made from it)
+  // and the data-parallel optimizer, whose fp32 master weights come from `initial` (the weights the engine was
+  // built with). Outside agreed(): it communicates.
   virtual void connect(const ModelWeights& initial) = 0;
 
   // ---- generation ----
@@ -89,11 +91,11 @@ class PolicyEngine {
 };
 
 // The engine run.device asks for, built from the initial fp32 weights without communicating (connect() next,
-// with the same weights).
+// with the same weights). The engine keeps a reference to ps (which must outlive it) for its communicators.
 std::unique_ptr<PolicyEngine> make_cpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
-                                                     const ModelWeights& initial);
+                                                     const ModelWeights& initial, const ParallelState& ps);
 // Throws UserError in a build without CUDA.
 std::unique_ptr<PolicyEngine> make_gpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
-                                                     const ModelWeights& initial);
+                                                     const ModelWeights& initial, const ParallelState& ps);
 
 }  // namespace hone::rl

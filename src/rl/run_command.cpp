@@ -1,7 +1,8 @@
-// `hone run deck.toml [key=value ...]`: the GRPO job. Reads and checks the deck on every rank, echoes it, builds
-// the trainer, prepares the checkpoint folder and the output file (rank 0), resumes when asked, then runs
-// run.max_steps steps: one HDF5 row and one stdout line per step, checkpoints every checkpoint.every steps and at
-// exit. SIGTERM / SIGUSR1: the current step finishes, a checkpoint is written, exit code 3.
+// `hone run deck.toml [key=value ...]`: the GRPO job. Reads and checks the deck on every rank, echoes it, makes the
+// rank grid and its communicators (ParallelState) from the deck's [parallel] section, builds the trainer, prepares
+// the checkpoint folder and the output file (rank 0), resumes when asked, then runs run.max_steps steps: one HDF5
+// row and one stdout line per step, checkpoints every checkpoint.every steps and at exit. SIGTERM / SIGUSR1: the
+// current step finishes, a checkpoint is written, exit code 3.
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -9,16 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "comm/host_collectives.h"
+#include "comm/parallel_state.h"
 #include "config/config.h"
 #include "io/checkpoint.h"
 #include "io/step_output.h"
 #include "io/step_output_line.h"
-#include "rl/grpo_dp.h"
 #include "rl/grpo_trainer.h"
 #include "runtime/agree.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/runtime.h"
 #include "runtime/signals.h"
 #include "runtime/version.h"
 
@@ -26,7 +29,7 @@ namespace hone::rl {
 namespace {
 
 void print_rank0(const std::string& text) {
-  if (dp::rank() != 0) return;
+  if (world_rank() != 0) return;
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
 }
@@ -34,15 +37,15 @@ void print_rank0(const std::string& text) {
 // Rank 0: the checkpoint folder and the output file (refusing to overwrite unless the deck says so); elsewhere null.
 // Collective: every rank gets the path of the checkpoint to resume from (empty: none).
 std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings& s, const CheckpointOptions& copt,
-                                           std::string& resume_from) {
+                                           const ParallelState& ps, std::string& resume_from) {
   const CheckpointStart start = s.resume ? CheckpointStart::resume
                                 : s.overwrite ? CheckpointStart::overwrite
                                               : CheckpointStart::fresh;
   std::unique_ptr<StepOutput> out;
   agreed([&] {
-    if (dp::rank() != 0) return;
+    if (ps.world_rank() != 0) return;
     auto make_output = [&](int64_t resume_step) {
-      out = std::make_unique<StepOutput>(StepOutputOptions::from_config(cfg, resume_step, dp::size(), "none"));
+      out = std::make_unique<StepOutput>(StepOutputOptions::from_config(cfg, resume_step, ps.world_size(), "none"));
       for (const auto& m : grpo_extra_metrics()) out->declare_metric(m.name, m.unit, m.description);
     };
     if (start == CheckpointStart::overwrite) {
@@ -54,7 +57,7 @@ std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings
       make_output(ck ? ck->step : (s.resume ? 0 : -1));
     }
   });
-  resume_from = dp::broadcast(resume_from);
+  resume_from = broadcast_string(ps.world(), resume_from);
   return out;
 }
 
@@ -72,14 +75,16 @@ int run_run(const std::vector<std::string>& args) {
   if (cfg.get_bool("run.log_all_ranks")) set_log_all_ranks(true);
   print_rank0(cat("# hone ", version(), " (", git_commit(), ") run: the resolved deck\n", cfg.to_toml(), "\n"));
 
+  // The rank grid (parallel.tp and parallel.pp must be 1 for now), then its communicators: collective.
+  const ParallelState ps(agreed([&] { return read_rank_grid(cfg, world_size()); }));
   // Every input is read and checked before anything on disk changes.
-  std::unique_ptr<GrpoTrainer> trainer = agreed([&] { return std::make_unique<GrpoTrainer>(cfg); });
+  std::unique_ptr<GrpoTrainer> trainer = agreed([&] { return std::make_unique<GrpoTrainer>(cfg, ps); });
   const GrpoSettings& s = trainer->settings();
   trainer->connect();  // every rank built its trainer: now the communicators and the data-parallel optimizer
 
   const CheckpointOptions copt = CheckpointOptions::from_config(cfg);
   std::string resume_from;
-  const std::unique_ptr<StepOutput> out = prepare_output(cfg, s, copt, resume_from);
+  const std::unique_ptr<StepOutput> out = prepare_output(cfg, s, copt, ps, resume_from);
   int64_t done = 0;
   if (!resume_from.empty()) {
     done = trainer->restore(resume_from);  // collective; the files are checked on every rank first
@@ -93,7 +98,7 @@ int run_run(const std::vector<std::string>& args) {
     const GrpoTrainer::Snapshot snap = trainer->snapshot();  // collective: a sharded optimizer gathers to rank 0
     std::string where;
     agreed([&] {
-      if (dp::rank() == 0)
+      if (ps.world_rank() == 0)
         where = save_checkpoint(copt, step, [&](const std::string& folder) { trainer->save(folder, step, snap); }).path;
     });
     log_info("checkpoint: ", where.empty() ? copt.dir : where);

@@ -29,6 +29,7 @@
 #include <numeric>
 #include <random>
 
+#include "comm/parallel_state.h"
 #include "common/compare.h"
 #include "gpu_transformer_test_util.h"
 #include "rl/grpo_batch.h"
@@ -184,8 +185,9 @@ void check_step(bool on_policy) {
   const hone::ModelConfig mc = test::gpu_tiny_config(hone::Architecture::qwen3, false);
   const hone::ModelWeights w0 = test::gpu_test_weights(mc, 29);
   const hone::rl::GrpoSettings s = settings();
-  auto cpu = hone::rl::make_cpu_policy_engine(s, mc, w0);
-  auto gpu = hone::rl::make_gpu_policy_engine(s, mc, w0);
+  const hone::ParallelState ps(hone::RankGrid(1, 1, 1));  // one rank: local groups, no NCCL communicator
+  auto cpu = hone::rl::make_cpu_policy_engine(s, mc, w0, ps);
+  auto gpu = hone::rl::make_gpu_policy_engine(s, mc, w0, ps);
   cpu->connect(w0);
   gpu->connect(w0);
 

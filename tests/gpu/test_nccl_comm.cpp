@@ -1,5 +1,6 @@
-// NcclComm on one GPU with a one-rank communicator: every collective and type, the asynchronous form, the
-// watchdog's timeout path (a stream blocked by a spinning kernel), and the GPU data-parallel optimizers with the
+// NcclComm on one GPU with a one-rank communicator: every collective and type (sums, max, min; all_to_all,
+// all_to_allv and send_recv as transfers of the rank with itself, which NCCL allows inside one group; plain send and
+// recv need another rank and are refused), the asynchronous form, the watchdog's timeout path (a stream blocked by a spinning kernel), and the GPU data-parallel optimizers with the
 // overlapped GradReducer against GpuAdamW. (Two ranks on two GPUs: tests/programs/nccl_check.cpp.)
 #include <boost/test/unit_test.hpp>
 
@@ -8,6 +9,7 @@
 #if HONE_CUDA
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <cstdlib>
@@ -78,7 +80,28 @@ void check_type(hone::NcclComm& c) {
     BOOST_TEST(to_host(b, n) == in);
     c.broadcast(a, n, 0);
     BOOST_TEST(to_host(a, n) == in);
+    CUDA_CHECK(cudaMemset(b, 0, size_t(n) * sizeof(T)));
+    c.all_reduce_max(a, b, n);
+    BOOST_TEST(to_host(b, n) == in);
+    c.all_reduce_min(a, n);
+    BOOST_TEST(to_host(a, n) == in);
     c.barrier();
+
+    // Transfers of the rank with itself.
+    CUDA_CHECK(cudaMemset(b, 0, size_t(n) * sizeof(T)));
+    c.all_to_all(a, b, n);
+    BOOST_TEST(to_host(b, n) == in);
+    CUDA_CHECK(cudaMemset(b, 0, size_t(n) * sizeof(T)));
+    c.send_recv(a, n, 0, b, n, 0);
+    BOOST_TEST(to_host(b, n) == in);
+    // all_to_allv: elements [10, 10 + 500) of a land at b + 300; the rest of b stays zero.
+    CUDA_CHECK(cudaMemset(b, 0, size_t(n) * sizeof(T)));
+    const std::vector<int64_t> counts{500}, send_displs{10}, recv_displs{300};
+    c.all_to_allv(a, counts, send_displs, b, counts, recv_displs);
+    std::vector<T> expect(size_t(n), T(0));
+    std::copy(in.begin() + 10, in.begin() + 510, expect.begin() + 300);
+    BOOST_TEST(to_host(b, n) == expect);
+    BOOST_CHECK_THROW(c.send(a, n, 0), hone::Error);  // to itself: only send_recv
     CUDA_CHECK(cudaFree(a));
     CUDA_CHECK(cudaFree(b));
   }
@@ -100,6 +123,7 @@ BOOST_AUTO_TEST_CASE(every_collective_on_a_one_rank_communicator, *boost::unit_t
   check_type<uint16_t>(c);
   check_type<double>(c);
   check_type<int64_t>(c);
+  check_type<int32_t>(c);
 
   // Asynchronous on a stream of the caller's.
   cudaStream_t s = nullptr;
@@ -111,6 +135,12 @@ BOOST_AUTO_TEST_CASE(every_collective_on_a_one_rank_communicator, *boost::unit_t
   BOOST_TEST(w.pending());
   w.wait();
   BOOST_TEST(!w.pending());
+  BOOST_TEST(to_host(b, int64_t(in.size())) == in);
+  // An all_to_all in flight on the caller's stream.
+  CUDA_CHECK(cudaMemset(b, 0, in.size() * sizeof(float)));
+  hone::NcclWork t = c.all_to_all_async(a, b, int64_t(in.size()), hone::CommType::f32, s);
+  BOOST_TEST(t.pending());
+  t.wait();
   BOOST_TEST(to_host(b, int64_t(in.size())) == in);
   CUDA_CHECK(cudaFree(a));
   CUDA_CHECK(cudaFree(b));

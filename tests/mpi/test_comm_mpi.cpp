@@ -1,11 +1,13 @@
-// MpiComm under two ranks: every collective and element type against hand-computed results, the in-place forms,
-// the grid's sub-communicators, and the local (one-rank) group.
+// MpiComm under two ranks: every collective (sums, max, min, all-to-all) and element type against hand-computed
+// results, the in-place forms, the grid's sub-communicators, and the local (one-rank) group. Point-to-point
+// messages, all_to_allv and the string helpers: test_comm_exchange_mpi.cpp.
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
 #include <vector>
 
 #include "comm/comm_factory.h"
+#include "comm/host_collectives.h"
 #include "comm/mpi_comm.h"
 #include "runtime/rank_grid.h"
 #include "runtime/runtime.h"
@@ -13,7 +15,8 @@
 
 namespace {
 
-// Rank r's value at index i: distinct per rank and index, exact in every type used.
+// Rank r's value at index i: distinct per rank and index, exact in every type used, increasing with r (so the max
+// over ranks is the last rank's, the min rank 0's).
 double value(int r, int64_t i) { return double(r + 1) * 10.0 + double(i % 7) - 3.0; }
 double summed(int ranks, int64_t i) {
   double s = 0;
@@ -69,6 +72,21 @@ void check_all_collectives(hone::Comm& c) {
     for (int r = 0; r < P; ++r)
       for (int64_t i = 0; i < m; ++i) BOOST_TEST(read(inplace[size_t(r * m + i)]) == value(r, i));
 
+    // max and min, out of place and in place
+    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = make<T>(value(me, i));
+    c.all_reduce_max(x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) BOOST_TEST(read(y[size_t(i)]) == value(P - 1, i));
+    c.all_reduce_min(x.data(), n);
+    for (int64_t i = 0; i < n; ++i) BOOST_TEST(read(x[size_t(i)]) == value(0, i));
+
+    // all_to_all: block q of rank r's send (values tagged by r and q) lands as block r of rank q's recv
+    auto tagged = [](int from, int to, int64_t i) { return double(from) * 16.0 + double(to) * 4.0 + double(i % 3); };
+    for (int q = 0; q < P; ++q)
+      for (int64_t i = 0; i < m; ++i) x[size_t(q * m + i)] = make<T>(tagged(me, q, i));
+    c.all_to_all(x.data(), y.data(), m);
+    for (int r = 0; r < P; ++r)
+      for (int64_t i = 0; i < m; ++i) BOOST_TEST(read(y[size_t(r * m + i)]) == tagged(r, me, i));
+
     // broadcast from the last rank
     std::vector<T> b(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) b[size_t(i)] = make<T>(value(me, i));
@@ -83,6 +101,7 @@ void check_every_type(hone::Comm& c) {
   check_all_collectives<uint16_t>(c);
   check_all_collectives<double>(c);
   check_all_collectives<int64_t>(c);
+  check_all_collectives<int32_t>(c);
 }
 
 }  // namespace
@@ -143,10 +162,24 @@ BOOST_AUTO_TEST_CASE(a_local_group_copies) {
   check_every_type(local);
 }
 
+BOOST_AUTO_TEST_CASE(int32_sums_past_int16_and_bf16_max) {
+  hone::MpiComm world(MPI_COMM_WORLD, "world");
+  int32_t x[2] = {world.rank() == 0 ? 2000000000 : 147483647, -7 * (world.rank() + 1)};
+  world.all_reduce_sum(x, 2);
+  BOOST_TEST(x[0] == 2147483647);  // INT32_MAX: no wider type in between
+  BOOST_TEST(x[1] == -21);
+  // bf16 max and min pick an input exactly (258 is a bf16 value, no rounding on the way).
+  uint16_t h = hone::f32_to_bf16(world.rank() == 0 ? 258.f : -3.f), lo = h;
+  world.all_reduce_max(&h, 1);
+  world.all_reduce_min(&lo, 1);
+  BOOST_TEST(hone::bf16_to_f32(h) == 258.f);
+  BOOST_TEST(hone::bf16_to_f32(lo) == -3.f);
+}
+
 BOOST_AUTO_TEST_CASE(long_strings_broadcast_from_rank_zero) {
   hone::MpiComm world(MPI_COMM_WORLD, "world");
   const std::string s = world.rank() == 0 ? std::string(100000, 'x') + "end" : "other";
-  BOOST_TEST(world.broadcast_string(s) == std::string(100000, 'x') + "end");
+  BOOST_TEST(hone::broadcast_string(world, s) == std::string(100000, 'x') + "end");
   double v = world.rank() == 0 ? -1.5 : 4.0;
   world.all_reduce_max(&v, 1);
   BOOST_TEST(v == 4.0);

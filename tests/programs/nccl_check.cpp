@@ -1,6 +1,7 @@
 // nccl_check: NCCL across ranks and GPUs, run by hand with one rank per GPU:
 //   mpirun -np 2 build/tests/programs/nccl_check        (or srun --ntasks-per-node=2 --gpus-per-task=1 ...)
-// Maps ranks to GPUs, bootstraps NCCL over MPI, checks every collective and type on every rank, compares the
+// Maps ranks to GPUs, bootstraps NCCL over MPI, checks every collective and type on every rank (sums, max, min,
+// all_to_all; send/recv, send_recv around a ring and all_to_allv with uneven blocks), compares the
 // distributed optimizer (ZeRO-1) with the plain all-reduce + AdamW on a small GpuTransformer (each rank its own
 // batch, overlapped bucket reduction; fp32 and bf16 reduction), round-trips the sharded state through rank 0 (as a
 // checkpoint does), offload and gradient release, and prints the bus bandwidth of a 256 MB fp32 all-reduce as
@@ -105,6 +106,24 @@ void check_collectives(hone::Comm& world, hone::NcclComm& c) {
     for (int64_t i = 0; i < m; ++i) ok = ok && read(ag[size_t(r * m + i)]) == value(r, i);
   report(world, ok, hone::cat("all_gather ", tn));
 
+  c.all_reduce_max(dx, dy, n);  // value() grows with the rank: the last rank's is the max, rank 0's the min
+  const std::vector<T> mx = down(dy, n);
+  ok = true;
+  for (int64_t i = 0; i < n; ++i) ok = ok && read(mx[size_t(i)]) == value(P - 1, i);
+  report(world, ok, hone::cat("all_reduce_max ", tn));
+  c.all_reduce_min(dx, dy, n);
+  const std::vector<T> mn = down(dy, n);
+  ok = true;
+  for (int64_t i = 0; i < n; ++i) ok = ok && read(mn[size_t(i)]) == value(0, i);
+  report(world, ok, hone::cat("all_reduce_min ", tn));
+
+  c.all_to_all(dx, dy, m);  // block r of the result: block me of rank r's values
+  const std::vector<T> a2a = down(dy, n);
+  ok = true;
+  for (int r = 0; r < P; ++r)
+    for (int64_t i = 0; i < m; ++i) ok = ok && read(a2a[size_t(r * m + i)]) == value(r, me * m + i);
+  report(world, ok, hone::cat("all_to_all ", tn));
+
   c.broadcast(dx, n, P - 1);
   const std::vector<T> bc = down(dx, n);
   ok = true;
@@ -112,6 +131,79 @@ void check_collectives(hone::Comm& world, hone::NcclComm& c) {
   report(world, ok, hone::cat("broadcast ", tn));
   CUDA_CHECK(cudaFree(dx));
   CUDA_CHECK(cudaFree(dy));
+}
+
+// Point to point and uneven all-to-all (f32): send/recv between rank pairs (2k, 2k+1) in both directions, ordered
+// by parity; send_recv around the ring (to the next rank, from the previous); all_to_allv where rank r sends
+// (r + 2q) % 3 * 1000 elements to rank q (some blocks empty), with gaps in both buffers.
+void check_exchanges(hone::Comm& world, hone::NcclComm& c) {
+  const int P = c.size(), me = c.rank();
+  auto up = [](const std::vector<float>& h) {
+    float* d = nullptr;
+    CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(float)));
+    if (!h.empty()) CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+  };
+  auto down = [](const float* d, size_t k) {
+    std::vector<float> h(k);
+    if (k) CUDA_CHECK(cudaMemcpy(h.data(), d, k * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+  };
+  auto msg = [](int from, int to, int64_t i) { return float(from * 64 + to * 4 + int(i % 3)); };
+  const int64_t n = 1 << 20;
+  std::vector<float> out(static_cast<size_t>(n));
+
+  const int peer = me ^ 1;
+  if (peer < P) {
+    for (int64_t i = 0; i < n; ++i) out[size_t(i)] = msg(me, peer, i);
+    float* ds = up(out);
+    float* dr = up(std::vector<float>(size_t(n), 0.f));
+    if (me % 2 == 0) {
+      c.send(ds, n, peer);
+      c.recv(dr, n, peer);
+    } else {
+      c.recv(dr, n, peer);
+      c.send(ds, n, peer);
+    }
+    const std::vector<float> got = down(dr, size_t(n));
+    bool ok = true;
+    for (int64_t i = 0; i < n; ++i) ok = ok && got[size_t(i)] == msg(peer, me, i);
+    CUDA_CHECK(cudaFree(ds));
+    CUDA_CHECK(cudaFree(dr));
+    report(world, ok, "send/recv f32 both ways between rank pairs");
+  }
+
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = msg(me, next, i);
+  float* ds = up(out);
+  float* dr = up(std::vector<float>(size_t(n), 0.f));
+  c.send_recv(ds, n, next, dr, n, prev);
+  const std::vector<float> ring = down(dr, size_t(n));
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok = ok && ring[size_t(i)] == msg(prev, me, i);
+  CUDA_CHECK(cudaFree(ds));
+  CUDA_CHECK(cudaFree(dr));
+  report(world, ok, "send_recv f32 around the ring");
+
+  auto count = [](int r, int q) { return int64_t((r + 2 * q) % 3) * 1000; };
+  const size_t np = static_cast<size_t>(P);
+  std::vector<int64_t> sc(np), sd(np), rc(np), rd(np);
+  int64_t at = 0;
+  for (int q = 0; q < P; ++q) sc[size_t(q)] = count(me, q), sd[size_t(q)] = at + 5, at += 5 + sc[size_t(q)];
+  std::vector<float> send(size_t(at), -1.f);
+  for (int q = 0; q < P; ++q)
+    for (int64_t i = 0; i < sc[size_t(q)]; ++i) send[size_t(sd[size_t(q)] + i)] = msg(me, q, i);
+  at = 0;
+  for (int r = P - 1; r >= 0; --r) rc[size_t(r)] = count(r, me), rd[size_t(r)] = at + 7, at += 7 + rc[size_t(r)];
+  std::vector<float> expect(size_t(at), -9.f);
+  for (int r = 0; r < P; ++r)
+    for (int64_t i = 0; i < rc[size_t(r)]; ++i) expect[size_t(rd[size_t(r)] + i)] = msg(r, me, i);
+  float* dsend = up(send);
+  float* drecv = up(std::vector<float>(size_t(at), -9.f));
+  c.all_to_allv(dsend, sc, sd, drecv, rc, rd);
+  report(world, down(drecv, size_t(at)) == expect, "all_to_allv f32 with uneven and empty blocks");
+  CUDA_CHECK(cudaFree(dsend));
+  CUDA_CHECK(cudaFree(drecv));
 }
 
 hone::ModelConfig small_model() {
@@ -321,6 +413,8 @@ int main(int argc, char** argv) {
       check_collectives<uint16_t>(*world, *nccl);
       check_collectives<double>(*world, *nccl);
       check_collectives<int64_t>(*world, *nccl);
+      check_collectives<int32_t>(*world, *nccl);
+      check_exchanges(*world, *nccl);
       auto dp = factory.device(hone::CommGroup::dp, {.timeout_s = 120, .stream = ctx.stream});
       check_optimizers(*world, *dp, ctx);
       bandwidth(*world, *nccl);

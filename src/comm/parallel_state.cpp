@@ -1,0 +1,40 @@
+// ParallelState: the CommFactory of the run's grid and one host Comm per group, made once.
+#include "comm/parallel_state.h"
+
+#include "runtime/error.h"
+#include "runtime/runtime.h"
+
+namespace hone {
+
+ParallelState::ParallelState(const RankGrid& grid)
+    : factory_(std::make_unique<CommFactory>(grid)), world_rank_(hone::world_rank()) {
+  coord_ = grid.coord(world_rank_);
+  world_ = factory_->host(CommGroup::world);
+  dp_ = factory_->host(CommGroup::dp);
+  tp_ = factory_->host(CommGroup::tp);
+  pp_ = factory_->host(CommGroup::pp);
+  // The sub-communicators order their members as the grid's group lists do.
+  HONE_CHECK(dp_->size() == grid.dp() && dp_->rank() == coord_.dp && tp_->size() == grid.tp() &&
+                 tp_->rank() == coord_.tp && pp_->size() == grid.pp() && pp_->rank() == coord_.pp,
+             "the communicators of world rank ", world_rank_, " disagree with the rank grid");
+}
+
+ParallelState::~ParallelState() = default;
+
+Comm& ParallelState::host(CommGroup g) const {
+  switch (g) {
+    case CommGroup::world: return *world_;
+    case CommGroup::dp: return *dp_;
+    case CommGroup::tp: return *tp_;
+    case CommGroup::pp: return *pp_;
+  }
+  HONE_CHECK(false, "unknown communicator group ", int(g));
+  return *world_;
+}
+
+std::string ParallelState::describe() const {
+  return cat(world_size(), world_size() == 1 ? " rank" : " ranks", ": dp ", dp_size(), " x tp ", tp_size(), " x pp ",
+             pp_size());
+}
+
+}  // namespace hone
