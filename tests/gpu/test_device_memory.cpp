@@ -100,7 +100,8 @@ BOOST_AUTO_TEST_CASE(impossible_reservation_is_a_clear_error, *boost::unit_test:
     BOOST_ERROR("a reservation of twice the device memory succeeded");
   } catch (const hone::Error& e) {
     const std::string msg = e.what();
-    BOOST_TEST(msg.find("device arena allocation") != std::string::npos, msg);
+    BOOST_TEST(msg.find("device allocation of") != std::string::npos, msg);
+    BOOST_TEST(msg.find("(arena)") != std::string::npos, msg);
     BOOST_TEST(msg.find("bytes are free") != std::string::npos, msg);
   }
   CUDA_CHECK(cudaGetLastError());  // no error left behind for the next launch check
