@@ -47,10 +47,6 @@ void GpuTransformer::upload_weights(const ModelWeights& w) {
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the staging buffer is freed on return
 }
 
-void GpuTransformer::refit_from(const float* master) {
-  cuda::refit_cast(weights_.get(), master, layout_.num_params, ctx_);
-}
-
 void GpuTransformer::set_recompute(bool on) {
   recompute_.assign(recompute_.size(), on);
   arenas_stale_ = true;  // the layout changed: re-size on the next forward, which also lays the saved data out

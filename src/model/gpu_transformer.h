@@ -36,8 +36,6 @@ class GpuTransformer {
   const ParamLayout& layout() const { return layout_; }
   // Host fp32 weights (same layout) -> device bf16, through a bounded fp32 staging buffer.
   void upload_weights(const ModelWeights& w);
-  // Refit: device fp32 master weights (same layout) -> the bf16 compute weights.
-  void refit_from(const float* master);
 
   void set_recompute(bool on);
   void set_layer_recompute(int layer, bool on);

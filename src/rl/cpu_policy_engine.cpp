@@ -64,7 +64,6 @@ class CpuPolicyEngine final : public PolicyEngine {
     peak_kv_ = std::max(peak_kv_, generator_->stats().peak_kv_bytes);
     return r;
   }
-  int64_t last_peak_kv_bytes() const override { return generator_->stats().peak_kv_bytes; }
 
   std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) override {
     Transformer& m = role == Role::policy ? *train_model_ : *ref_model_;

@@ -118,12 +118,10 @@ class GpuPolicyEngine final : public PolicyEngine {
     optimizer_->release_grads();
     if (s_.optimizer_offload) optimizer_->offload_state();
     auto r = generator_->generate(requests, sampling, stop, seed, step, max_total, decode);
-    peak_kv_ = std::max(peak_kv_, int64_t(generator_->stats().peak_kv_bytes));
     mem_.generation = std::max(mem_.generation, persistent() + double(generator_->stats().peak_kv_bytes));
     note_device_use();
     return r;
   }
-  int64_t last_peak_kv_bytes() const override { return int64_t(generator_->stats().peak_kv_bytes); }
   void end_generation() override {
     generator_->release();
     if (optimizer_->state_offloaded()) optimizer_->reload_state();
@@ -180,7 +178,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     m.refit = std::max(m.refit, m.idle);
     return m;
   }
-  void reset_memory() override { mem_ = EngineMemory{}, peak_kv_ = 0; }
+  void reset_memory() override { mem_ = EngineMemory{}; }
 
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     const int64_t n = optimizer_->num_params();
@@ -242,7 +240,6 @@ class GpuPolicyEngine final : public PolicyEngine {
   bool zero_ = false;
   std::vector<float> lp_;
   double weights_bytes_ = 0;
-  int64_t peak_kv_ = 0;
   EngineMemory mem_;
 };
 

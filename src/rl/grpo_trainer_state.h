@@ -23,7 +23,6 @@ struct GrpoTrainer::StepState {
   int64_t prompts_too_long = 0;      // local
   int64_t prompt_tokens = 0;         // local, each kept prompt once
   int64_t generated_tokens_all = 0;  // local, every generated sample (dropped groups included): the phase's work
-  int64_t peak_kv_bytes = 0;
   // Logprob.
   int64_t logprob_tokens = 0;
   // Training.

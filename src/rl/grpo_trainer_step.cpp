@@ -78,7 +78,6 @@ void GrpoTrainer::phase_generation(StepState& st) {
     if (!requests.empty())
       rollouts = engine_->generate(requests, s_.sampling, stop_, s_.seed, uint32_t(st.step),
                                    int(s_.max_total_sequence_length), decode);
-    st.peak_kv_bytes = std::max(st.peak_kv_bytes, engine_->last_peak_kv_bytes());
     const size_t first_sample = st.samples.size();
     for (size_t k = 0; k < rollouts.size(); ++k) {
       GrpoSample s;

@@ -51,7 +51,6 @@ class PolicyEngine {
   virtual std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
                                         const StopCriteria& stop, uint64_t seed, uint32_t step,
                                         int max_total_sequence_length, const DecodeFunction& decode) = 0;
-  virtual int64_t last_peak_kv_bytes() const = 0;
   virtual void end_generation() {}  // frees what generation held (the GPU KV cache)
 
   // ---- logprob phase: per-row logprobs of the packed batch (0 where targets < 0), host memory valid until the
