@@ -154,16 +154,17 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
   }
 }
 
-void gpu_layer_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
-                        const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
-                        LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
-                        GpuOpProfiler* prof) {
-  const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
-  const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
-  const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
+namespace {
 
-  // MLP branch: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid). dres is read as d(x_out)
-  // by the down projection before rmsnorm_backward adds the branch's share of d(x_mid) into it.
+// The feed-forward branch of the backward: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid).
+void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
+                         const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
+                         LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
+                         GpuOpProfiler* prof) {
+  const int T = b.T, C = sh.hidden, I = sh.intermediate;
+  const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I;
+  // dres is read as d(x_out) by the down projection before rmsnorm_backward adds the branch's share of d(x_mid)
+  // into it.
   {
     ProfileScope ps(prof, "memset");
     zero(s.dact, TI, ctx);
@@ -191,7 +192,16 @@ void gpu_layer_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& 
                            C, ctx);
   }
 
-  // Attention branch: x_mid = x_in + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
+}
+
+// The attention branch: x_mid = x_in + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
+void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
+                               const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
+                               LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
+                               GpuOpProfiler* prof) {
+  const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim();
+  const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
+  const int64_t TC = int64_t(T) * C, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
   {
     ProfileScope ps(prof, "memset");
     zero(s.dattn, TQ, ctx);
@@ -240,6 +250,16 @@ void gpu_layer_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& 
     ProfileScope ps(prof, "rmsnorm_backward");
     cuda::rmsnorm_backward(dres, g.input_layernorm, s.dh, a.x_in, w.input_layernorm, a.rstd1, T, C, ctx);
   }
+}
+
+}  // namespace
+
+void gpu_layer_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
+                        const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
+                        LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
+                        GpuOpProfiler* prof) {
+  mlp_branch_backward(sh, w, g, b, a, s, collectives, dres, ctx, prof);
+  attention_branch_backward(sh, w, g, b, a, s, collectives, dres, ctx, prof);
 }
 
 }  // namespace hone
