@@ -10,6 +10,7 @@
 
 #include "comm/host_collectives.h"
 #include "comm/mpi_comm.h"
+#include "mpi/comm_test_values.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
 
@@ -21,20 +22,8 @@ constexpr int64_t kLarge = int64_t(1) << 20;
 // The value rank `from` sends to rank `to` at index i: exact in f32, bf16 and the integer types.
 double payload(int from, int to, int64_t i) { return double(from) * 100.0 + double(to) * 10.0 + double(i % 7); }
 
-template <typename T>
-T make(double v) {
-  if constexpr (std::is_same_v<T, uint16_t>)
-    return hone::f32_to_bf16(float(v));
-  else
-    return T(v);
-}
-template <typename T>
-double read(T v) {
-  if constexpr (std::is_same_v<T, uint16_t>)
-    return double(hone::bf16_to_f32(v));
-  else
-    return double(v);
-}
+using test::make;
+using test::read;
 
 template <typename T>
 std::vector<T> message(int from, int to, int64_t n) {

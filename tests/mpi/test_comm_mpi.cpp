@@ -9,6 +9,7 @@
 #include "comm/comm_factory.h"
 #include "comm/host_collectives.h"
 #include "comm/mpi_comm.h"
+#include "mpi/comm_test_values.h"
 #include "runtime/rank_grid.h"
 #include "runtime/runtime.h"
 #include "tensor/dtype.h"
@@ -24,20 +25,8 @@ double summed(int ranks, int64_t i) {
   return s;
 }
 
-template <typename T>
-T make(double v) {
-  if constexpr (std::is_same_v<T, uint16_t>)
-    return hone::f32_to_bf16(float(v));
-  else
-    return T(v);
-}
-template <typename T>
-double read(T v) {
-  if constexpr (std::is_same_v<T, uint16_t>)
-    return double(hone::bf16_to_f32(v));
-  else
-    return double(v);
-}
+using test::make;
+using test::read;
 
 template <typename T>
 void check_all_collectives(hone::Comm& c) {
