@@ -32,6 +32,11 @@ namespace cpu {
 // ---- embedding: out[t, :] = wte[ids[t], :] ---------------------------------------------------------------
 void embedding_forward(float* out, const int32_t* ids, const float* wte, int T, int C);
 void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int T, int C);
+// Vocabulary-parallel: wte[V, C] holds rows [vocab_begin, vocab_begin + V); ids outside the slice give zero rows
+// (the slices' outputs add up to the whole lookup) and no gradient.
+void embedding_slice_forward(float* out, const int32_t* ids, const float* wte, int T, int C, int vocab_begin, int V);
+void embedding_slice_backward(float* dwte, const float* dout, const int32_t* ids, int T, int C, int vocab_begin,
+                              int V);
 
 // ---- RMSNorm over the last C values of each row: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) --------
 // Also the per-head q/k norm of Qwen3: rows = T*H, C = D, w of length D.
@@ -95,6 +100,31 @@ void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const f
 void lm_head_logprob_backward(float* dh, float* dw, const float* dlogprob, const float* dentropy, const float* h,
                               const float* w, const int32_t* targets, const float* lse, const float* entropy, int T,
                               int C, int V, float temperature, int chunk_v);
+
+// ---- vocabulary-parallel LM head: this rank's slice of the vocabulary -------------------------------------------
+// W[V, C] holds rows [vocab_begin, vocab_begin + V) of the vocabulary padded to a multiple of the tensor-parallel
+// size; its first vocab_valid rows exist, the rest are padding and never give a logit. targets are global ids.
+// Only per-row statistics leave the slice, never logits. For each row t with targets[t] >= 0, over the slice's
+// z = h[t] W[:vocab_valid]^T / temperature, stats [4, T] gets
+//   stats[t] = m = max z,  stats[T + t] = s = sum exp(z - m),  stats[2T + t] = u = sum exp(z - m) (z - m),
+//   stats[3T + t] = z[targets[t] - vocab_begin] when the target is in the slice, else 0;
+// rows without a target (and a slice of padding only) get m = -inf and 0 elsewhere.
+void lm_head_vocab_slice_forward(float* stats, const float* h, const float* w, const int32_t* targets, int T, int C,
+                                 int V, int vocab_begin, int vocab_valid, float temperature, int chunk_v);
+// Moves each row's s and u to a common max[t] >= m (the max over the slices) and sets m = max[t]; after it, the
+// slices' s, u and target logits add up (rows 1..3 of stats: one sum over ranks of 3T floats).
+void lm_head_stats_rescale(float* stats, const float* max, int T);
+// From the combined statistics: lse = m + log s, logprob = z_target - lse, entropy = log s - u / s (0 for rows
+// without a target), as lm_head_logprob_forward writes them. entropy may be null.
+void lm_head_stats_finish(float* logprob, float* entropy, float* lse, const float* stats, const int32_t* targets,
+                          int T);
+// lm_head_logprob_backward over the slice, from the whole vocabulary's lse and entropy: dh[T, C] += this slice's
+// part of the input gradient (summed over the slices by the caller), dw[V, C] += the slice's rows (padding rows
+// get none).
+void lm_head_vocab_slice_backward(float* dh, float* dw, const float* dlogprob, const float* dentropy, const float* h,
+                                  const float* w, const int32_t* targets, const float* lse, const float* entropy,
+                                  int T, int C, int V, int vocab_begin, int vocab_valid, float temperature,
+                                  int chunk_v);
 
 // Full logits for a few rows (generation samples from them): logits[T, V] = h W^T, no temperature.
 void lm_head_logits(float* logits, const float* h, const float* w, int T, int C, int V);
