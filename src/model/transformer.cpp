@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ops/ops.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -14,8 +15,12 @@ int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; }
 
 }  // namespace
 
-Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights)
-    : c_(config), shape_(layer_shape(config)), w_(weights), recompute_(size_t(config.num_hidden_layers), false) {
+Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights, TensorParallel* tp)
+    : c_(config),
+      tp_(tp),
+      shape_(tp ? tp->shape() : layer_shape(config)),
+      w_(weights),
+      recompute_(size_t(config.num_hidden_layers), false) {
   HONE_CHECK(int(w_.layers.size()) == c_.num_hidden_layers, "weights have ", w_.layers.size(), " layers, config ",
              c_.num_hidden_layers);
   HONE_CHECK(c_.rope.head_dim == c_.head_dim, "rope.head_dim ", c_.rope.head_dim, " != head_dim ", c_.head_dim);
@@ -105,15 +110,20 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
   plan_forward(T);
 
   const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), inv_freq_.data()};
-  cpu::embedding_forward(x_[0], batch_.tokens.data(), w_.embed_tokens.f32(), T, C);
+  if (tp_) tp_->embedding_forward(x_[0], batch_.tokens.data(), w_.embed_tokens.f32(), T);
+  else cpu::embedding_forward(x_[0], batch_.tokens.data(), w_.embed_tokens.f32(), T, C);
   for (int l = 0; l < L; ++l) {
     LayerActivations& a = saved_[size_t(l)];
     layer_inputs(l, a);
-    layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, nullptr, x_[size_t(l + 1)]);
+    layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, tp_, x_[size_t(l + 1)]);
   }
   cpu::rmsnorm_forward(h_f_, rstd_f_, x_[size_t(L)], w_.norm.f32(), T, C, c_.rms_norm_eps);
-  cpu::lm_head_logprob_forward(logprob_.f32(), need_entropy ? entropy_.f32() : nullptr, lse_f_, h_f_,
-                               w_.lm_head.f32(), batch_.targets.data(), T, C, V, temperature, chunk_v_);
+  if (tp_)
+    tp_->lm_head_forward(logprob_.f32(), need_entropy ? entropy_.f32() : nullptr, lse_f_, h_f_, w_.lm_head.f32(),
+                         batch_.targets.data(), T, temperature, chunk_v_);
+  else
+    cpu::lm_head_logprob_forward(logprob_.f32(), need_entropy ? entropy_.f32() : nullptr, lse_f_, h_f_,
+                                 w_.lm_head.f32(), batch_.targets.data(), T, C, V, temperature, chunk_v_);
   if (!need_entropy) entropy_.fill_zero();
   backward_ready_ = true;
 }
@@ -134,9 +144,13 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
   carve_layer_grad_scratch(s, dh_f + aligned(int64_t(T) * C), shape_, T);
 
   std::memset(dh_f, 0, sizeof(float) * size_t(T) * size_t(C));
-  cpu::lm_head_logprob_backward(dh_f, grads.lm_head.f32(), dlogprob, dentropy, h_f_, w_.lm_head.f32(),
-                                batch_.targets.data(), lse_f_, have_entropy_ ? entropy_.f32() : nullptr, T, C, V,
-                                temperature_, chunk_v_);
+  const float* saved_entropy = have_entropy_ ? entropy_.f32() : nullptr;
+  if (tp_)
+    tp_->lm_head_backward(dh_f, grads.lm_head.f32(), dlogprob, dentropy, h_f_, w_.lm_head.f32(),
+                          batch_.targets.data(), lse_f_, saved_entropy, T, temperature_, chunk_v_);
+  else
+    cpu::lm_head_logprob_backward(dh_f, grads.lm_head.f32(), dlogprob, dentropy, h_f_, w_.lm_head.f32(),
+                                  batch_.targets.data(), lse_f_, saved_entropy, T, C, V, temperature_, chunk_v_);
   std::memset(dres, 0, sizeof(float) * size_t(T) * size_t(C));
   cpu::rmsnorm_backward(dres, grads.norm.f32(), dh_f, x_[size_t(L)], w_.norm.f32(), rstd_f_, T, C);
 
@@ -147,10 +161,11 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
     // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
     if (recompute_[size_t(l)])
-      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, nullptr, x_[size_t(l + 1)]);
-    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, nullptr, dres);
+      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, tp_, x_[size_t(l + 1)]);
+    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, tp_, dres);
   }
-  cpu::embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, C);
+  if (tp_) tp_->embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T);
+  else cpu::embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, C);
 }
 
 }  // namespace hone

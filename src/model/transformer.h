@@ -21,11 +21,17 @@
 
 namespace hone {
 
+class TensorParallel;
+
 class Transformer {
  public:
   // Copies the config and keeps a reference to the weights, which must outlive the Transformer. The weights may
   // change between calls (optimizer steps); forward always reads their current values.
-  Transformer(const ModelConfig& config, const ModelWeights& weights);
+  // With tp (which must outlive the Transformer), the weights are this rank's shard (parallel/shard_weights.h):
+  // the layers compute this rank's heads and feed-forward slice, the embedding and LM head its vocabulary slice, and
+  // every rank gets the whole model's logprobs and entropies. forward and backward are then collective over tp,
+  // and backward leaves the gradients of parameters several ranks hold partial until tp->sum_partial_gradients.
+  Transformer(const ModelConfig& config, const ModelWeights& weights, TensorParallel* tp = nullptr);
 
   void set_recompute(bool on);                  // every layer
   void set_layer_recompute(int layer, bool on);
@@ -57,7 +63,8 @@ class Transformer {
   void layer_inputs(int layer, LayerActivations& a) const;
 
   const ModelConfig c_;
-  const LayerShape shape_;  // the whole model (tp = 1)
+  TensorParallel* tp_ = nullptr;
+  const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ModelWeights& w_;
   PackedAttention attention_;
   std::vector<bool> recompute_;

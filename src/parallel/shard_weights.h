@@ -1,0 +1,28 @@
+// One tensor-parallel rank's weights (ModelWeights whose tensors have the rank's local shapes, in the shard layout's
+// flat order, parallel/shard_layout.h) and the moves between whole and sharded flat buffers: a rank's slices out of
+// the whole model (loading, resuming a checkpoint at another tp), and the slices of every rank gathered back into
+// the whole model on one rank (checkpoints and HF files are whole, independent of tp).
+#pragma once
+
+#include "comm/comm.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+#include "parallel/shard_layout.h"
+
+namespace hone {
+
+// Zeroed fp32 weights shaped as this rank's shard (tp = 1: allocate_weights(c)). A tied lm_head is the embedding.
+ModelWeights allocate_shard_weights(const ShardLayout& layout, const ModelConfig& c);
+
+// local[num_local_params] = this rank's slices of whole[num_params] (a flat buffer in ParamLayout::of(c)'s order:
+// weights, gradients or optimizer moments alike). Vocabulary padding rows are zero.
+void extract_shard_flat(const ShardLayout& layout, const float* whole, float* local);
+void extract_shard(const ShardLayout& layout, const ModelWeights& whole, ModelWeights& local);
+
+// Collective over tp (the layout's tensor-parallel group): every rank passes its local flat shard; `whole`
+// [num_params] on rank `root` of tp receives the whole model, one parameter at a time (no rank holds more than
+// the whole model and one parameter's slice). whole is only written on root (others may pass nullptr).
+void gather_shards_flat(const ModelConfig& c, const ShardLayout& layout, const float* local, Comm& tp, float* whole,
+                        int root = 0);
+
+}  // namespace hone

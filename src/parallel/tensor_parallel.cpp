@@ -1,0 +1,125 @@
+// The CPU engine's tensor-parallel collectives (what crosses ranks and why: tensor_parallel.h).
+#include "parallel/tensor_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/ops.h"
+#include "runtime/error.h"
+
+namespace hone {
+
+namespace {
+
+bool is_kv_param(const ParamSpec& p) {
+  return p.layer >= 0 && (p.param == LayerParam::k_proj || p.param == LayerParam::k_bias ||
+                          p.param == LayerParam::v_proj || p.param == LayerParam::v_bias);
+}
+
+}  // namespace
+
+TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp)
+    : c_(c), tp_(tp), layout_(ShardLayout::of(c, tp.size(), tp.rank())) {
+  HONE_CHECK(!tp.on_device(), "the CPU tensor-parallel group needs a host Comm");
+  const int T = tp.size(), Hkv = c.num_key_value_heads;
+  const bool kv_replicated = Hkv % T != 0;
+  for (const ParamShard& p : layout_.params()) {
+    float w = 1.f;
+    if (p.spec.split == Split::replicated) w = 1.f / float(T);
+    else if (kv_replicated && is_kv_param(p.spec)) w = float(Hkv) / float(T);
+    weight_of_.push_back(w);
+  }
+}
+
+void TensorParallel::reduce_row_parallel_output(float* y, int64_t n) { tp_.all_reduce_sum(y, n); }
+void TensorParallel::reduce_column_parallel_input_grad(float* dx, int64_t n) { tp_.all_reduce_sum(dx, n); }
+
+void TensorParallel::embedding_forward(float* out, const int32_t* ids, const float* wte, int T) const {
+  const LayerShape& s = shape();
+  cpu::embedding_slice_forward(out, ids, wte, T, s.hidden, s.vocab_begin, s.vocab);
+  tp_.all_reduce_sum(out, int64_t(T) * s.hidden);
+}
+
+void TensorParallel::embedding_backward(float* dwte, const float* dout, const int32_t* ids, int T) const {
+  const LayerShape& s = shape();
+  cpu::embedding_slice_backward(dwte, dout, ids, T, s.hidden, s.vocab_begin, s.vocab);
+}
+
+void TensorParallel::lm_head_forward(float* logprob, float* entropy, float* lse, const float* h, const float* w,
+                                     const int32_t* targets, int T, float temperature, int chunk_v) {
+  const LayerShape& s = shape();
+  const int valid = std::clamp(s.vocab_total - s.vocab_begin, 0, s.vocab);
+  stats_.resize(size_t(4) * size_t(T));
+  max_.resize(size_t(T));
+  cpu::lm_head_vocab_slice_forward(stats_.data(), h, w, targets, T, s.hidden, s.vocab, s.vocab_begin, valid,
+                                   temperature, chunk_v);
+  tp_.all_reduce_max(stats_.data(), max_.data(), T);
+  cpu::lm_head_stats_rescale(stats_.data(), max_.data(), T);
+  tp_.all_reduce_sum(stats_.data() + T, 3 * int64_t(T));
+  cpu::lm_head_stats_finish(logprob, entropy, lse, stats_.data(), targets, T);
+}
+
+void TensorParallel::lm_head_backward(float* dh, float* dw, const float* dlogprob, const float* dentropy,
+                                      const float* h, const float* w, const int32_t* targets, const float* lse,
+                                      const float* entropy, int T, float temperature, int chunk_v) {
+  const LayerShape& s = shape();
+  const int valid = std::clamp(s.vocab_total - s.vocab_begin, 0, s.vocab);
+  const int64_t n = int64_t(T) * s.hidden;
+  dh_.assign(size_t(n), 0.f);
+  cpu::lm_head_vocab_slice_backward(dh_.data(), dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, s.hidden,
+                                    s.vocab, s.vocab_begin, valid, temperature, chunk_v);
+  tp_.all_reduce_sum(dh_.data(), n);
+  for (int64_t i = 0; i < n; ++i) dh[i] += dh_[size_t(i)];
+}
+
+void TensorParallel::lm_head_logits(float* logits, const float* h, const float* w, int R) {
+  const LayerShape& s = shape();
+  if (R == 0) return;
+  const int64_t block = int64_t(R) * s.vocab;
+  logits_.resize(size_t(block) * size_t(size()));
+  float* mine = logits_.data() + int64_t(rank()) * block;
+  cpu::lm_head_logits(mine, h, w, R, s.hidden, s.vocab);
+  tp_.all_gather_in_place(logits_.data(), block);
+  // Block r holds rows x [vocabulary r*vocab, (r+1)*vocab); the whole row is the blocks side by side.
+  const int V = s.vocab_total;
+  for (int r = 0; r < size(); ++r) {
+    const int begin = r * s.vocab, n = std::clamp(V - begin, 0, s.vocab);
+    for (int i = 0; i < R; ++i)
+      std::memcpy(logits + int64_t(i) * V + begin, logits_.data() + r * block + int64_t(i) * s.vocab,
+                  size_t(n) * sizeof(float));
+  }
+}
+
+void TensorParallel::sum_partial_gradients(ModelWeights& grads) {
+  HONE_CHECK(grads.flat.numel() == layout_.num_local_params(), "gradients are not shaped as this rank's shard");
+  const int T = size(), Hkv = c_.num_key_value_heads;
+  const bool kv_replicated = Hkv % T != 0;
+  for (const ParamShard& p : layout_.params()) {
+    float* g = grads.flat.f32() + p.offset;
+    const bool qk_norm = p.spec.layer >= 0 && (p.spec.param == LayerParam::q_norm ||
+                                               p.spec.param == LayerParam::k_norm);
+    if (qk_norm) {
+      tp_.all_reduce_sum(g, p.local_numel());  // every rank's heads add to the one shared [head_dim] weight
+    } else if (kv_replicated && is_kv_param(p.spec)) {
+      // Ranks sharing a KV head hold partial gradients of it: sum in the whole tensor, take this rank's rows back.
+      kv_whole_.assign(size_t(p.spec.numel()), 0.f);
+      ShardLayout::insert(p, g, kv_whole_.data());
+      tp_.all_reduce_sum(kv_whole_.data(), p.spec.numel());
+      ShardLayout::extract(p, kv_whole_.data(), g);
+    }
+  }
+}
+
+double TensorParallel::weighted_sum_squares(const float* g, int64_t begin, int64_t n) const {
+  double total = 0;
+  const int64_t end = begin + n;
+  for (size_t i = 0; i < layout_.params().size(); ++i) {
+    const ParamShard& p = layout_.params()[i];
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.local_numel());
+    if (lo >= hi) continue;
+    total += double(weight_of_[i]) * cpu::sum_squares(g + (lo - begin), hi - lo);
+  }
+  return total;
+}
+
+}  // namespace hone

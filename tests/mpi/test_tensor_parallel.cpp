@@ -1,0 +1,113 @@
+// Tensor parallelism on the CPU engine against one rank: the world (2 ranks) as one tp group, each rank holding its
+// shard of a tiny model, the same packed batch on every rank; logprobs and entropies within 1e-5 of the whole model
+// computed on each rank alone, and every gradient (gathered from the shards after the partial sums) within 1e-5
+// relative. Models: Qwen3 (q/k norm, tied), Llama with Llama 3 rope scaling (untied), Qwen2 (q/k/v biases), and a
+// Qwen3 with one KV head (replicated over the two ranks) and a vocabulary that tp does not divide (padded).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "comm/mpi_comm.h"
+#include "model/transformer.h"
+#include "parallel/shard_weights.h"
+#include "parallel/tensor_parallel.h"
+#include "unit/transformer_test_util.h"
+
+using namespace hone;
+
+BOOST_AUTO_TEST_SUITE(tensor_parallel)
+
+namespace {
+
+ModelConfig qwen3() { return test::tiny_config(Architecture::qwen3, true); }
+ModelConfig llama_scaled() {
+  ModelConfig c = test::tiny_config(Architecture::llama, false);
+  c.rope.llama3 = true;
+  c.rope.factor = 8.f;
+  c.rope.original_max_position_embeddings = 16;
+  return c;
+}
+ModelConfig qwen2() { return test::tiny_config(Architecture::qwen2, false); }
+ModelConfig qwen3_one_kv_head() {
+  ModelConfig c = test::tiny_config(Architecture::qwen3, true);
+  c.num_key_value_heads = 1;
+  c.vocab_size = 41;
+  return c;
+}
+
+PackedBatch batch_for(const ModelConfig& c) {
+  const auto seqs = test::random_sequences({7, 5, 9}, c.vocab_size, 5);
+  PackedBatch b;
+  for (const auto& s : seqs) b.append(s);
+  return b;
+}
+
+void check_close(const float* got, const float* want, int64_t n, double tol, const std::string& what) {
+  double worst = 0;
+  int64_t at = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double err = std::abs(double(got[i]) - double(want[i])) / (1.0 + std::abs(double(want[i])));
+    if (!(err <= worst)) worst = err, at = i;  // NaN lands here and fails below
+  }
+  BOOST_TEST_CONTEXT(what << ": worst relative error " << worst << " at " << at) { BOOST_TEST(worst <= tol); }
+}
+
+void run(const ModelConfig& c, const char* name) {
+  BOOST_TEST_CONTEXT(name) {
+    MpiComm world(MPI_COMM_WORLD, "tp");
+    BOOST_REQUIRE(world.size() == 2);
+    ModelWeights whole = allocate_weights(c);
+    test::randomize(whole, 17);
+    const PackedBatch batch = batch_for(c);
+    const int T = batch.num_tokens();
+    std::vector<float> dlp, dent;
+    for (int t = 0; t < T; ++t) {
+      dlp.push_back(1.f + 0.1f * float(t % 5));
+      dent.push_back(0.3f - 0.05f * float(t % 3));
+    }
+
+    // One rank: the whole model.
+    Transformer one(c, whole);
+    one.forward(batch, 0.8f, true);
+    ModelWeights g_one = allocate_weights(c);
+    one.backward(dlp.data(), dent.data(), g_one);
+
+    // tp = 2: this rank's shard.
+    TensorParallel tp(c, world);
+    ModelWeights shard = allocate_shard_weights(tp.layout(), c);
+    extract_shard(tp.layout(), whole, shard);
+    Transformer two(c, shard, &tp);
+    two.forward(batch, 0.8f, true);
+    check_close(two.logprobs().f32(), one.logprobs().f32(), T, 1e-5, "logprob");
+    check_close(two.entropy().f32(), one.entropy().f32(), T, 1e-5, "entropy");
+    ModelWeights g_shard = allocate_shard_weights(tp.layout(), c);
+    two.backward(dlp.data(), dent.data(), g_shard);
+    tp.sum_partial_gradients(g_shard);
+
+    // Each rank's gradient shard against the same slices of the whole gradient.
+    std::vector<float> expect(size_t(tp.layout().num_local_params()));
+    extract_shard_flat(tp.layout(), g_one.flat.f32(), expect.data());
+    for (const ParamShard& p : tp.layout().params())
+      check_close(g_shard.flat.f32() + p.offset, expect.data() + p.offset, p.local_numel(), 1e-5,
+                  "gradient of " + p.spec.name);
+
+    // Gathered on rank 0: the whole gradient; and the global norm over the shards equals the whole one's.
+    std::vector<float> gathered(size_t(g_one.flat.numel()), 0.f);
+    gather_shards_flat(c, tp.layout(), g_shard.flat.f32(), world, gathered.data(), 0);
+    if (world.rank() == 0) check_close(gathered.data(), g_one.flat.f32(), g_one.flat.numel(), 1e-5, "gathered");
+    double sq = tp.weighted_sum_squares(g_shard.flat.f32(), 0, g_shard.flat.numel());
+    world.all_reduce_sum(&sq, 1);
+    double sq_one = 0;
+    for (int64_t i = 0; i < g_one.flat.numel(); ++i) sq_one += double(g_one.flat.f32()[i]) * g_one.flat.f32()[i];
+    BOOST_TEST(std::abs(sq - sq_one) <= 1e-5 * sq_one);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(qwen3_qk_norm_tied) { run(qwen3(), "qwen3"); }
+BOOST_AUTO_TEST_CASE(llama_rope_scaling) { run(llama_scaled(), "llama"); }
+BOOST_AUTO_TEST_CASE(qwen2_biases) { run(qwen2(), "qwen2"); }
+BOOST_AUTO_TEST_CASE(replicated_kv_head_and_padded_vocabulary) { run(qwen3_one_kv_head(), "qwen3 one kv head"); }
+
+BOOST_AUTO_TEST_SUITE_END()
