@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/ops.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -46,7 +47,7 @@ class CacheAttention final : public LayerAttention {
 
 }  // namespace
 
-CachedForward::CachedForward(const ModelConfig& config) : c_(config) {
+CachedForward::CachedForward(const ModelConfig& config, TensorParallel* tp) : c_(config), tp_(tp) {
   HONE_CHECK(c_.vocab_size > 0 && c_.hidden_size > 0 && c_.num_hidden_layers >= 0 && c_.num_attention_heads > 0 &&
                  c_.num_key_value_heads > 0 && c_.head_dim > 0 && c_.intermediate_size > 0,
              "generation needs a complete model shape");
@@ -55,7 +56,7 @@ CachedForward::CachedForward(const ModelConfig& config) : c_(config) {
   RopeParams rope = c_.rope;
   if (rope.head_dim == 0) rope.head_dim = c_.head_dim;
   HONE_CHECK(rope.head_dim == c_.head_dim, "rope.head_dim ", rope.head_dim, " != head_dim ", c_.head_dim);
-  shape_ = layer_shape(c_);
+  shape_ = tp_ ? tp_->shape() : layer_shape(c_);
   inv_freq_.resize(size_t(c_.head_dim / 2));
   cpu::rope_inv_freq(inv_freq_.data(), rope);
 }
@@ -85,11 +86,12 @@ void CachedForward::layers(const ModelWeights& w, KvCache& cache, Mode mode, con
              "KV cache shaped for another model");
   CacheAttention attention(cache, mode == Mode::decode, row_slot_.data(), pos_.data(), lens_.data(), decode_slots);
   const LayerBatch lb{pos_.data(), cu_seqlens, R, num_seqs, inv_freq_.data()};
-  cpu::embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R, c_.hidden_size);
+  if (tp_) tp_->embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R);
+  else cpu::embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R, c_.hidden_size);
   for (int l = 0; l < c_.num_hidden_layers; ++l) {
     LayerActivations a = act_;
     a.x_in = x_[l % 2].data();
-    layer_forward(l, shape_, w.layers[size_t(l)], lb, a, attention, nullptr, x_[(l + 1) % 2].data());
+    layer_forward(l, shape_, w.layers[size_t(l)], lb, a, attention, tp_, x_[(l + 1) % 2].data());
   }
 }
 
@@ -100,7 +102,8 @@ void CachedForward::head(const ModelWeights& w, const int32_t* rows, int n, floa
   for (int i = 0; i < n; ++i) std::copy_n(x + int64_t(rows[i]) * C, C, head_x_.data() + int64_t(i) * C);
   cpu::rmsnorm_forward(head_h_.data(), head_rstd_.data(), head_x_.data(), w.norm.f32(), n, C, c_.rms_norm_eps);
   const Tensor& lm_head = c_.tie_word_embeddings ? w.embed_tokens : w.lm_head;
-  cpu::lm_head_logits(logits, head_h_.data(), lm_head.f32(), n, C, c_.vocab_size);
+  if (tp_) tp_->lm_head_logits(logits, head_h_.data(), lm_head.f32(), n);
+  else cpu::lm_head_logits(logits, head_h_.data(), lm_head.f32(), n, C, c_.vocab_size);
 }
 
 void CachedForward::prefill(const ModelWeights& w, KvCache& cache, const int32_t* tokens, const int32_t* cu_seqlens,

@@ -20,9 +20,14 @@
 
 namespace hone {
 
+class TensorParallel;
+
 class CachedForward {
  public:
-  explicit CachedForward(const ModelConfig& config);
+  // With tp (which must outlive this object) the weights are this rank's shard: the KV cache holds this rank's KV
+  // heads (shape().kv_heads), every call is collective over tp, and every rank gets the whole vocabulary's logits
+  // (the slices all-gathered), so that every rank samples the same token.
+  explicit CachedForward(const ModelConfig& config, TensorParallel* tp = nullptr);
 
   // Prompts packed: tokens[cu_seqlens[num_seqs]], prompt s is tokens[cu_seqlens[s], cu_seqlens[s+1]) at positions
   // 0, 1, ... and is cached in slot slots[s]. logits[num_seqs, V] gets the last prompt token's logits.
@@ -35,6 +40,7 @@ class CachedForward {
               const int32_t* slots, int B, float* logits);
 
   const ModelConfig& config() const { return c_; }
+  const LayerShape& shape() const { return shape_; }  // this rank's heads and slices
 
  private:
   enum class Mode { prefill, decode };
@@ -46,6 +52,7 @@ class CachedForward {
   void reserve(int R);
 
   ModelConfig c_;
+  TensorParallel* tp_ = nullptr;
   LayerShape shape_;
   std::vector<float> inv_freq_;
   int capacity_ = 0;  // rows the buffers hold

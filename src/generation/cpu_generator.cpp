@@ -58,8 +58,9 @@ std::vector<GenerationRequest> group_requests(const std::vector<std::vector<int3
   return out;
 }
 
-CpuGenerator::CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options)
-    : config_(config), weights_(weights), options_(options), forward_(config) {
+CpuGenerator::CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options,
+                           TensorParallel* tp)
+    : config_(config), weights_(weights), options_(options), forward_(config, tp) {
   HONE_USER_CHECK(options_.max_batch > 0, "generation max_batch must be > 0, got ", options_.max_batch);
 }
 
@@ -118,7 +119,7 @@ void CpuGenerator::reshape_cache(const std::vector<GenerationRequest>& requests,
   int64_t longest = 0;
   for (size_t i = begin; i < end; ++i) longest = std::max<int64_t>(longest, int64_t(requests[i].prompt.size()));
   const int max_len = int(std::min<int64_t>(max_total_, longest + stop_->max_new_tokens));
-  cache_.reshape(config_.num_hidden_layers, int(end - begin), max_len, config_.num_key_value_heads, config_.head_dim);
+  cache_.reshape(config_.num_hidden_layers, int(end - begin), max_len, forward_.shape().kv_heads, config_.head_dim);
   stats_.peak_kv_bytes = std::max(stats_.peak_kv_bytes, cache_.bytes());
 }
 

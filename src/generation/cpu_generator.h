@@ -71,11 +71,16 @@ struct GenerationStats {
   double prefill_seconds = 0, decode_seconds = 0;  // decode includes sampling and stop checks
 };
 
+class TensorParallel;
+
 class CpuGenerator {
  public:
   // The weights are read at every generate() call, so a refit that overwrites them in place is seen; they must
   // outlive the generator (the config is copied).
-  CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options = {});
+  // With tp, the weights are this rank's tensor-parallel shard and generate() is collective over tp: every rank
+  // of the group runs the same requests and returns the same rollouts.
+  CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options = {},
+               TensorParallel* tp = nullptr);
 
   // One rollout per request, in request order. Throws UserError for an empty prompt, a token id outside the
   // vocabulary, a prompt that leaves no room under max_total_sequence_length, or bad sampling/stop settings.
