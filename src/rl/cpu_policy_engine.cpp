@@ -3,11 +3,17 @@
 // optimizer over the dp group's MpiComm (train/distributed_adamw.h): DataParallelAdamW (gradients all-reduced,
 // whole AdamW state on every rank) or, with train.distributed_optimizer and more than one rank, DistributedAdamW
 // (ZeRO-1: gradients reduce-scattered, master weights and moments sharded, weights all-gathered).
+// Under tensor parallelism (parallel.tp > 1) every role holds this rank's shard (parallel/shard_weights.h), the
+// models and the generator compute over the tp group (parallel/tensor_parallel.h), the optimizer works on the
+// shard's flat buffer over dp with the gradient norm spanning the group, and checkpoints stay whole: read_state
+// gathers the shards onto world rank 0, write_state takes this rank's slices of the whole state.
 #include <algorithm>
 #include <cstring>
 
 #include "comm/comm.h"
 #include "model/transformer.h"
+#include "parallel/shard_weights.h"
+#include "parallel/tensor_parallel.h"
 #include "rl/policy_engine.h"
 #include "runtime/error.h"
 #include "train/adamw.h"
@@ -20,33 +26,46 @@ class CpuPolicyEngine final : public PolicyEngine {
  public:
   CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
       : s_(s), mc_(mc), ps_(ps) {
-    train_w_ = allocate_weights(mc_);
+    if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp());
+    train_w_ = allocate();
+    HONE_CHECK(initial.flat.numel() == train_w_.flat.numel(), "initial weights of ", initial.flat.numel(),
+               " parameters, this rank's shard has ", train_w_.flat.numel());
     std::memcpy(train_w_.flat.f32(), initial.flat.f32(), train_w_.flat.nbytes());
-    gen_w_ = allocate_weights(mc_);
+    gen_w_ = allocate();
     std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
     if (s.loss.kl_coef > 0) {
-      ref_w_ = allocate_weights(mc_);
+      ref_w_ = allocate();
       std::memcpy(ref_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
-      ref_model_ = std::make_unique<Transformer>(mc_, ref_w_);
+      ref_model_ = std::make_unique<Transformer>(mc_, ref_w_, tp_.get());
     }
-    grads_ = allocate_weights(mc_);
-    train_model_ = std::make_unique<Transformer>(mc_, train_w_);
+    grads_ = allocate();
+    train_model_ = std::make_unique<Transformer>(mc_, train_w_, tp_.get());
     train_model_->set_recompute(s.activation_recompute);
     GenerationOptions go;
     go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s.rollouts_per_step() / ps_.dp_size())));
-    generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go);
+    generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go, tp_.get());
   }
 
   std::string describe() const override {
-    return zero_ ? cat("cpu, fp32, distributed optimizer (ZeRO-1) over ", ps_.dp_size(), " ranks") : "cpu, fp32";
+    std::string d = "cpu, fp32";
+    if (tp_) d += cat(", tensor parallel over ", tp_->size(), " ranks");
+    if (zero_) d += cat(", distributed optimizer (ZeRO-1) over ", ps_.dp_size(), " ranks");
+    return d;
   }
 
   void connect(const ModelWeights&) override {
     Comm& dp = ps_.dp();
+    ShardedNorm norm;
+    if (tp_) {
+      norm.group = &tp_->comm();
+      norm.weighted_sum_squares = [tp = tp_.get()](const float* g, int64_t begin, int64_t n) {
+        return tp->weighted_sum_squares(g, begin, n);
+      };
+    }
     if (s_.distributed_optimizer && dp.size() > 1)
-      zero_ = std::make_unique<DistributedAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32);
+      zero_ = std::make_unique<DistributedAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm);
     else
-      plain_ = std::make_unique<DataParallelAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32);
+      plain_ = std::make_unique<DataParallelAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm);
     // Every fp32 parameter copy: training, generation, reference, gradients; the AdamW state (whole, or this
     // rank's shard of master weights and moments plus the reduced shard and the padded staging of ZeRO-1).
     const double param = double(train_w_.flat.nbytes());
@@ -103,6 +122,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   // updated in place (ZeRO-1: all-gathered), so the next micro-batches train on them whatever last_of_step says.
   double optimizer_step(float lr, double max_grad_norm, bool) override {
     HONE_CHECK(zero_ || plain_, "optimizer step before connect()");
+    if (tp_) tp_->sum_partial_gradients(grads_);  // parameters several ranks hold: their gradients add up
     const OptimizerStepResult r = zero_ ? zero_->step(train_w_, grads_, lr, max_grad_norm)
                                         : plain_->step(train_w_, grads_, lr, max_grad_norm);
     return r.grad_norm;
@@ -122,22 +142,46 @@ class CpuPolicyEngine final : public PolicyEngine {
   void reset_memory() override { peak_kv_ = 0, logprob_bytes_ = training_bytes_ = 0; }
 
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
-    const int64_t n = train_w_.flat.numel();
     FullOptimizerState full;
-    if (zero_) full = zero_->full_state();  // collective
+    if (zero_) full = zero_->full_state();  // collective over dp: this tp rank's shard of the moments
     if (ps_.dp_rank() != 0) return;
-    if (master.flat.numel() != n) master = allocate_weights(mc_);
-    std::memcpy(master.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
-    m = Tensor::empty({n});
-    v = Tensor::empty({n});
     const float* src_m = zero_ ? full.exp_avg.data() : plain_->adamw().exp_avg().f32();
     const float* src_v = zero_ ? full.exp_avg_sq.data() : plain_->adamw().exp_avg_sq().f32();
-    std::memcpy(m.f32(), src_m, m.nbytes());
-    std::memcpy(v.f32(), src_v, v.nbytes());
+    const bool root = ps_.tp_rank() == 0;
+    if (root && master.flat.numel() != count_parameters(mc_)) master = allocate_weights(mc_);
+    const int64_t n = count_parameters(mc_);
+    if (root) {
+      m = Tensor::empty({n});
+      v = Tensor::empty({n});
+    }
+    if (!tp_) {
+      std::memcpy(master.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+      std::memcpy(m.f32(), src_m, m.nbytes());
+      std::memcpy(v.f32(), src_v, v.nbytes());
+      return;
+    }
+    // Collective over tp (the dp-rank-0 ranks): the whole state onto tp rank 0, one parameter at a time.
+    Comm& tp = tp_->comm();
+    gather_shards_flat(mc_, tp_->layout(), train_w_.flat.f32(), tp, root ? master.flat.f32() : nullptr);
+    gather_shards_flat(mc_, tp_->layout(), src_m, tp, root ? m.f32() : nullptr);
+    gather_shards_flat(mc_, tp_->layout(), src_v, tp, root ? v.f32() : nullptr);
   }
-  void write_state(const ModelWeights& master, const float* m, const float* v, int step_count) override {
+  void write_state(const ModelWeights& whole, const float* whole_m, const float* whole_v, int step_count) override {
+    HONE_CHECK(whole.flat.numel() == count_parameters(mc_), "checkpoint weights do not match the model");
+    // This rank's slices of the whole state (at tp = 1, the whole state itself).
+    ModelWeights master = tp_ ? allocate() : whole;
+    std::vector<float> shard_m, shard_v;
+    const float* m = whole_m;
+    const float* v = whole_v;
+    if (tp_) {
+      extract_shard(tp_->layout(), whole, master);
+      shard_m.resize(size_t(master.flat.numel()));
+      shard_v.resize(size_t(master.flat.numel()));
+      extract_shard_flat(tp_->layout(), whole_m, shard_m.data());
+      extract_shard_flat(tp_->layout(), whole_v, shard_v.data());
+      m = shard_m.data(), v = shard_v.data();
+    }
     const int64_t n = train_w_.flat.numel();
-    HONE_CHECK(master.flat.numel() == n, "checkpoint weights do not match the model");
     std::memcpy(train_w_.flat.f32(), master.flat.f32(), train_w_.flat.nbytes());
     std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
     if (zero_) {
@@ -155,9 +199,12 @@ class CpuPolicyEngine final : public PolicyEngine {
   }
 
  private:
+  ModelWeights allocate() const { return tp_ ? allocate_shard_weights(tp_->layout(), mc_) : allocate_weights(mc_); }
+
   GrpoSettings s_;
   ModelConfig mc_;
   const ParallelState& ps_;
+  std::unique_ptr<TensorParallel> tp_;  // parallel.tp > 1
   ModelWeights train_w_, gen_w_, ref_w_, grads_;
   std::unique_ptr<Transformer> train_model_, ref_model_;
   std::unique_ptr<CpuGenerator> generator_;

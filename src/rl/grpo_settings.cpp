@@ -11,9 +11,12 @@ namespace {
 // The parallelism hone run supports today: data parallelism only.
 void check_parallel_supported(const Config& c) {
   const int64_t tp = c.get_int("parallel.tp"), pp = c.get_int("parallel.pp");
-  HONE_USER_CHECK(tp == 1 && pp == 1, "parallel.tp = ", tp, ", parallel.pp = ", pp,
-                  ": tensor and pipeline parallelism are not supported yet (set both to 1; data parallelism follows "
-                  "from the rank count)");
+  HONE_USER_CHECK(pp == 1, "parallel.pp = ", pp,
+                  ": pipeline parallelism is not supported yet (set it to 1; data parallelism follows from the rank "
+                  "count)");
+  HONE_USER_CHECK(tp == 1 || c.get_string("run.device") == "cpu", "parallel.tp = ", tp,
+                  ": tensor parallelism runs on the CPU engine only for now (run.device = \"cpu\"); on the GPU set "
+                  "parallel.tp = 1");
 }
 
 // [run], and the parallelism this loop supports.

@@ -38,10 +38,12 @@ void all_reduce_gradients(Comm& comm, float* x, int64_t n, bool in_fp32) {
 
 // ---- DistributedAdamW -------------------------------------------------------------------------------------------
 
-DistributedAdamW::DistributedAdamW(const ModelWeights& weights, AdamWConfig config, Comm& dp, bool grad_reduce_in_fp32)
+DistributedAdamW::DistributedAdamW(const ModelWeights& weights, AdamWConfig config, Comm& dp, bool grad_reduce_in_fp32,
+                                   ShardedNorm norm)
     : dp_(dp),
       config_(config),
       fp32_(grad_reduce_in_fp32),
+      norm_(std::move(norm)),
       layout_(weights.flat.numel(), dp.size(), dp.rank()),
       segments_(layout_.shard_segments(weight_decay_segments(weights, config.decay_1d_params))),
       master_(size_t(layout_.shard_size()), 0.f),
@@ -74,9 +76,14 @@ OptimizerStepResult DistributedAdamW::step(ModelWeights& weights, const ModelWei
       from_bf16(r, out);
     }
   }
-  // Global norm over the shards (the padding is zero), then clip.
-  double sumsq = cpu::sum_squares(reduced_.data(), shard);
+  // Global norm over the shards (the padding is zero) and, for a sharded model, over its group; then clip.
+  double sumsq = 0;
+  if (norm_.weighted_sum_squares)
+    for (const ShardSegment& s : segments_) sumsq += norm_.local(reduced_.data() + s.shard_offset, s.flat_offset, s.size);
+  else
+    sumsq = cpu::sum_squares(reduced_.data(), shard);
   dp_.all_reduce_sum(&sumsq, 1);
+  sumsq = norm_.sum_over_group(sumsq);
   OptimizerStepResult r;
   r.grad_norm = std::sqrt(sumsq);
   r.clip_coef = clip_coefficient(r.grad_norm, max_grad_norm);
@@ -143,8 +150,8 @@ void DistributedAdamW::load_shard_state(const ShardOptimizerState& s) {
 // ---- DataParallelAdamW ------------------------------------------------------------------------------------------
 
 DataParallelAdamW::DataParallelAdamW(const ModelWeights& weights, AdamWConfig config, Comm& dp,
-                                     bool grad_reduce_in_fp32)
-    : dp_(dp), fp32_(grad_reduce_in_fp32), adamw_(weights, config) {
+                                     bool grad_reduce_in_fp32, ShardedNorm norm)
+    : dp_(dp), fp32_(grad_reduce_in_fp32), norm_(std::move(norm)), adamw_(weights, config) {
   HONE_CHECK(!dp.on_device(), "the CPU DataParallelAdamW needs a host Comm");
 }
 
@@ -153,8 +160,14 @@ OptimizerStepResult DataParallelAdamW::step(ModelWeights& weights, ModelWeights&
   const int64_t n = grads.flat.numel();
   all_reduce_gradients(dp_, grads.flat.f32(), n, fp32_);
   OptimizerStepResult r;
-  r.grad_norm = clip_grad_norm(grads.flat.f32(), n, max_grad_norm);
-  r.clip_coef = clip_coefficient(r.grad_norm, max_grad_norm);
+  if (norm_.group) {  // a sharded model: the norm spans the group
+    r.grad_norm = std::sqrt(norm_.sum_over_group(norm_.local(grads.flat.f32(), 0, n)));
+    r.clip_coef = clip_coefficient(r.grad_norm, max_grad_norm);
+    if (r.clip_coef < 1.f) cpu::scale_inplace(grads.flat.f32(), r.clip_coef, n);
+  } else {
+    r.grad_norm = clip_grad_norm(grads.flat.f32(), n, max_grad_norm);
+    r.clip_coef = clip_coefficient(r.grad_norm, max_grad_norm);
+  }
   adamw_.step(weights, grads, lr);
   return r;
 }

@@ -25,6 +25,7 @@
 #include "comm/comm.h"
 #include "model/weights.h"
 #include "train/adamw.h"
+#include "train/grad_clip.h"
 #include "train/zero_layout.h"
 
 namespace hone {
@@ -50,7 +51,9 @@ struct ShardOptimizerState {
 class DistributedAdamW {
  public:
   // The master shard is copied from weights; moments start at zero. dp must outlive the optimizer.
-  DistributedAdamW(const ModelWeights& weights, AdamWConfig config, Comm& dp, bool grad_reduce_in_fp32 = true);
+  // norm: how the gradient norm spans a sharded model (tensor parallelism; default: the whole model).
+  DistributedAdamW(const ModelWeights& weights, AdamWConfig config, Comm& dp, bool grad_reduce_in_fp32 = true,
+                   ShardedNorm norm = {});
 
   // Collective over dp: reduce-scatter grads, clip by the global norm (max_grad_norm <= 0: no clipping), AdamW on
   // the shard (step count incremented first), all-gather into weights.flat. grads is read only.
@@ -74,6 +77,7 @@ class DistributedAdamW {
   Comm& dp_;
   AdamWConfig config_;
   bool fp32_;
+  ShardedNorm norm_;
   ZeroLayout layout_;
   std::vector<ShardSegment> segments_;
   std::vector<float> master_, m_, v_, reduced_;
@@ -83,7 +87,8 @@ class DistributedAdamW {
 
 class DataParallelAdamW {
  public:
-  DataParallelAdamW(const ModelWeights& weights, AdamWConfig config, Comm& dp, bool grad_reduce_in_fp32 = true);
+  DataParallelAdamW(const ModelWeights& weights, AdamWConfig config, Comm& dp, bool grad_reduce_in_fp32 = true,
+                    ShardedNorm norm = {});
 
   // Collective over dp: all-reduces grads in place (grads then holds the global gradient, clipped), clips, AdamW.
   OptimizerStepResult step(ModelWeights& weights, ModelWeights& grads, float lr, double max_grad_norm);
@@ -94,6 +99,7 @@ class DataParallelAdamW {
  private:
   Comm& dp_;
   bool fp32_;
+  ShardedNorm norm_;
   AdamW adamw_;
 };
 

@@ -19,4 +19,13 @@ double clip_grad_norm(float* grad, int64_t n, double max_norm) {
   return norm;
 }
 
+double ShardedNorm::local(const float* g, int64_t flat_begin, int64_t n) const {
+  return weighted_sum_squares ? weighted_sum_squares(g, flat_begin, n) : cpu::sum_squares(g, n);
+}
+
+double ShardedNorm::sum_over_group(double local_sum) const {
+  if (group && group->size() > 1) group->all_reduce_sum(&local_sum, 1);
+  return local_sum;
+}
+
 }  // namespace hone

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+
+#include "comm/comm.h"
 
 namespace hone {
 
@@ -12,5 +15,18 @@ float clip_coefficient(double norm, double max_norm);
 // Clips grad[n] in place; returns the norm before clipping. For sharded gradients, sum the shards'
 // cpu::sum_squares over ranks, take sqrt, and apply clip_coefficient to each shard instead.
 double clip_grad_norm(float* grad, int64_t n, double max_norm);
+
+// The global gradient norm when the model itself is sharded over a group (tensor parallelism): each rank's sum of
+// squares over its shard's flat buffer, with values that several ranks hold (replicated norm weights, replicated KV
+// heads) weighted so that the group counts each once, summed over the group. Default: this rank holds the whole
+// model (the plain sum of squares, no communication).
+struct ShardedNorm {
+  Comm* group = nullptr;
+  // Weighted sum of squares of g = the shard's flat buffer at [flat_begin, flat_begin + n).
+  std::function<double(const float* g, int64_t flat_begin, int64_t n)> weighted_sum_squares;
+
+  double local(const float* g, int64_t flat_begin, int64_t n) const;
+  double sum_over_group(double local_sum) const;  // collective over group (when set)
+};
 
 }  // namespace hone

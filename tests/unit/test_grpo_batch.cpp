@@ -79,18 +79,27 @@ BOOST_AUTO_TEST_CASE(settings_check_batch_sizes_against_the_rank_count) {
   BOOST_CHECK_THROW(read_grpo_settings(c, 1), UserError);  // 24 rollouts in batches of 5
   c.set("train.global_batch_size", DeckValue(int64_t(0)), {});
   BOOST_TEST(read_grpo_settings(c, 1).skip_prev_logprobs());
-  // The rank grid: dp follows from the rank count; tensor parallelism is refused first, whatever the rank count.
+  // The rank grid: dp follows from the rank count and parallel.tp; the rank count must be a multiple of tp;
+  // pipeline parallelism is refused first, whatever the rank count.
   const RankGrid g = read_rank_grid(c, 4);
   BOOST_TEST(g.dp() == 4);
   BOOST_TEST(g.tp() == 1);
   c.set("parallel.tp", DeckValue(int64_t(2)), {});
+  const RankGrid g2 = read_rank_grid(c, 4);
+  BOOST_TEST(g2.dp() == 2);
+  BOOST_TEST(g2.tp() == 2);
+  auto refused = [&](int world, const std::string& what) {
+    try {
+      read_rank_grid(c, world);
+      BOOST_FAIL("grid accepted");
+    } catch (const UserError& e) {
+      BOOST_TEST(std::string(e.what()).find(what) != std::string::npos, e.what());
+    }
+  };
+  refused(3, "parallel.tp");
+  c.set("parallel.pp", DeckValue(int64_t(2)), {});
   BOOST_CHECK_THROW(read_grpo_settings(c, 1), UserError);
-  try {
-    read_rank_grid(c, 3);
-    BOOST_FAIL("parallel.tp = 2 accepted");
-  } catch (const UserError& e) {
-    BOOST_TEST(std::string(e.what()).find("not supported yet") != std::string::npos, e.what());
-  }
+  refused(4, "not supported yet");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

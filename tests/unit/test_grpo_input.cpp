@@ -68,8 +68,12 @@ BOOST_AUTO_TEST_CASE(micro_batch_budget_below_the_sequence_length) {
   expect_refused("mbs", "train.max_tokens_per_microbatch=8", "train.max_tokens_per_microbatch");
 }
 
-BOOST_AUTO_TEST_CASE(tensor_parallel_not_supported_yet) {
-  expect_refused("tp", "parallel.tp=2", "not supported yet");
+BOOST_AUTO_TEST_CASE(pipeline_parallel_not_supported_yet) {
+  expect_refused("pp", "parallel.pp=2", "not supported yet");
+}
+
+BOOST_AUTO_TEST_CASE(tensor_parallel_needs_a_multiple_of_tp_ranks) {
+  expect_refused("tp", "parallel.tp=2", "parallel.tp");
 }
 
 BOOST_AUTO_TEST_CASE(unwritable_output_folder) {

@@ -1,0 +1,128 @@
+// Tensor parallelism of `hone run` on the CPU engine (ranks under mpirun against one rank, the same global batch):
+//   * tp = 2 gives the same rollouts (every sample's prompt, completion and reward: the logits are gathered, so the
+//     sampled tokens do not depend on tp), rewards, and losses, gradient norms and weights within fp32 rounding;
+//   * tp = 2 x dp = 2 on four ranks likewise, with the distributed optimizer (ZeRO-1 within each tp rank's shard);
+//   * a KV head replicated over the two ranks (one KV head) likewise;
+//   * a checkpoint written at tp = 2 holds whole tensors, and resumes at tp = 1 with dp = 2, continuing as the
+//     uninterrupted tp = 1, dp = 2 run.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "model/safetensors.h"
+#include "test_grpo_util.h"
+
+using namespace test_grpo;
+
+namespace {
+
+std::string mpi(int n) {
+  return "timeout 240 mpirun -np " + std::to_string(n) + " --oversubscribe --allow-run-as-root ";
+}
+// As the data-parallel tests: two optimizer steps per GRPO step, every rollout stored, an entropy bonus so that
+// every step has a gradient.
+const std::string kArgs = "run.max_steps=3 train.global_batch_size=8 output.sample_every=1 output.num_samples=16 "
+                          "loss.entropy_coef=0.01";
+
+std::string tail(const std::string& s) { return s.substr(s.size() > 1500 ? s.size() - 1500 : 0); }
+
+std::string run_in(const std::string& name, const std::string& args, int ranks, const std::string& expect = "") {
+  const std::string dir = test::temp_dir(name);
+  std::string out;
+  const int rc = hone_run(write_deck(dir), args, &out, ranks > 1 ? mpi(ranks) : "");
+  BOOST_TEST_INFO(tail(out));
+  BOOST_REQUIRE_EQUAL(rc, 0);
+  if (!expect.empty()) BOOST_TEST(out.find(expect) != std::string::npos, expect);
+  return dir;
+}
+
+double max_weight_diff(const std::string& a, const std::string& b) {
+  hone::SafetensorsFile w1(a), w2(b);
+  BOOST_REQUIRE_EQUAL(w1.tensors().size(), w2.tensors().size());
+  double max_diff = 0;
+  for (const auto& t : w1.tensors()) {
+    BOOST_REQUIRE_EQUAL(t.numel(), w2.info(t.name).numel());
+    std::vector<float> x(size_t(t.numel())), y(size_t(t.numel()));
+    w1.read_f32(t.name, x.data());
+    w2.read_f32(t.name, y.data());
+    for (size_t i = 0; i < x.size(); ++i) max_diff = std::max(max_diff, double(std::abs(x[i] - y[i])));
+  }
+  return max_diff;
+}
+
+void check_close(const std::string& h1, const std::string& h2, double rel, size_t first, size_t last) {
+  for (const char* m : {"loss", "grad_norm", "entropy", "token_mult_prob_error"}) {
+    const auto a = metric(h1, m), b = metric(h2, m);
+    BOOST_REQUIRE_GE(a.size(), last);
+    BOOST_REQUIRE_GE(b.size(), last);
+    for (size_t i = first - 1; i < last; ++i)
+      BOOST_TEST(std::abs(a[i] - b[i]) <= rel * (1 + std::abs(a[i])), m << " step " << i + 1 << ": " << a[i] << " vs " << b[i]);
+  }
+}
+
+// The same rollouts and rewards, training metrics and final weights within fp32 rounding.
+void check_equal_runs(const std::string& one, const std::string& other, int64_t step = 3) {
+  const std::string h1 = one + "/out/t.h5", h2 = other + "/out/t.h5";
+  for (const char* m : {"reward/mean", "accuracy", "prompt_tokens", "generated_tokens/mean", "advantages/mean"}) {
+    BOOST_TEST_INFO(m);
+    BOOST_TEST(metric(h1, m) == metric(h2, m));
+  }
+  test_h5::File f1(h1), f2(h2);
+  const auto completions = test_h5::strings(f1.id, "/samples/completion");
+  BOOST_TEST(completions.size() == size_t(step) * 16u);
+  BOOST_TEST(completions == test_h5::strings(f2.id, "/samples/completion"));
+  BOOST_TEST(test_h5::doubles(f1.id, "/samples/reward") == test_h5::doubles(f2.id, "/samples/reward"));
+  check_close(h1, h2, 1e-4, 1, size_t(step));
+  BOOST_TEST(metric(h1, "grad_norm")[0] > 0.0);
+  char ck[64];
+  std::snprintf(ck, sizeof(ck), "/ck/step_%08lld/model.safetensors", static_cast<long long>(step));
+  BOOST_TEST(max_weight_diff(one + ck, other + ck) < 1e-5);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(grpo_tp)
+
+BOOST_AUTO_TEST_CASE(tp2_equals_one_rank) {
+  const std::string one = run_in("grpo-tp1", kArgs, 1);
+  const std::string two = run_in("grpo-tp2", kArgs + " parallel.tp=2", 2, "tensor parallel over 2 ranks");
+  check_equal_runs(one, two);
+}
+
+BOOST_AUTO_TEST_CASE(replicated_kv_head_equals_one_rank) {
+  const std::string args = kArgs + " model.num_key_value_heads=1 run.max_steps=2";
+  const std::string one = run_in("grpo-tp1-kv1", args, 1);
+  const std::string two = run_in("grpo-tp2-kv1", args + " parallel.tp=2", 2, "tensor parallel over 2 ranks");
+  check_equal_runs(one, two, 2);
+}
+
+BOOST_AUTO_TEST_CASE(tp2_by_dp2_equals_one_rank) {
+  const std::string args = kArgs + " train.distributed_optimizer=true";
+  const std::string one = run_in("grpo-tp1-zero", kArgs, 1);
+  const std::string four = run_in("grpo-tp2-dp2", args + " parallel.tp=2", 4, "2 data-parallel ranks");
+  check_equal_runs(one, four);
+}
+
+BOOST_AUTO_TEST_CASE(tp2_checkpoint_resumes_at_tp1_dp2) {
+  const std::string args = kArgs + " run.max_steps=4";
+  const std::string whole = run_in("grpo-tp-dp2-whole", args, 2, "2 data-parallel ranks");
+  const std::string dir = test::temp_dir("grpo-tp2-to-dp2");
+  const std::string deck = write_deck(dir);
+  std::string out;
+  int rc = hone_run(deck, args + " run.max_steps=2 parallel.tp=2", &out, mpi(2));
+  BOOST_TEST_INFO(tail(out));
+  BOOST_REQUIRE_EQUAL(rc, 0);
+  rc = hone_run(deck, args + " run.resume=auto", &out, mpi(2));
+  BOOST_TEST_INFO(tail(out));
+  BOOST_REQUIRE_EQUAL(rc, 0);
+  BOOST_TEST(out.find("resuming from") != std::string::npos);
+  BOOST_TEST(out.find("2 data-parallel ranks") != std::string::npos);
+  const std::string h = dir + "/out/t.h5", hw = whole + "/out/t.h5";
+  BOOST_TEST(steps(h) == (std::vector<int64_t>{1, 2, 3, 4}));
+  BOOST_TEST(metric(h, "reward/mean") == metric(hw, "reward/mean"));
+  check_close(hw, h, 1e-4, 3, 4);
+  BOOST_TEST(max_weight_diff(whole + "/ck/step_00000004/model.safetensors", dir + "/ck/step_00000004/model.safetensors") < 1e-5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
