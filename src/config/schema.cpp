@@ -210,6 +210,7 @@ std::vector<KeySpec> build_schema() {
 
       // [parallel]
       i("parallel.tp", 1, at_least(1), "ranks", "tensor-parallel size"),
+      b("parallel.sequence_parallel", true, "with parallel.tp > 1: norms and residual adds on 1/tp of the tokens (all-gather before, reduce-scatter after the sharded GEMMs); ignored at tp = 1"),
       i("parallel.pp", 1, at_least(1), "ranks", "pipeline-parallel size"),
       f("parallel.nccl_timeout_s", 600.0, above(0), "seconds", "a collective that takes longer ends the run"),
 

@@ -86,12 +86,14 @@ void CachedForward::layers(const ModelWeights& w, KvCache& cache, Mode mode, con
              "KV cache shaped for another model");
   CacheAttention attention(cache, mode == Mode::decode, row_slot_.data(), pos_.data(), lens_.data(), decode_slots);
   const LayerBatch lb{pos_.data(), cu_seqlens, R, num_seqs, inv_freq_.data()};
-  if (tp_) tp_->embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R);
+  // Generation keeps whole token rows on every rank (no sequence parallelism: a decode step has few rows).
+  LayerCollectives<float>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
+  if (tp_) tp_->embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R, /*local=*/false);
   else cpu::embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R, c_.hidden_size);
   for (int l = 0; l < c_.num_hidden_layers; ++l) {
     LayerActivations a = act_;
     a.x_in = x_[l % 2].data();
-    layer_forward(l, shape_, w.layers[size_t(l)], lb, a, attention, tp_, x_[(l + 1) % 2].data());
+    layer_forward(l, shape_, w.layers[size_t(l)], lb, a, attention, whole_rows, x_[(l + 1) % 2].data());
   }
 }
 

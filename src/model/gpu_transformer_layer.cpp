@@ -8,6 +8,7 @@
 
 #include "cuda/check.h"
 #include "model/gpu_op_profiler.h"
+#include "runtime/error.h"
 
 namespace hone {
 namespace {
@@ -101,6 +102,8 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
   const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const float eps = sh.eps;
+  HONE_CHECK(!collectives || !collectives->sequence_parallel_for(T),
+             "the GPU layer body computes whole token rows: no sequence parallelism");
   {
     ProfileScope ps(prof, "rmsnorm");
     cuda::rmsnorm_forward(a.h1, a.rstd1, a.x_in, w.input_layernorm, T, C, eps, ctx);
@@ -129,7 +132,7 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
     ProfileScope ps(prof, "linear");
     cuda::linear_forward(s.branch, a.attn, w.o_proj, nullptr, T, Q, C, ctx);
   }
-  if (collectives) collectives->reduce_row_parallel_output(s.branch, int64_t(T) * C);
+  if (collectives) collectives->reduce_row_parallel_output(s.branch, s.branch, int64_t(T) * C);
   {
     ProfileScope ps(prof, "add_rmsnorm");
     cuda::add_rmsnorm_forward(a.x_mid, a.h2, a.rstd2, s.branch, a.x_in, w.post_attention_layernorm, T, C, eps, ctx);
@@ -147,7 +150,7 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
     ProfileScope ps(prof, "linear");
     cuda::linear_forward(s.branch, a.act, w.down_proj, nullptr, T, I, C, ctx);
   }
-  if (collectives) collectives->reduce_row_parallel_output(s.branch, int64_t(T) * C);
+  if (collectives) collectives->reduce_row_parallel_output(s.branch, s.branch, int64_t(T) * C);
   {
     ProfileScope ps(prof, "add");
     cuda::add_forward(x_out, s.branch, a.x_mid, int64_t(T) * C, ctx);
@@ -185,7 +188,7 @@ void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>&
     cuda::linear_backward(s.dh, g.gate_proj, nullptr, s.dgate, a.h2, w.gate_proj, T, C, I, ctx);
     cuda::linear_backward(s.dh, g.up_proj, nullptr, s.dup, a.h2, w.up_proj, T, C, I, ctx);
   }
-  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, TC);
+  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, s.dh, TC);
   {
     ProfileScope ps(prof, "rmsnorm_backward");
     cuda::rmsnorm_backward(dres, g.post_attention_layernorm, s.dh, a.x_mid, w.post_attention_layernorm, a.rstd2, T,
@@ -245,7 +248,7 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
     cuda::linear_backward(s.dh, g.k_proj, g.k_bias, s.dk, a.h1, w.k_proj, T, C, K, ctx);
     cuda::linear_backward(s.dh, g.v_proj, g.v_bias, s.dv, a.h1, w.v_proj, T, C, K, ctx);
   }
-  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, TC);
+  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, s.dh, TC);
   {
     ProfileScope ps(prof, "rmsnorm_backward");
     cuda::rmsnorm_backward(dres, g.input_layernorm, s.dh, a.x_in, w.input_layernorm, a.rstd1, T, C, ctx);

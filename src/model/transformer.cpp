@@ -2,6 +2,7 @@
 // activation arena sized from the number of tokens.
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ops/ops.h"
@@ -40,30 +41,48 @@ int64_t Transformer::layer_activation_floats(const LayerShape& s, int T) {
   return carve_layer_activations(a, nullptr, s, T);
 }
 
+// Sequence parallelism splits the tokens in tp equal slices: a batch that tp does not divide gets a padding
+// sequence (token 0, no targets) that nothing reads back.
+void Transformer::pad_for_sequence_parallelism() {
+  if (!tp_ || !tp_->sequence_parallel()) return;
+  const int T = batch_.num_tokens(), pad = (tp_->size() - T % tp_->size()) % tp_->size();
+  for (int i = 0; i < pad; ++i) {
+    batch_.tokens.push_back(0);
+    batch_.positions.push_back(i);
+    batch_.targets.push_back(-1);
+  }
+  if (pad > 0) batch_.cu_seqlens.push_back(T + pad);
+}
+
+int Transformer::local_rows(int T) const { return tp_ ? tp_->local_rows(T) : T; }
+
 int64_t Transformer::forward_floats(int T) const {
-  const int64_t C = c_.hidden_size, L = c_.num_hidden_layers;
-  const int64_t per_layer = layer_activation_floats(shape_, T);
-  int64_t n = (L + 1) * aligned(T * C);
+  const int64_t C = c_.hidden_size, L = c_.num_hidden_layers, Tl = local_rows(T);
+  LayerActivations a;
+  const int64_t per_layer = carve_layer_activations(a, nullptr, shape_, T, int(Tl));
+  int64_t n = (L + 1) * aligned(Tl * C);
   bool any_recompute = false;
   for (bool r : recompute_) {
     if (r) any_recompute = true;
     else n += per_layer;
   }
   if (any_recompute) n += per_layer;
-  n += aligned(T) + aligned(T * C) + 3 * aligned(T);  // final rstd, h, lse, logprob, entropy
+  n += aligned(Tl) + aligned(T * C) + 3 * aligned(T);  // final rstd, h, lse, logprob, entropy
+  if (Tl != T) n += aligned(Tl * C);                    // the final norm's local rows before the gather
   return n;
 }
 
 // Lays the forward arena out for T tokens, growing it when needed.
 void Transformer::plan_forward(int T) {
   const int64_t C = c_.hidden_size, L = c_.num_hidden_layers;
+  const int Tl = local_rows(T);
   act_used_ = forward_floats(T);
   if (!act_.defined() || act_.numel() < act_used_) act_ = Tensor::empty({act_used_});
   float* p = act_.f32();
   x_.resize(size_t(L + 1));
   for (auto& x : x_) {
     x = p;
-    p += aligned(T * C);
+    p += aligned(Tl * C);
   }
   saved_.assign(size_t(L), LayerActivations{});
   bool any_recompute = false;
@@ -72,21 +91,26 @@ void Transformer::plan_forward(int T) {
       any_recompute = true;
       continue;
     }
-    p += carve_layer_activations(saved_[size_t(l)], p, shape_, T);
+    p += carve_layer_activations(saved_[size_t(l)], p, shape_, T, Tl);
   }
   scratch_ = LayerActivations{};
-  if (any_recompute) p += carve_layer_activations(scratch_, p, shape_, T);
+  if (any_recompute) p += carve_layer_activations(scratch_, p, shape_, T, Tl);
   for (int l = 0; l < L; ++l)
     if (recompute_[size_t(l)]) saved_[size_t(l)] = scratch_;
   rstd_f_ = p;
-  p += aligned(T);
+  p += aligned(Tl);
   h_f_ = p;
   p += aligned(T * C);
+  h_f_local_ = h_f_;
+  if (Tl != T) {
+    h_f_local_ = p;
+    p += aligned(Tl * C);
+  }
   lse_f_ = p;
   p += aligned(T);
-  logprob_ = Tensor::view(p, {T}, DType::f32);
+  logprob_ = Tensor::view(p, {T_batch_}, DType::f32);
   p += aligned(T);
-  entropy_ = Tensor::view(p, {T}, DType::f32);
+  entropy_ = Tensor::view(p, {T_batch_}, DType::f32);
   p += aligned(T);
   HONE_CHECK(p - act_.f32() == act_used_, "arena layout mismatch");
 }
@@ -104,27 +128,34 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
     HONE_CHECK(batch.targets[size_t(t)] < V, "target id ", batch.targets[size_t(t)], " out of the vocabulary");
   }
   batch_ = batch;
-  T_ = T;
+  T_batch_ = T;
+  pad_for_sequence_parallelism();
+  T_ = batch_.num_tokens();
   temperature_ = temperature;
   have_entropy_ = need_entropy;
-  plan_forward(T);
+  plan_forward(T_);
+  const bool sp = local_rows(T_) != T_;
 
-  const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), inv_freq_.data()};
-  if (tp_) tp_->embedding_forward(x_[0], batch_.tokens.data(), w_.embed_tokens.f32(), T);
-  else cpu::embedding_forward(x_[0], batch_.tokens.data(), w_.embed_tokens.f32(), T, C);
-  for (int l = 0; l < L; ++l) {
-    LayerActivations& a = saved_[size_t(l)];
-    layer_inputs(l, a);
-    layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, tp_, x_[size_t(l + 1)]);
+  {
+    const int T = T_;  // with the padding
+    const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), inv_freq_.data()};
+    if (tp_) tp_->embedding_forward(x_[0], batch_.tokens.data(), w_.embed_tokens.f32(), T, sp);
+    else cpu::embedding_forward(x_[0], batch_.tokens.data(), w_.embed_tokens.f32(), T, C);
+    for (int l = 0; l < L; ++l) {
+      LayerActivations& a = saved_[size_t(l)];
+      layer_inputs(l, a);
+      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, layers(), x_[size_t(l + 1)]);
+    }
+    cpu::rmsnorm_forward(h_f_local_, rstd_f_, x_[size_t(L)], w_.norm.f32(), local_rows(T), C, c_.rms_norm_eps);
+    if (sp) tp_->gather_rows(h_f_local_, h_f_, T);
   }
-  cpu::rmsnorm_forward(h_f_, rstd_f_, x_[size_t(L)], w_.norm.f32(), T, C, c_.rms_norm_eps);
   if (tp_)
     tp_->lm_head_forward(logprob_.f32(), need_entropy ? entropy_.f32() : nullptr, lse_f_, h_f_, w_.lm_head.f32(),
-                         batch_.targets.data(), T, temperature, chunk_v_);
+                         batch_.targets.data(), T_, temperature, chunk_v_);
   else
     cpu::lm_head_logprob_forward(logprob_.f32(), need_entropy ? entropy_.f32() : nullptr, lse_f_, h_f_,
                                  w_.lm_head.f32(), batch_.targets.data(), T, C, V, temperature, chunk_v_);
-  if (!need_entropy) entropy_.fill_zero();
+  if (!need_entropy) std::memset(entropy_.f32(), 0, sizeof(float) * size_t(T_));
   backward_ready_ = true;
 }
 
@@ -135,24 +166,36 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
              "gradient buffer is not shaped like the weights");
   backward_ready_ = false;
   const int T = T_, C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  const int Tl = local_rows(T);
+  const bool sp = Tl != T;
+  if (T != T_batch_) {  // the padding rows get no gradient
+    dlogprob_pad_.assign(size_t(T), 0.f);
+    std::copy_n(dlogprob, T_batch_, dlogprob_pad_.begin());
+    dlogprob = dlogprob_pad_.data();
+    if (dentropy) {
+      dentropy_pad_.assign(size_t(T), 0.f);
+      std::copy_n(dentropy, T_batch_, dentropy_pad_.begin());
+      dentropy = dentropy_pad_.data();
+    }
+  }
 
   LayerGradScratch s;
-  grad_used_ = 2 * aligned(int64_t(T) * C) + carve_layer_grad_scratch(s, nullptr, shape_, T);
+  grad_used_ = 2 * aligned(int64_t(Tl) * C) + carve_layer_grad_scratch(s, nullptr, shape_, T, Tl);
   if (!grad_.defined() || grad_.numel() < grad_used_) grad_ = Tensor::empty({grad_used_});
   float* dres = grad_.f32();
-  float* dh_f = dres + aligned(int64_t(T) * C);
-  carve_layer_grad_scratch(s, dh_f + aligned(int64_t(T) * C), shape_, T);
+  float* dh_f = dres + aligned(int64_t(Tl) * C);
+  carve_layer_grad_scratch(s, dh_f + aligned(int64_t(Tl) * C), shape_, T, Tl);
 
-  std::memset(dh_f, 0, sizeof(float) * size_t(T) * size_t(C));
+  std::memset(dh_f, 0, sizeof(float) * size_t(Tl) * size_t(C));
   const float* saved_entropy = have_entropy_ ? entropy_.f32() : nullptr;
   if (tp_)
     tp_->lm_head_backward(dh_f, grads.lm_head.f32(), dlogprob, dentropy, h_f_, w_.lm_head.f32(),
-                          batch_.targets.data(), lse_f_, saved_entropy, T, temperature_, chunk_v_);
+                          batch_.targets.data(), lse_f_, saved_entropy, T, temperature_, chunk_v_, sp);
   else
     cpu::lm_head_logprob_backward(dh_f, grads.lm_head.f32(), dlogprob, dentropy, h_f_, w_.lm_head.f32(),
                                   batch_.targets.data(), lse_f_, saved_entropy, T, C, V, temperature_, chunk_v_);
-  std::memset(dres, 0, sizeof(float) * size_t(T) * size_t(C));
-  cpu::rmsnorm_backward(dres, grads.norm.f32(), dh_f, x_[size_t(L)], w_.norm.f32(), rstd_f_, T, C);
+  std::memset(dres, 0, sizeof(float) * size_t(Tl) * size_t(C));
+  cpu::rmsnorm_backward(dres, grads.norm.f32(), dh_f, x_[size_t(L)], w_.norm.f32(), rstd_f_, Tl, C);
 
   const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), inv_freq_.data()};
   for (int l = L - 1; l >= 0; --l) {
@@ -161,11 +204,13 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
     // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
     if (recompute_[size_t(l)])
-      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, tp_, x_[size_t(l + 1)]);
-    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, tp_, dres);
+      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, layers(), x_[size_t(l + 1)]);
+    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, layers(), dres);
   }
-  if (tp_) tp_->embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T);
+  if (tp_) tp_->embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, sp);
   else cpu::embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, C);
 }
+
+LayerCollectives<float>* Transformer::layers() const { return tp_ ? tp_->layers() : nullptr; }
 
 }  // namespace hone

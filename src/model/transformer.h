@@ -39,7 +39,8 @@ class Transformer {
   void set_vocab_chunk(int chunk_v) { chunk_v_ = chunk_v; }
 
   // Runs the batch (copied; positions, targets and cu_seqlens as packed). After it, logprobs() and entropy()
-  // hold [T] values (0 where targets < 0) until the next forward. Token ids must be in [0, vocab_size).
+  // hold [T] values (0 where targets < 0) until the next forward. Under sequence parallelism a batch that tp
+  // does not divide runs with a few padding tokens the caller never sees. Token ids must be in [0, vocab_size).
   // With need_entropy false, entropy is not computed and backward must get dentropy == nullptr.
   void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true);
   const Tensor& logprobs() const { return logprob_; }
@@ -54,12 +55,16 @@ class Transformer {
   size_t allocated_bytes() const { return (act_.nbytes() + grad_.nbytes()); }
   size_t activation_bytes() const { return size_t(act_used_) * sizeof(float); }
   size_t backward_scratch_bytes() const { return size_t(grad_used_) * sizeof(float); }
-  // Activation floats per layer for T tokens (saved, excluding the layer input) and for the whole forward.
+  // Activation floats per layer for T tokens (saved, excluding the layer input; without sequence parallelism) and
+  // for the whole forward (as this rank runs it).
   static int64_t layer_activation_floats(const LayerShape& s, int T);
   int64_t forward_floats(int T) const;
 
  private:
   void plan_forward(int T);
+  void pad_for_sequence_parallelism();
+  int local_rows(int T) const;               // rows of the residual stream on this rank
+  LayerCollectives<float>* layers() const;   // the layer hooks (null at tp = 1)
   void layer_inputs(int layer, LayerActivations& a) const;
 
   const ModelConfig c_;
@@ -75,7 +80,9 @@ class Transformer {
   float temperature_ = 1.f;
   bool have_entropy_ = false;
   bool backward_ready_ = false;
-  int T_ = 0;
+  int T_ = 0;        // tokens run, with the sequence-parallel padding
+  int T_batch_ = 0;  // tokens of the caller's batch
+  std::vector<float> dlogprob_pad_, dentropy_pad_;
 
   Tensor act_;             // forward arena
   int64_t act_used_ = 0;
@@ -84,6 +91,7 @@ class Transformer {
   LayerActivations scratch_;             // shared by recomputed layers
   float* rstd_f_ = nullptr;              // final RMSNorm [T]
   float* h_f_ = nullptr;                 // [T, C]
+  float* h_f_local_ = nullptr;           // [local rows, C] (h_f_ itself without sequence parallelism)
   float* lse_f_ = nullptr;               // LM head log-sum-exp [T]
   Tensor logprob_, entropy_;             // views into the arena, [T]
 

@@ -13,26 +13,29 @@ void zero(float* p, int64_t n) { std::memset(p, 0, size_t(n) * sizeof(float)); }
 const float* opt(const Tensor& t) { return t.defined() ? t.f32() : nullptr; }
 float* opt_mut(Tensor& t) { return t.defined() ? t.f32() : nullptr; }
 
-// Bump allocation of per-token regions: every region is T * per_token floats, rounded to 16 floats (64 bytes).
-// With base == nullptr it only counts (used), so sizing and carving share one code path.
+// Bump allocation of per-token regions: every region is rows * per_token floats (T rows unless given), rounded to
+// 16 floats (64 bytes). With base == nullptr it only counts (used), so sizing and carving share one code path.
 struct Carver {
   float* base;
   int T;
   int64_t used = 0;
-  float* take(int64_t per_token) {
+  float* take(int64_t per_token, int rows = -1) {
     float* r = base ? base + used : nullptr;
-    used += (per_token * T + 15) / 16 * 16;
+    used += (per_token * (rows < 0 ? T : rows) + 15) / 16 * 16;
     return r;
   }
 };
 
 }  // namespace
 
-int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerShape& s, int T) {
+int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerShape& s, int T, int local_rows) {
   const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
+  const int Tl = local_rows < 0 ? T : local_rows;
+  const bool sp = Tl != T;
   Carver cv{base, T};
-  a.rstd1 = cv.take(1);
+  a.rstd1 = cv.take(1, Tl);
   a.h1 = cv.take(C);
+  a.h1_local = sp ? cv.take(C, Tl) : a.h1;
   a.q = cv.take(Q);
   a.k = cv.take(K);
   a.v = cv.take(K);
@@ -50,19 +53,24 @@ int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerSha
   a.k_r = cv.take(K);
   a.attn = cv.take(Q);
   a.lse = cv.take(s.heads);
-  a.x_mid = cv.take(C);
-  a.rstd2 = cv.take(1);
+  a.x_mid = cv.take(C, Tl);
+  a.rstd2 = cv.take(1, Tl);
   a.h2 = cv.take(C);
+  a.h2_local = sp ? cv.take(C, Tl) : a.h2;
   a.gate = cv.take(I);
   a.up = cv.take(I);
   a.act = cv.take(I);
+  a.row_out = sp ? cv.take(C) : nullptr;
   return cv.used;
 }
 
-int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const LayerShape& s, int T) {
+int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const LayerShape& s, int T, int local_rows) {
   const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
+  const int Tl = local_rows < 0 ? T : local_rows;
   Carver cv{base, T};
   g.dh = cv.take(C);
+  g.dh_local = Tl != T ? cv.take(C, Tl) : g.dh;
+  g.dy = Tl != T ? cv.take(C) : nullptr;
   g.dact = cv.take(I);
   g.dgate = cv.take(I);
   g.dup = cv.take(I);
@@ -87,9 +95,13 @@ void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const 
                    float* x_out) {
   const int T = b.T, C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
   const int Hq = s.heads, Hkv = s.kv_heads, D = s.head_dim;
+  const int Tl = collectives ? collectives->local_rows(T) : T;  // rows of the residual stream here
+  const bool sp = Tl != T;
+  const int64_t TC = int64_t(T) * C, TlC = int64_t(Tl) * C;
   const float eps = s.eps;
 
-  cpu::rmsnorm_forward(a.h1, a.rstd1, a.x_in, w.input_layernorm.f32(), T, C, eps);
+  cpu::rmsnorm_forward(a.h1_local, a.rstd1, a.x_in, w.input_layernorm.f32(), Tl, C, eps);
+  if (sp) collectives->gather_sequence(a.h1_local, a.h1, TlC);
   cpu::linear_forward(a.q, a.h1, w.q_proj.f32(), opt(w.q_bias), T, C, Q);
   cpu::linear_forward(a.k, a.h1, w.k_proj.f32(), opt(w.k_bias), T, C, K);
   cpu::linear_forward(a.v, a.h1, w.v_proj.f32(), opt(w.v_bias), T, C, K);
@@ -100,17 +112,20 @@ void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const 
   cpu::rope_forward(a.q_r, a.q_n, b.positions, b.inv_freq, T, Hq, D);
   cpu::rope_forward(a.k_r, a.k_n, b.positions, b.inv_freq, T, Hkv, D);
   attention.forward(layer, s, b, a);
-  cpu::linear_forward(a.x_mid, a.attn, w.o_proj.f32(), nullptr, T, Q, C);
-  if (collectives) collectives->reduce_row_parallel_output(a.x_mid, int64_t(T) * C);
-  cpu::add_forward(a.x_mid, a.x_mid, a.x_in, int64_t(T) * C);
+  float* o = sp ? a.row_out : a.x_mid;
+  cpu::linear_forward(o, a.attn, w.o_proj.f32(), nullptr, T, Q, C);
+  if (collectives) collectives->reduce_row_parallel_output(o, a.x_mid, TC);
+  cpu::add_forward(a.x_mid, a.x_mid, a.x_in, TlC);
 
-  cpu::rmsnorm_forward(a.h2, a.rstd2, a.x_mid, w.post_attention_layernorm.f32(), T, C, eps);
+  cpu::rmsnorm_forward(a.h2_local, a.rstd2, a.x_mid, w.post_attention_layernorm.f32(), Tl, C, eps);
+  if (sp) collectives->gather_sequence(a.h2_local, a.h2, TlC);
   cpu::linear_forward(a.gate, a.h2, w.gate_proj.f32(), nullptr, T, C, I);
   cpu::linear_forward(a.up, a.h2, w.up_proj.f32(), nullptr, T, C, I);
   cpu::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * I);
-  cpu::linear_forward(x_out, a.act, w.down_proj.f32(), nullptr, T, I, C);
-  if (collectives) collectives->reduce_row_parallel_output(x_out, int64_t(T) * C);
-  cpu::add_forward(x_out, x_out, a.x_mid, int64_t(T) * C);
+  float* y = sp ? a.row_out : x_out;
+  cpu::linear_forward(y, a.act, w.down_proj.f32(), nullptr, T, I, C);
+  if (collectives) collectives->reduce_row_parallel_output(y, x_out, TC);
+  cpu::add_forward(x_out, x_out, a.x_mid, TlC);
 }
 
 void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
@@ -119,24 +134,34 @@ void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g
   const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
+  const int Tl = collectives ? collectives->local_rows(T) : T;
+  const bool sp = Tl != T;
+  const int64_t TlC = int64_t(Tl) * C;
+  // The residual gradient as the row-parallel GEMMs' backward reads it: all T rows (gathered under sequence
+  // parallelism: the gradient of a reduce-scatter is an all-gather).
+  auto residual_grad = [&]() -> const float* {
+    if (!sp) return dres;
+    collectives->gather_sequence(dres, s.dy, TlC);
+    return s.dy;
+  };
 
   // MLP branch: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid). dres is read as
   // d(x_out) by the down projection before rmsnorm_backward adds the branch's share of d(x_mid) into it.
   zero(s.dact, TI);
-  cpu::linear_backward(s.dact, g.down_proj.f32(), nullptr, dres, a.act, w.down_proj.f32(), T, I, C);
+  cpu::linear_backward(s.dact, g.down_proj.f32(), nullptr, residual_grad(), a.act, w.down_proj.f32(), T, I, C);
   zero(s.dgate, TI);
   zero(s.dup, TI);
   cpu::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI);
   zero(s.dh, TC);
   cpu::linear_backward(s.dh, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I);
   cpu::linear_backward(s.dh, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I);
-  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, TC);
-  cpu::rmsnorm_backward(dres, g.post_attention_layernorm.f32(), s.dh, a.x_mid, w.post_attention_layernorm.f32(),
-                        a.rstd2, T, C);
+  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, s.dh_local, TC);
+  cpu::rmsnorm_backward(dres, g.post_attention_layernorm.f32(), s.dh_local, a.x_mid, w.post_attention_layernorm.f32(),
+                        a.rstd2, Tl, C);
 
   // Attention branch: x_mid = x_in + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
   zero(s.dattn, TQ);
-  cpu::linear_backward(s.dattn, g.o_proj.f32(), nullptr, dres, a.attn, w.o_proj.f32(), T, Q, C);
+  cpu::linear_backward(s.dattn, g.o_proj.f32(), nullptr, residual_grad(), a.attn, w.o_proj.f32(), T, Q, C);
   zero(s.dq_r, TQ);
   zero(s.dk_r, TK);
   zero(s.dv, TK);
@@ -159,8 +184,8 @@ void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g
   cpu::linear_backward(s.dh, g.q_proj.f32(), opt_mut(g.q_bias), s.dq, a.h1, w.q_proj.f32(), T, C, Q);
   cpu::linear_backward(s.dh, g.k_proj.f32(), opt_mut(g.k_bias), s.dk, a.h1, w.k_proj.f32(), T, C, K);
   cpu::linear_backward(s.dh, g.v_proj.f32(), opt_mut(g.v_bias), s.dv, a.h1, w.v_proj.f32(), T, C, K);
-  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, TC);
-  cpu::rmsnorm_backward(dres, g.input_layernorm.f32(), s.dh, a.x_in, w.input_layernorm.f32(), a.rstd1, T, C);
+  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, s.dh_local, TC);
+  cpu::rmsnorm_backward(dres, g.input_layernorm.f32(), s.dh_local, a.x_in, w.input_layernorm.f32(), a.rstd1, Tl, C);
 }
 
 }  // namespace hone

@@ -27,10 +27,13 @@ struct LayerBatch {
 
 // What a layer's forward writes and its backward reads. Sizes per token in parentheses; C hidden, Q = heads*D,
 // K = kv_heads*D, I intermediate (this rank's). Without qk_norm, q_n/k_n alias q/k and rstd_q/rstd_k are unused.
+// Rows: T tokens, except those marked [local]: local_rows(T) rows under sequence parallelism
+// (model/layer_collectives.h). Without it, h1_local/h2_local alias h1/h2 and row_out is null.
 struct LayerActivations {
-  const float* x_in = nullptr;  // (C) layer input: the residual stream, owned by the caller
-  float* rstd1 = nullptr;       // (1) input RMSNorm
-  float* h1 = nullptr;          // (C)
+  const float* x_in = nullptr;  // (C) [local] layer input: the residual stream, owned by the caller
+  float* rstd1 = nullptr;       // (1) [local] input RMSNorm
+  float* h1_local = nullptr;    // (C) [local] its output
+  float* h1 = nullptr;          // (C) its output on all T rows (gathered under sequence parallelism)
   float* q = nullptr;           // (Q) projections (+bias)
   float* k = nullptr;           // (K)
   float* v = nullptr;           // (K)
@@ -42,27 +45,31 @@ struct LayerActivations {
   float* k_r = nullptr;         // (K)
   float* attn = nullptr;        // (Q) attention output
   float* lse = nullptr;         // (Hq) attention log-sum-exp, [Hq, T]
-  float* x_mid = nullptr;       // (C) residual after attention
-  float* rstd2 = nullptr;       // (1) post-attention RMSNorm
+  float* x_mid = nullptr;       // (C) [local] residual after attention
+  float* rstd2 = nullptr;       // (1) [local] post-attention RMSNorm
+  float* h2_local = nullptr;    // (C) [local]
   float* h2 = nullptr;          // (C)
   float* gate = nullptr;        // (I)
   float* up = nullptr;          // (I)
   float* act = nullptr;         // (I) silu(gate) * up
+  float* row_out = nullptr;     // (C) sequence parallelism: a row-parallel GEMM's partial sums before the scatter
 };
 
-// Points a's buffers (all but x_in) into `base` for T tokens and returns the floats they take (64-byte aligned
-// regions). With base == nullptr it only returns the size.
-int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerShape& s, int T);
+// Points a's buffers (all but x_in) into `base` for T tokens of which local_rows are this rank's residual rows
+// (T without sequence parallelism: the default) and returns the floats they take (64-byte aligned regions). With
+// base == nullptr it only returns the size.
+int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerShape& s, int T, int local_rows = -1);
 
 // Scratch for gradients inside a layer's backward (contents are not kept between layers).
 struct LayerGradScratch {
   float* dh = nullptr;                                  // (C)
+  float* dh_local = nullptr, *dy = nullptr;             // sequence parallelism: (C) [local] and (C) gathered
   float* dact = nullptr, *dgate = nullptr, *dup = nullptr;  // (I) each
   float* dattn = nullptr, *dq_r = nullptr, *dq_n = nullptr, *dq = nullptr;  // (Q) each
   float* dk_r = nullptr, *dk_n = nullptr, *dk = nullptr, *dv = nullptr;     // (K) each
 };
 // As carve_layer_activations, for the gradient scratch.
-int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const LayerShape& s, int T);
+int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const LayerShape& s, int T, int local_rows = -1);
 
 // The attention seam: reads a.q_r [T, Q], a.k_r and a.v [T, K] of layer `layer`'s rows and writes a.attn [T, Q]
 // (and a.lse [heads, T] where a backward follows).
@@ -78,11 +85,12 @@ class PackedAttention final : public LayerAttention {
   void forward(int layer, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) override;
 };
 
-// Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C].
+// Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (under
+// sequence parallelism, x_in and x_out hold this rank's local rows).
 void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
                    const LayerActivations& a, LayerAttention& attention, LayerCollectives<float>* collectives,
                    float* x_out);
-// dres [T, C] holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on return; parameter gradients accumulate
+// dres [T, C] ([local rows, C] under sequence parallelism) holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on return; parameter gradients accumulate
 // into g (same shapes as w). The attention's backward is the packed one (only training runs a backward).
 void layer_backward(const LayerShape& s, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
                     const LayerActivations& a, const LayerGradScratch& scratch, LayerCollectives<float>* collectives,

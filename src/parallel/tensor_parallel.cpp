@@ -18,8 +18,13 @@ bool is_kv_param(const ParamSpec& p) {
 
 }  // namespace
 
-TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp)
-    : c_(c), tp_(tp), layout_(ShardLayout::of(c, tp.size(), tp.rank())) {
+TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel)
+    : c_(c),
+      tp_(tp),
+      sp_(sequence_parallel && tp.size() > 1),
+      layout_(ShardLayout::of(c, tp.size(), tp.rank())),
+      whole_rows_(tp, false),
+      sequence_rows_(tp, true) {
   HONE_CHECK(!tp.on_device(), "the CPU tensor-parallel group needs a host Comm");
   const int T = tp.size(), Hkv = c.num_key_value_heads;
   const bool kv_replicated = Hkv % T != 0;
@@ -31,17 +36,46 @@ TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp)
   }
 }
 
-void TensorParallel::reduce_row_parallel_output(float* y, int64_t n) { tp_.all_reduce_sum(y, n); }
-void TensorParallel::reduce_column_parallel_input_grad(float* dx, int64_t n) { tp_.all_reduce_sum(dx, n); }
-
-void TensorParallel::embedding_forward(float* out, const int32_t* ids, const float* wte, int T) const {
-  const LayerShape& s = shape();
-  cpu::embedding_slice_forward(out, ids, wte, T, s.hidden, s.vocab_begin, s.vocab);
-  tp_.all_reduce_sum(out, int64_t(T) * s.hidden);
+void TensorParallel::Rows::gather_sequence(const float* local, float* full, int64_t n) {
+  tp_.all_gather(local, full, n);
 }
 
-void TensorParallel::embedding_backward(float* dwte, const float* dout, const int32_t* ids, int T) const {
+void TensorParallel::Rows::reduce(float* partial, float* out, int64_t n) {
+  if (!sequence_) {
+    tp_.all_reduce_sum(partial, n);
+    if (out != partial) std::memcpy(out, partial, size_t(n) * sizeof(float));
+    return;
+  }
+  tp_.reduce_scatter_sum(partial, out, n / tp_.size());
+}
+
+void TensorParallel::gather_rows(const float* local, float* full, int T) {
+  HONE_CHECK(T % size() == 0, "sequence parallelism over ", size(), " ranks needs a multiple of ", size(),
+             " tokens, got ", T);
+  tp_.all_gather(local, full, int64_t(T / size()) * shape().hidden);
+}
+
+void TensorParallel::embedding_forward(float* out, const int32_t* ids, const float* wte, int T, bool local) {
   const LayerShape& s = shape();
+  const int64_t n = int64_t(T) * s.hidden;
+  if (!local) {
+    cpu::embedding_slice_forward(out, ids, wte, T, s.hidden, s.vocab_begin, s.vocab);
+    tp_.all_reduce_sum(out, n);
+    return;
+  }
+  HONE_CHECK(T % size() == 0, "sequence parallelism needs a multiple of ", size(), " tokens, got ", T);
+  full_.resize(size_t(n));
+  cpu::embedding_slice_forward(full_.data(), ids, wte, T, s.hidden, s.vocab_begin, s.vocab);
+  tp_.reduce_scatter_sum(full_.data(), out, n / size());
+}
+
+void TensorParallel::embedding_backward(float* dwte, const float* dout, const int32_t* ids, int T, bool local) {
+  const LayerShape& s = shape();
+  if (local) {
+    full_.resize(size_t(T) * size_t(s.hidden));
+    gather_rows(dout, full_.data(), T);
+    dout = full_.data();
+  }
   cpu::embedding_slice_backward(dwte, dout, ids, T, s.hidden, s.vocab_begin, s.vocab);
 }
 
@@ -61,15 +95,24 @@ void TensorParallel::lm_head_forward(float* logprob, float* entropy, float* lse,
 
 void TensorParallel::lm_head_backward(float* dh, float* dw, const float* dlogprob, const float* dentropy,
                                       const float* h, const float* w, const int32_t* targets, const float* lse,
-                                      const float* entropy, int T, float temperature, int chunk_v) {
+                                      const float* entropy, int T, float temperature, int chunk_v, bool local) {
   const LayerShape& s = shape();
   const int valid = std::clamp(s.vocab_total - s.vocab_begin, 0, s.vocab);
   const int64_t n = int64_t(T) * s.hidden;
   dh_.assign(size_t(n), 0.f);
   cpu::lm_head_vocab_slice_backward(dh_.data(), dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, s.hidden,
                                     s.vocab, s.vocab_begin, valid, temperature, chunk_v);
-  tp_.all_reduce_sum(dh_.data(), n);
-  for (int64_t i = 0; i < n; ++i) dh[i] += dh_[size_t(i)];
+  int64_t m = n;
+  const float* sum = dh_.data();
+  if (local) {
+    m = n / size();
+    dh_local_.resize(size_t(m));
+    tp_.reduce_scatter_sum(dh_.data(), dh_local_.data(), m);
+    sum = dh_local_.data();
+  } else {
+    tp_.all_reduce_sum(dh_.data(), n);
+  }
+  for (int64_t i = 0; i < m; ++i) dh[i] += sum[i];
 }
 
 void TensorParallel::lm_head_logits(float* logits, const float* h, const float* w, int R) {
@@ -98,8 +141,10 @@ void TensorParallel::sum_partial_gradients(ModelWeights& grads) {
     float* g = grads.flat.f32() + p.offset;
     const bool qk_norm = p.spec.layer >= 0 && (p.spec.param == LayerParam::q_norm ||
                                                p.spec.param == LayerParam::k_norm);
-    if (qk_norm) {
-      tp_.all_reduce_sum(g, p.local_numel());  // every rank's heads add to the one shared [head_dim] weight
+    // Under sequence parallelism every rank normed its own tokens: the norm weights' gradients are partial too.
+    const bool token_norm = sp_ && p.spec.split == Split::replicated && !qk_norm;
+    if (qk_norm || token_norm) {
+      tp_.all_reduce_sum(g, p.local_numel());  // every rank's heads (or tokens) add to the one shared weight
     } else if (kv_replicated && is_kv_param(p.spec)) {
       // Ranks sharing a KV head hold partial gradients of it: sum in the whole tensor, take this rank's rows back.
       kv_whole_.assign(size_t(p.spec.numel()), 0.f);

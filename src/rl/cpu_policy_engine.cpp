@@ -26,7 +26,7 @@ class CpuPolicyEngine final : public PolicyEngine {
  public:
   CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
       : s_(s), mc_(mc), ps_(ps) {
-    if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp());
+    if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel);
     train_w_ = allocate();
     HONE_CHECK(initial.flat.numel() == train_w_.flat.numel(), "initial weights of ", initial.flat.numel(),
                " parameters, this rank's shard has ", train_w_.flat.numel());
@@ -48,7 +48,9 @@ class CpuPolicyEngine final : public PolicyEngine {
 
   std::string describe() const override {
     std::string d = "cpu, fp32";
-    if (tp_) d += cat(", tensor parallel over ", tp_->size(), " ranks");
+    if (tp_)
+      d += cat(", tensor parallel over ", tp_->size(), " ranks",
+               tp_->sequence_parallel() ? " with sequence parallelism" : "");
     if (zero_) d += cat(", distributed optimizer (ZeRO-1) over ", ps_.dp_size(), " ranks");
     return d;
   }

@@ -90,6 +90,7 @@ void read_train_keys(const Config& c, GrpoSettings& s) {
   s.max_tokens_per_microbatch = c.get_int("train.max_tokens_per_microbatch");
   s.activation_recompute = c.get_bool("train.activation_recompute");
   s.distributed_optimizer = c.get_bool("train.distributed_optimizer");
+  s.sequence_parallel = c.get_bool("parallel.sequence_parallel");
   s.grad_reduce_in_fp32 = c.get_bool("train.grad_reduce_in_fp32");
   s.optimizer_offload = c.get_bool("train.optimizer_offload");
   s.nccl_timeout_s = c.get_float("parallel.nccl_timeout_s");

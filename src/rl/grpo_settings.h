@@ -55,6 +55,7 @@ struct GrpoSettings {
   int64_t max_tokens_per_microbatch = 0;
   bool activation_recompute = false;
   bool distributed_optimizer = false;
+  bool sequence_parallel = true;  // parallel.sequence_parallel (under parallel.tp > 1)
   bool grad_reduce_in_fp32 = true;
   bool optimizer_offload = false;
   // [parallel]

@@ -1,7 +1,7 @@
 // Tensor parallelism on the CPU engine against one rank: the world (2 ranks) as one tp group, each rank holding its
 // shard of a tiny model, the same packed batch on every rank; logprobs and entropies within 1e-5 of the whole model
 // computed on each rank alone, and every gradient (gathered from the shards after the partial sums) within 1e-5
-// relative. Models: Qwen3 (q/k norm, tied), Llama with Llama 3 rope scaling (untied), Qwen2 (q/k/v biases), and a
+// relative; without and with sequence parallelism (21 tokens: the sequence-parallel run pads one). Models: Qwen3 (q/k norm, tied), Llama with Llama 3 rope scaling (untied), Qwen2 (q/k/v biases), and a
 // Qwen3 with one KV head (replicated over the two ranks) and a vocabulary that tp does not divide (padded).
 #include <boost/test/unit_test.hpp>
 
@@ -52,8 +52,8 @@ void check_close(const float* got, const float* want, int64_t n, double tol, con
   BOOST_TEST_CONTEXT(what << ": worst relative error " << worst << " at " << at) { BOOST_TEST(worst <= tol); }
 }
 
-void run(const ModelConfig& c, const char* name) {
-  BOOST_TEST_CONTEXT(name) {
+void run_one(const ModelConfig& c, const char* name, bool sp) {
+  BOOST_TEST_CONTEXT(name << (sp ? ", sequence parallel" : "")) {
     MpiComm world(MPI_COMM_WORLD, "tp");
     BOOST_REQUIRE(world.size() == 2);
     ModelWeights whole = allocate_weights(c);
@@ -73,7 +73,8 @@ void run(const ModelConfig& c, const char* name) {
     one.backward(dlp.data(), dent.data(), g_one);
 
     // tp = 2: this rank's shard.
-    TensorParallel tp(c, world);
+    TensorParallel tp(c, world, sp);
+    BOOST_TEST(tp.local_rows(22) == (sp ? 11 : 22));
     ModelWeights shard = allocate_shard_weights(tp.layout(), c);
     extract_shard(tp.layout(), whole, shard);
     Transformer two(c, shard, &tp);
@@ -101,6 +102,11 @@ void run(const ModelConfig& c, const char* name) {
     for (int64_t i = 0; i < g_one.flat.numel(); ++i) sq_one += double(g_one.flat.f32()[i]) * g_one.flat.f32()[i];
     BOOST_TEST(std::abs(sq - sq_one) <= 1e-5 * sq_one);
   }
+}
+
+void run(const ModelConfig& c, const char* name) {
+  run_one(c, name, false);
+  run_one(c, name, true);
 }
 
 }  // namespace

@@ -51,19 +51,20 @@ struct ThreadPair {
 class ThreadPairCollectives final : public hone::LayerCollectives<float> {
  public:
   ThreadPairCollectives(ThreadPair& pair, int rank) : pair_(pair), rank_(rank) {}
-  void reduce_row_parallel_output(float* y, int64_t n) override { sum(y, n); }
-  void reduce_column_parallel_input_grad(float* dx, int64_t n) override { sum(dx, n); }
+  void gather_sequence(const float*, float*, int64_t) override { BOOST_FAIL("no sequence parallelism here"); }
+  void reduce_row_parallel_output(float* y, float* out, int64_t n) override { sum(y, out, n); }
+  void reduce_column_parallel_input_grad(float* dx, float* out, int64_t n) override { sum(dx, out, n); }
   int calls = 0;
 
  private:
-  void sum(float* x, int64_t n) {
+  void sum(float* x, float* out, int64_t n) {
     ++calls;
     pair_.posted[rank_] = x;
     pair_.sync.arrive_and_wait();
     std::vector<float> total(static_cast<size_t>(n), 0.f);
     for (int64_t i = 0; i < n; ++i) total[size_t(i)] = pair_.posted[0][i] + pair_.posted[1][i];
     pair_.sync.arrive_and_wait();  // nobody writes before both have read
-    std::copy(total.begin(), total.end(), x);
+    std::copy(total.begin(), total.end(), out);
   }
   ThreadPair& pair_;
   int rank_;
