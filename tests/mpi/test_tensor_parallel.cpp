@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "comm/mpi_comm.h"
+#include "generation/cpu_generator.h"
 #include "model/transformer.h"
 #include "parallel/shard_weights.h"
 #include "parallel/tensor_parallel.h"
@@ -115,5 +116,45 @@ BOOST_AUTO_TEST_CASE(qwen3_qk_norm_tied) { run(qwen3(), "qwen3"); }
 BOOST_AUTO_TEST_CASE(llama_rope_scaling) { run(llama_scaled(), "llama"); }
 BOOST_AUTO_TEST_CASE(qwen2_biases) { run(qwen2(), "qwen2"); }
 BOOST_AUTO_TEST_CASE(replicated_kv_head_and_padded_vocabulary) { run(qwen3_one_kv_head(), "qwen3 one kv head"); }
+
+// Rollouts do not depend on tp: greedy, and sampled with temperature, top-k, top-p and min-p from the same Philox
+// uniforms, give the same tokens and logprobs within 1e-5 (the logits slices are gathered before the sampler).
+BOOST_AUTO_TEST_CASE(rollouts_are_token_identical) {
+  MpiComm world(MPI_COMM_WORLD, "tp");
+  for (const ModelConfig& c : {qwen3(), qwen3_one_kv_head(), qwen2()}) {
+    ModelWeights whole = allocate_weights(c);
+    test::randomize(whole, 23, 0.5f);
+    TensorParallel tp(c, world, true);
+    ModelWeights shard = allocate_shard_weights(tp.layout(), c);
+    extract_shard(tp.layout(), whole, shard);
+    const auto prompts = test::random_sequences({3, 5, 2}, c.vocab_size, 9);
+    const auto requests = group_requests(prompts, 3);
+    StopCriteria stop;
+    stop.max_new_tokens = 12;
+    stop.stop_token_ids = {7};
+    SamplingParams greedy;
+    greedy.greedy = true;
+    SamplingParams filtered;
+    filtered.temperature = 0.9f;
+    filtered.top_k = 20;
+    filtered.top_p = 0.9f;
+    filtered.min_p = 0.02f;
+    for (const SamplingParams& sp : {greedy, SamplingParams{}, filtered}) {
+      CpuGenerator one(c, whole), two(c, shard, {}, &tp);
+      const auto a = one.generate(requests, sp, stop, 5, 1, 40);
+      const auto b = two.generate(requests, sp, stop, 5, 1, 40);
+      BOOST_REQUIRE_EQUAL(a.size(), b.size());
+      int64_t tokens = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        BOOST_TEST(a[i].completion == b[i].completion);
+        tokens += int64_t(a[i].completion.size());
+        BOOST_REQUIRE_EQUAL(a[i].logprobs.size(), b[i].logprobs.size());
+        for (size_t j = 0; j < a[i].logprobs.size(); ++j)
+          BOOST_TEST(std::abs(a[i].logprobs[j] - b[i].logprobs[j]) <= 1e-5 * (1 + std::abs(a[i].logprobs[j])));
+      }
+      BOOST_TEST(tokens > int64_t(a.size()));  // more than one token per rollout on average
+    }
+  }
+}
 
 BOOST_AUTO_TEST_SUITE_END()
