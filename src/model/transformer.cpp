@@ -68,7 +68,7 @@ int64_t Transformer::forward_floats(int T) const {
   }
   if (any_recompute) n += per_layer;
   n += aligned(Tl) + aligned(T * C) + 3 * aligned(T);  // final rstd, h, lse, logprob, entropy
-  if (Tl != T) n += aligned(Tl * C);                    // the final norm's local rows before the gather
+  if (Tl != T) n += aligned(Tl * C) + carve_gathered_rows(a, nullptr, shape_, int(T));
   return n;
 }
 
@@ -97,6 +97,11 @@ void Transformer::plan_forward(int T) {
   if (any_recompute) p += carve_layer_activations(scratch_, p, shape_, T, Tl);
   for (int l = 0; l < L; ++l)
     if (recompute_[size_t(l)]) saved_[size_t(l)] = scratch_;
+  if (Tl != T) {  // sequence parallelism: every layer's gathered rows in one shared place
+    LayerActivations shared;
+    p += carve_gathered_rows(shared, p, shape_, T);
+    for (LayerActivations& a : saved_) a.h1 = shared.h1, a.h2 = shared.h2, a.row_out = shared.row_out;
+  }
   rstd_f_ = p;
   p += aligned(Tl);
   h_f_ = p;

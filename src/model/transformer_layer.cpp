@@ -34,7 +34,9 @@ int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerSha
   const bool sp = Tl != T;
   Carver cv{base, T};
   a.rstd1 = cv.take(1, Tl);
-  a.h1 = cv.take(C);
+  // Under sequence parallelism the gathered rows (h1, h2) and the row-parallel partial sums are not kept per
+  // layer: carve_gathered_rows gives them one shared place, and the backward gathers h1 and h2 again.
+  a.h1 = sp ? nullptr : cv.take(C);
   a.h1_local = sp ? cv.take(C, Tl) : a.h1;
   a.q = cv.take(Q);
   a.k = cv.take(K);
@@ -55,12 +57,20 @@ int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerSha
   a.lse = cv.take(s.heads);
   a.x_mid = cv.take(C, Tl);
   a.rstd2 = cv.take(1, Tl);
-  a.h2 = cv.take(C);
+  a.h2 = sp ? nullptr : cv.take(C);
   a.h2_local = sp ? cv.take(C, Tl) : a.h2;
   a.gate = cv.take(I);
   a.up = cv.take(I);
   a.act = cv.take(I);
-  a.row_out = sp ? cv.take(C) : nullptr;
+  a.row_out = nullptr;
+  return cv.used;
+}
+
+int64_t carve_gathered_rows(LayerActivations& a, float* base, const LayerShape& s, int T) {
+  Carver cv{base, T};
+  a.h1 = cv.take(s.hidden);
+  a.h2 = cv.take(s.hidden);
+  a.row_out = cv.take(s.hidden);
   return cv.used;
 }
 
@@ -153,6 +163,7 @@ void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g
   zero(s.dup, TI);
   cpu::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI);
   zero(s.dh, TC);
+  if (sp) collectives->gather_sequence(a.h2_local, a.h2, TlC);  // the shared gathered rows hold another layer's
   cpu::linear_backward(s.dh, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I);
   cpu::linear_backward(s.dh, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I);
   if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, s.dh_local, TC);
@@ -181,6 +192,7 @@ void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g
     cpu::rope_backward(s.dk, s.dk_r, b.positions, b.inv_freq, T, Hkv, D);
   }
   zero(s.dh, TC);
+  if (sp) collectives->gather_sequence(a.h1_local, a.h1, TlC);
   cpu::linear_backward(s.dh, g.q_proj.f32(), opt_mut(g.q_bias), s.dq, a.h1, w.q_proj.f32(), T, C, Q);
   cpu::linear_backward(s.dh, g.k_proj.f32(), opt_mut(g.k_bias), s.dk, a.h1, w.k_proj.f32(), T, C, K);
   cpu::linear_backward(s.dh, g.v_proj.f32(), opt_mut(g.v_bias), s.dv, a.h1, w.v_proj.f32(), T, C, K);

@@ -28,7 +28,8 @@ struct LayerBatch {
 // What a layer's forward writes and its backward reads. Sizes per token in parentheses; C hidden, Q = heads*D,
 // K = kv_heads*D, I intermediate (this rank's). Without qk_norm, q_n/k_n alias q/k and rstd_q/rstd_k are unused.
 // Rows: T tokens, except those marked [local]: local_rows(T) rows under sequence parallelism
-// (model/layer_collectives.h). Without it, h1_local/h2_local alias h1/h2 and row_out is null.
+// (model/layer_collectives.h). Without it, h1_local/h2_local alias h1/h2 and row_out is null; with it, h1, h2
+// and row_out are one place shared by the layers (carve_gathered_rows), written again where they are read.
 struct LayerActivations {
   const float* x_in = nullptr;  // (C) [local] layer input: the residual stream, owned by the caller
   float* rstd1 = nullptr;       // (1) [local] input RMSNorm
@@ -59,6 +60,8 @@ struct LayerActivations {
 // (T without sequence parallelism: the default) and returns the floats they take (64-byte aligned regions). With
 // base == nullptr it only returns the size.
 int64_t carve_layer_activations(LayerActivations& a, float* base, const LayerShape& s, int T, int local_rows = -1);
+// Sequence parallelism: points a.h1, a.h2 and a.row_out ([T, C] each) into `base`, as carve_layer_activations.
+int64_t carve_gathered_rows(LayerActivations& a, float* base, const LayerShape& s, int T);
 
 // Scratch for gradients inside a layer's backward (contents are not kept between layers).
 struct LayerGradScratch {
