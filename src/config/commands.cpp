@@ -1,4 +1,5 @@
-// `hone check deck.toml [key=value ...]`: validate a deck and print it resolved.
+// `hone check deck.toml [key=value ...]`: validate a deck (parallel.tp against the model it names too) and print it
+// resolved.
 // `hone help [deck [--markdown]]`: usage, the list of commands, the deck reference.
 #include <cstdio>
 #include <string>
@@ -6,8 +7,10 @@
 
 #include "config/config.h"
 #include "config/deck_reference.h"
+#include "parallel/tp_check.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 #include "runtime/version.h"
 
 namespace hone {
@@ -17,10 +20,15 @@ int run_check(const std::vector<std::string>& args) {
   if (args.empty()) throw UserError("check: no deck given (usage: hone check deck.toml [key=value ...])");
   if (args[0] == "--help" || args[0] == "-h") {
     std::printf("usage: hone check deck.toml [key=value ...]\n"
-                "Validates the deck with the overrides and prints the resolved deck (every key, with defaults).\n");
+                "Validates the deck with the overrides (parallel.tp against the model's shape when its config.json can\n"
+                "be read) and prints the resolved deck (every key, with defaults).\n");
     return kExitOk;
   }
   const Config c = load_config(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
+  // The model may not be on this machine yet (a deck written ahead of a job): then only the deck is checked.
+  const std::string unchecked = check_tp_fits_model(c);
+  if (!unchecked.empty())
+    log_warn("parallel.tp = ", c.get_int("parallel.tp"), " not checked against the model: ", unchecked);
   std::fputs(c.to_toml().c_str(), stdout);
   return kExitOk;
 }

@@ -95,6 +95,10 @@ DeckValue parse_override_value(const KeySpec& key, const std::string& text, cons
 // Called by load_config; throws UserError naming where the offending value came from.
 void resolve_and_check(Config& c);
 
+// Where an error about `key` points: its line in the deck ("deck.toml:12:1") or its override ("override
+// 'parallel.tp=3'"); for a default, the key's [section] header when the deck has one, else the deck file.
+std::string key_location(const Config& c, const std::string& key);
+
 // The schema key nearest to an unknown key (edit distance, also across sections), or "" when none is close.
 std::string suggest_key(const std::string& unknown);
 std::string suggest_section(const std::string& unknown);

@@ -5,17 +5,16 @@
 #include "runtime/error.h"
 
 namespace hone {
-namespace {
 
-// Where an error about `key` points: its line in the deck or its override; for a default, the key's
-// [section] header when the deck has one, else the deck file.
-std::string where(const Config& c, const std::string& key) {
+std::string key_location(const Config& c, const std::string& key) {
   const ValueSource& s = c.source(key);
   if (s.kind == ValueSource::Kind::file || s.kind == ValueSource::Kind::override_arg) return s.describe();
   const std::string section = key.substr(0, key.find('.'));
   if (const ValueSource* sec = c.section_source(section)) return sec->describe();
   return c.deck_path().empty() ? std::string("deck") : c.deck_path();
 }
+
+namespace {
 
 // "'data.task' = 'jsonl' (default)" / "... (deck.toml:3:1)"
 std::string key_and_value(const Config& c, const std::string& key) {
@@ -29,12 +28,12 @@ const std::string& given_one(const Config& c, const std::string& a, const std::s
 }
 
 [[noreturn]] void conflict(const Config& c, const std::string& a, const std::string& b, const std::string& why) {
-  throw UserError(cat(where(c, given_one(c, b, a)), ": conflicting keys ", key_and_value(c, a), " and ",
+  throw UserError(cat(key_location(c, given_one(c, b, a)), ": conflicting keys ", key_and_value(c, a), " and ",
                       key_and_value(c, b), ": ", why));
 }
 
 [[noreturn]] void missing(const Config& c, const std::string& key, const std::string& because_key, const std::string& why) {
-  throw UserError(cat(where(c, because_key), ": missing required key '", key, "' (required because ",
+  throw UserError(cat(key_location(c, because_key), ": missing required key '", key, "' (required because ",
                       key_and_value(c, because_key), why, ")"));
 }
 
@@ -109,7 +108,7 @@ void check_grpo_and_train(const Config& c) {
   const int64_t gens = c.get_int("grpo.num_generations_per_prompt");
   const int64_t gbs = c.get_int("train.global_batch_size");
   if (gbs > 0 && (prompts * gens) % gbs != 0)
-    throw UserError(cat(where(c, "train.global_batch_size"), ": conflicting keys ", key_and_value(c, "train.global_batch_size"),
+    throw UserError(cat(key_location(c, "train.global_batch_size"), ": conflicting keys ", key_and_value(c, "train.global_batch_size"),
                         " and grpo.num_prompts_per_step * grpo.num_generations_per_prompt = ", prompts, " * ", gens, " = ",
                         prompts * gens, ": global_batch_size must divide the rollouts of a step"));
   if (c.get_bool("grpo.use_leave_one_out_baseline") && gens < 2)

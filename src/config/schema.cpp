@@ -209,8 +209,10 @@ std::vector<KeySpec> build_schema() {
       b("train.optimizer_offload", false, "keep optimizer state in host memory"),
 
       // [parallel]
-      i("parallel.tp", 1, at_least(1), "ranks", "tensor-parallel size"),
-      b("parallel.sequence_parallel", true, "with parallel.tp > 1: norms and residual adds on 1/tp of the tokens (all-gather before, reduce-scatter after the sharded GEMMs); ignored at tp = 1"),
+      i("parallel.tp", 1, at_least(1), "ranks", "tensor-parallel size: must divide the attention heads and the intermediate size (doc/parallelism.md)"),
+      b("parallel.sequence_parallel", true,
+        "with parallel.tp > 1: norms and residual adds on a 1/tp slice of the tokens (all-gather before and "
+        "reduce-scatter after the tensor-parallel GEMMs instead of all-reduces); ignored at tp = 1"),
       i("parallel.pp", 1, at_least(1), "ranks", "pipeline-parallel size"),
       f("parallel.nccl_timeout_s", 600.0, above(0), "seconds", "a collective that takes longer ends the run"),
 

@@ -5,10 +5,17 @@
 #include <cmath>
 #include <cstdio>
 
+#include "model/layer_shape.h"
+#include "model/model_config.h"
+#include "parallel/shard_layout.h"
 #include "runtime/error.h"
 
 namespace hone::rl {
 namespace {
+
+// A tensor-parallel group runs collectives inside every layer and needs NVLink: it stays inside one node, and
+// nodes hold at most 8 GPUs. A larger tp is never suggested.
+constexpr int kMaxTpInNode = 8;
 
 std::string gib(double bytes) {
   char b[32];
@@ -16,7 +23,38 @@ std::string gib(double bytes) {
   return b;
 }
 
+bool tp_fits_model(const ModelConfig& c, int tp) {
+  try {
+    layer_shape(c, tp, 0);
+  } catch (const UserError&) {
+    return false;
+  }
+  return true;
+}
+
+// What the optimizer state of the message is: "the fp32 master weights and Adam moments, whole on every rank",
+// "this rank's 1/2 shard of ...", "... of this rank's 1/4 tensor-parallel shard (N parameters)".
+std::string state_text(const DeviceMemoryPlan& p) {
+  const std::string state = "the fp32 master weights and Adam moments";
+  const std::string tp_shard = cat(" tensor-parallel shard (", p.num_params, " parameters)");
+  if (p.distributed) {
+    const std::string t = cat("this rank's 1/", p.dp, " shard of ", state);
+    return p.tp > 1 ? cat(t, " of its 1/", p.tp, tp_shard) : t;
+  }
+  return p.tp > 1 ? cat(state, " of this rank's 1/", p.tp, tp_shard) : state + ", whole on every rank";
+}
+
 }  // namespace
+
+void set_tensor_parallel(DeviceMemoryPlan& plan, const ModelConfig& c, int tp) {
+  plan.tp = tp;
+  plan.num_params = 0;
+  // The shards are equal today (KV heads replicated, vocabulary padded); the largest is what must fit.
+  for (int r = 0; r < tp; ++r) plan.num_params = std::max(plan.num_params, ShardLayout::of(c, tp, r).num_local_params());
+  plan.next_tp = 0;
+  for (int t = tp + 1; t <= kMaxTpInNode && plan.next_tp == 0; ++t)
+    if (tp_fits_model(c, t)) plan.next_tp = t;
+}
 
 double DeviceMemoryPlan::optimizer_state() const {
   const double kept = distributed ? std::ceil(double(num_params) / double(std::max(dp, 1))) : double(num_params);
@@ -31,9 +69,7 @@ double DeviceMemoryPlan::generation() const {
 std::string device_memory_refusal(const DeviceMemoryPlan& p, double free_bytes) {
   const double need = std::max(p.training(), p.generation());
   if (need <= free_bytes) return {};
-  const std::string state_is = p.distributed
-                                   ? cat("this rank's 1/", p.dp, " shard of the fp32 master weights and Adam moments")
-                                   : "the fp32 master weights and Adam moments, whole on every rank";
+  const std::string state_is = state_text(p);
   std::string m = cat("the GPU cannot hold this run: ", gib(free_bytes), " free once the bf16 weights are loaded; ");
   m += cat("training needs at least ", gib(p.training()), " (", gib(p.optimizer_state()), " for ", state_is, ", ",
            gib(p.gradients()), " of fp32 gradients, ", gib(p.activations), " of activations for a ",
@@ -46,6 +82,9 @@ std::string device_memory_refusal(const DeviceMemoryPlan& p, double free_bytes) 
     m += "more GPUs with train.distributed_optimizer = true, ";
   else
     m += "more GPUs, ";
+  if (p.next_tp > 0)
+    m += cat("parallel.tp = ", p.next_tp, " (splits the weights, gradients and optimizer state over ", p.next_tp,
+             " GPUs of a node), ");
   if (p.training() >= p.generation())
     m += "train.activation_recompute = true or a smaller train.max_tokens_per_microbatch";
   else

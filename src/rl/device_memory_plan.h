@@ -3,15 +3,25 @@
 // instead of a failed allocation minutes later. The counts are lower bounds (no library workspaces, no CUDA
 // graphs, the activations of a micro-batch of exactly train.max_tokens_per_microbatch tokens): a refusal is
 // certain to be right.
+//
+// Under tensor parallelism a rank holds its shard of every parameter (parallel/shard_layout.h), so the fp32
+// gradients, master weights and Adam moments are counted for the shard, not the model: num_params is the largest
+// shard of the tp ranks. The activations are the caller's count for this rank.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+namespace hone {
+struct ModelConfig;
+}
+
 namespace hone::rl {
 
 struct DeviceMemoryPlan {
-  int64_t num_params = 0;     // parameters of the policy
+  int64_t num_params = 0;     // parameters this rank holds: its tensor-parallel shard (the whole policy at tp = 1)
+  int tp = 1;                 // tensor-parallel ranks the policy is split over (parallel.tp)
+  int next_tp = 0;            // the next larger parallel.tp the model allows within one node; 0: none
   int dp = 1;                 // data-parallel ranks
   bool distributed = false;   // the optimizer state is sharded over dp (ZeRO-1)
   bool offload = false;       // train.optimizer_offload: the Adam moments leave the device during generation
@@ -26,6 +36,10 @@ struct DeviceMemoryPlan {
   // The gradient buffer is released while generation runs.
   double generation() const;
 };
+
+// Fills tp, num_params (the largest of the tp ranks' shards of c) and next_tp. UserError of layer_shape when tp does
+// not divide the model.
+void set_tensor_parallel(DeviceMemoryPlan& plan, const ModelConfig& c, int tp);
 
 // Empty when the plan fits in `free_bytes` (the device memory free once the weights are on it); else the message
 // of the refusal: every number and what to change.

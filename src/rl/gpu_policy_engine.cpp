@@ -204,7 +204,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     DeviceMemoryPlan plan;
-    plan.num_params = layout_.num_params;
+    set_tensor_parallel(plan, mc_, ps_.tp_size());  // this rank's shard of the parameters, not the model
     plan.dp = ranks;
     plan.distributed = zero_;
     plan.offload = s_.optimizer_offload;

@@ -1,5 +1,6 @@
-// `hone ranks [parallel.tp=N] [parallel.pp=N]`: prints where every rank runs and its place in the rank grid, to
-// check a launch (mpirun/srun options, ranks per node, GPU per local rank) before a long job.
+// `hone ranks [parallel.tp=N] [parallel.pp=N]`: prints where every rank runs, its place in the rank grid and the
+// members of its groups, to check a launch (mpirun/srun options, ranks per node, GPU per local rank, whether each
+// tensor-parallel group sits on one node) before a long job.
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,6 +28,20 @@ int parse_positive(const std::string& key, const std::string& value) {
   return v;
 }
 
+// "[0 1]"; a long group by its first seven members, its last and its size: "[0 8 16 24 32 40 48 ... 504] (64 ranks)".
+std::string group_text(const std::vector<int>& g) {
+  constexpr size_t kShown = 8;
+  std::string s = "[";
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (g.size() > kShown && i == kShown - 1) {
+      s += cat(" ... ", g.back(), "] (", g.size(), " ranks)");
+      return s;
+    }
+    s += cat(i ? " " : "", g[i]);
+  }
+  return s + "]";
+}
+
 int run_ranks(const std::vector<std::string>& args) {
   int tp = 1, pp = 1;
   for (const auto& a : args) {
@@ -51,12 +66,17 @@ int run_ranks(const std::vector<std::string>& args) {
   MPI_CHECK(MPI_Gather(line, sizeof(line), MPI_CHAR, lines.data(), sizeof(line), MPI_CHAR, 0, MPI_COMM_WORLD));
   if (world_rank() == 0) {
     std::printf("%d ranks: dp %d x tp %d x pp %d\n", world_size(), grid.dp(), grid.tp(), grid.pp());
-    for (int r = 0; r < world_size(); ++r) std::printf("%s\n", &lines[sizeof(line) * static_cast<size_t>(r)]);
+    // The groups follow from the grid alone (no need to gather them): the ranks a tp or dp collective spans.
+    for (int r = 0; r < world_size(); ++r) {
+      std::string groups = cat(", tp group ", group_text(grid.tp_group(r)), ", dp group ", group_text(grid.dp_group(r)));
+      if (grid.pp() > 1) groups += cat(", pp group ", group_text(grid.pp_group(r)));
+      std::printf("%s%s\n", &lines[sizeof(line) * static_cast<size_t>(r)], groups.c_str());
+    }
   }
   return kExitOk;
 }
 
-const CommandRegistration reg{{"ranks", "print each rank's host, local rank and place in the dp x tp x pp grid",
+const CommandRegistration reg{{"ranks", "print each rank's host, local rank, place in the dp x tp x pp grid and groups",
                                /*uses_mpi=*/true, &run_ranks}};
 
 }  // namespace

@@ -1,11 +1,14 @@
 // The per-rank device memory count of `hone run` on the GPU: the optimizer state it keeps (whole or a 1/dp shard),
 // which phase is the larger, and a refusal that names the numbers and the keys that make the run fit. The numbers
-// are those of the Llama-3.1-8B shape on 141 GB GPUs (input/bench-grpo-llama-3.1-8b.toml).
+// are those of the Llama-3.1-8B shape on 141 GB GPUs (input/bench-grpo-llama-3.1-8b.toml). Under tensor
+// parallelism the counts are those of a rank's shard, and a run that tp could fit is told so.
 #include <boost/test/unit_test.hpp>
 
 #include <string>
 
+#include "model/model_config.h"
 #include "rl/device_memory_plan.h"
+#include "runtime/error.h"
 
 namespace {
 
@@ -20,6 +23,22 @@ hone::rl::DeviceMemoryPlan llama_8b(int dp, bool distributed) {
   p.microbatch_tokens = 4096;
   p.kv_cache = 34 * GiB;
   return p;
+}
+
+// The Llama-3.1-8B shape (config.json of meta-llama/Llama-3.1-8B).
+hone::ModelConfig llama_8b_shape() {
+  hone::ModelConfig c;
+  c.arch = hone::Architecture::llama;
+  c.vocab_size = 128256;
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_hidden_layers = 32;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.max_position_embeddings = 131072;
+  c.rope.head_dim = 128;
+  return c;
 }
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -82,6 +101,62 @@ BOOST_AUTO_TEST_CASE(a_kv_cache_too_large_names_the_generation_keys) {
   BOOST_TEST(has(m, "train.optimizer_offload = true"));
   p.offload = true;
   BOOST_TEST(!has(device_memory_refusal(p, free_after_weights), "train.optimizer_offload"));
+}
+
+BOOST_AUTO_TEST_CASE(tensor_parallel_counts_the_shard) {
+  const hone::ModelConfig c = llama_8b_shape();
+  hone::rl::DeviceMemoryPlan p;
+  set_tensor_parallel(p, c, 1);
+  BOOST_TEST(p.num_params == 8030261248);
+  BOOST_TEST(p.next_tp == 2);
+  set_tensor_parallel(p, c, 2);
+  // Everything split in two but the replicated norms (65 x 4096 weights).
+  BOOST_TEST(p.num_params == (8030261248 - 65 * 4096) / 2 + 65 * 4096);
+  BOOST_TEST(p.next_tp == 4);
+  set_tensor_parallel(p, c, 8);  // 16 would divide the model, but a tp group stays inside a node
+  BOOST_TEST(p.next_tp == 0);
+  BOOST_CHECK_THROW(set_tensor_parallel(p, c, 3), hone::UserError);
+}
+
+BOOST_AUTO_TEST_CASE(a_run_refused_at_tp_1_fits_at_tp_2) {
+  // One H200 per rank, no data parallelism, no reference model: the bf16 weights of the shard and the CUDA
+  // context come off the device before the plan is counted.
+  const hone::ModelConfig c = llama_8b_shape();
+  auto plan_at = [&](int tp) {
+    auto p = llama_8b(1, false);
+    p.kv_cache = 0;
+    set_tensor_parallel(p, c, tp);
+    return p;
+  };
+  auto free_at = [](const hone::rl::DeviceMemoryPlan& p) { return 143771.0 * (1 << 20) - 2.0 * double(p.num_params) - 0.6 * GiB; };
+
+  const auto one = plan_at(1);
+  const std::string m = device_memory_refusal(one, free_at(one));
+  BOOST_TEST_INFO(m);
+  BOOST_TEST(has(m, "89.7 GiB for the fp32 master weights and Adam moments, whole on every rank"));
+  BOOST_TEST(has(m, "parallel.tp = 2 (splits the weights, gradients and optimizer state over 2 GPUs"));
+
+  const auto two = plan_at(2);
+  BOOST_TEST(two.optimizer_state() < 0.51 * one.optimizer_state());
+  BOOST_TEST(two.gradients() < 0.51 * one.gradients());
+  BOOST_TEST(device_memory_refusal(two, free_at(two)).empty());
+
+  // Refused at tp = 2 on a smaller device: the message speaks of the shard and offers tp = 4.
+  const std::string m2 = device_memory_refusal(two, 40 * GiB);
+  BOOST_TEST_INFO(m2);
+  BOOST_TEST(has(m2, "of this rank's 1/2 tensor-parallel shard (4015263744 parameters)"));
+  BOOST_TEST(has(m2, "parallel.tp = 4"));
+}
+
+BOOST_AUTO_TEST_CASE(a_model_that_allows_no_larger_tp_is_not_offered_one) {
+  hone::ModelConfig c = llama_8b_shape();
+  c.num_attention_heads = 6;  // divisible by 1, 2, 3, 6; the intermediate size 14336 rules out 3 and 6
+  c.num_key_value_heads = 2;
+  hone::rl::DeviceMemoryPlan p;
+  p.activations = 1;
+  set_tensor_parallel(p, c, 2);
+  BOOST_TEST(p.next_tp == 0);
+  BOOST_TEST(!has(device_memory_refusal(p, 1.0), "parallel.tp"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

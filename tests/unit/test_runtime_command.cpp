@@ -24,7 +24,8 @@ BOOST_AUTO_TEST_CASE(hone_without_mpirun_is_one_rank) {
   std::string out;
   BOOST_TEST(test::run_command(test::hone_exe() + " ranks", &out) == 0);
   BOOST_TEST(out.find("1 ranks: dp 1 x tp 1 x pp 1\nrank 0: host ") == 0u);
-  BOOST_TEST(out.find("local rank 0 of 1, dp 0 tp 0 pp 0") != std::string::npos);
+  BOOST_TEST(out.find("local rank 0 of 1, dp 0 tp 0 pp 0, tp group [0], dp group [0]\n") != std::string::npos);
+  BOOST_TEST(out.find("pp group") == std::string::npos);  // only when pp > 1
 }
 
 BOOST_AUTO_TEST_CASE(hone_under_mpirun_places_ranks_in_the_grid) {
@@ -33,6 +34,18 @@ BOOST_AUTO_TEST_CASE(hone_under_mpirun_places_ranks_in_the_grid) {
   BOOST_TEST(count(out, "2 ranks: dp 1 x tp 2 x pp 1") == 1u);
   BOOST_TEST(out.find("local rank 0 of 2, dp 0 tp 0 pp 0") != std::string::npos);
   BOOST_TEST(out.find("local rank 1 of 2, dp 0 tp 1 pp 0") != std::string::npos);
+  BOOST_TEST(count(out, "tp group [0 1], dp group [0]\n") == 1u);
+  BOOST_TEST(count(out, "tp group [0 1], dp group [1]\n") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(each_rank_shows_its_tp_and_dp_group) {
+  std::string out;
+  BOOST_TEST(test::run_command(kMpirun + test::hone_exe() + " ranks", &out) == 0);
+  BOOST_TEST(count(out, "2 ranks: dp 2 x tp 1 x pp 1") == 1u);
+  BOOST_TEST(out.find("dp 0 tp 0 pp 0, tp group [0], dp group [0 1]\n") != std::string::npos);
+  BOOST_TEST(out.find("dp 1 tp 0 pp 0, tp group [1], dp group [0 1]\n") != std::string::npos);
+  BOOST_TEST(test::run_command(kMpirun + test::hone_exe() + " ranks parallel.pp=2", &out) == 0);
+  BOOST_TEST(out.find("dp 0 tp 0 pp 1, tp group [1], dp group [1], pp group [0 1]\n") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(grid_that_does_not_fit_is_one_user_error) {
