@@ -1,6 +1,8 @@
 // Reading and checking the loop's deck keys (see grpo_settings.h).
 #include "rl/grpo_settings.h"
 
+#include "parallel/tp_check.h"
+
 #include "config/config.h"
 #include "runtime/error.h"
 
@@ -129,6 +131,7 @@ void check_batch_sizes(GrpoSettings& s, int dp) {
 
 RankGrid read_rank_grid(const Config& c, int world_size) {
   check_parallel_supported(c);
+  check_tp_fits_model(c);  // a tp that does not divide the model: named where parallel.tp is written
   return RankGrid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")));
 }
 

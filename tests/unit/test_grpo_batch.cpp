@@ -64,7 +64,7 @@ BOOST_AUTO_TEST_CASE(packing_respects_the_budget_and_keeps_every_sample) {
 }
 
 BOOST_AUTO_TEST_CASE(settings_check_batch_sizes_against_the_rank_count) {
-  Config c = load_config_from_string("[model]\nhidden_size = 8\nintermediate_size = 8\nnum_layers = 1\nnum_attention_heads = 1\n"
+  Config c = load_config_from_string("[model]\nhidden_size = 8\nintermediate_size = 8\nnum_layers = 1\nnum_attention_heads = 2\n"
                                      "[tokenizer]\nkind = \"chars\"\n[data]\ntask = \"reverse\"\n"
                                      "[grpo]\nnum_prompts_per_step = 6\nnum_generations_per_prompt = 4\n"
                                      "[generation]\nmax_new_tokens = 4\nmax_total_sequence_length = 32\n"
