@@ -211,16 +211,21 @@ Tensor SafetensorsFile::view(const std::string& name) const {
 }
 
 void SafetensorsFile::read_f32(const std::string& name, float* dst) const {
+  read_f32(name, 0, info(name).numel(), dst);
+}
+
+void SafetensorsFile::read_f32(const std::string& name, int64_t begin, int64_t count, float* dst) const {
   const SafetensorsTensorInfo& t = info(name);
-  const uint8_t* src = bytes(t);
-  const int64_t n = t.numel();
+  HONE_CHECK(begin >= 0 && count >= 0 && begin + count <= t.numel(), path_, ": elements [", begin, ", ",
+             begin + count, ") of tensor '", name, "' pass its ", t.numel());
   // memcpy per element: the file gives no alignment guarantee.
   if (t.supported && t.dtype == DType::f32) {
-    std::memcpy(dst, src, size_t(n) * 4);
+    std::memcpy(dst, bytes(t) + 4 * begin, size_t(count) * 4);
   } else if (t.supported && (t.dtype == DType::bf16 || t.dtype == DType::f16)) {
+    const uint8_t* src = bytes(t) + 2 * begin;
     const bool bf = t.dtype == DType::bf16;
-#pragma omp parallel for schedule(static) if (n > (1 << 18))
-    for (int64_t i = 0; i < n; ++i) {
+#pragma omp parallel for schedule(static) if (count > (1 << 18))
+    for (int64_t i = 0; i < count; ++i) {
       uint16_t h;
       std::memcpy(&h, src + 2 * i, 2);
       dst[i] = bf ? bf16_to_f32(h) : f16_to_f32(h);
@@ -323,21 +328,20 @@ class AtomicFile {
 
 bool is_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
 
-void write_entry_bytes(AtomicFile& out, const SafetensorsEntry& e) {
-  const Tensor& t = e.tensor;
-  if (t.dtype() == e.dtype) {
+void write_tensor_bytes(AtomicFile& out, const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) {
     out.write(t.data(), t.nbytes());
     return;
   }
   // Convert in chunks so that a bf16 copy of a large model never exists in memory at once.
   constexpr int64_t kChunk = 1 << 20;
-  Tensor buf = Tensor::empty({kChunk}, e.dtype);
+  Tensor buf = Tensor::empty({kChunk}, dtype);
   const int64_t n = t.numel();
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t m = std::min(kChunk, n - i);
     Tensor src = Tensor::view(static_cast<char*>(t.data()) + size_t(i) * dtype_size(t.dtype()), {m}, t.dtype());
-    Tensor dst = Tensor::view(buf.data(), {m}, e.dtype);
-    if (t.dtype() == DType::f32 && e.dtype == DType::bf16) {  // the common case (saving for inference), unrolled
+    Tensor dst = Tensor::view(buf.data(), {m}, dtype);
+    if (t.dtype() == DType::f32 && dtype == DType::bf16) {  // the common case (saving for inference), unrolled
       const float* x = src.f32();
       uint16_t* y = dst.u16();
 #pragma omp parallel for schedule(static) if (m > (1 << 18))
@@ -349,77 +353,180 @@ void write_entry_bytes(AtomicFile& out, const SafetensorsEntry& e) {
   }
 }
 
-}  // namespace
+// The checks on a tensor to be stored as `dtype` under `name`, before any byte is written.
+void check_storable(const std::string& name, const Tensor& t, DType dtype) {
+  HONE_CHECK(t.device() == Device::cpu, "write_safetensors: tensor '", name, "' is not on the host");
+  HONE_CHECK(t.dtype() == dtype || (is_float(t.dtype()) && is_float(dtype)), "write_safetensors: cannot store ",
+             dtype_name(t.dtype()), " tensor '", name, "' as ", dtype_name(dtype));
+}
 
-void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
-                       const SafetensorsMetadata& metadata) {
+// The header (JSON padded to a multiple of 8 bytes) preceded by its 8-byte little-endian length.
+std::string header_bytes(const std::vector<SafetensorsSlot>& slots, const SafetensorsMetadata& metadata) {
   json h = json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   int64_t offset = 0;
   std::set<std::string> seen;
-  for (const auto& e : entries) {
-    HONE_CHECK(e.tensor.device() == Device::cpu, "write_safetensors: tensor '", e.name, "' is not on the host");
+  for (const auto& e : slots) {
     HONE_CHECK(e.name != "__metadata__" && !e.name.empty(), "write_safetensors: bad tensor name '", e.name, "'");
     HONE_CHECK(seen.insert(e.name).second, "write_safetensors: tensor name '", e.name, "' given twice");
-    HONE_CHECK(e.tensor.dtype() == e.dtype || (is_float(e.tensor.dtype()) && is_float(e.dtype)),
-               "write_safetensors: cannot store ", dtype_name(e.tensor.dtype()), " tensor '", e.name, "' as ",
-               dtype_name(e.dtype));
-    const int64_t nbytes = e.tensor.numel() * int64_t(dtype_size(e.dtype));
-    h[e.name] = {{"dtype", dtype_spelling(e.dtype)},
-                 {"shape", e.tensor.shape()},
-                 {"data_offsets", {offset, offset + nbytes}}};
+    const int64_t nbytes = e.nbytes();
+    h[e.name] = {{"dtype", dtype_spelling(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string text = h.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  AtomicFile out(path);
-  out.write(len, 8);
-  out.write(text.data(), text.size());
-  for (const auto& e : entries) write_entry_bytes(out, e);
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = char(uint8_t(uint64_t(text.size()) >> (8 * i)));
+  return out + text;
+}
+
+std::vector<SafetensorsSlot> slots_of(const std::vector<SafetensorsEntry>& entries) {
+  std::vector<SafetensorsSlot> slots;
+  for (const auto& e : entries) {
+    check_storable(e.name, e.tensor, e.dtype);
+    slots.push_back({e.name, e.tensor.shape(), e.dtype});
+  }
+  return slots;
+}
+
+}  // namespace
+
+int64_t SafetensorsSlot::nbytes() const {
+  int64_t n = int64_t(dtype_size(dtype));
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+struct SafetensorsFileWriter::Impl {
+  std::vector<SafetensorsSlot> slots;
+  std::string header;  // built (and the names checked) before the file is created
+  AtomicFile out;
+  size_t next = 0;
+  Impl(const std::string& path, std::vector<SafetensorsSlot> s, const SafetensorsMetadata& metadata)
+      : slots(std::move(s)), header(header_bytes(slots, metadata)), out(path) {}
+};
+
+SafetensorsFileWriter::SafetensorsFileWriter(const std::string& path, std::vector<SafetensorsSlot> slots,
+                                             const SafetensorsMetadata& metadata)
+    : impl_(std::make_unique<Impl>(path, std::move(slots), metadata)) {
+  impl_->out.write(impl_->header.data(), impl_->header.size());
+}
+
+SafetensorsFileWriter::~SafetensorsFileWriter() = default;
+
+void SafetensorsFileWriter::write(const Tensor& t) {
+  HONE_CHECK(!complete(), "write_safetensors: more tensors than the ", impl_->slots.size(), " declared");
+  const SafetensorsSlot& s = impl_->slots[impl_->next];
+  check_storable(s.name, t, s.dtype);
+  HONE_CHECK(t.shape() == s.shape, "write_safetensors: tensor '", s.name, "' has shape ", t.shape_string(),
+             ", declared ", Tensor::view(nullptr, s.shape, s.dtype).shape_string());
+  write_tensor_bytes(impl_->out, t, s.dtype);
+  ++impl_->next;
+}
+
+bool SafetensorsFileWriter::complete() const { return impl_->next == impl_->slots.size(); }
+
+void SafetensorsFileWriter::commit() {
+  HONE_CHECK(complete(), "write_safetensors: ", impl_->next, " of ", impl_->slots.size(), " tensors written");
+  impl_->out.commit();
+}
+
+struct SafetensorsCheckpointWriter::Impl {
+  std::string dir;
+  std::vector<std::vector<SafetensorsSlot>> shards;  // the split, fixed by the declared sizes
+  std::vector<std::string> names;                    // each shard's file name
+  int64_t total = 0;
+  size_t shard = 0;                                  // the shard being written
+  std::unique_ptr<SafetensorsFileWriter> file;       // its writer
+};
+
+SafetensorsCheckpointWriter::SafetensorsCheckpointWriter(const std::string& dir, std::vector<SafetensorsSlot> slots,
+                                                         int64_t max_shard_bytes)
+    : impl_(std::make_unique<Impl>()) {
+  HONE_USER_CHECK(max_shard_bytes > 0, "max shard size must be positive (got ", max_shard_bytes, ")");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  HONE_USER_CHECK(fs::is_directory(dir), "cannot create folder ", dir, ": ", ec.message());
+  Impl& m = *impl_;
+  m.dir = dir;
+  // Tensors in the given order, a new shard when the next tensor would pass the limit (a single larger tensor gets
+  // a shard of its own).
+  m.shards.resize(1);
+  int64_t shard_bytes = 0;
+  for (auto& s : slots) {
+    const int64_t n = s.nbytes();
+    if (!m.shards.back().empty() && shard_bytes + n > max_shard_bytes) {
+      m.shards.emplace_back();
+      shard_bytes = 0;
+    }
+    m.shards.back().push_back(std::move(s));
+    shard_bytes += n;
+    m.total += n;
+  }
+  char name[64];
+  for (size_t s = 0; s < m.shards.size(); ++s) {
+    if (m.shards.size() == 1) {
+      m.names.push_back("model.safetensors");
+    } else {
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, m.shards.size());
+      m.names.push_back(name);
+    }
+  }
+  m.file = std::make_unique<SafetensorsFileWriter>(dir + "/" + m.names[0], m.shards[0]);
+}
+
+SafetensorsCheckpointWriter::~SafetensorsCheckpointWriter() = default;
+
+void SafetensorsCheckpointWriter::write(const Tensor& t) {
+  Impl& m = *impl_;
+  HONE_CHECK(m.file, "write_safetensors_checkpoint: more tensors than declared");
+  m.file->write(t);
+  if (!m.file->complete()) return;
+  m.file->commit();
+  m.file.reset();
+  if (++m.shard < m.shards.size())
+    m.file = std::make_unique<SafetensorsFileWriter>(m.dir + "/" + m.names[m.shard], m.shards[m.shard]);
+}
+
+std::vector<std::string> SafetensorsCheckpointWriter::finish() {
+  Impl& m = *impl_;
+  if (m.file && m.file->complete()) {  // only a checkpoint of no tensors: its one file was never written to
+    m.file->commit();
+    m.file.reset();
+    ++m.shard;
+  }
+  HONE_CHECK(m.shard == m.shards.size(), "write_safetensors_checkpoint: finished with shard ", m.shard + 1, " of ",
+             m.shards.size(), " incomplete");
+  const std::string single = m.dir + "/model.safetensors", index = m.dir + "/model.safetensors.index.json";
+  std::error_code ec;
+  if (m.shards.size() == 1) {
+    fs::remove(index, ec);  // a stale index from an earlier sharded save would mislead readers
+    return m.names;
+  }
+  json weight_map = json::object();
+  for (size_t s = 0; s < m.shards.size(); ++s)
+    for (const auto& e : m.shards[s]) weight_map[e.name] = m.names[s];
+  json idx = {{"metadata", {{"total_size", m.total}}}, {"weight_map", weight_map}};
+  write_file_atomic(index, idx.dump(2) + "\n");
+  fs::remove(single, ec);
+  std::vector<std::string> written = m.names;
+  written.push_back("model.safetensors.index.json");
+  return written;
+}
+
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
+                       const SafetensorsMetadata& metadata) {
+  SafetensorsFileWriter out(path, slots_of(entries), metadata);
+  for (const auto& e : entries) out.write(e.tensor);
   out.commit();
 }
 
 std::vector<std::string> write_safetensors_checkpoint(const std::string& dir, const std::vector<SafetensorsEntry>& entries,
                                                       int64_t max_shard_bytes) {
-  HONE_USER_CHECK(max_shard_bytes > 0, "max shard size must be positive (got ", max_shard_bytes, ")");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  HONE_USER_CHECK(fs::is_directory(dir), "cannot create folder ", dir, ": ", ec.message());
-  const std::string single = dir + "/model.safetensors", index = dir + "/model.safetensors.index.json";
-
-  std::vector<std::vector<SafetensorsEntry>> shards(1);
-  int64_t shard_bytes = 0, total = 0;
-  for (const auto& e : entries) {
-    const int64_t n = e.tensor.numel() * int64_t(dtype_size(e.dtype));
-    if (!shards.back().empty() && shard_bytes + n > max_shard_bytes) {
-      shards.emplace_back();
-      shard_bytes = 0;
-    }
-    shards.back().push_back(e);
-    shard_bytes += n;
-    total += n;
-  }
-  if (shards.size() == 1) {
-    write_safetensors(single, entries);
-    fs::remove(index, ec);  // a stale index from an earlier sharded save would mislead readers
-    return {"model.safetensors"};
-  }
-  std::vector<std::string> written;
-  json weight_map = json::object();
-  char name[64];
-  for (size_t s = 0; s < shards.size(); ++s) {
-    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-    write_safetensors(dir + "/" + name, shards[s]);
-    written.push_back(name);
-    for (const auto& e : shards[s]) weight_map[e.name] = name;
-  }
-  json idx = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  write_file_atomic(index, idx.dump(2) + "\n");
-  written.push_back("model.safetensors.index.json");
-  fs::remove(single, ec);
-  return written;
+  std::vector<SafetensorsSlot> slots = slots_of(entries);
+  SafetensorsCheckpointWriter out(dir, std::move(slots), max_shard_bytes);
+  for (const auto& e : entries) out.write(e.tensor);
+  return out.finish();
 }
 
 }  // namespace hone

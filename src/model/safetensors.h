@@ -48,6 +48,9 @@ class SafetensorsFile {
   Tensor view(const std::string& name) const;
   // A copy converted to f32 (from F32, BF16 or F16), written to dst (numel must match).
   void read_f32(const std::string& name, float* dst) const;
+  // Elements [begin, begin + count) of the tensor (row-major) converted to f32: only that byte range of the mapping
+  // is touched, so a tensor-parallel rank reading its slices of a large file pages in little more than them.
+  void read_f32(const std::string& name, int64_t begin, int64_t count, float* dst) const;
 
  private:
   std::string path_;
@@ -70,6 +73,9 @@ class SafetensorsCheckpoint {
   const SafetensorsTensorInfo& info(const std::string& name) const { return file_of(name).info(name); }
   Tensor view(const std::string& name) const { return file_of(name).view(name); }
   void read_f32(const std::string& name, float* dst) const { file_of(name).read_f32(name, dst); }
+  void read_f32(const std::string& name, int64_t begin, int64_t count, float* dst) const {
+    file_of(name).read_f32(name, begin, count, dst);
+  }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   bool sharded() const { return sharded_; }
 
@@ -87,6 +93,56 @@ struct SafetensorsEntry {
   DType dtype;
 };
 inline SafetensorsEntry safetensors_entry(std::string name, const Tensor& t) { return {std::move(name), t, t.dtype()}; }
+
+// A tensor declared before its data is at hand: its name, shape and the dtype it is stored as.
+struct SafetensorsSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype;
+  int64_t nbytes() const;
+};
+
+// One file written incrementally: the header when constructed (every byte range follows from the declared shapes),
+// then each tensor's bytes as write() is handed it, in the declared order, so that only the tensor being written
+// needs to exist in memory. commit() renames the finished temporary over `path`; destroyed uncommitted, the
+// temporary is removed. write_safetensors is this with every tensor at hand (the bytes are the same).
+class SafetensorsFileWriter {
+ public:
+  SafetensorsFileWriter(const std::string& path, std::vector<SafetensorsSlot> slots,
+                        const SafetensorsMetadata& metadata = {{"format", "pt"}});
+  ~SafetensorsFileWriter();
+  SafetensorsFileWriter(const SafetensorsFileWriter&) = delete;
+  SafetensorsFileWriter& operator=(const SafetensorsFileWriter&) = delete;
+
+  // The next declared tensor's data: a host tensor of the slot's shape, in the slot's dtype or (converted on the
+  // way) another of f32, bf16 and f16 when the slot's is one of them.
+  void write(const Tensor& t);
+  bool complete() const;  // every declared tensor written
+  void commit();          // Error unless complete()
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A checkpoint folder written incrementally, byte for byte what write_safetensors_checkpoint writes for the same
+// tensors (the same shard split, file names and index): the split and every header follow from the declared shapes,
+// so the tensors can be handed over one at a time (e.g. gathered from tensor-parallel shards, parallel/shard_io.h).
+class SafetensorsCheckpointWriter {
+ public:
+  // Creates dir; UserError when it cannot, or when max_shard_bytes is not positive.
+  SafetensorsCheckpointWriter(const std::string& dir, std::vector<SafetensorsSlot> slots, int64_t max_shard_bytes);
+  ~SafetensorsCheckpointWriter();
+
+  void write(const Tensor& t);  // the next declared tensor, as SafetensorsFileWriter::write
+  // After the last tensor: the last file committed, the index written (sharded) and the other form's stale files
+  // removed. Returns the file names written (without dir), index last.
+  std::vector<std::string> finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Writes one file atomically (a temporary file in the same folder, then rename). Tensors are laid out in the
 // order given; names must be unique. metadata defaults to {"format": "pt"} as transformers expects.

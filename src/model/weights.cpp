@@ -96,15 +96,13 @@ void init_random_weights(ModelWeights& w, const ModelConfig& c, uint64_t seed, f
   }
 }
 
-void load_weights(ModelWeights& w, const ModelConfig& c, const std::string& dir) {
-  if (!w.flat.defined()) w = allocate_weights(c);
-  const SafetensorsCheckpoint ckpt(dir);
-  const auto params = w.named_parameters();
+void check_checkpoint_params(const SafetensorsCheckpoint& ckpt, const std::vector<ParamSpec>& specs,
+                             const ModelConfig& c, const std::string& dir) {
   std::set<std::string> expected;
   std::vector<std::string> missing;
-  for (const auto& [name, t] : params) {
-    expected.insert(name);
-    if (!ckpt.contains(name)) missing.push_back(name);
+  for (const ParamSpec& spec : specs) {
+    expected.insert(spec.name);
+    if (!ckpt.contains(spec.name)) missing.push_back(spec.name);
   }
   auto list = [](const std::vector<std::string>& names) {
     std::string s;
@@ -123,27 +121,37 @@ void load_weights(ModelWeights& w, const ModelConfig& c, const std::string& dir)
   }
   HONE_USER_CHECK(extra.empty(), dir, ": the checkpoint has ", extra.size(), " tensor(s) the ",
                   architecture_hf_name(c.arch), " config does not use: ", list(extra));
-  for (const auto& [name, t] : params) {
-    const SafetensorsTensorInfo& info = ckpt.info(name);
-    HONE_USER_CHECK(info.shape == t.shape(), dir, ": tensor '", name, "' has shape ",
+  for (const ParamSpec& spec : specs) {
+    const SafetensorsTensorInfo& info = ckpt.info(spec.name);
+    HONE_USER_CHECK(info.shape == spec.shape, dir, ": tensor '", spec.name, "' has shape ",
                     Tensor::view(nullptr, info.shape, DType::f32).shape_string(), " but the config needs ",
-                    t.shape_string());
+                    Tensor::view(nullptr, spec.shape, DType::f32).shape_string());
     HONE_USER_CHECK(info.dtype_name == "F32" || info.dtype_name == "BF16" || info.dtype_name == "F16", dir,
-                    ": tensor '", name, "' has dtype ", info.dtype_name, "; expected F32, BF16 or F16");
-    ckpt.read_f32(name, t.f32());
+                    ": tensor '", spec.name, "' has dtype ", info.dtype_name, "; expected F32, BF16 or F16");
   }
+}
+
+void load_weights(ModelWeights& w, const ModelConfig& c, const std::string& dir) {
+  if (!w.flat.defined()) w = allocate_weights(c);
+  const SafetensorsCheckpoint ckpt(dir);
+  check_checkpoint_params(ckpt, w.specs, c, dir);
+  for (const ParamSpec& spec : w.specs) ckpt.read_f32(spec.name, w.param(spec).f32());
 }
 
 void save_model(const ModelWeights& w, const ModelConfig& c, const std::string& dir, DType dtype,
                 int64_t max_shard_bytes) {
+  save_model_streaming(w.specs, c, dir, dtype, max_shard_bytes, [&](size_t i) { return w.param(w.specs[i]); });
+}
+
+void save_model_streaming(const std::vector<ParamSpec>& specs, const ModelConfig& c, const std::string& dir,
+                          DType dtype, int64_t max_shard_bytes, const std::function<Tensor(size_t)>& tensor_of) {
   HONE_USER_CHECK(dtype == DType::f32 || dtype == DType::bf16, "models are saved in f32 or bf16, not ",
                   dtype_name(dtype));
-  std::vector<SafetensorsEntry> entries;
-  for (const auto& [name, t] : w.named_parameters()) entries.push_back({name, t, dtype});
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  HONE_USER_CHECK(fs::is_directory(dir), "cannot create folder ", dir, ": ", ec.message());
-  write_safetensors_checkpoint(dir, entries, max_shard_bytes);
+  std::vector<SafetensorsSlot> slots;
+  for (const ParamSpec& spec : specs) slots.push_back({spec.name, spec.shape, dtype});
+  SafetensorsCheckpointWriter out(dir, std::move(slots), max_shard_bytes);  // creates the folder
+  for (size_t i = 0; i < specs.size(); ++i) out.write(tensor_of(i));
+  out.finish();
   ModelConfig saved = c;
   saved.torch_dtype = dtype == DType::bf16 ? "bfloat16" : "float32";
   write_file_atomic(dir + "/config.json", model_config_to_hf_json(saved));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "tensor/tensor.h"
 
 namespace hone {
+
+class SafetensorsCheckpoint;
 
 // One layer's fp32 parameters (members as in model/param_table.h: q_proj [Hq*D, C], q_bias [Hq*D] (Qwen2 only;
 // undefined otherwise), q_norm [D] (Qwen3 only), o_proj [C, Hq*D], gate/up [I, C], down [C, I], the two norms [C]).
@@ -40,9 +43,21 @@ void init_random_weights(ModelWeights& w, const ModelConfig& c, uint64_t seed, f
 // Loads every parameter from <dir>/model.safetensors or the shards in <dir>/model.safetensors.index.json
 // (bf16/f16/f32 converted to f32). Missing or extra tensors, and shape mismatches, are UserErrors by name.
 void load_weights(ModelWeights& w, const ModelConfig& c, const std::string& dir);
+// The checks load_weights makes before reading, shared with the tensor-parallel loader (parallel/shard_io.h): ckpt
+// holds every parameter of `specs` (whole HF shapes) in F32, BF16 or F16 and nothing the config does not use (a
+// tied lm_head copy and rotary_emb.inv_freq buffers are tolerated). UserErrors by name, prefixed with dir.
+void check_checkpoint_params(const SafetensorsCheckpoint& ckpt, const std::vector<ParamSpec>& specs,
+                             const ModelConfig& c, const std::string& dir);
 // Writes <dir>/config.json and the weights as safetensors (sharded with an index above max_shard_bytes),
 // in `dtype` (f32 or bf16), so transformers' from_pretrained(dir) loads them unchanged.
 void save_model(const ModelWeights& w, const ModelConfig& c, const std::string& dir, DType dtype = DType::f32,
                 int64_t max_shard_bytes = int64_t(5) << 30);
+
+// save_model with the whole parameters handed over one at a time, so that no whole model need exist in memory (a
+// tensor-parallel save gathers them from the shards, parallel/shard_io.h): tensor_of(i) is called once for each i
+// of specs (the parameter table, whole HF shapes) in order and returns that parameter's whole f32 tensor, read
+// before the next call. The files are those save_model writes for the same values.
+void save_model_streaming(const std::vector<ParamSpec>& specs, const ModelConfig& c, const std::string& dir,
+                          DType dtype, int64_t max_shard_bytes, const std::function<Tensor(size_t)>& tensor_of);
 
 }  // namespace hone

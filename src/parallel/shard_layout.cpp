@@ -66,27 +66,6 @@ ShardSlice slice_of(const ModelConfig& c, const LayerShape& s, const ParamSpec& 
   return sl;
 }
 
-// Calls fn(whole_offset, local_offset, n, valid) for each contiguous run of the slice (valid: the run exists in
-// the whole tensor; false for vocabulary padding).
-template <class Fn>
-void for_each_run(const ParamShard& p, Fn&& fn) {
-  const ShardSlice& sl = p.slice;
-  const auto& shape = p.spec.shape;
-  if (sl.dim < 0) {
-    fn(int64_t(0), int64_t(0), p.spec.numel(), true);
-    return;
-  }
-  if (sl.dim == 0) {
-    int64_t row = 1;
-    for (size_t d = 1; d < shape.size(); ++d) row *= shape[d];
-    for (int64_t i = 0; i < sl.count; ++i)
-      fn((sl.begin + i) * row, i * row, row, sl.begin + i < sl.valid_end);
-    return;
-  }
-  HONE_CHECK(sl.dim == 1 && shape.size() == 2, "split along dimension ", sl.dim, " of ", p.spec.name);
-  for (int64_t r = 0; r < shape[0]; ++r) fn(r * shape[1] + sl.begin, r * sl.count, sl.count, true);
-}
-
 }  // namespace
 
 ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank) {
@@ -112,17 +91,35 @@ const ParamShard& ShardLayout::find(const std::string& name) const {
   return params_.front();
 }
 
+std::vector<ShardRun> ShardLayout::runs(const ParamShard& p) {
+  const ShardSlice& sl = p.slice;
+  const auto& shape = p.spec.shape;
+  if (sl.dim < 0) return {ShardRun{0, 0, p.spec.numel(), true}};
+  if (sl.dim == 0) {
+    int64_t row = 1;
+    for (size_t d = 1; d < shape.size(); ++d) row *= shape[d];
+    const int64_t real = sl.valid_count(), pad = sl.count - real;
+    std::vector<ShardRun> out;
+    if (real > 0) out.push_back({sl.begin * row, 0, real * row, true});
+    if (pad > 0) out.push_back({(sl.begin + real) * row, real * row, pad * row, false});
+    return out;
+  }
+  HONE_CHECK(sl.dim == 1 && shape.size() == 2, "split along dimension ", sl.dim, " of ", p.spec.name);
+  std::vector<ShardRun> out(static_cast<size_t>(shape[0]));
+  for (int64_t r = 0; r < shape[0]; ++r) out[size_t(r)] = {r * shape[1] + sl.begin, r * sl.count, sl.count, true};
+  return out;
+}
+
 void ShardLayout::extract(const ParamShard& p, const float* whole, float* local) {
-  for_each_run(p, [&](int64_t w, int64_t l, int64_t n, bool valid) {
-    if (valid) std::memcpy(local + l, whole + w, size_t(n) * sizeof(float));
-    else std::memset(local + l, 0, size_t(n) * sizeof(float));
-  });
+  for (const ShardRun& r : runs(p)) {
+    if (r.valid) std::memcpy(local + r.local, whole + r.whole, size_t(r.n) * sizeof(float));
+    else std::memset(local + r.local, 0, size_t(r.n) * sizeof(float));
+  }
 }
 
 void ShardLayout::insert(const ParamShard& p, const float* local, float* whole) {
-  for_each_run(p, [&](int64_t w, int64_t l, int64_t n, bool valid) {
-    if (valid) std::memcpy(whole + w, local + l, size_t(n) * sizeof(float));
-  });
+  for (const ShardRun& r : runs(p))
+    if (r.valid) std::memcpy(whole + r.whole, local + r.local, size_t(r.n) * sizeof(float));
 }
 
 }  // namespace hone

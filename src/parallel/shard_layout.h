@@ -44,6 +44,13 @@ struct ParamShard {
   int64_t local_numel() const;
 };
 
+// A contiguous run of a slice: n elements at `whole` in the HF tensor (row-major) and at `local` in the shard;
+// valid is false for vocabulary padding (no counterpart in the HF tensor: zero in the shard).
+struct ShardRun {
+  int64_t whole = 0, local = 0, n = 0;
+  bool valid = true;
+};
+
 class ShardLayout {
  public:
   // This rank's shard of c's parameters at tensor-parallel size tp; the UserError of layer_shape when tp does not
@@ -58,6 +65,9 @@ class ShardLayout {
   // The shard of the parameter named `name` (HF name); Error when there is none.
   const ParamShard& find(const std::string& name) const;
 
+  // The runs of p's slice in order of the local shard: a whole tensor or a dimension-0 slice is one run of real
+  // rows (and one of padding rows); a dimension-1 slice is one run per row. What a loader reads from a file.
+  static std::vector<ShardRun> runs(const ParamShard& p);
   // Copies this rank's slice out of a whole HF tensor (row-major, spec.shape) into `local` (local_numel elements,
   // padding rows zero).
   static void extract(const ParamShard& p, const float* whole, float* local);

@@ -52,32 +52,41 @@ void extract_shard(const ShardLayout& layout, const ModelWeights& whole, ModelWe
   extract_shard_flat(layout, whole.flat.f32(), local.flat.f32());
 }
 
-void gather_shards_flat(const ModelConfig& c, const ShardLayout& layout, const float* local, Comm& tp, float* whole,
-                        int root) {
+ShardGatherer::ShardGatherer(const ModelConfig& c, const ShardLayout& layout, Comm& tp, int root)
+    : layout_(layout), tp_(tp), root_(root) {
   HONE_CHECK(tp.size() == layout.tp() && tp.rank() == layout.tp_rank(), "the communicator (rank ", tp.rank(), " of ",
              tp.size(), ") is not the layout's tensor-parallel group (rank ", layout.tp_rank(), " of ", layout.tp(),
              ")");
-  const std::vector<int64_t> offsets = whole_offsets(layout);
-  if (tp.rank() != root) {
-    for (const ParamShard& p : layout.params())
-      if (p.slice.dim >= 0) tp.send(local + p.offset, p.local_numel(), root);
+  HONE_CHECK(root >= 0 && root < tp.size(), "gathering on rank ", root, " of a group of ", tp.size());
+  if (tp.rank() == root)
+    for (int r = 0; r < tp.size(); ++r) ranks_.push_back(r == root ? layout : ShardLayout::of(c, tp.size(), r));
+}
+
+void ShardGatherer::gather(size_t i, const float* local, float* whole) {
+  const ParamShard& mine = layout_.params().at(i);
+  if (tp_.rank() != root_) {
+    if (mine.slice.dim >= 0) tp_.send(local, mine.local_numel(), root_);
     return;
   }
   HONE_CHECK(whole != nullptr, "the gathering rank needs a whole buffer");
-  std::vector<ShardLayout> ranks;
-  for (int r = 0; r < tp.size(); ++r) ranks.push_back(r == root ? layout : ShardLayout::of(c, tp.size(), r));
-  std::vector<float> piece;
-  for (size_t i = 0; i < layout.params().size(); ++i) {
-    ShardLayout::insert(layout.params()[i], local + layout.params()[i].offset, whole + offsets[i]);
-    if (layout.params()[i].slice.dim < 0) continue;  // replicated: root's copy is the whole tensor
-    for (int r = 0; r < tp.size(); ++r) {
-      if (r == root) continue;
-      const ParamShard& p = ranks[size_t(r)].params()[i];
-      piece.resize(size_t(p.local_numel()));
-      tp.recv(piece.data(), p.local_numel(), r);
-      ShardLayout::insert(p, piece.data(), whole + offsets[i]);
-    }
+  ShardLayout::insert(mine, local, whole);
+  if (mine.slice.dim < 0) return;  // replicated: root's copy is the whole tensor
+  for (int r = 0; r < tp_.size(); ++r) {
+    if (r == root_) continue;
+    const ParamShard& p = ranks_[size_t(r)].params()[i];
+    piece_.resize(size_t(p.local_numel()));
+    tp_.recv(piece_.data(), p.local_numel(), r);
+    ShardLayout::insert(p, piece_.data(), whole);
   }
+}
+
+void gather_shards_flat(const ModelConfig& c, const ShardLayout& layout, const float* local, Comm& tp, float* whole,
+                        int root) {
+  ShardGatherer g(c, layout, tp, root);
+  HONE_CHECK(tp.rank() != root || whole != nullptr, "the gathering rank needs a whole buffer");
+  const std::vector<int64_t> offsets = whole_offsets(layout);
+  for (size_t i = 0; i < layout.params().size(); ++i)
+    g.gather(i, local + layout.params()[i].offset, tp.rank() == root ? whole + offsets[i] : nullptr);
 }
 
 }  // namespace hone

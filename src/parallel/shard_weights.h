@@ -4,6 +4,8 @@
 // the whole model on one rank (checkpoints and HF files are whole, independent of tp).
 #pragma once
 
+#include <vector>
+
 #include "comm/comm.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -22,6 +24,24 @@ void extract_shard(const ShardLayout& layout, const ModelWeights& whole, ModelWe
 // Collective over tp (the layout's tensor-parallel group): every rank passes its local flat shard; `whole`
 // [num_params] on rank `root` of tp receives the whole model, one parameter at a time (no rank holds more than
 // the whole model and one parameter's slice). whole is only written on root (others may pass nullptr).
+// The gathering of gather_shards_flat one parameter at a time, for callers that use each whole parameter before the
+// next (saving HF files from the shards without a whole model in memory, parallel/shard_io.h). Every rank of tp
+// calls gather for the same parameters in the same order; c, layout and tp must outlive this object.
+class ShardGatherer {
+ public:
+  ShardGatherer(const ModelConfig& c, const ShardLayout& layout, Comm& tp, int root = 0);
+  // Parameter i of the layout: every rank passes its slice (local_numel elements); whole [spec.numel()] on root
+  // receives the whole tensor (others may pass nullptr). Replicated parameters move nowhere: root's copy is whole.
+  void gather(size_t i, const float* local, float* whole);
+
+ private:
+  const ShardLayout& layout_;
+  Comm& tp_;
+  int root_;
+  std::vector<ShardLayout> ranks_;  // every rank's layout, on root only
+  std::vector<float> piece_;        // one received slice
+};
+
 void gather_shards_flat(const ModelConfig& c, const ShardLayout& layout, const float* local, Comm& tp, float* whole,
                         int root = 0);
 

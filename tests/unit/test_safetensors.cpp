@@ -1,5 +1,6 @@
-// safetensors: round trips of every dtype and odd shapes, conversion on write, sharded checkpoints, and damaged
-// files, each of which must be a UserError naming the file (never a crash).
+// safetensors: round trips of every dtype and odd shapes, conversion on write, sharded checkpoints, ranges of a
+// tensor read alone, the incremental writer (the same bytes as the one-call writer), and damaged files, each of
+// which must be a UserError naming the file (never a crash).
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
@@ -236,6 +237,59 @@ BOOST_AUTO_TEST_CASE(valid_but_unheld_dtype_is_listed_not_viewed) {
   BOOST_CHECK_THROW(f.view("d"), hone::UserError);
   float x;
   BOOST_CHECK_THROW(f.read_f32("d", &x), hone::UserError);
+}
+
+
+BOOST_AUTO_TEST_CASE(a_range_of_elements_reads_as_the_whole_does) {
+  const std::string dir = test::temp_dir("st-range");
+  Tensor x = Tensor::empty({5, 7}, DType::f32);
+  for (int i = 0; i < 35; ++i) x.f32()[i] = 0.37f * float(i) - 4.f;
+  hone::write_safetensors(dir + "/r.safetensors", {{"f", x, DType::f32}, {"b", x, DType::bf16}, {"h", x, DType::f16}});
+  hone::SafetensorsFile f(dir + "/r.safetensors");
+  for (const char* name : {"f", "b", "h"}) {
+    std::vector<float> whole(35), part(35, -1.f);
+    f.read_f32(name, whole.data());
+    for (auto [begin, count] : {std::pair{0, 35}, {7, 14}, {34, 1}, {3, 0}}) {
+      f.read_f32(name, begin, count, part.data());
+      BOOST_TEST(std::memcmp(part.data(), whole.data() + begin, size_t(count) * 4) == 0, name << " " << begin);
+    }
+    BOOST_CHECK_THROW(f.read_f32(name, 30, 6, part.data()), hone::Error);  // passes the end
+  }
+}
+
+BOOST_AUTO_TEST_CASE(tensors_handed_over_one_at_a_time_write_the_same_files) {
+  const std::string a = test::temp_dir("st-stream-a"), b = test::temp_dir("st-stream-b");
+  std::vector<Tensor> ts;
+  std::vector<hone::SafetensorsEntry> entries;
+  std::vector<hone::SafetensorsSlot> slots;
+  for (int i = 0; i < 5; ++i) {
+    ts.push_back(filled({10, 5 + i}, DType::f32, i));
+    entries.push_back({"t" + std::to_string(i), ts.back(), i % 2 ? DType::bf16 : DType::f32});
+    slots.push_back({entries.back().name, ts.back().shape(), entries.back().dtype});
+  }
+  const auto want = hone::write_safetensors_checkpoint(a, entries, 500);
+  hone::SafetensorsCheckpointWriter out(b, slots, 500);
+  for (const Tensor& t : ts) out.write(t);
+  const auto got = out.finish();
+  BOOST_TEST(got == want);
+  BOOST_TEST(want.size() > 2u);
+  for (const auto& n : want) BOOST_TEST(read_all(a + "/" + n) == read_all(b + "/" + n), n);
+
+  // Handed the wrong tensor, or finished early: an Error, and the unfinished file is not left behind.
+  const std::string c = test::temp_dir("st-stream-bad");
+  {
+    hone::SafetensorsCheckpointWriter bad(c, slots, 1 << 20);
+    BOOST_CHECK_THROW(bad.write(ts[1]), hone::Error);  // t0's slot is [10, 5]
+    bad.write(ts[0]);
+    BOOST_CHECK_THROW(bad.finish(), hone::Error);
+  }
+  BOOST_TEST(fs::is_empty(c));
+  hone::SafetensorsFileWriter one(c + "/one.st", {{"x", {2}, DType::f32}});
+  BOOST_CHECK_THROW(one.commit(), hone::Error);
+  one.write(Tensor::zeros({2}, DType::f32));
+  BOOST_CHECK_THROW(one.write(Tensor::zeros({2}, DType::f32)), hone::Error);
+  one.commit();
+  BOOST_TEST(hone::SafetensorsFile(c + "/one.st").info("x").numel() == 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
