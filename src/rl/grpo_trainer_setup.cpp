@@ -5,6 +5,7 @@
 
 #include "config/config.h"
 #include "rl/grpo_trainer.h"
+#include "parallel/shard_io.h"
 #include "parallel/shard_weights.h"
 #include "runtime/error.h"
 
@@ -46,18 +47,24 @@ GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
 
   // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its
   // roles (training/master, generation, reference when the KL term needs it).
-  // Under tensor parallelism, this rank's shard of them (parallel/shard_layout.h).
-  ModelWeights whole = allocate_weights(mc_);
-  if (!model_path_.empty())
-    load_weights(whole, mc_, model_path_);
-  else
-    init_random_weights(whole, mc_, s_.seed, float(c.get_float("model.init_std")));
+  // Under tensor parallelism, this rank's shard of them (parallel/shard_layout.h): read as slices of the files,
+  // so that no rank holds the whole model; a random init is drawn whole (the same values at every tp) and sliced.
   if (ps_.tp_size() == 1) {
-    initial_ = std::move(whole);
+    initial_ = allocate_weights(mc_);
+    if (!model_path_.empty())
+      load_weights(initial_, mc_, model_path_);
+    else
+      init_random_weights(initial_, mc_, s_.seed, float(c.get_float("model.init_std")));
   } else {
     const ShardLayout layout = ShardLayout::of(mc_, ps_.tp_size(), ps_.tp_rank());
     initial_ = allocate_shard_weights(layout, mc_);
-    extract_shard(layout, whole, initial_);
+    if (!model_path_.empty()) {
+      load_shard_weights(initial_, layout, mc_, model_path_);
+    } else {
+      ModelWeights whole = allocate_weights(mc_);
+      init_random_weights(whole, mc_, s_.seed, float(c.get_float("model.init_std")));
+      extract_shard(layout, whole, initial_);
+    }
   }
   engine_ = s_.cuda ? make_gpu_policy_engine(s_, mc_, initial_, ps_) : make_cpu_policy_engine(s_, mc_, initial_, ps_);
   timer_ = PhaseTimer([this] { engine_->synchronize(); });  // phase times wait for the device

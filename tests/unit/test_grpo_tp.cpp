@@ -128,4 +128,26 @@ BOOST_AUTO_TEST_CASE(tp2_checkpoint_resumes_at_tp1_dp2) {
   BOOST_TEST(max_weight_diff(whole + "/ck/step_00000004/model.safetensors", dir + "/ck/step_00000004/model.safetensors") < 1e-5);
 }
 
+// A model folder (a checkpoint of a first run) loaded at tp = 2, each rank reading its slices of the files, runs as
+// the same folder at tp = 1.
+BOOST_AUTO_TEST_CASE(model_folder_loaded_as_slices_equals_one_rank) {
+  const std::string first = run_in("grpo-tp-model-src", kArgs + " run.max_steps=1", 1);
+  std::string deck = tiny_deck("@DIR@");
+  const size_t a = deck.find("[model]"), b = deck.find("[tokenizer]");
+  deck = deck.substr(0, a) + "[model]\npath = \"" + first + "/ck/step_00000001\"\n" + deck.substr(b);
+  auto run_deck = [&](const std::string& name, const std::string& args, int ranks) {
+    const std::string dir = test::temp_dir(name);
+    std::string text = deck;
+    for (size_t at; (at = text.find("@DIR@")) != std::string::npos;) text.replace(at, 5, dir);
+    std::string out;
+    const int rc = hone_run(write_deck(dir, text), args, &out, ranks > 1 ? mpi(ranks) : "");
+    BOOST_TEST_INFO(tail(out));
+    BOOST_REQUIRE_EQUAL(rc, 0);
+    return dir;
+  };
+  const std::string one = run_deck("grpo-tp-model1", kArgs + " run.max_steps=2", 1);
+  const std::string two = run_deck("grpo-tp-model2", kArgs + " run.max_steps=2 parallel.tp=2", 2);
+  check_equal_runs(one, two, 2);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
