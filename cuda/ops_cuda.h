@@ -34,6 +34,12 @@ void destroy_gpu_context(GpuContext& ctx);
 // ---- embedding: out[t, :] = wte[ids[t], :] --------------------------------------------------------------------------
 void embedding_forward(bf16* out, const int32_t* ids, const bf16* wte, int T, int C, const GpuContext& ctx);
 void embedding_backward(float* dwte, const bf16* dout, const int32_t* ids, int T, int C, const GpuContext& ctx);
+// Vocabulary-parallel, as cpu::embedding_slice_forward/backward: wte[V, C] holds rows [vocab_begin, vocab_begin + V);
+// ids outside the slice give zero rows and no gradient.
+void embedding_slice_forward(bf16* out, const int32_t* ids, const bf16* wte, int T, int C, int vocab_begin, int V,
+                             const GpuContext& ctx);
+void embedding_slice_backward(float* dwte, const bf16* dout, const int32_t* ids, int T, int C, int vocab_begin,
+                              int V, const GpuContext& ctx);
 
 // ---- RMSNorm over rows of C (also per-head q/k norm: rows = T*H, C = D) ----------------------------------------------
 void rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int rows, int C, float eps,
