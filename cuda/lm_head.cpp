@@ -4,6 +4,9 @@
 // online statistics (cuda/lm_head.cu). Backward recomputes every chunk, turns it into dlogits (bf16: the operand
 // type of the bf16 tensor-core GEMMs that follow) and accumulates dh (fp32 per row block, rounded into the bf16 dh
 // once) and dW (fp32, directly). Same semantics as hone::cpu::lm_head_logprob_forward/backward.
+// The vocabulary-parallel slice ops (as hone::cpu::lm_head_vocab_slice_forward/backward) run the same drivers over
+// the slice's vocab_valid rows of W with global ids from vocab_begin; the slice forward writes per-row statistics
+// in place of the finished values.
 //
 // Work buffers live in the context's GEMM scratch (cuda/gemm.h), at most kScratchBudget bytes: R is chosen so that
 // the row block's buffers fit. Unlike the CPU twin, rows without a target are not gathered out: they go through the
@@ -43,13 +46,22 @@ void logits_chunk(float* z, const bf16* h, const bf16* w, int R, int C, int v0, 
        nullptr, ctx);
 }
 
-}  // namespace
+// The outputs of the row block starting at row r0 (null pointers stay null).
+LmHeadRowOutputs at_row(LmHeadRowOutputs o, int r0) {
+  if (o.stats) {
+    o.stats += r0;  // the stride stays T
+  } else {
+    o.logprob += r0;
+    o.lse += r0;
+    if (o.entropy) o.entropy += r0;
+  }
+  return o;
+}
 
-void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const bf16* h, const bf16* w,
-                             const int32_t* targets, int T, int C, int V, float temperature, int chunk_v,
-                             const GpuContext& ctx) {
-  check_args(T, C, V, temperature, chunk_v);
-  if (T == 0) return;
+// The forward over the vocabulary rows W[0, V) whose global ids start at vocab_begin: per row block, every chunk's
+// logits folded into the row state; the last chunk writes `out` (offset to the block by at_row).
+void forward_rows(const bf16* h, const bf16* w, const int32_t* targets, int T, int C, int V, int vocab_begin,
+                  float temperature, int chunk_v, LmHeadRowOutputs out, const GpuContext& ctx) {
   const int cv = std::min(chunk_v, V);
   // Per row: the logits chunk (fp32) and the state m, zt (fp32), s, u (fp64).
   const int RB = row_block(T, size_t(cv) * sizeof(float) + 2 * sizeof(float) + 2 * sizeof(double) + 64);
@@ -64,21 +76,20 @@ void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const b
 
   for (int r0 = 0; r0 < T; r0 += RB) {
     const int R = std::min(RB, T - r0);
+    const LmHeadRowOutputs ob = at_row(out, r0);
     for (int v0 = 0; v0 < V; v0 += cv) {
       const int n = std::min(cv, V - v0);
       logits_chunk(z, h + int64_t(r0) * C, w, R, C, v0, n, temperature, ctx);
-      lm_head_chunk_stats(z, R, n, v0, v0 == 0, v0 + n >= V, targets + r0, st, logprob + r0,
-                          entropy ? entropy + r0 : nullptr, lse + r0, ctx);
+      lm_head_chunk_stats(z, R, n, vocab_begin + v0, v0 == 0, v0 + n >= V, targets + r0, st, ob, ctx);
     }
   }
 }
 
-void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
-                              const bf16* w, const int32_t* targets, const float* lse, const float* entropy, int T,
-                              int C, int V, float temperature, int chunk_v, const GpuContext& ctx) {
-  check_args(T, C, V, temperature, chunk_v);
-  HONE_CHECK(dentropy == nullptr || entropy != nullptr, "the entropy gradient needs the saved entropy");
-  if (T == 0) return;
+// The backward over the vocabulary rows W[0, V) whose global ids start at vocab_begin: dh += dlogits W (through an
+// fp32 block buffer, one bf16 rounding per row block), dW[0, V) += dlogits^T h.
+void backward_rows(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h, const bf16* w,
+                   const int32_t* targets, const float* lse, const float* entropy, int T, int C, int V,
+                   int vocab_begin, float temperature, int chunk_v, const GpuContext& ctx) {
   const int cv = std::min(chunk_v, V);
   // Per row: the logits chunk (fp32), dlogits (bf16) and dh of the block (fp32).
   const int RB = row_block(T, size_t(cv) * (sizeof(float) + sizeof(bf16)) + size_t(C) * sizeof(float) + 64);
@@ -96,8 +107,9 @@ void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const 
     for (int v0 = 0; v0 < V; v0 += cv) {
       const int n = std::min(cv, V - v0);
       logits_chunk(z, hb, w, R, C, v0, n, temperature, ctx);
-      lm_head_chunk_dlogits(dz, z, R, n, v0, targets + r0, dlogprob + r0, dentropy ? dentropy + r0 : nullptr,
-                            lse + r0, entropy ? entropy + r0 : nullptr, temperature, ctx);
+      lm_head_chunk_dlogits(dz, z, R, n, vocab_begin + v0, targets + r0, dlogprob + r0,
+                            dentropy ? dentropy + r0 : nullptr, lse + r0, entropy ? entropy + r0 : nullptr,
+                            temperature, ctx);
       // dhb[R, C] (=, then +=) dz[R, n] W[v0 : v0 + n, C]
       gemm(false, false, R, C, n, 1.f, dz, n, w + int64_t(v0) * C, C, v0 == 0 ? 0.f : 1.f, dhb, GemmOut::f32, C,
            nullptr, ctx);
@@ -107,6 +119,55 @@ void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const 
     }
     accumulate_f32_into_bf16(dh + int64_t(r0) * C, dhb, int64_t(R) * C, ctx);
   }
+}
+
+void check_slice(int V, int vocab_begin, int vocab_valid) {
+  HONE_CHECK(vocab_begin >= 0, "vocab_begin must not be negative, got ", vocab_begin);
+  HONE_CHECK(vocab_valid >= 0 && vocab_valid <= V, "vocab_valid ", vocab_valid, " outside [0, ", V, "]");
+}
+
+}  // namespace
+
+void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const bf16* h, const bf16* w,
+                             const int32_t* targets, int T, int C, int V, float temperature, int chunk_v,
+                             const GpuContext& ctx) {
+  check_args(T, C, V, temperature, chunk_v);
+  if (T == 0) return;
+  forward_rows(h, w, targets, T, C, V, 0, temperature, chunk_v, LmHeadRowOutputs{logprob, entropy, lse, nullptr, 0},
+               ctx);
+}
+
+void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
+                              const bf16* w, const int32_t* targets, const float* lse, const float* entropy, int T,
+                              int C, int V, float temperature, int chunk_v, const GpuContext& ctx) {
+  check_args(T, C, V, temperature, chunk_v);
+  HONE_CHECK(dentropy == nullptr || entropy != nullptr, "the entropy gradient needs the saved entropy");
+  if (T == 0) return;
+  backward_rows(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, C, V, 0, temperature, chunk_v, ctx);
+}
+
+// The slice's chunks are its first vocab_valid rows of W: padding rows are never multiplied.
+void lm_head_vocab_slice_forward(float* stats, const bf16* h, const bf16* w, const int32_t* targets, int T, int C,
+                                 int V, int vocab_begin, int vocab_valid, float temperature, int chunk_v,
+                                 const GpuContext& ctx) {
+  check_args(T, C, V, temperature, chunk_v);
+  check_slice(V, vocab_begin, vocab_valid);
+  if (T == 0) return;
+  if (vocab_valid == 0) return lm_head_stats_empty(stats, T, ctx);
+  forward_rows(h, w, targets, T, C, vocab_valid, vocab_begin, temperature, chunk_v,
+               LmHeadRowOutputs{nullptr, nullptr, nullptr, stats, T}, ctx);
+}
+
+void lm_head_vocab_slice_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
+                                  const bf16* w, const int32_t* targets, const float* lse, const float* entropy,
+                                  int T, int C, int V, int vocab_begin, int vocab_valid, float temperature,
+                                  int chunk_v, const GpuContext& ctx) {
+  check_args(T, C, V, temperature, chunk_v);
+  check_slice(V, vocab_begin, vocab_valid);
+  HONE_CHECK(dentropy == nullptr || entropy != nullptr, "the entropy gradient needs the saved entropy");
+  if (T == 0 || vocab_valid == 0) return;
+  backward_rows(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, C, vocab_valid, vocab_begin, temperature,
+                chunk_v, ctx);
 }
 
 void lm_head_logits(float* logits, const bf16* h, const bf16* w, int T, int C, int V, const GpuContext& ctx) {

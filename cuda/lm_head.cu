@@ -1,5 +1,6 @@
 // Kernels of the fused LM head (see cuda/lm_head.cpp for the chunking): online log-sum-exp and entropy statistics
-// per row, the gradient with respect to the logits, and the final accumulation of dh.
+// per row, the gradient with respect to the logits, and the final accumulation of dh. Also the vocabulary-parallel
+// ops that touch only per-row statistics: lm_head_stats_rescale and lm_head_stats_finish.
 #include <cmath>
 
 #include "cuda/check.h"
@@ -46,17 +47,23 @@ __device__ float block_sum(float v, float* sh) {
 // to the new running max M, merged with the old sums moved to M: exp(z - M) = exp(z - m) exp(m - M), so
 // s' = f s and u' = f (u + (m - M) s) with f = exp(m - M) (as the CPU twin).
 __global__ void __launch_bounds__(kStatsThreads)
-    chunk_stats_kernel(const float* __restrict__ z, int n, int v0, int first, int last,
-                       const int32_t* __restrict__ targets, LmHeadRowState st, float* __restrict__ logprob,
-                       float* __restrict__ entropy, float* __restrict__ lse) {
+    chunk_stats_kernel(const float* __restrict__ z, int n, int col0, int first, int last,
+                       const int32_t* __restrict__ targets, LmHeadRowState st, LmHeadRowOutputs out) {
   __shared__ float sh[32];
   const int r = blockIdx.x;
   const int target = targets[r];
   if (target < 0) {  // uniform over the block: the whole block leaves before any barrier
     if (last && threadIdx.x == 0) {
-      logprob[r] = 0.f;
-      lse[r] = 0.f;
-      if (entropy) entropy[r] = 0.f;
+      if (out.stats) {
+        out.stats[r] = -INFINITY;
+        out.stats[out.stats_stride + r] = 0.f;
+        out.stats[2 * out.stats_stride + r] = 0.f;
+        out.stats[3 * out.stats_stride + r] = 0.f;
+      } else {
+        out.logprob[r] = 0.f;
+        out.lse[r] = 0.f;
+        if (out.entropy) out.entropy[r] = 0.f;
+      }
     }
     return;
   }
@@ -76,7 +83,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   pu = block_sum(pu, sh);
   if (threadIdx.x != 0) return;
   double S = ps, U = pu;
-  float zt = NAN;
+  float zt = out.stats ? 0.f : NAN;  // a slice's target logit is 0 where another slice holds the target
   if (!first) {
     double s_old = st.s[r], u_old = st.u[r];
     if (s_old > 0.0) {
@@ -88,14 +95,19 @@ __global__ void __launch_bounds__(kStatsThreads)
     U += u_old;
     zt = st.zt[r];
   }
-  const int tv = target - v0;
+  const int tv = target - col0;
   if (tv >= 0 && tv < n) zt = zr[tv];
-  if (last) {
+  if (last && out.stats) {
+    out.stats[r] = M;
+    out.stats[out.stats_stride + r] = float(S);
+    out.stats[2 * out.stats_stride + r] = float(U);
+    out.stats[3 * out.stats_stride + r] = zt;
+  } else if (last) {
     const double log_s = log(S);
     const float l = float(double(M) + log_s);
-    lse[r] = l;
-    logprob[r] = zt - l;
-    if (entropy) entropy[r] = float(log_s - U / S);
+    out.lse[r] = l;
+    out.logprob[r] = zt - l;
+    if (out.entropy) out.entropy[r] = float(log_s - U / S);
   } else {
     st.m[r] = M;
     st.s[r] = S;
@@ -104,7 +116,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   }
 }
 
-__global__ void chunk_dlogits_kernel(bf16* __restrict__ dz, const float* __restrict__ z, int R, int n, int v0,
+__global__ void chunk_dlogits_kernel(bf16* __restrict__ dz, const float* __restrict__ z, int R, int n, int col0,
                                      const int32_t* __restrict__ targets, const float* __restrict__ dlogprob,
                                      const float* __restrict__ dentropy, const float* __restrict__ lse,
                                      const float* __restrict__ entropy, float temperature) {
@@ -116,7 +128,7 @@ __global__ void chunk_dlogits_kernel(bf16* __restrict__ dz, const float* __restr
     if (target >= 0) {
       const float logp = z[i] - lse[r];
       const float p = expf(logp);
-      g = dlogprob[r] * ((j == target - v0 ? 1.f : 0.f) - p);
+      g = dlogprob[r] * ((j == target - col0 ? 1.f : 0.f) - p);
       if (dentropy) g += dentropy[r] * (-p * (logp + entropy[r]));
       g /= temperature;
     }
@@ -129,6 +141,48 @@ __global__ void accumulate_kernel(bf16* __restrict__ dst, const float* __restric
     dst[i] = __float2bfloat16(__bfloat162float(dst[i]) + src[i]);
 }
 
+// (-inf, 0, 0, 0) per row of stats[4, T]: the statistics of no logits at all.
+__global__ void stats_empty_kernel(float* __restrict__ stats, int T) {
+  const int64_t N = 4 * int64_t(T);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < N; i += int64_t(gridDim.x) * blockDim.x)
+    stats[i] = i < T ? -INFINITY : 0.f;
+}
+
+// As cpu::lm_head_stats_rescale, in double as there (T values: the cost is nothing). A slice that saw no logits for
+// a row (s = 0, m = -inf) keeps zeros: exp(m - M) would be NaN when M is -inf too (a row without target).
+__global__ void stats_rescale_kernel(float* __restrict__ stats, const float* __restrict__ common_max, int T) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < T; t += int64_t(gridDim.x) * blockDim.x) {
+    const float m = stats[t], M = common_max[t], s = stats[T + t], u = stats[2 * int64_t(T) + t];
+    float s2 = 0.f, u2 = 0.f;
+    if (s > 0.f) {  // exp(z - M) = exp(z - m) exp(m - M)
+      const double shift = double(m) - double(M), f = exp(shift);
+      u2 = float(f * (double(u) + shift * double(s)));
+      s2 = float(f * double(s));
+    }
+    stats[t] = M;
+    stats[T + t] = s2;
+    stats[2 * int64_t(T) + t] = u2;
+  }
+}
+
+// As cpu::lm_head_stats_finish (double where it uses double).
+__global__ void stats_finish_kernel(float* __restrict__ logprob, float* __restrict__ entropy, float* __restrict__ lse,
+                                    const float* __restrict__ stats, const int32_t* __restrict__ targets, int T) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < T; t += int64_t(gridDim.x) * blockDim.x) {
+    if (targets[t] < 0) {
+      logprob[t] = 0.f;
+      lse[t] = 0.f;
+      if (entropy) entropy[t] = 0.f;
+      continue;
+    }
+    const double s = stats[T + t], log_s = log(s);
+    const float l = float(double(stats[t]) + log_s);
+    lse[t] = l;
+    logprob[t] = stats[3 * int64_t(T) + t] - l;
+    if (entropy) entropy[t] = float(log_s - double(stats[2 * int64_t(T) + t]) / s);
+  }
+}
+
 int elementwise_blocks(int64_t N, const GpuContext& ctx) {
   const int64_t want = (N + kElemThreads - 1) / kElemThreads;
   const int64_t cap = int64_t(ctx.sm_count > 0 ? ctx.sm_count : 132) * 16;
@@ -137,27 +191,50 @@ int elementwise_blocks(int64_t N, const GpuContext& ctx) {
 
 }  // namespace
 
-void lm_head_chunk_stats(const float* z, int R, int n, int v0, bool first, bool last, const int32_t* targets,
-                         LmHeadRowState st, float* logprob, float* entropy, float* lse, const GpuContext& ctx) {
+void lm_head_chunk_stats(const float* z, int R, int n, int col0, bool first, bool last, const int32_t* targets,
+                         LmHeadRowState st, LmHeadRowOutputs out, const GpuContext& ctx) {
   if (R <= 0) return;
-  chunk_stats_kernel<<<R, kStatsThreads, 0, ctx.stream>>>(z, n, v0, first ? 1 : 0, last ? 1 : 0, targets, st,
-                                                          logprob, entropy, lse);
+  chunk_stats_kernel<<<R, kStatsThreads, 0, ctx.stream>>>(z, n, col0, first ? 1 : 0, last ? 1 : 0, targets, st,
+                                                          out);
   CUDA_CHECK_LAST();
 }
 
-void lm_head_chunk_dlogits(bf16* dz, const float* z, int R, int n, int v0, const int32_t* targets,
+void lm_head_stats_empty(float* stats, int T, const GpuContext& ctx) {
+  const int64_t N = 4 * int64_t(T);
+  if (N <= 0) return;
+  stats_empty_kernel<<<elementwise_blocks(N, ctx), kElemThreads, 0, ctx.stream>>>(stats, T);
+  CUDA_CHECK_LAST();
+}
+
+void lm_head_chunk_dlogits(bf16* dz, const float* z, int R, int n, int col0, const int32_t* targets,
                            const float* dlogprob, const float* dentropy, const float* lse, const float* entropy,
                            float temperature, const GpuContext& ctx) {
   const int64_t total = int64_t(R) * n;
   if (total <= 0) return;
   chunk_dlogits_kernel<<<elementwise_blocks(total, ctx), kElemThreads, 0, ctx.stream>>>(
-      dz, z, R, n, v0, targets, dlogprob, dentropy, lse, entropy, temperature);
+      dz, z, R, n, col0, targets, dlogprob, dentropy, lse, entropy, temperature);
   CUDA_CHECK_LAST();
 }
 
 void accumulate_f32_into_bf16(bf16* dst, const float* src, int64_t N, const GpuContext& ctx) {
   if (N <= 0) return;
   accumulate_kernel<<<elementwise_blocks(N, ctx), kElemThreads, 0, ctx.stream>>>(dst, src, N);
+  CUDA_CHECK_LAST();
+}
+
+void lm_head_stats_rescale(float* stats, const float* max, int T, const GpuContext& ctx) {
+  HONE_CHECK(T >= 0, "bad row count T=", T);
+  if (T == 0) return;
+  stats_rescale_kernel<<<elementwise_blocks(T, ctx), kElemThreads, 0, ctx.stream>>>(stats, max, T);
+  CUDA_CHECK_LAST();
+}
+
+void lm_head_stats_finish(float* logprob, float* entropy, float* lse, const float* stats, const int32_t* targets,
+                          int T, const GpuContext& ctx) {
+  HONE_CHECK(T >= 0, "bad row count T=", T);
+  if (T == 0) return;
+  stats_finish_kernel<<<elementwise_blocks(T, ctx), kElemThreads, 0, ctx.stream>>>(logprob, entropy, lse, stats,
+                                                                                   targets, T);
   CUDA_CHECK_LAST();
 }
 

@@ -1,5 +1,7 @@
 // The LM head's elementwise and per-row kernels (cuda/lm_head.cu), launched by cuda/lm_head.cpp between its GEMMs.
 // Pointers to per-row arrays (targets, logprob, lse, ...) point at the first row of the current row block.
+// The same kernels serve the whole vocabulary and a vocabulary slice (tensor parallelism): col0, the global
+// vocabulary id of a chunk's first column (v0 + vocab_begin), is all that locates targets; the whole op passes v0.
 #pragma once
 
 #include <cstdint>
@@ -17,16 +19,31 @@ struct LmHeadRowState {
   float* zt;
 };
 
-// Folds the chunk z[R, n] (row stride n; vocabulary rows [v0, v0 + n); already divided by the temperature) into
-// the row state. first: the state is not yet initialized. last: also write lse, logprob and entropy (may be null).
-// Rows with targets < 0 are skipped and get 0 on the last chunk; a target >= V is never seen and gives NaN.
-void lm_head_chunk_stats(const float* z, int R, int n, int v0, bool first, bool last, const int32_t* targets,
-                         LmHeadRowState st, float* logprob, float* entropy, float* lse, const GpuContext& ctx);
+// Where the last chunk writes each row's result. stats null: the whole vocabulary's lse, logprob and entropy (may
+// be null). stats non-null (a vocabulary slice): the row's m, s, u and target logit at stats[k * stats_stride]
+// for k = 0..3 (cpu::lm_head_vocab_slice_forward's [4, T] layout; the stride is T, not the row block).
+struct LmHeadRowOutputs {
+  float* logprob;
+  float* entropy;
+  float* lse;
+  float* stats;
+  int64_t stats_stride;
+};
+
+// Folds the chunk z[R, n] (row stride n; global vocabulary ids [col0, col0 + n); already divided by the
+// temperature) into the row state. first: the state is not yet initialized. last: also write the outputs.
+// Rows with targets < 0 are skipped and get 0 (stats: m = -inf, 0) on the last chunk. A target never seen gives a
+// NaN logprob for the whole vocabulary (an id >= V) and a target logit of 0 for a slice (another slice's id).
+void lm_head_chunk_stats(const float* z, int R, int n, int col0, bool first, bool last, const int32_t* targets,
+                         LmHeadRowState st, LmHeadRowOutputs out, const GpuContext& ctx);
+
+// The statistics of a slice that gives no logits (padding only): stats[4, T] = (-inf, 0, 0, 0) per row.
+void lm_head_stats_empty(float* stats, int T, const GpuContext& ctx);
 
 // dz[R, n] (bf16) = d(sum dlogprob*logprob + dentropy*entropy) / d(raw logit) for the chunk z[R, n] (z already
-// divided by the temperature): (dlogprob ([j == target] - p) - dentropy p (log p + H)) / temperature; 0 for rows
-// with targets < 0. dentropy and entropy may be null (together).
-void lm_head_chunk_dlogits(bf16* dz, const float* z, int R, int n, int v0, const int32_t* targets,
+// divided by the temperature; global vocabulary ids [col0, col0 + n)): (dlogprob ([j == target] - p) - dentropy p
+// (log p + H)) / temperature; 0 for rows with targets < 0. dentropy and entropy may be null (together).
+void lm_head_chunk_dlogits(bf16* dz, const float* z, int R, int n, int col0, const int32_t* targets,
                            const float* dlogprob, const float* dentropy, const float* lse, const float* entropy,
                            float temperature, const GpuContext& ctx);
 

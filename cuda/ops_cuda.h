@@ -34,6 +34,12 @@ void destroy_gpu_context(GpuContext& ctx);
 // ---- embedding: out[t, :] = wte[ids[t], :] --------------------------------------------------------------------------
 void embedding_forward(bf16* out, const int32_t* ids, const bf16* wte, int T, int C, const GpuContext& ctx);
 void embedding_backward(float* dwte, const bf16* dout, const int32_t* ids, int T, int C, const GpuContext& ctx);
+// Vocabulary-parallel, as cpu::embedding_slice_forward/backward: wte[V, C] holds rows [vocab_begin, vocab_begin + V);
+// ids outside the slice give zero rows and no gradient.
+void embedding_slice_forward(bf16* out, const int32_t* ids, const bf16* wte, int T, int C, int vocab_begin, int V,
+                             const GpuContext& ctx);
+void embedding_slice_backward(float* dwte, const bf16* dout, const int32_t* ids, int T, int C, int vocab_begin,
+                              int V, const GpuContext& ctx);
 
 // ---- RMSNorm over rows of C (also per-head q/k norm: rows = T*H, C = D) ----------------------------------------------
 void rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int rows, int C, float eps,
@@ -85,6 +91,19 @@ void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const b
 void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
                               const bf16* w, const int32_t* targets, const float* lse, const float* entropy, int T,
                               int C, int V, float temperature, int chunk_v, const GpuContext& ctx);
+// Vocabulary-parallel, as cpu::lm_head_vocab_slice_forward, lm_head_stats_rescale, lm_head_stats_finish and
+// lm_head_vocab_slice_backward: stats fp32 [4, T] (m, s, u, target logit), max fp32 [T]; h, w bf16, w [V, C] of
+// which the first vocab_valid rows exist; dh bf16 (accumulated), dw fp32 (accumulated, padding rows untouched).
+void lm_head_vocab_slice_forward(float* stats, const bf16* h, const bf16* w, const int32_t* targets, int T, int C,
+                                 int V, int vocab_begin, int vocab_valid, float temperature, int chunk_v,
+                                 const GpuContext& ctx);
+void lm_head_stats_rescale(float* stats, const float* max, int T, const GpuContext& ctx);
+void lm_head_stats_finish(float* logprob, float* entropy, float* lse, const float* stats, const int32_t* targets,
+                          int T, const GpuContext& ctx);
+void lm_head_vocab_slice_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
+                                  const bf16* w, const int32_t* targets, const float* lse, const float* entropy,
+                                  int T, int C, int V, int vocab_begin, int vocab_valid, float temperature,
+                                  int chunk_v, const GpuContext& ctx);
 // Full logits for a few rows (generation): logits[T, V] fp32 = h W^T.
 void lm_head_logits(float* logits, const bf16* h, const bf16* w, int T, int C, int V, const GpuContext& ctx);
 
