@@ -9,13 +9,15 @@
 #include "cuda/check.h"
 #include "cuda/device_memory.h"
 #include "model/gpu_op_profiler.h"
+#include "parallel/gpu_tensor_parallel.h"
 #include "runtime/error.h"
 
 namespace hone {
 GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
-                               int max_tokens)
+                               int max_tokens, GpuTensorParallel* tp)
     : c_(config),
-      shape_(layer_shape(config)),
+      tp_(tp),
+      shape_(tp ? tp->shape() : layer_shape(config)),
       layout_(layout),
       ctx_(ctx),
       recompute_(size_t(config.num_hidden_layers), false),
@@ -23,8 +25,9 @@ GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& lay
       inv_freq_(config.head_dim / 2) {
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
-  HONE_CHECK(layout_.num_params == c_.num_parameters(), "layout has ", layout_.num_params, " parameters, config ",
-             c_.num_parameters());
+  const int64_t expect = tp ? tp->layout().num_local_params() : c_.num_parameters();
+  HONE_CHECK(layout_.num_params == expect, "layout has ", layout_.num_params, " parameters, ",
+             tp ? "this rank's shard " : "the config ", expect);
   HONE_CHECK(c_.rope.head_dim == c_.head_dim, "rope.head_dim ", c_.rope.head_dim, " != head_dim ", c_.head_dim);
   HONE_CHECK(max_tokens > 0, "max_tokens must be positive");
   std::vector<float> inv(size_t(c_.head_dim / 2));
@@ -224,13 +227,14 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   const bf16* w = weights_.get();
   {
     ProfileScope ps(prof_, "embedding");
-    cuda::embedding_forward(x_[0], tokens_, w + layout_.embed_tokens, T, C, ctx_);
+    if (tp_) tp_->embedding_forward(x_[0], tokens_, w + layout_.embed_tokens, T);
+    else cuda::embedding_forward(x_[0], tokens_, w + layout_.embed_tokens, T, C, ctx_);
   }
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations& a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
-                      attention_, nullptr, x_[size_t(l + 1)], ctx_, prof_);
+                      attention_, tp_, x_[size_t(l + 1)], ctx_, prof_);
   }
   {
     ProfileScope ps(prof_, "rmsnorm");
@@ -238,8 +242,12 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   }
   {
     ProfileScope ps(prof_, "lm_head");
-    cuda::lm_head_logprob_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head,
-                                  targets_, T, C, V, temperature, chunk_v_, ctx_);
+    if (tp_)
+      tp_->lm_head_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head, targets_,
+                           T, temperature, chunk_v_);
+    else
+      cuda::lm_head_logprob_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head,
+                                    targets_, T, C, V, temperature, chunk_v_, ctx_);
   }
   if (!need_entropy) CUDA_CHECK(cudaMemsetAsync(entropy_, 0, size_t(T) * sizeof(float), ctx_.stream));
   backward_ready_ = need_backward;
@@ -296,9 +304,13 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
   }
   {
     ProfileScope ps(prof_, "lm_head_backward");
-    cuda::lm_head_logprob_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head,
-                                   targets_, lse_f_, have_entropy_ ? entropy_ : nullptr, T, C, V, temperature_,
-                                   chunk_v_, ctx_);
+    if (tp_)
+      tp_->lm_head_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head, targets_,
+                            lse_f_, have_entropy_ ? entropy_ : nullptr, T, temperature_, chunk_v_);
+    else
+      cuda::lm_head_logprob_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head,
+                                     targets_, lse_f_, have_entropy_ ? entropy_ : nullptr, T, C, V, temperature_,
+                                     chunk_v_, ctx_);
   }
   {
     ProfileScope ps(prof_, "rmsnorm_backward");
@@ -312,14 +324,15 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
     // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
     if (recompute_[size_t(l)])
-      gpu_layer_forward(l, shape_, wl, lb, a, s, attention_, nullptr, x_[size_t(l + 1)], ctx_, prof_);
-    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, nullptr, dres,
+      gpu_layer_forward(l, shape_, wl, lb, a, s, attention_, tp_, x_[size_t(l + 1)], ctx_, prof_);
+    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, tp_, dres,
                        ctx_, prof_);
     if (layer_hook_) layer_hook_(l);
   }
   {
     ProfileScope ps(prof_, "embedding_backward");
-    cuda::embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T, C, ctx_);
+    if (tp_) tp_->embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T);
+    else cuda::embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T, C, ctx_);
   }
   if (layer_hook_) layer_hook_(-1);
 }

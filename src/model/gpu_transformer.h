@@ -23,13 +23,16 @@
 namespace hone {
 
 class GpuOpProfiler;
+class GpuTensorParallel;
 
 class GpuTransformer {
  public:
   // max_tokens: the largest micro-batch expected (the arenas grow if a larger one comes). The context must
-  // outlive the GpuTransformer.
+  // outlive the GpuTransformer. With tp (which must outlive it; parallel/gpu_tensor_parallel.h) the model is this
+  // rank's shard: layout is tp->layout().param_layout(), forward and backward are collective over the group and
+  // every rank gets the whole model's logprobs; the gradients of parameters several ranks hold stay partial.
   GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
-                 int max_tokens);
+                 int max_tokens, GpuTensorParallel* tp = nullptr);
 
   // The bf16 compute weights, [num_params] on the device.
   bf16* weights() const { return weights_.get(); }
@@ -88,7 +91,8 @@ class GpuTransformer {
   GpuLayerBatch layer_batch() const;
 
   const ModelConfig c_;
-  const LayerShape shape_;  // the whole model (tp = 1)
+  GpuTensorParallel* tp_ = nullptr;
+  const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ParamLayout layout_;
   const cuda::GpuContext ctx_;
   std::vector<bool> recompute_;

@@ -84,6 +84,25 @@ ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank) {
   return L;
 }
 
+ParamLayout ShardLayout::param_layout() const {
+  ParamLayout p;
+  p.num_params = num_local_;
+  for (const ParamShard& s : params_) {
+    if (s.spec.layer >= 0) {
+      if (p.layers.size() <= size_t(s.spec.layer)) p.layers.resize(size_t(s.spec.layer) + 1, LayerOffsets::filled(-1));
+      p.layers[size_t(s.spec.layer)][s.spec.param] = s.offset;
+    } else if (s.spec.global == GlobalParam::embed_tokens) {
+      p.embed_tokens = s.offset;
+    } else if (s.spec.global == GlobalParam::norm) {
+      p.norm = s.offset;
+    } else {
+      p.lm_head = s.offset;
+    }
+  }
+  if (p.lm_head < 0) p.lm_head = p.embed_tokens;  // tied: the table lists no lm_head
+  return p;
+}
+
 const ParamShard& ShardLayout::find(const std::string& name) const {
   for (const ParamShard& p : params_)
     if (p.spec.name == name) return p;

@@ -62,6 +62,9 @@ class ShardLayout {
   const LayerShape& shape() const { return shape_; }
   const std::vector<ParamShard>& params() const { return params_; }
   int64_t num_local_params() const { return num_local_; }
+  // The element offsets of this shard's flat buffer as a ParamLayout (what the GPU engine and its optimizers read;
+  // at tp = 1 the same as ParamLayout::of(config)).
+  ParamLayout param_layout() const;
   // The shard of the parameter named `name` (HF name); Error when there is none.
   const ParamShard& find(const std::string& name) const;
 

@@ -92,4 +92,25 @@ BOOST_AUTO_TEST_CASE(padded_vocabulary_rows_are_zero) {
   BOOST_TEST(local[0] == w.lm_head.f32()[21 * c.hidden_size]);
 }
 
+// The shard's ParamLayout: at tp = 1 the whole model's; at tp = 2 every offset is the shard's, tied or not.
+BOOST_AUTO_TEST_CASE(param_layout_of_a_shard) {
+  for (bool tied : {true, false}) {
+    const hone::ModelConfig c = test::tiny_config(hone::Architecture::qwen2, tied);
+    const hone::ParamLayout whole = hone::ParamLayout::of(c), one = hone::ShardLayout::of(c, 1, 0).param_layout();
+    BOOST_TEST(one.num_params == whole.num_params);
+    BOOST_TEST(one.embed_tokens == whole.embed_tokens);
+    BOOST_TEST(one.lm_head == whole.lm_head);
+    BOOST_TEST(one.norm == whole.norm);
+    BOOST_REQUIRE_EQUAL(one.layers.size(), whole.layers.size());
+    for (size_t l = 0; l < whole.layers.size(); ++l)
+      for (int i = 0; i < hone::kNumLayerParams; ++i)
+        BOOST_TEST(one.layers[l][hone::LayerParam(i)] == whole.layers[l][hone::LayerParam(i)]);
+    const hone::ShardLayout L = hone::ShardLayout::of(c, 2, 1);
+    const hone::ParamLayout two = L.param_layout();
+    BOOST_TEST(two.num_params == L.num_local_params());
+    BOOST_TEST(two.layers[1][hone::LayerParam::o_proj] == L.find("model.layers.1.self_attn.o_proj.weight").offset);
+    BOOST_TEST(two.lm_head == (tied ? two.embed_tokens : L.find("lm_head.weight").offset));
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,81 @@
+// The GPU engine's tensor-parallel collectives (what crosses ranks and why: gpu_tensor_parallel.h).
+#include "parallel/gpu_tensor_parallel.h"
+
+#if HONE_CUDA
+
+#include <algorithm>
+
+#include "cuda/check.h"
+#include "runtime/error.h"
+
+namespace hone {
+
+GpuTensorParallel::GpuTensorParallel(const ModelConfig& c, Comm& tp, const cuda::GpuContext& ctx)
+    : tp_(tp), ctx_(ctx), layout_(ShardLayout::of(c, tp.size(), tp.rank())) {
+  HONE_CHECK(tp.on_device(), "the GPU tensor-parallel group needs a device Comm (NCCL)");
+}
+
+void GpuTensorParallel::all_reduce_bf16(bf16* x, int64_t n) {
+  tp_.all_reduce_sum(reinterpret_cast<uint16_t*>(x), n);
+}
+
+void GpuTensorParallel::gather_sequence(const bf16*, bf16*, int64_t) {
+  HONE_CHECK(false, "sequence parallelism is not implemented on the GPU engine");
+}
+
+void GpuTensorParallel::reduce_row_parallel_output(bf16* y, bf16* out, int64_t n) {
+  all_reduce_bf16(y, n);
+  if (out != y) CUDA_CHECK(cudaMemcpyAsync(out, y, size_t(n) * sizeof(bf16), cudaMemcpyDeviceToDevice, ctx_.stream));
+}
+
+void GpuTensorParallel::reduce_column_parallel_input_grad(bf16* dx, bf16* out, int64_t n) {
+  reduce_row_parallel_output(dx, out, n);
+}
+
+int GpuTensorParallel::vocab_valid() const {
+  const LayerShape& s = shape();
+  return std::clamp(s.vocab_total - s.vocab_begin, 0, s.vocab);
+}
+
+void GpuTensorParallel::embedding_forward(bf16* out, const int32_t* ids, const bf16* wte, int T) {
+  const LayerShape& s = shape();
+  cuda::embedding_slice_forward(out, ids, wte, T, s.hidden, s.vocab_begin, s.vocab, ctx_);
+  all_reduce_bf16(out, int64_t(T) * s.hidden);
+}
+
+void GpuTensorParallel::embedding_backward(float* dwte, const bf16* dout, const int32_t* ids, int T) {
+  const LayerShape& s = shape();
+  cuda::embedding_slice_backward(dwte, dout, ids, T, s.hidden, s.vocab_begin, s.vocab, ctx_);
+}
+
+void GpuTensorParallel::lm_head_forward(float* logprob, float* entropy, float* lse, const bf16* h, const bf16* w,
+                                        const int32_t* targets, int T, float temperature, int chunk_v) {
+  const LayerShape& s = shape();
+  if (stats_.size() < 4 * int64_t(T)) stats_ = DeviceArray<float>(4 * int64_t(T));
+  if (max_.size() < int64_t(T)) max_ = DeviceArray<float>(int64_t(T));
+  cuda::lm_head_vocab_slice_forward(stats_.get(), h, w, targets, T, s.hidden, s.vocab, s.vocab_begin, vocab_valid(),
+                                    temperature, chunk_v, ctx_);
+  tp_.all_reduce_max(stats_.get(), max_.get(), T);
+  cuda::lm_head_stats_rescale(stats_.get(), max_.get(), T, ctx_);
+  tp_.all_reduce_sum(stats_.get() + T, 3 * int64_t(T));
+  cuda::lm_head_stats_finish(logprob, entropy, lse, stats_.get(), targets, T, ctx_);
+}
+
+void GpuTensorParallel::lm_head_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy,
+                                         const bf16* h, const bf16* w, const int32_t* targets, const float* lse,
+                                         const float* entropy, int T, float temperature, int chunk_v) {
+  const LayerShape& s = shape();
+  // The slice's partial input gradient is summed over the group in place: dh must start without other ranks'
+  // partials, so it is formed here from zero and added in.
+  const int64_t n = int64_t(T) * s.hidden;
+  if (dh_.size() < n) dh_ = DeviceArray<bf16>(n);
+  CUDA_CHECK(cudaMemsetAsync(dh_.get(), 0, size_t(n) * sizeof(bf16), ctx_.stream));
+  cuda::lm_head_vocab_slice_backward(dh_.get(), dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, s.hidden,
+                                     s.vocab, s.vocab_begin, vocab_valid(), temperature, chunk_v, ctx_);
+  all_reduce_bf16(dh_.get(), n);
+  cuda::add_forward(dh, dh, dh_.get(), n, ctx_);
+}
+
+}  // namespace hone
+
+#endif  // HONE_CUDA

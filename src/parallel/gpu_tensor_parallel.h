@@ -1,0 +1,64 @@
+// Tensor parallelism on the GPU engine: the twin of parallel/tensor_parallel.h over a device Comm of the tp group
+// (an NcclComm on the context's stream, or any Comm whose buffers are device memory). What crosses ranks is the
+// same as on the CPU: the layer hooks' all-reduces of bf16 [T, C] partial sums, the vocabulary-parallel
+// embedding's all-reduce, the LM head's per-token statistics (all-reduce max of T floats, sum of 3T floats) and its
+// input gradient. Whole token rows only: sequence parallelism on the GPU is not here yet (the layer body refuses
+// it by name).
+#pragma once
+
+#if HONE_CUDA
+
+#include <cstdint>
+
+#include "comm/comm.h"
+#include "cuda/device_memory.h"
+#include "cuda/ops_cuda.h"
+#include "model/layer_collectives.h"
+#include "model/model_config.h"
+#include "parallel/shard_layout.h"
+
+namespace hone {
+
+using bf16 = cuda::bf16;
+
+class GpuTensorParallel final : public LayerCollectives<bf16> {
+ public:
+  // tp (a device Comm whose collectives are ordered on ctx's stream) and ctx must outlive this object.
+  GpuTensorParallel(const ModelConfig& c, Comm& tp, const cuda::GpuContext& ctx);
+  GpuTensorParallel(const GpuTensorParallel&) = delete;
+  GpuTensorParallel& operator=(const GpuTensorParallel&) = delete;
+
+  const ShardLayout& layout() const { return layout_; }
+  const LayerShape& shape() const { return layout_.shape(); }
+  int size() const { return tp_.size(); }
+  int rank() const { return tp_.rank(); }
+
+  // ---- layer hooks: all-reduce of bf16 partial sums, whole rows ----
+  void gather_sequence(const bf16* local, bf16* full, int64_t n) override;
+  void reduce_row_parallel_output(bf16* y, bf16* out, int64_t n) override;
+  void reduce_column_parallel_input_grad(bf16* dx, bf16* out, int64_t n) override;
+
+  // ---- vocabulary-parallel embedding and LM head (w, wte: this rank's slice), as TensorParallel's ----
+  void embedding_forward(bf16* out, const int32_t* ids, const bf16* wte, int T);
+  void embedding_backward(float* dwte, const bf16* dout, const int32_t* ids, int T);
+  void lm_head_forward(float* logprob, float* entropy, float* lse, const bf16* h, const bf16* w,
+                       const int32_t* targets, int T, float temperature, int chunk_v);
+  // dh [T, C] += the head's input gradient summed over the group (dh must hold no other rank's partial sums).
+  void lm_head_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
+                        const bf16* w, const int32_t* targets, const float* lse, const float* entropy, int T,
+                        float temperature, int chunk_v);
+
+ private:
+  void all_reduce_bf16(bf16* x, int64_t n);
+  int vocab_valid() const;
+
+  Comm& tp_;
+  const cuda::GpuContext& ctx_;
+  ShardLayout layout_;
+  DeviceArray<float> stats_, max_;
+  DeviceArray<bf16> dh_;
+};
+
+}  // namespace hone
+
+#endif  // HONE_CUDA
