@@ -11,7 +11,6 @@
 #include <cmath>
 #include <vector>
 
-#include "model/safetensors.h"
 #include "test_grpo_util.h"
 
 using namespace test_grpo;
@@ -38,33 +37,13 @@ std::string run_in(const std::string& name, const std::string& args, bool two_ra
   return dir;
 }
 
-// Largest |a - b| over every tensor of two model.safetensors files.
-double max_weight_diff(const std::string& a, const std::string& b) {
-  hone::SafetensorsFile w1(a), w2(b);
-  BOOST_REQUIRE_EQUAL(w1.tensors().size(), w2.tensors().size());
-  double max_diff = 0;
-  for (const auto& t : w1.tensors()) {
-    std::vector<float> x(size_t(t.numel())), y(size_t(t.numel()));
-    w1.read_f32(t.name, x.data());
-    w2.read_f32(t.name, y.data());
-    for (size_t i = 0; i < x.size(); ++i) max_diff = std::max(max_diff, double(std::abs(x[i] - y[i])));
-  }
-  return max_diff;
-}
-
 // The metrics of `names` agree within rel * (1 + |value|) over the steps [first, last] (1-based).
 void check_close(const std::string& h1, const std::string& h2, const std::vector<std::string>& names, double rel,
                  size_t first = 1, size_t last = 3) {
-  for (const auto& m : names) {
-    const auto a = metric(h1, m), b = metric(h2, m);
-    BOOST_REQUIRE_GE(a.size(), last);
-    BOOST_REQUIRE_GE(b.size(), last);
-    for (size_t i = first - 1; i < last; ++i)
-      BOOST_TEST(std::abs(a[i] - b[i]) <= rel * (1 + std::abs(a[i])), m << " step " << i + 1 << ": " << a[i] << " vs " << b[i]);
-  }
+  check_metrics_close(h1, h2, names, rel, first, last);
 }
 
-const std::vector<std::string> kTrainingMetrics = {"loss", "grad_norm", "entropy", "token_mult_prob_error"};
+const std::vector<std::string>& kTrainingMetrics = training_metrics();
 
 }  // namespace
 

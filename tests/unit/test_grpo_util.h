@@ -1,6 +1,10 @@
 // Helpers of the GRPO loop tests: a tiny deck in a temporary folder, `hone run` on it, the output file read back.
 #pragma once
 
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -8,6 +12,7 @@
 #include <vector>
 
 #include "common/paths.h"
+#include "model/safetensors.h"
 #include "test_step_output_util.h"
 
 namespace test_grpo {
@@ -64,6 +69,39 @@ inline const std::vector<std::string>& deterministic_metrics() {
       "advantages/max", "loss", "entropy", "clip_fraction", "ratio/min", "ratio/mean", "ratio/max",
       "token_mult_prob_error", "grad_norm", "lr", "prompt_tokens", "generated_tokens/mean", "generated_tokens/max",
       "truncation_rate", "packing_efficiency"};
+  return m;
+}
+
+// Largest |a - b| over every tensor of two model.safetensors files (which must hold the same tensors).
+inline double max_weight_diff(const std::string& a, const std::string& b) {
+  hone::SafetensorsFile w1(a), w2(b);
+  BOOST_REQUIRE_EQUAL(w1.tensors().size(), w2.tensors().size());
+  double max_diff = 0;
+  for (const auto& t : w1.tensors()) {
+    BOOST_REQUIRE_EQUAL(t.numel(), w2.info(t.name).numel());
+    std::vector<float> x(size_t(t.numel())), y(size_t(t.numel()));
+    w1.read_f32(t.name, x.data());
+    w2.read_f32(t.name, y.data());
+    for (size_t i = 0; i < x.size(); ++i) max_diff = std::max(max_diff, double(std::abs(x[i] - y[i])));
+  }
+  return max_diff;
+}
+
+// The metrics of `names` agree within rel * (1 + |value|) over the steps [first, last] (1-based).
+inline void check_metrics_close(const std::string& h1, const std::string& h2, const std::vector<std::string>& names,
+                                double rel, size_t first, size_t last) {
+  for (const auto& m : names) {
+    const auto a = metric(h1, m), b = metric(h2, m);
+    BOOST_REQUIRE_GE(a.size(), last);
+    BOOST_REQUIRE_GE(b.size(), last);
+    for (size_t i = first - 1; i < last; ++i)
+      BOOST_TEST(std::abs(a[i] - b[i]) <= rel * (1 + std::abs(a[i])), m << " step " << i + 1 << ": " << a[i] << " vs " << b[i]);
+  }
+}
+
+// The metrics of training that several ranks reproduce within rounding (the reduction order differs).
+inline const std::vector<std::string>& training_metrics() {
+  static const std::vector<std::string> m = {"loss", "grad_norm", "entropy", "token_mult_prob_error"};
   return m;
 }
 
