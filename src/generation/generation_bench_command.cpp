@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "generation/cpu_generator.h"
 #include "io/hdf5_file.h"
+#include "model/deck_model.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 #include "runtime/command.h"
@@ -33,35 +34,12 @@ namespace {
 
 const char* kUsage = "usage: hone bench-generation <deck.toml> [key=value ...]";
 
-Architecture arch_of(const std::string& s) {
-  if (s == "llama") return Architecture::llama;
-  if (s == "qwen2") return Architecture::qwen2;
-  return Architecture::qwen3;
-}
-
 // The deck's random-init shape (the bench has no tokenizer: model.vocab_size must be set).
 ModelConfig deck_model(const Config& c) {
   HONE_USER_CHECK(c.get_string("model.path").empty(),
                   "bench-generation uses random weights of the deck's shape: leave model.path empty");
-  ModelConfig m;
-  m.arch = arch_of(c.get_string("model.architecture"));
-  m.vocab_size = int(c.get_int("model.vocab_size"));
+  ModelConfig m = random_init_model_config(c);
   HONE_USER_CHECK(m.vocab_size > 0, "bench-generation needs model.vocab_size (there is no tokenizer)");
-  m.hidden_size = int(c.get_int("model.hidden_size"));
-  m.intermediate_size = int(c.get_int("model.intermediate_size"));
-  m.num_hidden_layers = int(c.get_int("model.num_layers"));
-  m.num_attention_heads = int(c.get_int("model.num_attention_heads"));
-  const int64_t kv = c.get_int("model.num_key_value_heads");
-  m.num_key_value_heads = int(kv > 0 ? kv : m.num_attention_heads);
-  const int64_t hd = c.get_int("model.head_dim");
-  m.head_dim = int(hd > 0 ? hd : m.hidden_size / m.num_attention_heads);
-  m.max_position_embeddings = int(c.get_int("model.max_position_embeddings"));
-  m.rms_norm_eps = float(c.get_float("model.rms_norm_eps"));
-  m.rope.head_dim = m.head_dim;
-  m.rope.theta = float(c.get_float("model.rope_theta"));
-  m.tie_word_embeddings = c.get_bool("model.tie_word_embeddings");
-  m.attention_bias = m.arch == Architecture::qwen2;
-  m.qk_norm = m.arch == Architecture::qwen3;
   m.validate();
   return m;
 }

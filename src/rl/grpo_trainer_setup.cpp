@@ -4,9 +4,10 @@
 #include <filesystem>
 
 #include "config/config.h"
-#include "rl/grpo_trainer.h"
+#include "model/deck_model.h"
 #include "parallel/shard_io.h"
 #include "parallel/shard_weights.h"
+#include "rl/grpo_trainer.h"
 #include "runtime/error.h"
 
 namespace hone::rl {
@@ -29,16 +30,6 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
   };
   return m;
 }
-
-namespace {
-
-Architecture parse_arch(const std::string& n) {
-  if (n == "llama") return Architecture::llama;
-  if (n == "qwen2") return Architecture::qwen2;
-  return Architecture::qwen3;
-}
-
-}  // namespace
 
 GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
     : ps_(parallel), s_(read_grpo_settings(c, parallel.dp_size())) {
@@ -99,26 +90,8 @@ void GrpoTrainer::build_model(const Config& c) {
                     "\": no config.json in it (a Hugging Face checkpoint folder is expected)");
     mc_ = load_model_config(model_path_);
   } else {
-    mc_.arch = parse_arch(c.get_string("model.architecture"));
-    const int64_t v = c.get_int("model.vocab_size");
-    mc_.vocab_size = int(v > 0 ? v : tok_->vocab_size());
-    mc_.hidden_size = int(c.get_int("model.hidden_size"));
-    mc_.intermediate_size = int(c.get_int("model.intermediate_size"));
-    mc_.num_hidden_layers = int(c.get_int("model.num_layers"));
-    mc_.num_attention_heads = int(c.get_int("model.num_attention_heads"));
-    const int64_t kv = c.get_int("model.num_key_value_heads");
-    mc_.num_key_value_heads = int(kv > 0 ? kv : mc_.num_attention_heads);
-    const int64_t hd = c.get_int("model.head_dim");
-    HONE_USER_CHECK(hd > 0 || mc_.hidden_size % mc_.num_attention_heads == 0, "model.hidden_size = ", mc_.hidden_size,
-                    " is not a multiple of model.num_attention_heads = ", mc_.num_attention_heads, " (or set model.head_dim)");
-    mc_.head_dim = int(hd > 0 ? hd : mc_.hidden_size / mc_.num_attention_heads);
-    mc_.max_position_embeddings = int(c.get_int("model.max_position_embeddings"));
-    mc_.rms_norm_eps = float(c.get_float("model.rms_norm_eps"));
-    mc_.rope.head_dim = mc_.head_dim;
-    mc_.rope.theta = float(c.get_float("model.rope_theta"));
-    mc_.tie_word_embeddings = c.get_bool("model.tie_word_embeddings");
-    mc_.attention_bias = mc_.arch == Architecture::qwen2;
-    mc_.qk_norm = mc_.arch == Architecture::qwen3;
+    mc_ = random_init_model_config(c);
+    if (mc_.vocab_size == 0) mc_.vocab_size = tok_->vocab_size();
     mc_.torch_dtype = "float32";
     mc_.validate();
   }
