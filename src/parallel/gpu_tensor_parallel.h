@@ -2,13 +2,14 @@
 // (an NcclComm on the context's stream, or any Comm whose buffers are device memory). What crosses ranks is the
 // same as on the CPU: the layer hooks' all-reduces of bf16 [T, C] partial sums, the vocabulary-parallel
 // embedding's all-reduce, the LM head's per-token statistics (all-reduce max of T floats, sum of 3T floats) and its
-// input gradient. Whole token rows only: sequence parallelism on the GPU is not here yet (the layer body refuses
-// it by name).
+// input gradient; the partial gradients of parameters several ranks hold, and the gradient norm over the shards.
+// Whole token rows only: sequence parallelism on the GPU is not here yet (the layer body refuses it by name).
 #pragma once
 
 #if HONE_CUDA
 
 #include <cstdint>
+#include <vector>
 
 #include "comm/comm.h"
 #include "cuda/device_memory.h"
@@ -48,6 +49,15 @@ class GpuTensorParallel final : public LayerCollectives<bf16> {
                         const bf16* w, const int32_t* targets, const float* lse, const float* entropy, int T,
                         float temperature, int chunk_v);
 
+  // ---- gradients (device fp32, the shard's flat layout) ----
+  // Sums the partial gradients of the q/k norm weights (shared by every rank's heads) and of a KV head replicated
+  // over tp / Hkv ranks over the group, in place. Collective.
+  void sum_partial_gradients(float* grads);
+  // Sum of squares of g (the shard's flat buffer) at offsets [begin, begin + n), each parameter weighted by
+  // 1 / (the ranks that hold the same values): summed over the group, every value counts once. Local; it waits for
+  // the stream.
+  double weighted_sum_squares(const float* g, int64_t begin, int64_t n) const;
+
  private:
   void all_reduce_bf16(bf16* x, int64_t n);
   int vocab_valid() const;
@@ -55,7 +65,9 @@ class GpuTensorParallel final : public LayerCollectives<bf16> {
   Comm& tp_;
   const cuda::GpuContext& ctx_;
   ShardLayout layout_;
-  DeviceArray<float> stats_, max_;
+  std::vector<float> weight_of_;  // per parameter of the layout: 1 / ranks holding it
+  bool kv_replicated_ = false;
+  DeviceArray<float> stats_, max_, kv_whole_;
   DeviceArray<bf16> dh_;
 };
 

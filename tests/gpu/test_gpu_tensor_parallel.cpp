@@ -1,6 +1,7 @@
 // The GPU engine's tensor-parallel model on one GPU: two shards of a small model (Megatron's split, the
 // vocabulary-parallel embedding and LM head), run by two threads with their own streams, whose device Comm sums
-// and maxes through the host, against the whole model on the same GPU. This proves the GPU layer body's hooks,
+// and maxes through the host, against the whole model on the same GPU: logprobs, entropies, every gradient slice
+// (the partial ones summed on the device) and the gradient norm over the shards. This proves the GPU layer body's hooks,
 // GpuTensorParallel's collectives and the shard's parameter layout with one GPU; NCCL between GPUs is the only
 // part it leaves to a machine with several.
 #include <boost/test/unit_test.hpp>
@@ -93,7 +94,8 @@ class PairDeviceComm final : public hone::Comm {
 };
 
 struct Result {
-  std::vector<float> logprob, entropy, grads;
+  std::vector<float> logprob, entropy, grads;  // shards: after the partial gradients' sum over the pair
+  double sum_squares = 0;                      // shards: weighted (replicated values count once over the pair)
 };
 
 // One model pass on this thread's stream: the whole model (tp == nullptr) or this rank's shard.
@@ -120,12 +122,17 @@ Result run(const hone::ModelConfig& c, const hone::ModelWeights& whole, const ho
   CUDA_CHECK(cudaMemset(grads.get(), 0, grads.bytes()));
   const auto dl = test::gpu_logprob_weights(T), de = test::gpu_entropy_weights(T);
   model.backward_host(dl, &de, grads.get());
+  if (tp) {
+    tp->sum_partial_gradients(grads.get());
+    r.sum_squares = tp->weighted_sum_squares(grads.get(), 0, grads.size());
+  }
   r.grads = test::download_f32(grads.get(), grads.size());
   return r;
 }
 
-void check(hone::Architecture arch, bool tied) {
-  const hone::ModelConfig c = test::gpu_tiny_config(arch, tied);
+void check(hone::Architecture arch, bool tied, int kv_heads = 2) {
+  hone::ModelConfig c = test::gpu_tiny_config(arch, tied);
+  c.num_key_value_heads = kv_heads;  // 1: one KV head replicated over the two ranks
   const hone::ModelWeights w = test::gpu_test_weights(c, 13);
   const hone::PackedBatch batch = test::gpu_test_batch({37, 1, 64, 20, 9}, c.vocab_size, 7);
   const int T = batch.num_tokens();
@@ -150,21 +157,23 @@ void check(hone::Architecture arch, bool tied) {
     BOOST_TEST(max_ent <= 3e-2);
     BOOST_TEST(part[r].logprob == part[1 - r].logprob);  // every rank gets the same values
   }
-  // Every rank's gradient slice against the whole model's; the q/k norm weights (shared by every rank's heads) as
-  // the sum of the two ranks' partial gradients.
+  // Every rank's gradient slice (the partial ones summed over the pair: q/k norm weights, a replicated KV head)
+  // against the whole model's, and the weighted sums of squares of the two shards against the whole one's.
   for (int r = 0; r < 2; ++r) {
     const hone::ShardLayout L = hone::ShardLayout::of(c, 2, r);
     std::vector<float> expect(size_t(L.num_local_params()));
     hone::extract_shard_flat(L, one.grads.data(), expect.data());
     for (const hone::ParamShard& p : L.params()) {
-      std::vector<float> got(part[r].grads.begin() + p.offset, part[r].grads.begin() + p.offset + p.local_numel());
-      if (p.spec.layer >= 0 && (p.spec.param == hone::LayerParam::q_norm || p.spec.param == hone::LayerParam::k_norm))
-        for (int64_t i = 0; i < p.local_numel(); ++i) got[size_t(i)] += part[1 - r].grads[size_t(p.offset + i)];
-      const double rel = test::rel_l2_of(got.data(), expect.data() + p.offset, p.local_numel());
+      const double rel = test::rel_l2_of(part[r].grads.data() + p.offset, expect.data() + p.offset, p.local_numel());
       BOOST_TEST_INFO("rank " << r << " " << p.spec.name);
       BOOST_TEST(rel <= 5e-2);
     }
   }
+  double whole = 0;
+  for (float g : one.grads) whole += double(g) * g;
+  const double sharded = part[0].sum_squares + part[1].sum_squares;
+  std::printf("  gradient norm: shards %.6g, whole %.6g\n", std::sqrt(sharded), std::sqrt(whole));
+  BOOST_TEST(std::abs(std::sqrt(sharded) - std::sqrt(whole)) <= 2e-2 * std::sqrt(whole));
 }
 
 }  // namespace
@@ -176,6 +185,9 @@ BOOST_AUTO_TEST_CASE(qwen3_two_shards_match_the_whole_model, *boost::unit_test::
 }
 BOOST_AUTO_TEST_CASE(qwen2_two_shards_match_the_whole_model, *boost::unit_test::precondition(test::needs_gpu)) {
   check(hone::Architecture::qwen2, false);
+}
+BOOST_AUTO_TEST_CASE(replicated_kv_head_matches_the_whole_model, *boost::unit_test::precondition(test::needs_gpu)) {
+  check(hone::Architecture::qwen3, false, 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
