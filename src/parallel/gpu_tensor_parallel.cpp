@@ -10,38 +10,18 @@
 
 namespace hone {
 
-namespace {
-
-bool is_kv_param(const ParamSpec& p) {
-  return p.layer >= 0 && (p.param == LayerParam::k_proj || p.param == LayerParam::k_bias ||
-                          p.param == LayerParam::v_proj || p.param == LayerParam::v_bias);
-}
-
-bool is_qk_norm(const ParamSpec& p) {
-  return p.layer >= 0 && (p.param == LayerParam::q_norm || p.param == LayerParam::k_norm);
-}
-
-}  // namespace
-
 GpuTensorParallel::GpuTensorParallel(const ModelConfig& c, Comm& tp, const cuda::GpuContext& ctx)
     : tp_(tp), ctx_(ctx), layout_(ShardLayout::of(c, tp.size(), tp.rank())) {
   HONE_CHECK(tp.on_device(), "the GPU tensor-parallel group needs a device Comm (NCCL)");
-  const int T = tp.size(), Hkv = c.num_key_value_heads;
-  kv_replicated_ = Hkv % T != 0;
-  for (const ParamShard& p : layout_.params()) {
-    float w = 1.f;
-    if (p.spec.split == Split::replicated) w = 1.f / float(T);
-    else if (kv_replicated_ && is_kv_param(p.spec)) w = float(Hkv) / float(T);
-    weight_of_.push_back(w);
-  }
 }
 
 void GpuTensorParallel::sum_partial_gradients(float* grads) {
   for (const ParamShard& p : layout_.params()) {
     float* g = grads + p.offset;
-    if (is_qk_norm(p.spec)) {
+    if (!p.partial_grad) continue;
+    if (p.slice.dim < 0) {
       tp_.all_reduce_sum(g, p.local_numel());
-    } else if (kv_replicated_ && is_kv_param(p.spec)) {
+    } else {
       // The ranks sharing a KV head hold partial gradients of it: summed in the whole tensor, own rows taken back.
       if (kv_whole_.size() < p.spec.numel()) kv_whole_ = DeviceArray<float>(p.spec.numel(), "replicated KV gradient");
       float* whole = kv_whole_.get();
@@ -61,15 +41,9 @@ void GpuTensorParallel::sum_partial_gradients(float* grads) {
 }
 
 double GpuTensorParallel::weighted_sum_squares(const float* g, int64_t begin, int64_t n) const {
-  double total = 0;
-  const int64_t end = begin + n;
-  for (size_t i = 0; i < layout_.params().size(); ++i) {
-    const ParamShard& p = layout_.params()[i];
-    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.local_numel());
-    if (lo >= hi) continue;
-    total += double(weight_of_[i]) * cuda::sum_squares(g + (lo - begin), hi - lo, ctx_);
-  }
-  return total;
+  return layout_.weighted_sum_squares(begin, n, [&](int64_t off, int64_t count) {
+    return cuda::sum_squares(g + off, count, ctx_);
+  });
 }
 
 void GpuTensorParallel::all_reduce_bf16(bf16* x, int64_t n) {

@@ -65,8 +65,6 @@ class GpuTensorParallel final : public LayerCollectives<bf16> {
   Comm& tp_;
   const cuda::GpuContext& ctx_;
   ShardLayout layout_;
-  std::vector<float> weight_of_;  // per parameter of the layout: 1 / ranks holding it
-  bool kv_replicated_ = false;
   DeviceArray<float> stats_, max_, kv_whole_;
   DeviceArray<bf16> dh_;
 };

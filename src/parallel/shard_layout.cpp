@@ -78,6 +78,13 @@ ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank) {
     p.local_shape = spec.shape;
     if (p.slice.dim >= 0) p.local_shape[size_t(p.slice.dim)] = p.slice.count;
     p.offset = L.num_local_;
+    const bool qk_norm = spec.layer >= 0 && (spec.param == LayerParam::q_norm || spec.param == LayerParam::k_norm);
+    const bool kv = spec.layer >= 0 && (spec.param == LayerParam::k_proj || spec.param == LayerParam::k_bias ||
+                                        spec.param == LayerParam::v_proj || spec.param == LayerParam::v_bias);
+    const int Hkv = c.num_key_value_heads;
+    if (spec.split == Split::replicated) p.holders = tp;
+    else if (kv && Hkv % tp != 0) p.holders = tp / Hkv;
+    p.partial_grad = tp > 1 && (qk_norm || (kv && p.holders > 1));
     L.num_local_ += p.local_numel();
     L.params_.push_back(std::move(p));
   }
@@ -101,6 +108,17 @@ ParamLayout ShardLayout::param_layout() const {
   }
   if (p.lm_head < 0) p.lm_head = p.embed_tokens;  // tied: the table lists no lm_head
   return p;
+}
+
+double ShardLayout::weighted_sum_squares(int64_t begin, int64_t n,
+                                         const std::function<double(int64_t, int64_t)>& sum_squares) const {
+  double total = 0;
+  const int64_t end = begin + n;
+  for (const ParamShard& p : params_) {
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.local_numel());
+    if (lo < hi) total += sum_squares(lo - begin, hi - lo) / double(p.holders);
+  }
+  return total;
 }
 
 const ParamShard& ShardLayout::find(const std::string& name) const {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,12 @@ struct ParamShard {
   std::vector<int64_t> local_shape;  // what this rank holds
   ShardSlice slice;
   int64_t offset = 0;               // element offset in this rank's flat buffer
+  // Ranks holding the same values as this shard: tp for replicated parameters, tp / Hkv for a KV head replicated
+  // over several ranks, else 1. Their gradients count once in the global norm.
+  int holders = 1;
+  // The gradient is partial on each rank and must be summed over the group: the q/k norm weights (one [head_dim]
+  // weight shared by every rank's heads), and a replicated KV head's k/v (summed over the ranks sharing it).
+  bool partial_grad = false;
 
   int64_t local_numel() const;
 };
@@ -65,6 +72,11 @@ class ShardLayout {
   // The element offsets of this shard's flat buffer as a ParamLayout (what the GPU engine and its optimizers read;
   // at tp = 1 the same as ParamLayout::of(config)).
   ParamLayout param_layout() const;
+  // Sum over the parameters overlapping [begin, begin + n) of this shard's flat buffer of
+  // sum_squares(offset - begin, count) / holders: a rank's share of the global gradient norm's square, such that
+  // the sum over the group counts every value once.
+  double weighted_sum_squares(int64_t begin, int64_t n,
+                              const std::function<double(int64_t offset, int64_t count)>& sum_squares) const;
   // The shard of the parameter named `name` (HF name); Error when there is none.
   const ParamShard& find(const std::string& name) const;
 

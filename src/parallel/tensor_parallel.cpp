@@ -9,15 +9,6 @@
 
 namespace hone {
 
-namespace {
-
-bool is_kv_param(const ParamSpec& p) {
-  return p.layer >= 0 && (p.param == LayerParam::k_proj || p.param == LayerParam::k_bias ||
-                          p.param == LayerParam::v_proj || p.param == LayerParam::v_bias);
-}
-
-}  // namespace
-
 TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel)
     : c_(c),
       tp_(tp),
@@ -26,14 +17,6 @@ TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_par
       whole_rows_(tp, false),
       sequence_rows_(tp, true) {
   HONE_CHECK(!tp.on_device(), "the CPU tensor-parallel group needs a host Comm");
-  const int T = tp.size(), Hkv = c.num_key_value_heads;
-  const bool kv_replicated = Hkv % T != 0;
-  for (const ParamShard& p : layout_.params()) {
-    float w = 1.f;
-    if (p.spec.split == Split::replicated) w = 1.f / float(T);
-    else if (kv_replicated && is_kv_param(p.spec)) w = float(Hkv) / float(T);
-    weight_of_.push_back(w);
-  }
 }
 
 void TensorParallel::Rows::gather_sequence(const float* local, float* full, int64_t n) {
@@ -135,17 +118,14 @@ void TensorParallel::lm_head_logits(float* logits, const float* h, const float* 
 
 void TensorParallel::sum_partial_gradients(ModelWeights& grads) {
   HONE_CHECK(grads.flat.numel() == layout_.num_local_params(), "gradients are not shaped as this rank's shard");
-  const int T = size(), Hkv = c_.num_key_value_heads;
-  const bool kv_replicated = Hkv % T != 0;
   for (const ParamShard& p : layout_.params()) {
     float* g = grads.flat.f32() + p.offset;
-    const bool qk_norm = p.spec.layer >= 0 && (p.spec.param == LayerParam::q_norm ||
-                                               p.spec.param == LayerParam::k_norm);
     // Under sequence parallelism every rank normed its own tokens: the norm weights' gradients are partial too.
-    const bool token_norm = sp_ && p.spec.split == Split::replicated && !qk_norm;
-    if (qk_norm || token_norm) {
-      tp_.all_reduce_sum(g, p.local_numel());  // every rank's heads (or tokens) add to the one shared weight
-    } else if (kv_replicated && is_kv_param(p.spec)) {
+    const bool token_norm = sp_ && p.spec.split == Split::replicated;
+    if (!p.partial_grad && !token_norm) continue;
+    if (p.slice.dim < 0) {
+      tp_.all_reduce_sum(g, p.local_numel());  // one weight every rank's heads (or tokens) add to
+    } else {
       // Ranks sharing a KV head hold partial gradients of it: sum in the whole tensor, take this rank's rows back.
       kv_whole_.assign(size_t(p.spec.numel()), 0.f);
       ShardLayout::insert(p, g, kv_whole_.data());
@@ -156,15 +136,9 @@ void TensorParallel::sum_partial_gradients(ModelWeights& grads) {
 }
 
 double TensorParallel::weighted_sum_squares(const float* g, int64_t begin, int64_t n) const {
-  double total = 0;
-  const int64_t end = begin + n;
-  for (size_t i = 0; i < layout_.params().size(); ++i) {
-    const ParamShard& p = layout_.params()[i];
-    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.local_numel());
-    if (lo >= hi) continue;
-    total += double(weight_of_[i]) * cpu::sum_squares(g + (lo - begin), hi - lo);
-  }
-  return total;
+  return layout_.weighted_sum_squares(begin, n, [g](int64_t off, int64_t count) {
+    return cpu::sum_squares(g + off, count);
+  });
 }
 
 }  // namespace hone

@@ -103,7 +103,6 @@ class TensorParallel {
   ShardLayout layout_;
   Rows whole_rows_, sequence_rows_;
   std::vector<float> full_;  // [T, C] scratch of the sequence-parallel embedding
-  std::vector<float> weight_of_;                  // per parameter of the layout: 1 / ranks holding it
   std::vector<float> stats_, max_, dh_, dh_local_, logits_;  // scratch
   std::vector<float> kv_whole_;                   // [Hkv * D * C] for replicated KV heads' gradients
 };
