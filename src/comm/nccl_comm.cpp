@@ -168,7 +168,13 @@ void NcclComm::settle(ncclResult_t r, const std::string& what, Clock::time_point
   if (r != ncclSuccess) fail(what, cat("failed: ", detail::nccl_status_text(r)));
 }
 
+// A collective enqueued while `stream` is being captured into a CUDA graph (tensor-parallel decode steps) becomes a
+// node of the graph: there is nothing to wait for on the host until the graph is launched, so no event is recorded
+// (the work is empty and wait() returns at once). The caller watches the replay instead (watch_stream()).
 NcclWork NcclComm::launched(std::string what, cudaStream_t stream, Clock::time_point start) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return {};
   NcclWork w;
   w.comm_ = this;
   w.what_ = std::move(what);
@@ -363,6 +369,11 @@ void NcclComm::all_gather_raw(const void* send, void* recv, int64_t send_count, 
 void NcclComm::broadcast_raw(void* buf, int64_t count, CommType type, int root) {
   broadcast_async(buf, count, type, root, stream_).wait();
 }
+void NcclComm::watch_stream(const std::string& what) {
+  check_usable("watch_stream");
+  launched(what, stream_, Clock::now()).wait();
+}
+
 void NcclComm::barrier() { all_reduce_sum_async(scratch_, scratch_, 1, CommType::f32, stream_).wait(); }
 
 }  // namespace hone

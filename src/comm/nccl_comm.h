@@ -8,8 +8,10 @@
 // since the enqueue. On failure the communicator is aborted (ncclCommAbort) and on_failure gets one message naming
 // the collective, its byte count, the group and its world ranks, and the timeout; the default ends every rank
 // through fatal_exit. The synchronous collectives (the Comm interface) run on options.stream and wait; the *_async
-// ones return an NcclWork to wait() on later (overlap with compute). Point-to-point transfers (send, recv,
-// send_recv, all_to_all(v)) are ncclSend/ncclRecv calls fused in one ncclGroupStart/End, under the same watchdog.
+// ones return an NcclWork to wait() on later (overlap with compute). Collectives enqueued while the stream is being
+// captured into a CUDA graph are graph nodes: they are not waited on (watch_stream() after the replay).
+// Point-to-point transfers (send, recv, send_recv, all_to_all(v)) are ncclSend/ncclRecv calls fused in one
+// ncclGroupStart/End, under the same watchdog.
 //
 // Before the first NCCL communicator is made, NCCL_NVLS_ENABLE=0 is set unless the environment sets it: NVLink
 // multicast (NVLS) can leave a shared host's GPUs unusable. Plain header (CUDA and NCCL only; MPI stays in the .cpp).
@@ -112,6 +114,10 @@ class NcclComm : public Comm {
   NcclWork all_to_allv_async(const void* send, std::span<const int64_t> send_counts,
                              std::span<const int64_t> send_displs, void* recv, std::span<const int64_t> recv_counts,
                              std::span<const int64_t> recv_displs, CommType type, cudaStream_t stream);
+
+  // Waits, under the watchdog, for everything queued on stream() so far (e.g. a CUDA graph whose captured
+  // collectives cannot be waited on one by one); `what` names it in a failure message.
+  void watch_stream(const std::string& what);
 
   cudaStream_t stream() const { return stream_; }
   double timeout_s() const { return options_.timeout_s; }
