@@ -9,6 +9,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernel_scratch.h"
+#include "parallel/gpu_tensor_parallel.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -77,13 +78,13 @@ int decode_bucket(int B, int max_rows) {
   return std::min(b, max_rows);
 }
 
-int64_t GpuGenerationForward::block_bytes(const ModelConfig& c, int block_size) {
-  return 2 * int64_t(c.num_hidden_layers) * c.num_key_value_heads * block_size * c.head_dim * int64_t(sizeof(bf16));
+int64_t GpuGenerationForward::block_bytes(const ModelConfig& c, int block_size, int kv_heads) {
+  return 2 * int64_t(c.num_hidden_layers) * kv_heads * block_size * c.head_dim * int64_t(sizeof(bf16));
 }
 
 GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout,
-                                           const bf16* weights, const cuda::GpuContext& ctx)
-    : c_(config), shape_(layer_shape(config)), layout_(layout), w_(weights), ctx_(ctx), inv_freq_(config.head_dim / 2) {
+                                           const bf16* weights, const cuda::GpuContext& ctx, GpuTensorParallel* tp)
+    : c_(config), tp_(tp), shape_(tp ? tp->shape() : layer_shape(config)), layout_(layout), w_(weights), ctx_(ctx), inv_freq_(config.head_dim / 2) {
   HONE_CHECK(w_ != nullptr, "generation needs the device weights");
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
@@ -101,11 +102,11 @@ GpuGenerationForward::~GpuGenerationForward() {
 }
 
 bf16* GpuGenerationForward::k_pool(int l) const {
-  const int64_t per_pool = int64_t(num_blocks_ + 1) * c_.num_key_value_heads * block_size_ * c_.head_dim;
+  const int64_t per_pool = int64_t(num_blocks_ + 1) * shape_.kv_heads * block_size_ * c_.head_dim;
   return pool_.get() + (2 * int64_t(l)) * per_pool;
 }
 bf16* GpuGenerationForward::v_pool(int l) const {
-  const int64_t per_pool = int64_t(num_blocks_ + 1) * c_.num_key_value_heads * block_size_ * c_.head_dim;
+  const int64_t per_pool = int64_t(num_blocks_ + 1) * shape_.kv_heads * block_size_ * c_.head_dim;
   return pool_.get() + (2 * int64_t(l) + 1) * per_pool;
 }
 
@@ -115,7 +116,7 @@ void GpuGenerationForward::allocate_cache(int num_blocks, int block_size) {
   pool_ = DeviceArray<bf16>();
   num_blocks_ = num_blocks;
   block_size_ = block_size;
-  const int64_t block_elems = int64_t(c_.num_key_value_heads) * block_size * c_.head_dim;
+  const int64_t block_elems = int64_t(shape_.kv_heads) * block_size * c_.head_dim;
   pool_ = DeviceArray<bf16>(2 * int64_t(c_.num_hidden_layers) * (num_blocks + 1) * block_elems);
   // The dummy block (index num_blocks) of every pool holds zeros: padding rows of a graph read it.
   for (int l = 0; l < c_.num_hidden_layers; ++l) {
@@ -182,6 +183,7 @@ void GpuGenerationForward::allocate_activations() {
 
   logits_ = DeviceArray<float>();
   logits_ = DeviceArray<float>(int64_t(R) * c_.vocab_size);
+  if (tp_) tp_->reserve_logits(R);
 }
 
 // The int32 inputs (device buffer and pinned host twin) and the sampler's outputs.
@@ -225,7 +227,7 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
                                    const std::vector<int32_t>& slots, const std::vector<int32_t>& cu_seqlens,
                                    int max_seqlen, const std::vector<int32_t>& gather) {
   const int T = int(tokens.size()), S = int(cu_seqlens.size()) - 1, R = int(gather.size());
-  const int C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  const int C = c_.hidden_size, L = c_.num_hidden_layers;
   HONE_CHECK(T > 0 && T <= max_prefill_ && S > 0 && S <= max_rows_ && R > 0 && R <= max_rows_,
              "prefill of ", T, " tokens, ", S, " sequences, ", R, " rows exceeds the buffers (", max_prefill_, ", ",
              max_rows_, ")");
@@ -243,19 +245,31 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
   const int32_t* d_tok = d, *d_pos = d + Tp, *d_slot = d + 2 * Tp, *d_cu = d + 3 * Tp;
   const int32_t* d_gather = d + 3 * Tp + align_ints(max_rows_ + 1);
 
-  cuda::embedding_forward(pre_x_[0], d_tok, w_ + layout_.embed_tokens, T, C, ctx_);
+  embed(pre_x_[0], d_tok, T);
   const GpuLayerBatch lb{d_pos, d_cu, T, S, max_seqlen, inv_freq_.get()};
   PrefillAttention attention(*this, d_slot);
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations a = pre_act_;
     a.x_in = pre_x_[l % 2];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
-                      attention, nullptr, pre_x_[(l + 1) % 2], ctx_, nullptr);
+                      attention, tp_, pre_x_[(l + 1) % 2], ctx_, nullptr);
   }
   // Logits only for the gathered rows (embedding_forward is a row gather: out[r] = table[gather[r]]).
   cuda::embedding_forward(pre_g_, d_gather, pre_x_[L % 2], R, C, ctx_);
   cuda::rmsnorm_forward(pre_h_, pre_rstd_, pre_g_, w_ + layout_.norm, R, C, c_.rms_norm_eps, ctx_);
-  cuda::lm_head_logits(logits_.get(), pre_h_, w_ + layout_.lm_head, R, C, V, ctx_);
+  lm_head_logits(pre_h_, R);
+}
+
+// The embedding rows of tokens (vocabulary-parallel under tp: each rank's slice, summed over the group).
+void GpuGenerationForward::embed(bf16* out, const int32_t* tokens, int T) {
+  if (tp_) tp_->embedding_forward(out, tokens, w_ + layout_.embed_tokens, T);
+  else cuda::embedding_forward(out, tokens, w_ + layout_.embed_tokens, T, c_.hidden_size, ctx_);
+}
+
+// logits_ rows 0..R-1 over the whole vocabulary from the final normed rows h [R, C].
+void GpuGenerationForward::lm_head_logits(const bf16* h, int R) {
+  if (tp_) tp_->lm_head_logits(logits_.get(), h, w_ + layout_.lm_head, R);
+  else cuda::lm_head_logits(logits_.get(), h, w_ + layout_.lm_head, R, c_.hidden_size, c_.vocab_size, ctx_);
 }
 
 void GpuGenerationForward::copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& copies) {
@@ -275,7 +289,7 @@ void GpuGenerationForward::copy_blocks(const std::vector<std::pair<int32_t, int3
                              ctx_.stream));
   const int32_t* d = d_in_.get() + off_copy_;
   for (int l = 0; l < c_.num_hidden_layers; ++l)
-    cuda::kv_copy_blocks(k_pool(l), v_pool(l), d, d + cap, n, c_.num_key_value_heads, c_.head_dim, block_size_,
+    cuda::kv_copy_blocks(k_pool(l), v_pool(l), d, d + cap, n, shape_.kv_heads, c_.head_dim, block_size_,
                          ctx_);
 }
 
@@ -287,22 +301,22 @@ size_t GpuGenerationForward::workspace_bytes() const {
   a.block_size = block_size_;
   a.num_groups = std::max(1, max_rows_ / 2);
   a.max_prefix_len = max_blocks_ * block_size_;
-  return cuda::paged_attention_decode_workspace(a, c_.num_attention_heads, c_.head_dim, ctx_);
+  return cuda::paged_attention_decode_workspace(a, shape_.heads, c_.head_dim, ctx_);
 }
 
 void GpuGenerationForward::decode_layers(int B, const cuda::PagedDecodeArgs& args) {
-  const int C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  const int C = c_.hidden_size, L = c_.num_hidden_layers;
   PagedAttention attention(*this, args, din_.slots);
   const GpuLayerBatch lb{din_.positions, nullptr, B, B, 1, inv_freq_.get()};
-  cuda::embedding_forward(dec_x_[0], din_.tokens, w_ + layout_.embed_tokens, B, C, ctx_);
+  embed(dec_x_[0], din_.tokens, B);
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations a = dec_act_;
     a.x_in = dec_x_[l % 2];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, dec_scratch_,
-                      attention, nullptr, dec_x_[(l + 1) % 2], ctx_, nullptr);
+                      attention, tp_, dec_x_[(l + 1) % 2], ctx_, nullptr);
   }
   cuda::rmsnorm_forward(dec_h_, dec_rstd_, dec_x_[L % 2], w_ + layout_.norm, B, C, c_.rms_norm_eps, ctx_);
-  cuda::lm_head_logits(logits_.get(), dec_h_, w_ + layout_.lm_head, B, C, V, ctx_);
+  lm_head_logits(dec_h_, B);
 }
 
 void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
@@ -429,7 +443,9 @@ void GpuGenerationForward::sample(const SampleRows& rows, const cuda::GpuSamplin
   cuda::check_stops(d_done, d_tokens, d + 2 * A, d + 3 * A, d + 4 * A, max_total, d_in_.get() + off_stop_,
                     int(stop_ids.size()), R, ctx_);
   CUDA_CHECK(cudaMemcpyAsync(h_out_, d_out_.get(), size_t(3 * A * 4), cudaMemcpyDeviceToHost, ctx_.stream));
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  // Under tp the pass's collectives (a graph's among them) finish here: NCCL's watchdog watches the wait.
+  if (tp_) tp_->synchronize("a generation pass (prefill or decode, and sampling)");
+  else CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
 }
 
 void GpuGenerationForward::drop_graphs() {

@@ -6,7 +6,10 @@
 //            optionally replayed from a CUDA graph captured per batch-size bucket.
 //   sample:  the fused sampler and the stop checks over the logits rows, results copied to pinned host memory.
 // The weights are read through the device pointer given at construction, so a refit that writes them in place is
-// seen by later passes and by graphs captured before it. Guarded by HONE_CUDA.
+// seen by later passes and by graphs captured before it.
+// Under tensor parallelism (a GpuTensorParallel given) the weights are this rank's shard: the pools hold this rank's
+// KV heads, the layer body reduces over the group, and the logits rows are gathered whole on every rank (so every
+// rank samples the same tokens and runs the same schedule). Guarded by HONE_CUDA.
 #pragma once
 
 #if HONE_CUDA
@@ -21,6 +24,8 @@
 #include "model/model_config.h"
 
 namespace hone {
+
+class GpuTensorParallel;
 
 // Host description of one decode step (rows in the order the caller chose: a shared-prefix group's rows first and
 // consecutive, rows outside groups after them).
@@ -41,14 +46,17 @@ struct SampleRows {
 
 class GpuGenerationForward {
  public:
+  // tp: null for the whole model; else this rank's shard (layout: the shard's), and tp outlives this object.
   GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
-                       const cuda::GpuContext& ctx);
+                       const cuda::GpuContext& ctx, GpuTensorParallel* tp = nullptr);
   ~GpuGenerationForward();
   GpuGenerationForward(const GpuGenerationForward&) = delete;
   GpuGenerationForward& operator=(const GpuGenerationForward&) = delete;
 
-  // Bytes of one KV block (K and V of every layer).
-  static int64_t block_bytes(const ModelConfig& c, int block_size);
+  // Bytes of one KV block (K and V of every layer) of kv_heads heads (this rank's).
+  static int64_t block_bytes(const ModelConfig& c, int block_size, int kv_heads);
+  int64_t block_bytes(int block_size) const { return block_bytes(c_, block_size, shape_.kv_heads); }
+  GpuTensorParallel* tensor_parallel() const { return tp_; }
   // The paged pools: num_blocks blocks plus one zeroed block that padding rows of a graph read.
   void allocate_cache(int num_blocks, int block_size);
   bool has_cache() const { return num_blocks_ > 0; }
@@ -92,6 +100,8 @@ class GpuGenerationForward {
     int32_t* group_offsets = nullptr, *prefix_lens = nullptr;
   };
   void decode_layers(int B, const cuda::PagedDecodeArgs& args);
+  void embed(cuda::bf16* out, const int32_t* tokens, int T);
+  void lm_head_logits(const cuda::bf16* h, int R);
   void allocate_activations();
   void allocate_io();
   int upload_decode_inputs(const DecodeBatch& batch, int Bg, int G);
@@ -101,7 +111,8 @@ class GpuGenerationForward {
   size_t workspace_bytes() const;
 
   const ModelConfig c_;
-  const LayerShape shape_;  // the whole model (tp = 1)
+  GpuTensorParallel* const tp_;
+  const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ParamLayout layout_;
   const cuda::bf16* w_;
   const cuda::GpuContext ctx_;

@@ -14,6 +14,7 @@
 #include "generation/gpu_generation_forward.h"
 #include "generation/kv_block_manager.h"
 #include "generation/scheduler.h"
+#include "parallel/gpu_tensor_parallel.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -62,16 +63,18 @@ SamplerSettings sampler_settings(const SamplingParams& sampling, const StopCrite
 
 // Allocates the KV cache at the first call (kv_cache_gib, or a fraction of the free memory now), checks that one
 // sequence of max_len tokens fits, and reserves the per-pass buffers.
-void prepare_cache(GpuGenerationForward& fwd, const ModelConfig& config, const GpuGenerationOptions& options,
-                   int max_len, const StopCriteria& stop) {
+void prepare_cache(GpuGenerationForward& fwd, const GpuGenerationOptions& options, int max_len,
+                   const StopCriteria& stop) {
   const int bs = options.block_size;
-  const int64_t block_bytes = GpuGenerationForward::block_bytes(config, bs);
+  const int64_t block_bytes = fwd.block_bytes(bs);
   if (!fwd.has_cache()) {
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     const double bytes = options.kv_cache_gib > 0 ? options.kv_cache_gib * double(int64_t(1) << 30)
                                                   : options.kv_cache_memory_fraction * double(free_b);
-    const int64_t nb = std::min<int64_t>(int64_t(bytes / double(block_bytes)), std::numeric_limits<int32_t>::max() / bs);
+    int64_t nb = std::min<int64_t>(int64_t(bytes / double(block_bytes)), std::numeric_limits<int32_t>::max() / bs);
+    // The ranks of a tensor-parallel group schedule the same sequences: they need the same number of blocks.
+    if (GpuTensorParallel* tp = fwd.tensor_parallel()) nb = tp->min_over_group(nb);
     HONE_USER_CHECK(nb >= 1, "the KV cache (", bytes / double(int64_t(1) << 30), " GiB) holds no block of ",
                     block_bytes, " bytes: raise generation.kv_cache_gib or kv_cache_memory_fraction");
     fwd.allocate_cache(int(nb), bs);
@@ -142,7 +145,7 @@ GenerationCall::GenerationCall(GpuGenerationForward& fwd, const ModelConfig& con
       stats_(stats),
       stop_(stop),
       vocab_size_(config.vocab_size),
-      block_bytes_(GpuGenerationForward::block_bytes(config, options.block_size)),
+      block_bytes_(fwd.block_bytes(options.block_size)),
       bs_(options.block_size),
       num_blocks_(fwd.num_blocks()),
       max_blocks_(fwd.max_blocks()),
@@ -357,7 +360,7 @@ std::vector<Rollout> GenerationCall::finish(const DecodeFunction& decode) {
 }  // namespace
 
 GpuGenerator::GpuGenerator(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
-                           const cuda::GpuContext& ctx, GpuGenerationOptions options)
+                           const cuda::GpuContext& ctx, GpuGenerationOptions options, GpuTensorParallel* tp)
     : config_(config), options_(options), ctx_(ctx) {
   const int bs = options_.block_size;
   HONE_USER_CHECK(bs > 0 && (bs & (bs - 1)) == 0, "KV block size must be a power of two, got ", bs);
@@ -368,7 +371,7 @@ GpuGenerator::GpuGenerator(const ModelConfig& config, const ParamLayout& layout,
   HONE_USER_CHECK(options_.kv_cache_gib > 0 ||
                       (options_.kv_cache_memory_fraction > 0 && options_.kv_cache_memory_fraction < 1),
                   "kv_cache_memory_fraction must be in (0, 1), got ", options_.kv_cache_memory_fraction);
-  fwd_ = std::make_unique<GpuGenerationForward>(config_, layout, weights, ctx_);
+  fwd_ = std::make_unique<GpuGenerationForward>(config_, layout, weights, ctx_, tp);
 }
 
 GpuGenerator::~GpuGenerator() = default;
@@ -385,7 +388,7 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
   if (requests.empty()) return {};
 
   const int max_len = longest_sequence(requests, stop, max_total_sequence_length);
-  prepare_cache(*fwd_, config_, options_, max_len, stop);
+  prepare_cache(*fwd_, options_, max_len, stop);
   stats_.kv_capacity_tokens = int64_t(fwd_->num_blocks()) * options_.block_size;
   const int64_t replays0 = fwd_->graph_replays();
   const SamplerSettings sampler =

@@ -25,6 +25,7 @@
 namespace hone {
 
 class GpuGenerationForward;
+class GpuTensorParallel;
 
 struct GpuGenerationOptions {
   double kv_cache_gib = 0;                 // KV cache size; 0: kv_cache_memory_fraction of the free memory
@@ -47,8 +48,10 @@ struct GpuGenerationStats : GenerationStats {
 class GpuGenerator {
  public:
   // `weights`: the device bf16 weights (layout's offsets); must outlive the generator, like the context.
+  // Under tensor parallelism, tp (outliving the generator too) and the shard's layout and weights: every rank of
+  // the group calls generate() with the same requests and gets the same rollouts.
   GpuGenerator(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
-               const cuda::GpuContext& ctx, GpuGenerationOptions options = {});
+               const cuda::GpuContext& ctx, GpuGenerationOptions options = {}, GpuTensorParallel* tp = nullptr);
   ~GpuGenerator();
   GpuGenerator(const GpuGenerator&) = delete;
   GpuGenerator& operator=(const GpuGenerator&) = delete;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "comm/nccl_comm.h"
 #include "cuda/check.h"
 #include "runtime/error.h"
 
@@ -44,6 +45,59 @@ double GpuTensorParallel::weighted_sum_squares(const float* g, int64_t begin, in
   return layout_.weighted_sum_squares(begin, n, [&](int64_t off, int64_t count) {
     return cuda::sum_squares(g + off, count, ctx_);
   });
+}
+
+double GpuTensorParallel::sum_over_group(double x) {
+  if (size() == 1) return x;
+  if (scalar_.size() < 1) scalar_ = DeviceArray<double>(1, "tensor-parallel scalar");
+  CUDA_CHECK(cudaMemcpyAsync(scalar_.get(), &x, sizeof(double), cudaMemcpyHostToDevice, ctx_.stream));
+  tp_.all_reduce_sum(scalar_.get(), 1);
+  CUDA_CHECK(cudaMemcpyAsync(&x, scalar_.get(), sizeof(double), cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  return x;
+}
+
+int64_t GpuTensorParallel::min_over_group(int64_t v) {
+  if (size() == 1) return v;
+  if (scalar_.size() < 1) scalar_ = DeviceArray<double>(1, "tensor-parallel scalar");
+  auto* d = reinterpret_cast<int64_t*>(scalar_.get());
+  CUDA_CHECK(cudaMemcpyAsync(d, &v, sizeof(int64_t), cudaMemcpyHostToDevice, ctx_.stream));
+  tp_.all_reduce_min(d, d, 1);
+  CUDA_CHECK(cudaMemcpyAsync(&v, d, sizeof(int64_t), cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  return v;
+}
+
+void GpuTensorParallel::synchronize(const std::string& what) {
+  if (auto* nccl = dynamic_cast<NcclComm*>(&tp_)) nccl->watch_stream(what);
+  else CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+}
+
+void GpuTensorParallel::reserve_logits(int max_rows) {
+  const int64_t n = int64_t(max_rows) * shape().vocab * size();
+  if (logits_stage_.size() < n) {
+    logits_stage_ = DeviceArray<float>();
+    logits_stage_ = DeviceArray<float>(n, "vocabulary-parallel logits");
+  }
+}
+
+void GpuTensorParallel::lm_head_logits(float* logits, const bf16* h, const bf16* w, int R) {
+  const LayerShape& s = shape();
+  if (R == 0) return;
+  const int64_t block = int64_t(R) * s.vocab;
+  HONE_CHECK(logits_stage_.size() >= block * size(), "lm_head_logits of ", R, " rows: reserve_logits() first");
+  float* stage = logits_stage_.get();
+  float* mine = stage + int64_t(rank()) * block;
+  cuda::lm_head_logits(mine, h, w, R, s.hidden, s.vocab, ctx_);
+  tp_.all_gather_in_place(stage, block);
+  // Block r holds rows x [vocabulary r*vocab, (r+1)*vocab): the whole row is the blocks side by side, less padding.
+  for (int r = 0; r < size(); ++r) {
+    const int valid = std::clamp(s.vocab_total - r * s.vocab, 0, s.vocab);
+    if (valid == 0) continue;
+    CUDA_CHECK(cudaMemcpy2DAsync(logits + int64_t(r) * s.vocab, size_t(s.vocab_total) * sizeof(float),
+                                 stage + int64_t(r) * block, size_t(s.vocab) * sizeof(float),
+                                 size_t(valid) * sizeof(float), size_t(R), cudaMemcpyDeviceToDevice, ctx_.stream));
+  }
 }
 
 void GpuTensorParallel::all_reduce_bf16(bf16* x, int64_t n) {

@@ -9,6 +9,7 @@
 #if HONE_CUDA
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "comm/comm.h"
@@ -49,6 +50,17 @@ class GpuTensorParallel final : public LayerCollectives<bf16> {
                         const bf16* w, const int32_t* targets, const float* lse, const float* entropy, int T,
                         float temperature, int chunk_v);
 
+  // ---- generation ----
+  // Logits [R, V] fp32 over the whole vocabulary on every rank: this rank's slice (h [R, C] times its rows of w),
+  // all-gathered, the padding columns dropped. Every rank then holds the same rows, so every rank's sampler picks
+  // the same tokens as one rank would. The staging is sized by reserve_logits(), outside any graph capture.
+  void reserve_logits(int max_rows);
+  void lm_head_logits(float* logits, const bf16* h, const bf16* w, int R);
+  // The smallest value of v over the group (host value; collective): sizes that must agree, such as the KV blocks.
+  int64_t min_over_group(int64_t v);
+  // Waits for the stream (under NCCL's watchdog when the group is an NcclComm); what names the work waited for.
+  void synchronize(const std::string& what);
+
   // ---- gradients (device fp32, the shard's flat layout) ----
   // Sums the partial gradients of the q/k norm weights (shared by every rank's heads) and of a KV head replicated
   // over tp / Hkv ranks over the group, in place. Collective.
@@ -57,6 +69,8 @@ class GpuTensorParallel final : public LayerCollectives<bf16> {
   // 1 / (the ranks that hold the same values): summed over the group, every value counts once. Local; it waits for
   // the stream.
   double weighted_sum_squares(const float* g, int64_t begin, int64_t n) const;
+  // The sum of every rank's x (host value; collective).
+  double sum_over_group(double x);
 
  private:
   void all_reduce_bf16(bf16* x, int64_t n);
@@ -65,7 +79,8 @@ class GpuTensorParallel final : public LayerCollectives<bf16> {
   Comm& tp_;
   const cuda::GpuContext& ctx_;
   ShardLayout layout_;
-  DeviceArray<float> stats_, max_, kv_whole_;
+  DeviceArray<float> stats_, max_, kv_whole_, logits_stage_;
+  DeviceArray<double> scalar_;
   DeviceArray<bf16> dh_;
 };
 

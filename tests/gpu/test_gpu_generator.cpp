@@ -198,7 +198,8 @@ BOOST_AUTO_TEST_CASE(tiny_cache_preempts_and_gives_the_same_rollouts,
     hone::GpuGenerationOptions big, tiny;
     big.kv_cache_gib = 0.01;
     tiny.block_size = 8;
-    tiny.kv_cache_gib = 20.5 * double(hone::GpuGenerationForward::block_bytes(m.c, 8)) / double(1 << 30);
+    const int64_t block = hone::GpuGenerationForward::block_bytes(m.c, 8, m.c.num_key_value_heads);
+    tiny.kv_cache_gib = 20.5 * double(block) / double(1 << 30);
     auto g_big = m.generator(big);
     auto g_tiny = m.generator(tiny);
     const auto a = g_big.generate(req, sp, st, 9, 1, 256);
