@@ -47,7 +47,7 @@ GpuStepResult GpuDataParallelAdamW::update(float lr, double max_norm) {
     wait_works(works);
   }
   reduced_ = false;
-  const GpuStepResult r = adamw_.clip(max_norm);
+  const GpuStepResult r = adamw_.clip(max_norm, options_.norm);
   adamw_.adamw(lr);
   return r;
 }

@@ -23,6 +23,7 @@
 #include "model/gpu_transformer.h"
 #include "model/weights.h"
 #include "train/gpu_optimizer.h"
+#include "train/grad_clip.h"
 #include "train/zero_layout.h"
 
 namespace hone {
@@ -30,6 +31,8 @@ namespace hone {
 struct GpuDataParallelOptions {
   bool grad_reduce_in_fp32 = true;           // train.grad_reduce_in_fp32
   int64_t bucket_bytes = int64_t(25) << 20;  // fp32 gradient bytes per bucket (about; buckets start at layers)
+  // Tensor parallelism: the model's parameters are this rank's shard; the clipping norm spans the group.
+  ShardedNorm norm;
 };
 
 // What a GradReducer needs from an optimizer: its buckets and a way to launch one bucket's reduction.

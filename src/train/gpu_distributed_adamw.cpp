@@ -84,9 +84,13 @@ GpuStepResult GpuDistributedAdamW::update(float lr, double max_norm) {
   reduced_ = false;
 
   // Global norm: the sums of squares of every rank's reduced chunks, summed over dp (the padding is zero).
+  // Under tensor parallelism each value is weighted by the tp ranks that hold it, and the sum spans tp too.
+  const ShardedNorm& norm = options_.norm;
   double local = 0;
   for (const ZeroBucket& b : zl_.buckets())
-    local += cuda::sum_squares(grads_.get() + zl_.chunk_flat_offset(b), zl_.chunk_size(b), ctx_);
+    local += norm.weighted_sum_squares
+                 ? norm.weighted_sum_squares(grads_.get(), zl_.chunk_flat_offset(b), zl_.chunk_size(b))
+                 : cuda::sum_squares(grads_.get() + zl_.chunk_flat_offset(b), zl_.chunk_size(b), ctx_);
   double* d_sum = reinterpret_cast<double*>(scalar_.get());
   CUDA_CHECK(cudaMemcpyAsync(d_sum, &local, sizeof(double), cudaMemcpyHostToDevice, ctx_.stream));
   dp_.all_reduce_sum_async(d_sum, d_sum, 1, CommType::f64, ctx_.stream).wait();
@@ -94,7 +98,7 @@ GpuStepResult GpuDistributedAdamW::update(float lr, double max_norm) {
   CUDA_CHECK(cudaMemcpyAsync(&total, d_sum, sizeof(double), cudaMemcpyDeviceToHost, ctx_.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   GpuStepResult r;
-  r.grad_norm = std::sqrt(total);
+  r.grad_norm = std::sqrt(norm.sum_over_group(total));
   r.clip_coef = clip_coefficient(r.grad_norm, max_norm);
   if (r.clip_coef < 1.f)
     for (const ZeroBucket& b : zl_.buckets())

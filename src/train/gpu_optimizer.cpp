@@ -83,10 +83,12 @@ void GpuAdamW::zero_grads() {
   CUDA_CHECK(cudaMemsetAsync(grads_.get(), 0, grads_.bytes(), ctx_.stream));
 }
 
-GpuStepResult GpuAdamW::clip(double max_norm) {
+GpuStepResult GpuAdamW::clip(double max_norm, const ShardedNorm& norm) {
   HONE_CHECK(grads_.get(), "clipping with the gradient buffer released");
   GpuStepResult r;
-  r.grad_norm = std::sqrt(cuda::sum_squares(grads_.get(), n_, ctx_));
+  const double local = norm.weighted_sum_squares ? norm.weighted_sum_squares(grads_.get(), 0, n_)
+                                                 : cuda::sum_squares(grads_.get(), n_, ctx_);
+  r.grad_norm = std::sqrt(norm.sum_over_group(local));
   r.clip_coef = clip_coefficient(r.grad_norm, max_norm);
   if (r.clip_coef < 1.f) cuda::scale_inplace(grads_.get(), r.clip_coef, n_, ctx_);
   return r;

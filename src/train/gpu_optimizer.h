@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/ops_cuda.h"
+#include "train/grad_clip.h"
 #include "model/gpu_transformer.h"
 #include "model/weights.h"
 #include "train/adamw.h"
@@ -60,8 +61,9 @@ class GpuAdamW {
   // Frees the gradient buffer (between steps, when gradients are zero: colocated generation takes the memory).
   void release_grads() { grads_ = DeviceArray<float>(); }
 
-  // Global L2 norm of the gradients (synchronizes), then scales them by clip_coefficient(norm, max_norm).
-  GpuStepResult clip(double max_norm);
+  // Global L2 norm of the gradients (synchronizes), then scales them by clip_coefficient(norm, max_norm). Under
+  // tensor parallelism norm weighs this shard's values and sums over the group (ShardedNorm).
+  GpuStepResult clip(double max_norm, const ShardedNorm& norm = {});
   // Increments the step count, then one AdamW update of the master weights with learning rate lr.
   void adamw(float lr);
   // bf16 compute weights from the master weights.

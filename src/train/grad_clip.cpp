@@ -24,6 +24,7 @@ double ShardedNorm::local(const float* g, int64_t flat_begin, int64_t n) const {
 }
 
 double ShardedNorm::sum_over_group(double local_sum) const {
+  if (sum) return sum(local_sum);
   if (group && group->size() > 1) group->all_reduce_sum(&local_sum, 1);
   return local_sum;
 }

@@ -22,6 +22,9 @@ double clip_grad_norm(float* grad, int64_t n, double max_norm);
 // model (the plain sum of squares, no communication).
 struct ShardedNorm {
   Comm* group = nullptr;
+  // The sum over the group of a host value, when the group's Comm takes device buffers (NCCL): set by the
+  // engine that owns the device scalar and the stream. Default: group->all_reduce_sum on the host value.
+  std::function<double(double)> sum;
   // Weighted sum of squares of g = the shard's flat buffer at [flat_begin, flat_begin + n).
   std::function<double(const float* g, int64_t flat_begin, int64_t n)> weighted_sum_squares;
 

@@ -216,7 +216,8 @@ BOOST_AUTO_TEST_CASE(data_parallel_optimizers_on_one_rank_match_gpu_adamw,
   hone::AdamWConfig ac;
   ac.weight_decay = 0.1f;
   // Small buckets: several per layer boundary, so the reducer launches during backward.
-  const hone::GpuDataParallelOptions opts{true, 64 << 10};
+  hone::GpuDataParallelOptions opts;
+  opts.bucket_bytes = 64 << 10;
 
   hone::GpuTransformer model(cfg, layout, ctx, 128);
   model.upload_weights(w);

@@ -309,7 +309,9 @@ void check_optimizers(hone::Comm& world, hone::NcclComm& dp, const hone::cuda::G
   };
   Trained runs[2][2];  // [fp32 reduction?][distributed?]
   for (int fp32 = 0; fp32 < 2; ++fp32) {
-    const hone::GpuDataParallelOptions opts{fp32 == 1, 1 << 20};
+    hone::GpuDataParallelOptions opts;
+    opts.grad_reduce_in_fp32 = fp32 == 1;
+    opts.bucket_bytes = 1 << 20;
     hone::GpuTransformer model_z(c.cfg, c.layout, ctx, 512), model_p(c.cfg, c.layout, ctx, 512);
     model_z.upload_weights(c.w);
     model_p.upload_weights(c.w);
