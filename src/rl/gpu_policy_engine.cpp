@@ -10,6 +10,11 @@
 // Memory is handed from phase to phase: the activation arenas and the gradient buffer are freed before generation
 // and the KV cache after it; with train.optimizer_offload the Adam moments wait in pinned host memory while
 // generation runs.
+// Under tensor parallelism (parallel.tp > 1) every role holds this rank's shard (parallel/shard_layout.h), the models
+// and the generator compute over the tp group's NcclComm on the engine's stream (parallel/gpu_tensor_parallel.h),
+// the optimizer works on the shard's flat buffer over dp with the clipping norm spanning the group, and checkpoints
+// stay whole: read_state gathers the shards onto world rank 0 over the host tp group, write_state keeps this rank's
+// slices.
 #include <algorithm>
 #include <cstring>
 
@@ -24,6 +29,8 @@
 #include "runtime/gpu_device_select.h"
 #include "comm/nccl_comm.h"
 #include "generation/gpu_generator.h"
+#include "parallel/gpu_tensor_parallel.h"
+#include "parallel/shard_weights.h"
 #include "model/gpu_transformer.h"
 #include "rl/gpu_policy_loss.h"
 #include "train/gpu_data_parallel_adamw.h"
@@ -38,12 +45,26 @@ class GpuPolicyEngine final : public PolicyEngine {
   GpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
       : s_(s), mc_(mc), ps_(ps), device_(select_rank_device().device), ctx_(cuda::create_gpu_context(device_)),
         layout_(ParamLayout::of(mc)) {
+    if (ps_.tp_size() > 1) {
+      // The tp group's collectives are ordered with the layers' kernels: they run on the engine's stream.
+      NcclOptions o;
+      o.timeout_s = s.nccl_timeout_s;
+      o.stream = ctx_.stream;
+      tp_comm_ = ps_.device(CommGroup::tp, o);
+      tp_ = std::make_unique<GpuTensorParallel>(mc_, *tp_comm_, ctx_);
+      layout_ = tp_->layout().param_layout();
+      if (s.sequence_parallel)
+        log_info("parallel.sequence_parallel: the GPU engine runs tensor parallelism over whole token rows (no "
+                 "sequence parallelism yet); set parallel.sequence_parallel = false to silence this line");
+    }
+    HONE_CHECK(initial.flat.numel() == layout_.num_params, "initial weights of ", initial.flat.numel(),
+               " parameters, this rank's ", tp_ ? "shard" : "model", " has ", layout_.num_params);
     const int max_tokens = int(s.max_tokens_per_microbatch);
-    policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens);
+    policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get());
     policy_->set_recompute(s.activation_recompute);
     policy_->upload_weights(initial);
     if (s.loss.kl_coef > 0) {
-      reference_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens);
+      reference_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get());
       reference_->upload_weights(initial);
     }
     GpuGenerationOptions go;
@@ -52,7 +73,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     go.block_size = s.kv_block_size;
     go.cuda_graphs = s.cuda_graphs;
     go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s.rollouts_per_step() / ps_.dp_size())));
-    generator_ = std::make_unique<GpuGenerator>(mc_, layout_, policy_->weights(), ctx_, go);
+    generator_ = std::make_unique<GpuGenerator>(mc_, layout_, policy_->weights(), ctx_, go, tp_.get());
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
@@ -68,11 +89,14 @@ class GpuPolicyEngine final : public PolicyEngine {
     dp_comm_.reset();
     reference_.reset();
     policy_.reset();
+    tp_.reset();
+    tp_comm_.reset();
     cuda::destroy_gpu_context(ctx_);
   }
 
   std::string describe() const override {
     std::string d = cat("cuda:", device_, " ", name_, ", bf16");
+    if (tp_) d += cat(", tensor parallel over ", tp_->size(), " GPUs (NCCL)");
     if (ps_.dp_size() > 1)
       d += cat(", gradients over NCCL (", ps_.dp_size(), " ranks, ",
                zero_ ? "distributed optimizer: reduce-scatter, sharded AdamW, bf16 all-gather"
@@ -95,6 +119,13 @@ class GpuPolicyEngine final : public PolicyEngine {
     }
     GpuDataParallelOptions po;
     po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
+    if (tp_) {
+      GpuTensorParallel* tp = tp_.get();
+      po.norm.weighted_sum_squares = [tp](const float* g, int64_t begin, int64_t n) {
+        return tp->weighted_sum_squares(g, begin, n);
+      };
+      po.norm.sum = [tp](double x) { return tp->sum_over_group(x); };
+    }
     if (zero_)
       optimizer_ = std::make_unique<GpuDistributedAdamW>(initial, layout_, s_.adamw, ctx_, *dp_comm_, po);
     else
@@ -161,6 +192,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     // The buckets launched during the last backward; a rank with no micro-batch in this optimizer step reduces
     // them all inside update(), in the same bucket order.
     if (reducer_ && reducer_->armed()) reducer_->wait_all();
+    if (tp_) tp_->sum_partial_gradients(optimizer_->grads());  // parameters several ranks hold: gradients add up
     const GpuStepResult r = optimizer_->update(lr, max_grad_norm);
     if (!last_of_step) optimizer_->refit(policy_->weights());  // the next micro-batches train on the new weights
     return r.grad_norm;
@@ -180,19 +212,54 @@ class GpuPolicyEngine final : public PolicyEngine {
   }
   void reset_memory() override { mem_ = EngineMemory{}; }
 
+  // Checkpoints are whole and independent of tp and dp: the dp-rank-0 ranks download their shard and, under tp,
+  // gather the shards over the host tp group onto tp rank 0 (world rank 0), one parameter at a time.
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     const int64_t n = optimizer_->num_params();
-    const bool root = ps_.dp_rank() == 0;
-    if (root) {
-      if (master.flat.numel() != n) master = allocate_weights(mc_);
-      m = Tensor::empty({n});
-      v = Tensor::empty({n});
+    const bool dp_root = ps_.dp_rank() == 0;
+    if (!tp_) {
+      if (dp_root) {
+        if (master.flat.numel() != n) master = allocate_weights(mc_);
+        m = Tensor::empty({n});
+        v = Tensor::empty({n});
+      }
+      optimizer_->read_state(dp_root ? &master : nullptr, dp_root ? m.f32() : nullptr, dp_root ? v.f32() : nullptr, 0);
+      return;
     }
-    optimizer_->read_state(root ? &master : nullptr, root ? m.f32() : nullptr, root ? v.f32() : nullptr, 0);
+    ModelWeights shard;
+    std::vector<float> shard_m, shard_v;
+    if (dp_root) {
+      shard = allocate_shard_weights(tp_->layout(), mc_);
+      shard_m.resize(size_t(n));
+      shard_v.resize(size_t(n));
+    }
+    optimizer_->read_state(dp_root ? &shard : nullptr, shard_m.data(), shard_v.data(), 0);
+    if (!dp_root) return;
+    const bool root = ps_.tp_rank() == 0;
+    const int64_t whole = count_parameters(mc_);
+    if (root) {
+      if (master.flat.numel() != whole) master = allocate_weights(mc_);
+      m = Tensor::empty({whole});
+      v = Tensor::empty({whole});
+    }
+    Comm& tp = ps_.tp();
+    gather_shards_flat(mc_, tp_->layout(), shard.flat.f32(), tp, root ? master.flat.f32() : nullptr);
+    gather_shards_flat(mc_, tp_->layout(), shard_m.data(), tp, root ? m.f32() : nullptr);
+    gather_shards_flat(mc_, tp_->layout(), shard_v.data(), tp, root ? v.f32() : nullptr);
   }
   void write_state(const ModelWeights& master, const float* m, const float* v, int step_count) override {
-    HONE_CHECK(master.flat.numel() == optimizer_->num_params(), "checkpoint weights do not match the model");
-    optimizer_->write_state(master, m, v, step_count);
+    HONE_CHECK(master.flat.numel() == count_parameters(mc_), "checkpoint weights do not match the model");
+    if (!tp_) {
+      optimizer_->write_state(master, m, v, step_count);
+    } else {
+      // This rank's slices of the whole state.
+      ModelWeights shard = allocate_shard_weights(tp_->layout(), mc_);
+      extract_shard(tp_->layout(), master, shard);
+      std::vector<float> shard_m(size_t(shard.flat.numel())), shard_v(size_t(shard.flat.numel()));
+      extract_shard_flat(tp_->layout(), m, shard_m.data());
+      extract_shard_flat(tp_->layout(), v, shard_v.data());
+      optimizer_->write_state(shard, shard_m.data(), shard_v.data(), step_count);
+    }
     optimizer_->refit(policy_->weights());
     CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
@@ -233,7 +300,8 @@ class GpuPolicyEngine final : public PolicyEngine {
   std::string name_;
   std::unique_ptr<GpuTransformer> policy_, reference_;
   std::unique_ptr<GpuGenerator> generator_;
-  std::unique_ptr<NcclComm> dp_comm_;
+  std::unique_ptr<NcclComm> dp_comm_, tp_comm_;
+  std::unique_ptr<GpuTensorParallel> tp_;  // parallel.tp > 1
   std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<GpuPolicyLoss> loss_;

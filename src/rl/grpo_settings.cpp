@@ -10,15 +10,12 @@ namespace hone::rl {
 
 namespace {
 
-// The parallelism hone run supports today: data parallelism only.
+// The parallelism hone run supports today: data and tensor parallelism.
 void check_parallel_supported(const Config& c) {
-  const int64_t tp = c.get_int("parallel.tp"), pp = c.get_int("parallel.pp");
+  const int64_t pp = c.get_int("parallel.pp");
   HONE_USER_CHECK(pp == 1, "parallel.pp = ", pp,
                   ": pipeline parallelism is not supported yet (set it to 1; data parallelism follows from the rank "
                   "count)");
-  HONE_USER_CHECK(tp == 1 || c.get_string("run.device") == "cpu", "parallel.tp = ", tp,
-                  ": tensor parallelism runs on the CPU engine only for now (run.device = \"cpu\"); on the GPU set "
-                  "parallel.tp = 1");
 }
 
 // [run], and the parallelism this loop supports.
