@@ -1,6 +1,6 @@
 // The GPU engine's tensor-parallel model on one GPU: two shards of a small model (Megatron's split, the
 // vocabulary-parallel embedding and LM head), run by two threads with their own streams, whose device Comm sums
-// and maxes through the host, against the whole model on the same GPU: logprobs, entropies, every gradient slice
+// and maxes through the host (pair_device_comm.h), against the whole model on the same GPU: logprobs, entropies, every gradient slice
 // (the partial ones summed on the device) and the gradient norm over the shards. This proves the GPU layer body's hooks,
 // GpuTensorParallel's collectives and the shard's parameter layout with one GPU; NCCL between GPUs is the only
 // part it leaves to a machine with several.
@@ -10,93 +10,32 @@
 
 #if HONE_CUDA
 
-#include <barrier>
 #include <cmath>
 #include <cstdio>
 #include <thread>
 
 #include "gpu_transformer_test_util.h"
+#include "pair_device_comm.h"
 #include "model/gpu_transformer.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_weights.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
+#include "train/gpu_data_parallel_adamw.h"
 
 namespace {
 
-struct Pair {
-  std::barrier<> sync{2};
-  std::vector<float> posted[2];
-};
-
-// Two "ranks" of one GPU: a collective synchronizes the caller's stream, posts its values on the host, and both
-// ranks combine them in rank order (the same bits on both).
-class PairDeviceComm final : public hone::Comm {
- public:
-  PairDeviceComm(Pair& p, int rank, cudaStream_t stream) : p_(p), rank_(rank), stream_(stream) {}
-  int rank() const override { return rank_; }
-  int size() const override { return 2; }
-  const std::vector<int>& world_ranks() const override { return ranks_; }
-  const std::string& name() const override { return name_; }
-  bool on_device() const override { return true; }
-  void all_reduce_sum_raw(const void* send, void* recv, int64_t n, hone::CommType t) override {
-    combine(send, recv, n, t, [](float a, float b) { return a + b; });
-  }
-  void all_reduce_max_raw(const void* send, void* recv, int64_t n, hone::CommType t) override {
-    combine(send, recv, n, t, [](float a, float b) { return std::max(a, b); });
-  }
-  void all_reduce_min_raw(const void*, void*, int64_t, hone::CommType) override { unused("all_reduce_min"); }
-  void reduce_scatter_sum_raw(const void*, void*, int64_t, hone::CommType) override { unused("reduce_scatter"); }
-  void all_gather_raw(const void*, void*, int64_t, hone::CommType) override { unused("all_gather"); }
-  void broadcast_raw(void*, int64_t, hone::CommType, int) override { unused("broadcast"); }
-  void barrier() override { p_.sync.arrive_and_wait(); }
-  void send_raw(const void*, int64_t, hone::CommType, int) override { unused("send"); }
-  void recv_raw(void*, int64_t, hone::CommType, int) override { unused("recv"); }
-  void send_recv_raw(const void*, int64_t, int, void*, int64_t, int, hone::CommType) override { unused("send_recv"); }
-  void all_to_all_raw(const void*, void*, int64_t, hone::CommType) override { unused("all_to_all"); }
-  void all_to_allv_raw(const void*, std::span<const int64_t>, std::span<const int64_t>, void*,
-                       std::span<const int64_t>, std::span<const int64_t>, hone::CommType) override {
-    unused("all_to_allv");
-  }
-
- private:
-  static void unused(const char* op) { HONE_CHECK(false, op, " is not used by tensor parallelism"); }
-  template <class Op>
-  void combine(const void* send, void* recv, int64_t n, hone::CommType t, Op op) {
-    HONE_CHECK(t == hone::CommType::f32 || t == hone::CommType::bf16, "f32 and bf16 only");
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-    std::vector<float>& mine = p_.posted[rank_];
-    mine.resize(size_t(n));
-    if (t == hone::CommType::f32) {
-      CUDA_CHECK(cudaMemcpy(mine.data(), send, size_t(n) * 4, cudaMemcpyDeviceToHost));
-    } else {
-      std::vector<uint16_t> h(static_cast<size_t>(n));
-      CUDA_CHECK(cudaMemcpy(h.data(), send, size_t(n) * 2, cudaMemcpyDeviceToHost));
-      for (int64_t i = 0; i < n; ++i) mine[size_t(i)] = hone::bf16_to_f32(h[size_t(i)]);
-    }
-    p_.sync.arrive_and_wait();
-    std::vector<float> out(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) out[size_t(i)] = op(p_.posted[0][size_t(i)], p_.posted[1][size_t(i)]);
-    p_.sync.arrive_and_wait();  // both read before either posts again
-    if (t == hone::CommType::f32) {
-      CUDA_CHECK(cudaMemcpy(recv, out.data(), size_t(n) * 4, cudaMemcpyHostToDevice));
-    } else {
-      std::vector<uint16_t> h(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) h[size_t(i)] = hone::f32_to_bf16(out[size_t(i)]);
-      CUDA_CHECK(cudaMemcpy(recv, h.data(), size_t(n) * 2, cudaMemcpyHostToDevice));
-    }
-  }
-  Pair& p_;
-  int rank_;
-  cudaStream_t stream_;
-  std::vector<int> ranks_{0, 1};
-  std::string name_ = "tp (two threads)";
-};
+using test::Pair;
+using test::PairDeviceComm;
 
 struct Result {
   std::vector<float> logprob, entropy, grads;  // shards: after the partial gradients' sum over the pair
   double sum_squares = 0;                      // shards: weighted (replicated values count once over the pair)
+  double grad_norm = 0;                        // the optimizer's clipping norm (over the pair for shards)
+  std::vector<float> stepped;                  // master weights after one clipped AdamW step
 };
+
+constexpr double kMaxNorm = 0.05;  // below the gradient norm: the step clips
 
 // One model pass on this thread's stream: the whole model (tp == nullptr) or this rank's shard.
 Result run(const hone::ModelConfig& c, const hone::ModelWeights& whole, const hone::PackedBatch& batch, Pair* pair,
@@ -117,16 +56,32 @@ Result run(const hone::ModelConfig& c, const hone::ModelWeights& whole, const ho
   hone::GpuTransformer model(c, layout, g.ctx, 64, tp.get());
   model.upload_weights(w);
   model.forward(batch, 0.9f, true);
-  Result r{model.logprobs_host(), model.entropy_host(), {}};
-  hone::DeviceArray<float> grads(layout.num_params);
-  CUDA_CHECK(cudaMemset(grads.get(), 0, grads.bytes()));
-  const auto dl = test::gpu_logprob_weights(T), de = test::gpu_entropy_weights(T);
-  model.backward_host(dl, &de, grads.get());
+  Result r;
+  r.logprob = model.logprobs_host();
+  r.entropy = model.entropy_host();
+  // The engine's optimizer on the shard: the clipping norm weighted per shard and summed over the pair.
+  hone::GpuDataParallelOptions po;
   if (tp) {
-    tp->sum_partial_gradients(grads.get());
-    r.sum_squares = tp->weighted_sum_squares(grads.get(), 0, grads.size());
+    hone::GpuTensorParallel* t = tp.get();
+    po.norm.weighted_sum_squares = [t](const float* g, int64_t b, int64_t n) { return t->weighted_sum_squares(g, b, n); };
+    po.norm.sum = [t](double x) { return t->sum_over_group(x); };
   }
-  r.grads = test::download_f32(grads.get(), grads.size());
+  hone::GpuDataParallelAdamW opt(w, layout, hone::AdamWConfig{}, g.ctx, nullptr, po);
+  opt.zero_grads();
+  float* grads = opt.grads();
+  const auto dl = test::gpu_logprob_weights(T), de = test::gpu_entropy_weights(T);
+  model.backward_host(dl, &de, grads);
+  if (tp) {
+    tp->sum_partial_gradients(grads);
+    r.sum_squares = tp->weighted_sum_squares(grads, 0, layout.num_params);
+  }
+  r.grads = test::download_f32(grads, layout.num_params);
+  r.grad_norm = opt.update(1e-2f, kMaxNorm).grad_norm;
+  // A buffer of its own: copies of ModelWeights share their storage, and w may be the caller's.
+  hone::ModelWeights stepped = tp ? hone::allocate_shard_weights(tp->layout(), c) : hone::allocate_weights(c);
+  opt.read_state(&stepped, std::vector<float>(size_t(layout.num_params)).data(),
+                 std::vector<float>(size_t(layout.num_params)).data(), 0);
+  r.stepped.assign(stepped.flat.f32(), stepped.flat.f32() + stepped.flat.numel());
   return r;
 }
 
@@ -174,6 +129,22 @@ void check(hone::Architecture arch, bool tied, int kv_heads = 2) {
   const double sharded = part[0].sum_squares + part[1].sum_squares;
   std::printf("  gradient norm: shards %.6g, whole %.6g\n", std::sqrt(sharded), std::sqrt(whole));
   BOOST_TEST(std::abs(std::sqrt(sharded) - std::sqrt(whole)) <= 2e-2 * std::sqrt(whole));
+  // One clipped AdamW step: both ranks clip by the same norm over the pair (the whole model's), and each rank's
+  // stepped master weights are the whole model's stepped weights' slices.
+  std::printf("  optimizer norm: ranks %.6g %.6g, whole %.6g\n", part[0].grad_norm, part[1].grad_norm, one.grad_norm);
+  BOOST_TEST(one.grad_norm > kMaxNorm);
+  BOOST_TEST(part[0].grad_norm == part[1].grad_norm);
+  BOOST_TEST(std::abs(part[0].grad_norm - one.grad_norm) <= 2e-2 * one.grad_norm);
+  for (int r = 0; r < 2; ++r) {
+    const hone::ShardLayout L = hone::ShardLayout::of(c, 2, r);
+    std::vector<float> expect(size_t(L.num_local_params()));
+    hone::extract_shard_flat(L, one.stepped.data(), expect.data());
+    double max_diff = 0;
+    for (size_t i = 0; i < expect.size(); ++i)
+      max_diff = std::max(max_diff, double(std::fabs(part[r].stepped[i] - expect[i])));
+    // AdamW's first step moves each weight by about lr * sign(g): a sign flip of a tiny gradient is 2 * lr.
+    BOOST_TEST(max_diff <= 2.5e-2, "rank " << r << " stepped weights differ by " << max_diff);
+  }
 }
 
 }  // namespace

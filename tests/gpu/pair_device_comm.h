@@ -1,0 +1,138 @@
+// Two "ranks" of one GPU for the tensor-parallel tests: two threads with their own streams whose device Comm
+// combines through the host. A collective synchronizes the caller's stream, posts its values, and both ranks combine
+// them in rank order (the same bits on both). Not for CUDA graph capture (it waits on the host): the tests run eager.
+// Types: f32 and bf16 (sums formed in fp32, rounded once), and i64 / f64 scalars (agreed sizes, norms).
+#pragma once
+
+#include <algorithm>
+#include <barrier>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+#include "cuda/check.h"
+#include "runtime/error.h"
+#include "tensor/dtype.h"
+
+namespace test {
+
+struct Pair {
+  std::barrier<> sync{2};
+  std::vector<float> posted[2];
+  std::vector<double> posted64[2];
+};
+
+class PairDeviceComm final : public hone::Comm {
+ public:
+  PairDeviceComm(Pair& p, int rank, cudaStream_t stream) : p_(p), rank_(rank), stream_(stream) {}
+  int rank() const override { return rank_; }
+  int size() const override { return 2; }
+  const std::vector<int>& world_ranks() const override { return ranks_; }
+  const std::string& name() const override { return name_; }
+  bool on_device() const override { return true; }
+  void all_reduce_sum_raw(const void* send, void* recv, int64_t n, hone::CommType t) override {
+    if (wide(t)) return combine64(send, recv, n, t, [](double a, double b) { return a + b; });
+    combine(send, recv, n, t, [](float a, float b) { return a + b; });
+  }
+  void all_reduce_max_raw(const void* send, void* recv, int64_t n, hone::CommType t) override {
+    if (wide(t)) return combine64(send, recv, n, t, [](double a, double b) { return std::max(a, b); });
+    combine(send, recv, n, t, [](float a, float b) { return std::max(a, b); });
+  }
+  void all_reduce_min_raw(const void* send, void* recv, int64_t n, hone::CommType t) override {
+    if (wide(t)) return combine64(send, recv, n, t, [](double a, double b) { return std::min(a, b); });
+    combine(send, recv, n, t, [](float a, float b) { return std::min(a, b); });
+  }
+  // f32: recv gets rank 0's n values, then rank 1's (send may be recv's own block, NCCL's in-place form).
+  void all_gather_raw(const void* send, void* recv, int64_t n, hone::CommType t) override {
+    HONE_CHECK(t == hone::CommType::f32, "the pair's all_gather takes f32");
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<float>& mine = p_.posted[rank_];
+    mine.resize(size_t(n));
+    CUDA_CHECK(cudaMemcpy(mine.data(), send, size_t(n) * 4, cudaMemcpyDeviceToHost));
+    p_.sync.arrive_and_wait();
+    std::vector<float> out(p_.posted[0]);
+    out.insert(out.end(), p_.posted[1].begin(), p_.posted[1].end());
+    p_.sync.arrive_and_wait();  // both read before either posts again
+    upload(recv, out.data(), out.size() * 4);
+  }
+  void reduce_scatter_sum_raw(const void*, void*, int64_t, hone::CommType) override { unused("reduce_scatter"); }
+  void broadcast_raw(void*, int64_t, hone::CommType, int) override { unused("broadcast"); }
+  void barrier() override { p_.sync.arrive_and_wait(); }
+  void send_raw(const void*, int64_t, hone::CommType, int) override { unused("send"); }
+  void recv_raw(void*, int64_t, hone::CommType, int) override { unused("recv"); }
+  void send_recv_raw(const void*, int64_t, int, void*, int64_t, int, hone::CommType) override { unused("send_recv"); }
+  void all_to_all_raw(const void*, void*, int64_t, hone::CommType) override { unused("all_to_all"); }
+  void all_to_allv_raw(const void*, std::span<const int64_t>, std::span<const int64_t>, void*,
+                       std::span<const int64_t>, std::span<const int64_t>, hone::CommType) override {
+    unused("all_to_allv");
+  }
+
+ private:
+  static void unused(const char* op) { HONE_CHECK(false, op, " is not used by tensor parallelism"); }
+  static bool wide(hone::CommType t) { return t == hone::CommType::i64 || t == hone::CommType::f64; }
+  // Host to device on the caller's stream, waited for: the context's stream is non-blocking, so a plain cudaMemcpy
+  // (the legacy stream; from pageable memory it may return before the data lands) would not order with it.
+  void upload(void* recv, const void* host, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(recv, host, bytes, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  template <class Op>
+  void combine(const void* send, void* recv, int64_t n, hone::CommType t, Op op) {
+    HONE_CHECK(t == hone::CommType::f32 || t == hone::CommType::bf16, "f32 and bf16 only");
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<float>& mine = p_.posted[rank_];
+    mine.resize(size_t(n));
+    if (t == hone::CommType::f32) {
+      CUDA_CHECK(cudaMemcpy(mine.data(), send, size_t(n) * 4, cudaMemcpyDeviceToHost));
+    } else {
+      std::vector<uint16_t> h(static_cast<size_t>(n));
+      CUDA_CHECK(cudaMemcpy(h.data(), send, size_t(n) * 2, cudaMemcpyDeviceToHost));
+      for (int64_t i = 0; i < n; ++i) mine[size_t(i)] = hone::bf16_to_f32(h[size_t(i)]);
+    }
+    p_.sync.arrive_and_wait();
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out[size_t(i)] = op(p_.posted[0][size_t(i)], p_.posted[1][size_t(i)]);
+    p_.sync.arrive_and_wait();  // both read before either posts again
+    if (t == hone::CommType::f32) {
+      upload(recv, out.data(), size_t(n) * 4);
+    } else {
+      std::vector<uint16_t> h(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) h[size_t(i)] = hone::f32_to_bf16(out[size_t(i)]);
+      upload(recv, h.data(), size_t(n) * 2);
+    }
+  }
+  // i64 (small counts: exact as doubles) and f64.
+  template <class Op>
+  void combine64(const void* send, void* recv, int64_t n, hone::CommType t, Op op) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<double>& mine = p_.posted64[rank_];
+    mine.resize(size_t(n));
+    if (t == hone::CommType::f64) {
+      CUDA_CHECK(cudaMemcpy(mine.data(), send, size_t(n) * 8, cudaMemcpyDeviceToHost));
+    } else {
+      std::vector<int64_t> h(static_cast<size_t>(n));
+      CUDA_CHECK(cudaMemcpy(h.data(), send, size_t(n) * 8, cudaMemcpyDeviceToHost));
+      for (int64_t i = 0; i < n; ++i) mine[size_t(i)] = double(h[size_t(i)]);
+    }
+    p_.sync.arrive_and_wait();
+    std::vector<double> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out[size_t(i)] = op(p_.posted64[0][size_t(i)], p_.posted64[1][size_t(i)]);
+    p_.sync.arrive_and_wait();
+    if (t == hone::CommType::f64) {
+      upload(recv, out.data(), size_t(n) * 8);
+    } else {
+      std::vector<int64_t> h(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) h[size_t(i)] = int64_t(out[size_t(i)]);
+      upload(recv, h.data(), size_t(n) * 8);
+    }
+  }
+  Pair& p_;
+  int rank_;
+  cudaStream_t stream_;
+  std::vector<int> ranks_{0, 1};
+  std::string name_ = "tp (two threads)";
+};
+
+}  // namespace test
