@@ -1,49 +1,26 @@
-// `hone check deck.toml [key=value ...]`: validate a deck (parallel.tp against the model it names too) and print it
-// resolved.
-// `hone help [deck [--markdown]]`: usage, the list of commands, the deck reference.
+// `hone help [<command> | deck [--markdown]]`: usage and the list of commands, one command's usage, or the deck
+// reference.
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "config/config.h"
 #include "config/deck_reference.h"
-#include "parallel/tp_check.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
-#include "runtime/log.h"
-#include "runtime/version.h"
 
 namespace hone {
 namespace {
 
-int run_check(const std::vector<std::string>& args) {
-  if (args.empty()) throw UserError("check: no deck given (usage: hone check deck.toml [key=value ...])");
-  if (args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: hone check deck.toml [key=value ...]\n"
-                "Validates the deck with the overrides (parallel.tp against the model's shape when its config.json can\n"
-                "be read) and prints the resolved deck (every key, with defaults).\n");
-    return kExitOk;
-  }
-  const Config c = load_config(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
-  // The model may not be on this machine yet (a deck written ahead of a job): then only the deck is checked.
-  const std::string unchecked = check_tp_fits_model(c);
-  if (!unchecked.empty())
-    log_warn("parallel.tp = ", c.get_int("parallel.tp"), " not checked against the model: ", unchecked);
-  std::fputs(c.to_toml().c_str(), stdout);
-  return kExitOk;
-}
-
-void print_usage() {
-  std::printf("hone %s: GRPO post-training of language models\n\nusage: hone <command> [args...]\n\ncommands:\n",
-              version());
-  for (const auto& c : commands()) std::printf("  %-10s %s\n", c.name.c_str(), c.summary.c_str());
-  std::printf("  %-10s %s\n", "version", "print the version and git commit");
-  std::printf("\n`hone help deck` prints the input deck reference (`--markdown` for doc/deck.md).\n");
-}
+const char* const kHelpUsage =
+    "usage: hone help [<command> | deck [--markdown]]\n"
+    "  (nothing)         the commands, one line each\n"
+    "  <command>         that command's usage (the same as `hone <command> --help`)\n"
+    "  deck              the input deck reference: every section and key, its type, default, range and meaning\n"
+    "  deck --markdown   the same as Markdown (doc/deck.md is made from it)\n";
 
 int run_help(const std::vector<std::string>& args) {
   if (args.empty()) {
-    print_usage();
+    std::fputs(program_usage().c_str(), stdout);
     return kExitOk;
   }
   if (args[0] == "deck") {
@@ -57,11 +34,20 @@ int run_help(const std::vector<std::string>& args) {
     }
     throw UserError(cat("help deck: unexpected argument '", args.back(), "' (usage: hone help deck [--markdown])"));
   }
-  throw UserError(cat("help: unknown topic '", args[0], "' (topics: deck)"));
+  HONE_USER_CHECK(args.size() == 1, "help: unexpected argument '", args[1], "' (usage: hone help [<command> | deck])");
+  if (const Command* c = find_command(args[0])) {
+    std::fputs(command_help(*c).c_str(), stdout);
+    return kExitOk;
+  }
+  if (args[0] == "version") {
+    std::fputs("usage: hone version\n  Prints the version and the git commit hone was built from.\n", stdout);
+    return kExitOk;
+  }
+  throw UserError(cat("help: unknown topic '", args[0], "' (topics: deck, ", command_names(), ")"));
 }
 
-const CommandRegistration check_reg{{"check", "validate an input deck and print it resolved", false, &run_check}};
-const CommandRegistration help_reg{{"help", "usage, commands, and `help deck`: the input deck reference", false, &run_help}};
+const CommandRegistration help_reg{
+    {"help", "usage, `help <command>`, and `help deck`: the input deck reference", false, &run_help, kHelpUsage}};
 
 }  // namespace
 }  // namespace hone

@@ -32,7 +32,10 @@
 namespace hone {
 namespace {
 
-const char* kUsage = "usage: hone bench-generation <deck.toml> [key=value ...]";
+const char* kUsage =
+    "usage: hone bench-generation deck.toml [key=value ...]\n"
+    "  GPU generation speed at the deck's model shape (random weights, random prompts; the [bench] keys): tokens/s\n"
+    "  and memory bandwidth against the floor, written to <output.dir>/<run.name>.h5. Needs a CUDA build and a GPU.\n";
 
 // The deck's random-init shape (the bench has no tokenizer: model.vocab_size must be set).
 ModelConfig deck_model(const Config& c) {
@@ -246,8 +249,7 @@ int run_cuda(const Config& cfg) {
 #endif  // HONE_CUDA
 
 int run_bench_generation(const std::vector<std::string>& args) {
-  HONE_USER_CHECK(!args.empty() && args[0].find('=') == std::string::npos, "bench-generation needs a deck\n",
-                  kUsage);
+  HONE_USER_CHECK(!args.empty() && args[0].find('=') == std::string::npos, "bench-generation needs a deck (see hone bench-generation --help)");
   const Config cfg = load_config(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
   deck_model(cfg);  // shape errors before anything else
 #if HONE_CUDA
@@ -259,7 +261,7 @@ int run_bench_generation(const std::vector<std::string>& args) {
 
 const CommandRegistration reg{{"bench-generation",
                                "GPU generation speed at a deck's model shape (tokens/s, bandwidth against the floor)",
-                               false, &run_bench_generation}};
+                               false, &run_bench_generation, kUsage}};
 
 }  // namespace
 }  // namespace hone

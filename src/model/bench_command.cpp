@@ -33,7 +33,9 @@ namespace {
 
 const char* kUsage =
     "usage: hone bench [deck.toml | qwen3-0.6b | qwen3-1.7b | llama-3.2-1b] [--micro-batch-tokens 16384]\n"
-    "                  [--sequences 512] [--seq-len 640] [--reps 10] [--recompute] [--profile] [--output-dir out]";
+    "                  [--sequences 512] [--seq-len 640] [--reps 10] [--recompute] [--profile] [--output-dir out]\n"
+    "  GPU engine speed at a model shape (a deck's, or a named one): logprob pass, training step, refit.\n"
+    "  Needs a CUDA build and a GPU.\n";
 
 struct BenchArgs {
   std::string shape = "qwen3-0.6b";
@@ -81,7 +83,7 @@ ModelConfig bench_shape(const std::string& name) {
     c.rope.high_freq_factor = 4.f;
     c.rope.original_max_position_embeddings = 8192;
   } else {
-    throw UserError(cat("bench: unknown shape '", name, "' (known: qwen3-0.6b, qwen3-1.7b, llama-3.2-1b)\n", kUsage));
+    throw UserError(cat("bench: unknown shape '", name, "' (known: qwen3-0.6b, qwen3-1.7b, llama-3.2-1b; see hone bench --help)"));
   }
   c.rope.head_dim = c.head_dim;
   c.validate();
@@ -154,8 +156,8 @@ BenchArgs parse_args(const std::vector<std::string>& args) {
     } else if (k.rfind("--", 0) == 0) {
       HONE_USER_CHECK(k == "--micro-batch-tokens" || k == "--sequences" || k == "--seq-len" || k == "--reps" ||
                           k == "--output-dir",
-                      "bench: unknown argument '", k, "'\n", kUsage);
-      HONE_USER_CHECK(i + 1 < args.size(), "bench: ", k, " needs a value\n", kUsage);
+                      "bench: unknown argument '", k, "' (see hone bench --help)");
+      HONE_USER_CHECK(i + 1 < args.size(), "bench: ", k, " needs a value (see hone bench --help)");
       const std::string& v = args[++i];
       if (k == "--output-dir") a.output_dir = v;
       else if (k == "--micro-batch-tokens") a.micro_batch_tokens = parse_int(k, v);
@@ -453,7 +455,7 @@ int run_bench(const std::vector<std::string>& args) {
 }
 
 const CommandRegistration reg{{"bench", "GPU engine speed at a model shape (logprob, training, refit)", false,
-                               &run_bench}};
+                               &run_bench, kUsage}};
 
 }  // namespace
 }  // namespace hone

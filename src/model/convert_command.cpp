@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 
 const char* kUsage =
     "usage: hone convert --model DIR --output DIR [--dtype f32|bf16] [--max-shard-size BYTES]\n"
+    "  Reads a Hugging Face checkpoint and writes it back (another dtype or sharding; also checks that it loads).\n"
     "  --model DIR            a Hugging Face checkpoint (config.json + safetensors)\n"
     "  --output DIR           where to write; must not exist or be empty\n"
     "  --dtype f32|bf16       dtype of the written weights (default: bf16 when the config says bfloat16, else f32)\n"
@@ -48,21 +49,17 @@ int run_convert(const std::vector<std::string>& args) {
   std::string model, output, dtype_arg, shard_arg;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return kExitOk;
-    }
     auto value = [&]() -> std::string {
-      HONE_USER_CHECK(i + 1 < args.size(), "convert: ", a, " needs a value\n", kUsage);
+      HONE_USER_CHECK(i + 1 < args.size(), "convert: ", a, " needs a value (see hone convert --help)");
       return args[++i];
     };
     if (a == "--model") model = value();
     else if (a == "--output") output = value();
     else if (a == "--dtype") dtype_arg = value();
     else if (a == "--max-shard-size") shard_arg = value();
-    else throw UserError(cat("convert: unknown argument '", a, "'\n", kUsage));
+    else throw UserError(cat("convert: unknown argument '", a, "' (see hone convert --help)"));
   }
-  HONE_USER_CHECK(!model.empty() && !output.empty(), "convert: --model and --output are required\n", kUsage);
+  HONE_USER_CHECK(!model.empty() && !output.empty(), "convert: --model and --output are required (see hone convert --help)");
   HONE_USER_CHECK(!fs::exists(output) || (fs::is_directory(output) && fs::is_empty(output)), "convert: ", output,
                   " exists and is not an empty folder; refusing to overwrite it");
 
@@ -85,7 +82,8 @@ int run_convert(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-const CommandRegistration reg{{"convert", "rewrite a Hugging Face checkpoint (dtype, sharding)", false, &run_convert}};
+const CommandRegistration reg{{"convert", "rewrite a Hugging Face checkpoint (dtype, sharding)", false, &run_convert,
+                               kUsage}};
 
 }  // namespace
 }  // namespace hone

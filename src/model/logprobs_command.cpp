@@ -41,7 +41,15 @@ namespace {
 
 const char* kUsage =
     "usage: hone logprobs --model DIR --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]\n"
-    "                     [--device cpu|cuda] [--grad-output grads.safetensors]";
+    "                     [--device cpu|cuda] [--grad-output grads.safetensors]\n"
+    "  Per-token logprobs and entropies of token sequences under a model, written to HDF5.\n"
+    "  --model DIR          a Hugging Face checkpoint folder (config.json, *.safetensors)\n"
+    "  --input FILE         JSONL, one {\"tokens\": [ids...]} per line\n"
+    "  --output FILE        the HDF5 file written: /logprobs, /entropy, /offsets\n"
+    "  --temperature T      logits are divided by T (default 1)\n"
+    "  --batch-tokens N     tokens per packed forward pass (default 4096)\n"
+    "  --device cpu|cuda    the fp32 CPU engine (default) or the bf16 GPU engine on device 0\n"
+    "  --grad-output FILE   also the gradient of a fixed weighted sum of the logprobs (fp32 safetensors)\n";
 
 struct LogprobsArgs {
   std::string model, input, output;
@@ -57,8 +65,8 @@ LogprobsArgs parse_args(const std::vector<std::string>& args) {
     const std::string& k = args[i];
     HONE_USER_CHECK(k == "--model" || k == "--input" || k == "--output" || k == "--temperature" ||
                         k == "--batch-tokens" || k == "--device" || k == "--grad-output",
-                    "logprobs: unknown argument '", k, "'\n", kUsage);
-    HONE_USER_CHECK(i + 1 < args.size(), "logprobs: ", k, " needs a value\n", kUsage);
+                    "logprobs: unknown argument '", k, "' (see hone logprobs --help)");
+    HONE_USER_CHECK(i + 1 < args.size(), "logprobs: ", k, " needs a value (see hone logprobs --help)");
     const std::string& v = args[++i];
     try {
       size_t used = 0;
@@ -75,7 +83,7 @@ LogprobsArgs parse_args(const std::vector<std::string>& args) {
     }
   }
   HONE_USER_CHECK(!a.model.empty() && !a.input.empty() && !a.output.empty(),
-                  "logprobs: --model, --input and --output are required\n", kUsage);
+                  "logprobs: --model, --input and --output are required (see hone logprobs --help)");
   HONE_USER_CHECK(a.temperature > 0.f, "logprobs: --temperature must be positive, got ", a.temperature);
   HONE_USER_CHECK(a.device == "cpu" || a.device == "cuda", "logprobs: --device must be cpu or cuda, got '",
                   a.device, "'");
@@ -245,7 +253,7 @@ int run_logprobs(const std::vector<std::string>& argv) {
 }
 
 const CommandRegistration reg{{"logprobs", "per-token logprobs of token sequences under a model (HDF5 out)",
-                               /*uses_mpi=*/false, &run_logprobs}};
+                               /*uses_mpi=*/false, &run_logprobs, kUsage}};
 
 }  // namespace
 }  // namespace hone

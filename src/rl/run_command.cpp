@@ -1,8 +1,12 @@
-// `hone run deck.toml [key=value ...]`: the GRPO job. Reads and checks the deck on every rank, echoes it, makes the
-// rank grid and its communicators (ParallelState) from the deck's [parallel] section, builds the trainer, prepares
-// the checkpoint folder and the output file (rank 0), resumes when asked, then runs run.max_steps steps: one HDF5
-// row and one stdout line per step, checkpoints every checkpoint.every steps and at exit. SIGTERM / SIGUSR1: the
-// current step finishes, a checkpoint is written, exit code 3.
+// `hone run deck.toml [key=value ...] [--echo-deck]`: the GRPO job. Reads and checks the deck on every rank, makes
+// the rank grid and its communicators (ParallelState) from the deck's [parallel] section, prints a short header
+// (run, model, layout, output), builds the trainer, prepares the checkpoint folder and the output file (rank 0) and
+// writes the resolved deck next to it, resumes when asked, then runs run.max_steps steps: one HDF5 row and one
+// stdout line per step, checkpoints every checkpoint.every steps and at exit. SIGTERM / SIGUSR1: the current step
+// finishes, a checkpoint is written, exit code 3.
+//
+// The resolved deck (130 lines) is printed only with --echo-deck: a job log starts with the header and ends with
+// the error when there is one, so the error is what a user sees first.
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -13,6 +17,7 @@
 #include "comm/host_collectives.h"
 #include "comm/parallel_state.h"
 #include "config/config.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/step_output.h"
 #include "io/step_output_line.h"
@@ -27,6 +32,15 @@
 
 namespace hone::rl {
 namespace {
+
+const char* const kRunUsage =
+    "usage: hone run deck.toml [key=value ...] [--echo-deck]\n"
+    "  Runs GRPO as the deck says (doc/quickstart.md; `hone help deck` lists the keys). key=value overrides a deck\n"
+    "  key. Prints a header (run, model, rank layout, output) and one line per step; the resolved deck (every key,\n"
+    "  with defaults) goes to the output file and to <output.dir>/<run.name>.deck.toml.\n"
+    "  --echo-deck   also print the resolved deck before the first step\n"
+    "  Exit codes: 0 done, 2 bad input, 3 stopped by SIGTERM/SIGUSR1 after writing a checkpoint (continue with\n"
+    "  run.resume=auto), 1 internal error.\n";
 
 void print_rank0(const std::string& text) {
   if (world_rank() != 0) return;
@@ -61,22 +75,55 @@ std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings
   return out;
 }
 
+// "<output.dir>/<run.name>.deck.toml": the resolved deck of this start of the run, readable by `hone run` as is.
+std::string deck_copy_path(const Config& cfg) {
+  return cat(cfg.get_string("output.dir"), "/", cfg.get_string("run.name"), ".deck.toml");
+}
+
+std::string resolved_deck_text(const Config& cfg) {
+  return cat("# hone ", version(), " (", git_commit(), "): the resolved deck of run '", cfg.get_string("run.name"),
+             "' (every key; defaults marked)\n", cfg.to_toml());
+}
+
+// Four lines: what runs, where, and where its results go. The model as the deck names it (its shape is printed
+// once it is read).
+std::string run_header(const Config& cfg, const ParallelState& ps) {
+  const std::string path = cfg.get_string("model.path");
+  const std::string model =
+      !path.empty() ? path
+                    : cat("random init, ", cfg.get_string("model.architecture"), " (", cfg.get_int("model.num_layers"),
+                          " layers, hidden ", cfg.get_int("model.hidden_size"), ")");
+  const std::string h5 = cat(cfg.get_string("output.dir"), "/", cfg.get_string("run.name"), ".h5");
+  return cat("hone ", version(), " (", git_commit(), ") run '", cfg.get_string("run.name"), "'\n",
+             "  model   ", model, "\n",
+             "  layout  ", ps.describe(), ", run.device = ", cfg.get_string("run.device"), "\n",
+             "  output  ", h5, ", checkpoints in ", cfg.get_string("checkpoint.dir"), ", resolved deck in ",
+             deck_copy_path(cfg), "\n");
+}
+
 int run_run(const std::vector<std::string>& args) {
-  if (args.empty()) throw UserError("run: no deck given (usage: hone run deck.toml [key=value ...])");
-  if (args[0] == "--help" || args[0] == "-h") {
-    print_rank0("usage: hone run deck.toml [key=value ...]\n"
-                "Runs GRPO as the deck says (see doc/quickstart.md). Exit codes: 0 done, 2 bad input, 3 stopped by\n"
-                "SIGTERM/SIGUSR1 after writing a checkpoint (continue with run.resume=auto), 1 internal error.\n");
-    return kExitOk;
+  bool echo_deck = false;
+  std::vector<std::string> overrides;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--echo-deck")
+      echo_deck = true;
+    else
+      overrides.push_back(args[i]);
   }
-  const std::vector<std::string> overrides(args.begin() + 1, args.end());
-  const Config cfg = agreed([&] { return load_config(args[0], overrides); });
+  const Config cfg = agreed([&] {
+    HONE_USER_CHECK(!args.empty() && args[0].rfind("--", 0) != 0, "run: no deck given (usage: hone run deck.toml ",
+                    "[key=value ...] [--echo-deck])");
+    for (const auto& o : overrides)
+      HONE_USER_CHECK(o.rfind("--", 0) != 0, "run: unknown option '", o, "' (see hone run --help)");
+    return load_config(args[0], overrides);
+  });
   set_log_level(parse_log_level(cfg.get_string("run.log_level")));
   if (cfg.get_bool("run.log_all_ranks")) set_log_all_ranks(true);
-  print_rank0(cat("# hone ", version(), " (", git_commit(), ") run: the resolved deck\n", cfg.to_toml(), "\n"));
 
-  // The rank grid (parallel.tp and parallel.pp must be 1 for now), then its communicators: collective.
+  // The rank grid, then its communicators: collective.
   const ParallelState ps(agreed([&] { return read_rank_grid(cfg, world_size()); }));
+  print_rank0(run_header(cfg, ps));
+  if (echo_deck) print_rank0(resolved_deck_text(cfg) + "\n");
   // Every input is read and checked before anything on disk changes.
   std::unique_ptr<GrpoTrainer> trainer = agreed([&] { return std::make_unique<GrpoTrainer>(cfg, ps); });
   const GrpoSettings& s = trainer->settings();
@@ -85,6 +132,9 @@ int run_run(const std::vector<std::string>& args) {
   const CheckpointOptions copt = CheckpointOptions::from_config(cfg);
   std::string resume_from;
   const std::unique_ptr<StepOutput> out = prepare_output(cfg, s, copt, ps, resume_from);
+  agreed([&] {
+    if (ps.world_rank() == 0) write_file_atomic(deck_copy_path(cfg), resolved_deck_text(cfg));
+  });
   int64_t done = 0;
   if (!resume_from.empty()) {
     done = trainer->restore(resume_from);  // collective; the files are checked on every rank first
@@ -129,7 +179,7 @@ int run_run(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-const CommandRegistration run_reg{{"run", "run GRPO training as an input deck says", true, &run_run}};
+const CommandRegistration run_reg{{"run", "run GRPO training as an input deck says", true, &run_run, kRunUsage}};
 
 }  // namespace
 }  // namespace hone::rl

@@ -16,6 +16,11 @@
 namespace hone {
 namespace {
 
+const char* const kUsage =
+    "usage: [mpirun -np N | srun] hone ranks [parallel.tp=N] [parallel.pp=N]\n"
+    "  Prints every rank's host, local rank, place in the dp x tp x pp grid and its groups, to check a launch\n"
+    "  (ranks per node, GPU per local rank, tensor-parallel groups inside a node) before a long job.\n";
+
 int parse_positive(const std::string& key, const std::string& value) {
   size_t used = 0;
   int v = 0;
@@ -77,7 +82,7 @@ int run_ranks(const std::vector<std::string>& args) {
 }
 
 const CommandRegistration reg{{"ranks", "print each rank's host, local rank, place in the dp x tp x pp grid and groups",
-                               /*uses_mpi=*/true, &run_ranks}};
+                               /*uses_mpi=*/true, &run_ranks, kUsage}};
 
 }  // namespace
 }  // namespace hone

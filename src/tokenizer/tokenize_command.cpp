@@ -42,7 +42,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::string {
-      HONE_USER_CHECK(i + 1 < args.size(), "tokenize: ", a, " needs a value\n", kUsage);
+      HONE_USER_CHECK(i + 1 < args.size(), "tokenize: ", a, " needs a value (see hone tokenize --help)");
       return args[++i];
     };
     if (a == "--tokenizer") dir = value();
@@ -50,14 +50,9 @@ int run_tokenize(const std::vector<std::string>& args) {
     else if (a == "--add-special") add_special = true;
     else if (a == "--decode") decode = true;
     else if (a == "--skip-special") skip_special = true;
-    else if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return kExitOk;
-    } else {
-      throw UserError(cat("tokenize: unknown argument '", a, "'\n", kUsage));
-    }
+    else throw UserError(cat("tokenize: unknown argument '", a, "' (see hone tokenize --help)"));
   }
-  HONE_USER_CHECK(kind != "hf" || !dir.empty(), "tokenize: --tokenizer DIR is required\n", kUsage);
+  HONE_USER_CHECK(kind != "hf" || !dir.empty(), "tokenize: --tokenizer DIR is required (see hone tokenize --help)");
   const auto tok = load_tokenizer(kind, dir);
   const std::string input = read_stdin();
 
@@ -94,7 +89,8 @@ int run_tokenize(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-const CommandRegistration reg{{"tokenize", "text to token ids and back (--decode)", /*uses_mpi=*/false, &run_tokenize}};
+const CommandRegistration reg{{"tokenize", "text to token ids and back (--decode)", /*uses_mpi=*/false, &run_tokenize,
+                               kUsage}};
 
 }  // namespace
 

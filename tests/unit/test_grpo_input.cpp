@@ -28,6 +28,8 @@ void expect_refused(const std::string& tag, const std::string& args, const std::
   BOOST_TEST_INFO(line);
   BOOST_TEST(line.find(expect) != std::string::npos);
   BOOST_TEST(out.find("hone: error: ", at + 1) == std::string::npos);  // once
+  BOOST_TEST(out.find('\n', at) + 1 == out.size());                     // the last line of the log
+  BOOST_TEST(out.find("[grpo]") == std::string::npos);                  // no resolved deck before it
   BOOST_TEST(out.find("gen_s") == std::string::npos);                  // no step ran
   BOOST_TEST(!fs::exists(dir + "/out/t.h5"));
 }

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "io/checkpoint.h"
 #include "test_grpo_util.h"
@@ -11,12 +13,19 @@
 namespace fs = std::filesystem;
 using namespace test_grpo;
 
+namespace {
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(grpo_loop)
 
 BOOST_AUTO_TEST_CASE(run_writes_one_row_per_step_with_the_metrics) {
   const std::string dir = test::temp_dir("grpo-rows");
   std::string out;
-  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "", &out), 0);
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "--echo-deck", &out), 0);
   const std::string h5 = dir + "/out/t.h5";
   BOOST_TEST((steps(h5) == std::vector<int64_t>{1, 2, 3, 4}));
   for (const char* m : {"time/generation", "time/reward", "time/logprob", "time/training", "time/refit", "time/total",
@@ -33,8 +42,20 @@ BOOST_AUTO_TEST_CASE(run_writes_one_row_per_step_with_the_metrics) {
   for (double r : metric(h5, "ratio/max")) BOOST_TEST(r == 1.0);
   for (double c : metric(h5, "clip_fraction")) BOOST_TEST(c == 0.0);
   for (double lr : metric(h5, "lr")) BOOST_TEST(lr == 3e-3, boost::test_tools::tolerance(1e-6));
-  // The stdout: the resolved deck, the header, a line per step; a checkpoint at exit.
-  BOOST_TEST(out.find("[grpo]") != std::string::npos);
+  // The stdout: the run's header, the resolved deck (--echo-deck), the step header, a line per step; a checkpoint
+  // at exit. The resolved deck is also next to the output file and in it.
+  BOOST_TEST(out.find("run 't'\n  model   random init, ") != std::string::npos);
+  BOOST_TEST(out.find("  layout  1 rank: dp 1 x tp 1 x pp 1, run.device = cpu\n") != std::string::npos);
+  BOOST_TEST(out.find("  output  " + dir + "/out/t.h5, checkpoints in " + dir + "/ck, resolved deck in " + dir +
+                      "/out/t.deck.toml\n") != std::string::npos);
+  BOOST_TEST(out.find("[grpo]") > out.find("  output  "));
+  const std::string deck_copy = read_text(dir + "/out/t.deck.toml");
+  BOOST_TEST(deck_copy.find("[grpo]") != std::string::npos);
+  BOOST_TEST(deck_copy.find("max_steps = 4") != std::string::npos);
+  {
+    test_h5::File f(h5);
+    BOOST_TEST(deck_copy.find(test_h5::string_attr(f.id, "/", "deck")) != std::string::npos);
+  }
   BOOST_TEST(out.find("gen_s") != std::string::npos);
   BOOST_TEST(out.find("\n       4 ") != std::string::npos);
   BOOST_TEST(fs::exists(dir + "/ck/step_00000004/model.safetensors"));
@@ -49,7 +70,10 @@ BOOST_AUTO_TEST_CASE(generation_and_training_logprobs_agree) {
   // token_mult_prob_error = mean exp(|training logprob - generation logprob|) over generated tokens; the logprob
   // phase is forced on so the previous-policy logprobs come from a separate packed forward.
   const std::string dir = test::temp_dir("grpo-mult");
-  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "loss.skip_prev_logprobs_on_policy=false generation.temperature=0.7"), 0);
+  std::string out;
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "loss.skip_prev_logprobs_on_policy=false generation.temperature=0.7",
+                               &out), 0);
+  BOOST_TEST(out.find("[grpo]") == std::string::npos);  // the resolved deck is printed only with --echo-deck
   const auto e = metric(dir + "/out/t.h5", "token_mult_prob_error");
   BOOST_REQUIRE_EQUAL(e.size(), 4u);
   for (double x : e) {

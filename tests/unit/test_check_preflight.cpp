@@ -1,0 +1,157 @@
+// `hone check` as the pre-flight of a run: a missing model folder, data file or weights, a model that does not match
+// the deck or its weights, a layout that does not fit the ranks, bad data rows are each one error line naming the
+// deck key and where it is written, all of them at once, the last lines of the output; a deck `hone run` would
+// accept passes with what was found and the memory count.
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "test_grpo_util.h"
+
+namespace fs = std::filesystem;
+using namespace test_grpo;
+
+namespace {
+
+// `hone check <deck> <args>`: exit status, output in *out.
+int hone_check(const std::string& deck, const std::string& args, std::string* out) {
+  return test::run_command(test::hone_exe() + " check " + deck + " " + args, out);
+}
+
+// The tiny deck with its [model] section replaced by `model` (a model folder instead of the random-init shape).
+std::string deck_with_model(const std::string& dir, const std::string& model) {
+  std::string deck = tiny_deck(dir);
+  const size_t a = deck.find("[model]"), b = deck.find("[tokenizer]");
+  return deck.substr(0, a) + model + deck.substr(b);
+}
+
+// The "hone: error: " lines of out, and whether they are its last lines.
+std::vector<std::string> error_lines(const std::string& out, bool* at_end) {
+  std::vector<std::string> lines;
+  size_t at = out.find("hone: error: ");
+  const size_t first = at;
+  while (at != std::string::npos) {
+    const size_t nl = out.find('\n', at);
+    lines.push_back(out.substr(at + 13, nl - at - 13));
+    at = out.find("hone: error: ", nl);
+  }
+  *at_end = first != std::string::npos && out.find('\n', out.rfind("hone: error: ")) + 1 == out.size();
+  return lines;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(check_preflight)
+
+BOOST_AUTO_TEST_CASE(refuses_a_missing_model_folder_naming_the_key_and_line) {
+  const std::string dir = test::temp_dir("check-no-model");
+  const std::string deck = write_deck(dir, deck_with_model(dir, "[model]\npath = \"/nonexistent/model\"\n"));
+  std::string out;
+  BOOST_TEST(hone_check(deck, "", &out) == 2, out);
+  bool at_end = false;
+  const auto errors = error_lines(out, &at_end);
+  BOOST_REQUIRE_EQUAL(errors.size(), 1u);
+  BOOST_TEST(errors[0] == deck + ":6:8: model.path = \"/nonexistent/model\": no such folder");
+  BOOST_TEST(at_end);
+  BOOST_TEST(out.find("ready") == std::string::npos);
+  // The same deck, checked alone (a model to be copied later), is valid.
+  BOOST_TEST(hone_check(deck, "--deck-only", &out) == 0, out);
+}
+
+BOOST_AUTO_TEST_CASE(every_problem_is_reported_at_once) {
+  const std::string dir = test::temp_dir("check-many");
+  std::ofstream(dir + "/a-file") << "x";
+  const std::string deck = write_deck(dir, deck_with_model(dir, "[model]\npath = \"" + dir + "/nothing\"\n"));
+  std::string out;
+  BOOST_TEST(hone_check(deck, "data.task=jsonl data.path=" + dir + "/none.jsonl output.dir=" + dir + "/a-file/out " +
+                                  "--ranks 3",
+                        &out) == 2);
+  bool at_end = false;
+  const auto errors = error_lines(out, &at_end);
+  BOOST_TEST_INFO(out);
+  BOOST_REQUIRE_EQUAL(errors.size(), 4u);
+  BOOST_TEST(errors[0].find(deck + ":6:8: model.path = \"" + dir + "/nothing\": no such folder") == 0);
+  BOOST_TEST(errors[1] == "override 'data.path=" + dir + "/none.jsonl': data.path = \"" + dir +
+                              "/none.jsonl\": no such file");
+  BOOST_TEST(errors[2].find("output.dir = \"" + dir + "/a-file/out\": its parent " + dir + "/a-file is not a folder") !=
+             std::string::npos);
+  BOOST_TEST(errors[3].find("3") != std::string::npos);  // 3 ranks do not divide the 4 prompts of a step
+  BOOST_TEST(at_end);
+}
+
+BOOST_AUTO_TEST_CASE(the_model_must_match_the_tokenizer_the_deck_and_its_weights) {
+  // The test model has 96 tokens and 128 positions: too few for the character tokenizer and the default length.
+  const std::string src = test::source_dir() + "/tests/data/hf/qwen3";
+  const std::string dir = test::temp_dir("check-mismatch");
+  std::string out;
+  BOOST_TEST(hone_check(write_deck(dir, deck_with_model(dir, "[model]\npath = \"" + src + "\"\n")),
+                        "generation.max_total_sequence_length=256 train.max_tokens_per_microbatch=256", &out) == 2);
+  bool at_end = false;
+  auto errors = error_lines(out, &at_end);
+  BOOST_TEST_INFO(out);
+  BOOST_REQUIRE_EQUAL(errors.size(), 2u);
+  BOOST_TEST(errors[0].find("the model's vocabulary (96 tokens) is smaller than the tokenizer's (101)") !=
+             std::string::npos);
+  BOOST_TEST(errors[1].find("override 'generation.max_total_sequence_length=256': generation.max_total_sequence_length"
+                            " = 256: the model is built for 128 positions") == 0);
+  BOOST_TEST(out.find("  model       " + src + ": Qwen3ForCausalLM: 2 layers, hidden 32") != std::string::npos);
+
+  // A config.json whose shapes the weights do not have; a folder without weights.
+  const std::string bad = dir + "/model";
+  fs::create_directories(bad);
+  fs::copy_file(src + "/model.safetensors", bad + "/model.safetensors");
+  std::ifstream in(src + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  config.replace(config.find("\"intermediate_size\": 64"), 23, "\"intermediate_size\": 96");
+  std::ofstream(bad + "/config.json") << config;
+  const std::string deck = write_deck(dir, deck_with_model(dir, "[model]\npath = \"" + bad + "\"\n"));
+  BOOST_TEST(hone_check(deck, "", &out) == 2);
+  errors = error_lines(out, &at_end);
+  BOOST_TEST(out.find("model.layers.0.mlp.gate_proj.weight has shape [64, 32] in the weights but config.json makes it "
+                      "[96, 32]") != std::string::npos, out);
+  fs::remove(bad + "/model.safetensors");
+  BOOST_TEST(hone_check(deck, "", &out) == 2);
+  BOOST_TEST(out.find("no model.safetensors (or model.safetensors.index.json) in it") != std::string::npos, out);
+}
+
+BOOST_AUTO_TEST_CASE(a_deck_hone_run_accepts_passes_with_the_layout_and_memory) {
+  // A checkpoint of a one-step run is a model folder of the tiny deck's shape.
+  const std::string first = test::temp_dir("check-first");
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(first), "run.max_steps=1"), 0);
+  const std::string dir = test::temp_dir("check-pass");
+  const std::string deck =
+      write_deck(dir, deck_with_model(dir, "[model]\npath = \"" + first + "/ck/step_00000001\"\n"));
+  std::string out;
+  BOOST_TEST(hone_check(deck, "--ranks 2 parallel.tp=2", &out) == 0, out);
+  BOOST_TEST(out.find("hone check " + deck + " for 2 ranks\n") == 0, out);
+  BOOST_TEST(out.find("every tensor's shape as config.json says") != std::string::npos);
+  BOOST_TEST(out.find("  tokenizer   built-in characters: 101 tokens") != std::string::npos);
+  BOOST_TEST(out.find("  data        built-in task reverse") != std::string::npos);
+  BOOST_TEST(out.find("  layout      2 ranks: dp 1 x tp 2 x pp 1, run.device = cpu") != std::string::npos);
+  BOOST_TEST(out.find("  memory      per GPU rank, at least: ") != std::string::npos);
+  BOOST_TEST(out.find("ready: `hone run " + deck + "` passes these checks on 2 ranks\n") != std::string::npos);
+  // Nothing was created: the output and checkpoint folders are the run's to make.
+  BOOST_TEST(!fs::exists(dir + "/out"));
+  BOOST_TEST(!fs::exists(dir + "/ck"));
+  // A tp that does not divide the model's 2 heads, and a tensor-parallel GPU run, are refused.
+  BOOST_TEST(hone_check(deck, "--ranks 4 parallel.tp=4", &out) == 2);
+  BOOST_TEST(out.find("parallel.tp = 4 does not divide") != std::string::npos, out);
+  BOOST_TEST(hone_check(deck, "--ranks 2 parallel.tp=2 run.device=cuda", &out) == 2);
+  BOOST_TEST(out.find("tensor parallelism runs on the CPU engine only") != std::string::npos, out);
+}
+
+BOOST_AUTO_TEST_CASE(the_first_rows_of_the_data_must_parse) {
+  const std::string dir = test::temp_dir("check-data");
+  std::ofstream(dir + "/d.jsonl") << "{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n{\"prompt\": 3, \"answer\": \"x\"}\n";
+  const std::string deck = write_deck(dir);
+  std::string out;
+  const std::string data = "data.task=jsonl data.path=" + dir + "/d.jsonl";
+  BOOST_TEST(hone_check(deck, data, &out) == 2);
+  BOOST_TEST(out.find(dir + "/d.jsonl:2: field 'prompt' must be a string or a list of messages") != std::string::npos,
+             out);
+  BOOST_TEST(hone_check(deck, data + " data.skip_bad_lines=true", &out) == 0, out);
+  BOOST_TEST(out.find("the first 1 rows parse (prompt, answer), 1 bad lines skipped") != std::string::npos, out);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
