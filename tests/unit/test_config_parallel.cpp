@@ -83,14 +83,18 @@ BOOST_AUTO_TEST_CASE(hone_check_refuses_the_deck_with_exit_two) {
   const std::string dir = test::temp_dir("config-parallel");
   std::ofstream(dir + "/deck.toml") << deck_16_heads(3);
   std::string out;
-  BOOST_TEST(test::run_command(test::hone_exe() + " check " + dir + "/deck.toml", &out) == 2);
+  const std::string check = test::hone_exe() + " check --deck-only ";
+  BOOST_TEST(test::run_command(check + dir + "/deck.toml", &out) == 2);
   BOOST_TEST(out == "hone: error: " + dir + "/deck.toml:12:1: " + kSixteenHeadsTp3 + "\n");
-  BOOST_TEST(test::run_command(test::hone_exe() + " check " + dir + "/deck.toml parallel.tp=4", &out) == 0, out);
-  BOOST_TEST(out.find("tp = 4") != std::string::npos);
+  BOOST_TEST(test::run_command(check + dir + "/deck.toml parallel.tp=4", &out) == 0, out);
+  BOOST_TEST(out.find("the deck is valid") != std::string::npos, out);
+  // The whole pre-flight names the same problem, as its last line.
+  BOOST_TEST(test::run_command(test::hone_exe() + " check " + dir + "/deck.toml --ranks 3", &out) == 2);
+  BOOST_TEST(out.find(kSixteenHeadsTp3) != std::string::npos, out);
 
   std::ofstream(dir + "/later.toml") << "[model]\npath = \"" << dir << "/not-yet\"\n[data]\npath = \"x.jsonl\"\n"
                                      << "[parallel]\ntp = 2\n";
-  BOOST_TEST(test::run_command(test::hone_exe() + " check " + dir + "/later.toml", &out) == 0, out);
+  BOOST_TEST(test::run_command(check + dir + "/later.toml", &out) == 0, out);
   BOOST_TEST(out.find("warning: parallel.tp = 2 not checked against the model: model.path = \"" + dir +
                       "/not-yet\" has no config.json here") != std::string::npos, out);
 }
