@@ -5,10 +5,12 @@
 //   * a KV head replicated over the two ranks (one KV head) likewise, without sequence parallelism (the other runs
 //     use it: the deck's default);
 //   * a checkpoint written at tp = 2 holds whole tensors, and resumes at tp = 1 with dp = 2, continuing as the
-//     uninterrupted tp = 1, dp = 2 run.
+//     uninterrupted tp = 1, dp = 2 run (within fp32 rounding: the first two steps ran at tp = 2), and bitwise as a
+//     tp = 1, dp = 2 run from the same checkpoint that is itself interrupted and resumed.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "test_grpo_util.h"
@@ -95,6 +97,10 @@ BOOST_AUTO_TEST_CASE(tp2_checkpoint_resumes_at_tp1_dp2) {
   int rc = hone_run(deck, args + " run.max_steps=2 parallel.tp=2", &out, mpi(2));
   BOOST_TEST_INFO(tail(out));
   BOOST_REQUIRE_EQUAL(rc, 0);
+  // A copy of the tp = 2 run's folder, resumed at tp = 1 dp = 2 twice (to step 3, then 4) below.
+  const std::string again = test::temp_dir("grpo-tp2-to-dp2-again");
+  std::filesystem::remove_all(again);
+  std::filesystem::copy(dir, again, std::filesystem::copy_options::recursive);
   rc = hone_run(deck, args + " run.resume=auto", &out, mpi(2));
   BOOST_TEST_INFO(tail(out));
   BOOST_REQUIRE_EQUAL(rc, 0);
@@ -105,6 +111,20 @@ BOOST_AUTO_TEST_CASE(tp2_checkpoint_resumes_at_tp1_dp2) {
   BOOST_TEST(metric(h, "reward/mean") == metric(hw, "reward/mean"));
   check_close(hw, h, 1e-4, 3, 4);
   BOOST_TEST(max_weight_diff(whole + "/ck/step_00000004/model.safetensors", dir + "/ck/step_00000004/model.safetensors") < 1e-5);
+  // From the tp = 2 checkpoint, a tp = 1 dp = 2 run interrupted after step 3 and resumed ends bitwise where the
+  // uninterrupted one does: the checkpoint carries the whole state, whatever layout wrote it.
+  const std::string deck2 = write_deck(again);  // the same deck, with the copy's folders
+  rc = hone_run(deck2, args + " run.resume=auto run.max_steps=3", &out, mpi(2));
+  BOOST_TEST_INFO(tail(out));
+  BOOST_REQUIRE_EQUAL(rc, 0);
+  rc = hone_run(deck2, args + " run.resume=auto", &out, mpi(2));
+  BOOST_TEST_INFO(tail(out));
+  BOOST_REQUIRE_EQUAL(rc, 0);
+  BOOST_TEST(steps(again + "/out/t.h5") == (std::vector<int64_t>{1, 2, 3, 4}));
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
+    BOOST_TEST_INFO(f);
+    BOOST_TEST(max_weight_diff(dir + "/ck/step_00000004/" + f, again + "/ck/step_00000004/" + f) == 0.0);
+  }
 }
 
 // A model folder (a checkpoint of a first run) loaded at tp = 2, each rank reading its slices of the files, runs as
