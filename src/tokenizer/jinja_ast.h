@@ -17,7 +17,7 @@ struct Expr {
   enum class Kind {
     Literal,   // value
     Name,      // name
-    ListLit,   // args: items
+    ListLit,   // args: items; name "tuple" for a tuple
     DictLit,   // args: key, value, key, value ...
     Attr,      // args[0].name
     Item,      // args[0][args[1]]

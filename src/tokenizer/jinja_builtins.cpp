@@ -271,7 +271,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     if (v.is_undefined()) return Value::list({});
     if (!v.is_mapping()) fail(a, std::string("items: expected a mapping, got ") + v.type_name());
     List out;
-    for (const auto& [k, x] : v.as_dict()) out.push_back(Value::list({Value::string(k), x}));
+    for (const auto& [k, x] : v.as_dict()) out.push_back(Value::list({Value::string(k), x}, /*tuple=*/true));
     return Value::list(std::move(out));
   }
   if (name == "list") return Value::list(as_list(v, a));

@@ -343,7 +343,7 @@ class Evaluator {
       case K::ListLit: {
         List items;
         for (const auto& x : e.args) items.push_back(eval(*x));
-        return Value::list(std::move(items));
+        return Value::list(std::move(items), e.name == "tuple");
       }
       case K::DictLit: {
         Dict items;

@@ -193,6 +193,7 @@ class Parser {
     ExprPtr first = parse_expression();
     if (!is_op(",")) return first;
     ExprPtr list = make(K::ListLit, line);
+    list->name = "tuple";
     list->args.push_back(std::move(first));
     while (is_op(",")) {
       next();
@@ -390,7 +391,9 @@ class Parser {
       next();
       if (is_op(")")) {
         next();
-        return make(K::ListLit, line);
+        ExprPtr empty = make(K::ListLit, line);
+        empty->name = "tuple";
+        return empty;
       }
       ExprPtr e = parse_tuple();
       expect_op(")");

@@ -13,8 +13,9 @@
 
 namespace hone::jinja {
 
-Value Value::list(List items) {
+Value Value::list(List items, bool tuple) {
   Value v = of(Kind::List);
+  v.tuple_ = tuple;
   v.list_ = std::make_shared<const List>(std::move(items));
   return v;
 }
@@ -235,9 +236,10 @@ std::string Value::repr() const {
   switch (kind_) {
     case Kind::String: return string_repr(str_);
     case Kind::List: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
-      return out + "]";
+      if (tuple_ && list_->size() == 1) out += ",";
+      return out + (tuple_ ? ")" : "]");
     }
     case Kind::Dict: {
       std::string out = "{";

@@ -30,7 +30,7 @@ class Value {
   static Value integer(int64_t i) { Value v = of(Kind::Int); v.int_ = i; return v; }
   static Value number(double f) { Value v = of(Kind::Float); v.float_ = f; return v; }
   static Value string(std::string s) { Value v = of(Kind::String); v.str_ = std::move(s); return v; }
-  static Value list(List items);
+  static Value list(List items, bool tuple = false);  // a tuple prints as (a, b)
   static Value dict(Dict items);
   static Value namespace_of(Dict items);
   static Value function(std::string name) { Value v = of(Kind::Function); v.str_ = std::move(name); return v; }
@@ -60,6 +60,7 @@ class Value {
  private:
   static Value of(Kind k) { Value v; v.kind_ = k; return v; }
   Kind kind_ = Kind::Undefined;
+  bool tuple_ = false;
   int64_t int_ = 0;
   double float_ = 0;
   std::string str_;
