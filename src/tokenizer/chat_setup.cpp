@@ -28,8 +28,9 @@ ChatSetup::ChatSetup(const std::string& chat_format, const Tokenizer& tok, const
   if (format_ == ChatFormat::Auto) {
     format_ = ChatFormat::None;
     if (tpl) {
-      // Render a probe conversation now so that a template hone cannot follow fails before the run starts.
-      tpl->render({{"system", "s"}, {"user", "u"}});
+      // Render a probe prompt now so that a template hone cannot follow fails before the run starts. Only a user
+      // turn: some templates refuse a system message, which matters only if the data or deck has one.
+      tpl->render({{"user", "u"}});
       tpl_ = std::move(tpl);
       end_of_turn_ = tpl_->end_of_turn(tok);
     }

@@ -66,7 +66,8 @@ class Parser {
     for (;;) {
       const Token& tok = cur();
       if (tok.type == T::End) {
-        if (!ends.empty()) fail("unexpected end of template, expected '" + *ends.begin() + "'");
+        for (const std::string& e : ends)
+          if (e.rfind("end", 0) == 0) fail("unexpected end of template, expected '" + e + "'");
         return body;
       }
       if (tok.type == T::Text) {
