@@ -129,7 +129,11 @@ std::vector<KeySpec> build_schema() {
       // [tokenizer]
       e("tokenizer.kind", S{"hf", "chars"}, "hf", "hf: a Hugging Face tokenizer.json; chars: the built-in character tokenizer for synthetic tasks"),
       derived(s("tokenizer.path", std::nullopt, "directory holding tokenizer.json (and tokenizer_config.json)"), "model.path"),
-      e("tokenizer.chat_format", S{"chatml", "llama3", "none"}, "none", "how a prompt is wrapped into a chat turn; none: the prompt text as is"),
+      e("tokenizer.chat_format", S{"auto", "chatml", "llama3", "none"}, "auto",
+        "how a prompt is wrapped into a chat turn; auto: the model's own chat template (tokenizer_config.json) when it has one, "
+        "else the prompt text as is; chatml/llama3: fixed formats, checked against the tokenizer; none: the prompt text as is"),
+      e("tokenizer.enable_thinking", S{"default", "true", "false"}, "default",
+        "the enable_thinking variable of the chat template (Qwen3: false closes an empty <think> block in the generation prompt); default: left unset"),
       s("tokenizer.system_prompt", "", "system message put before every prompt (chat formats only); empty: none"),
 
       // [data]

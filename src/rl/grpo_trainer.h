@@ -30,7 +30,7 @@
 #include "rl/grpo_settings.h"
 #include "rl/policy_engine.h"
 #include "runtime/timer.h"
-#include "tokenizer/chat_format.h"
+#include "tokenizer/chat_setup.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hone {
@@ -99,7 +99,8 @@ class GrpoTrainer {
   ModelConfig mc_;
   std::string model_path_;
   std::unique_ptr<Tokenizer> tok_;
-  ChatFormat chat_ = ChatFormat::None;
+  ChatSetup chat_;
+  ChatOptions chat_options_;  // add_generation_prompt, enable_thinking
   std::string system_prompt_;
   DataSetup data_;
 

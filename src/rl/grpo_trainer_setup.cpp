@@ -81,8 +81,10 @@ void GrpoTrainer::build_model(const Config& c) {
                     "\": no tokenizer.json in it");
   }
   tok_ = load_tokenizer(kind, tok_path);
-  chat_ = parse_chat_format(c.get_string("tokenizer.chat_format"));
+  chat_ = ChatSetup(c.get_string("tokenizer.chat_format"), *tok_, kind == "hf" ? tok_path : "");
   system_prompt_ = c.get_string("tokenizer.system_prompt");
+  if (const std::string thinking = c.get_string("tokenizer.enable_thinking"); thinking != "default")
+    chat_options_.enable_thinking = thinking == "true";
 
   if (!model_path_.empty()) {
     HONE_USER_CHECK(fs::is_directory(model_path_), "model.path = \"", model_path_, "\": no such folder");
@@ -111,8 +113,7 @@ void GrpoTrainer::build_model(const Config& c) {
   if (!s_.ignore_eos) {
     add_id(tok_->eos_id());
     for (int id : mc_.eos_token_ids) add_id(id);
-    const std::string eot = chat_end_of_turn(chat_);
-    if (!eot.empty()) add_id(tok_->token_to_id(eot));
+    if (!chat_.end_of_turn().empty()) add_id(tok_->token_to_id(chat_.end_of_turn()));
   }
   for (int64_t id : s_.stop_token_ids) {
     HONE_USER_CHECK(id < mc_.vocab_size, "generation.stop_token_ids: ", id, " is outside the vocabulary (", mc_.vocab_size, " tokens)");
@@ -125,11 +126,11 @@ void GrpoTrainer::build_model(const Config& c) {
 std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
   if (!p.token_ids.empty()) return p.token_ids;
   std::vector<ChatMessage> msgs;
-  if (chat_ != ChatFormat::None && !system_prompt_.empty() && (p.messages.empty() || p.messages[0].role != "system"))
+  if (chat_.is_chat() && !system_prompt_.empty() && (p.messages.empty() || p.messages[0].role != "system"))
     msgs.push_back({"system", system_prompt_});
   for (const auto& m : p.messages) msgs.push_back({m.role, m.content});
   if (msgs.empty()) msgs.push_back({"user", p.text});
-  return tok_->encode(render_chat(chat_, msgs), /*add_special=*/false);
+  return tok_->encode(chat_.render(msgs, chat_options_), /*add_special=*/false);
 }
 
 void GrpoTrainer::build_data(const Config& c) {
@@ -173,7 +174,7 @@ std::string GrpoTrainer::describe() const {
   return cat(model_path_.empty() ? std::string("random-init ") : "model " + model_path_ + ", ",
              architecture_hf_name(mc_.arch), " with ", mc_.num_parameters(), " parameters (", mc_.num_hidden_layers,
              " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, ") on ", engine_->describe(), "; prompts: ",
-             data_.source->describe(), "; reward: ", data_.reward->name(), "; ", ps_.dp_size(), " data-parallel rank",
+             data_.source->describe(), "; chat format: ", chat_.describe(), "; reward: ", data_.reward->name(), "; ", ps_.dp_size(), " data-parallel rank",
              ps_.dp_size() > 1 ? "s" : "");
 }
 

@@ -90,10 +90,11 @@ std::string render_llama3(const std::vector<ChatMessage>& m, const ChatOptions& 
 }  // namespace
 
 ChatFormat parse_chat_format(const std::string& name) {
+  if (name == "auto") return ChatFormat::Auto;
   if (name == "none") return ChatFormat::None;
   if (name == "chatml") return ChatFormat::ChatML;
   if (name == "llama3") return ChatFormat::Llama3;
-  throw UserError(cat("unknown chat format '", name, "' (allowed: none, chatml, llama3)"));
+  throw UserError(cat("unknown chat format '", name, "' (allowed: auto, none, chatml, llama3)"));
 }
 
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages, const ChatOptions& options) {
@@ -101,6 +102,7 @@ std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messa
   switch (format) {
     case ChatFormat::ChatML: return render_chatml(messages, options);
     case ChatFormat::Llama3: return render_llama3(messages, options);
+    case ChatFormat::Auto: throw UserError("chat format \"auto\" needs the tokenizer's folder (ChatSetup)");
     case ChatFormat::None: break;
   }
   std::string out;
@@ -122,6 +124,7 @@ std::string chat_end_of_turn(ChatFormat format) {
   switch (format) {
     case ChatFormat::ChatML: return "<|im_end|>";
     case ChatFormat::Llama3: return "<|eot_id|>";
+    case ChatFormat::Auto:
     case ChatFormat::None: break;
   }
   return "";

@@ -1,5 +1,6 @@
-// Chat formats: the text a model sees for a conversation, rendered exactly as the chat templates of the
-// supported model families render plain messages (no tools):
+// Fixed chat formats: the text a model sees for a conversation, rendered exactly as the chat templates of the
+// supported model families render plain messages (no tools). "auto" (the model's own template, chat_template.h)
+// is resolved by ChatSetup (chat_setup.h); render_chat() itself knows only the fixed formats:
 //   "chatml"  Qwen3's template (<|im_start|>role\n...<|im_end|>\n; earlier assistant turns lose their
 //             <think> block; enable_thinking=false adds an empty <think></think> block to the generation prompt)
 //   "llama3"  Llama 3.1's template as shipped in its tokenizer_config.json: <|begin_of_text|> once, then
@@ -15,7 +16,7 @@
 
 namespace hone {
 
-enum class ChatFormat { None, ChatML, Llama3 };
+enum class ChatFormat { None, ChatML, Llama3, Auto };
 
 struct ChatMessage {
   std::string role;  // system | user | assistant (chatml also knows tool)
@@ -28,10 +29,10 @@ struct ChatOptions {
   std::string bos_token = "<|begin_of_text|>";  // llama3: written before the first message
 };
 
-// "none" | "chatml" | "llama3"; hone::UserError naming the allowed values otherwise.
+// "auto" | "none" | "chatml" | "llama3"; hone::UserError naming the allowed values otherwise.
 ChatFormat parse_chat_format(const std::string& name);
 
-// Throws hone::UserError on an empty message list.
+// Throws hone::UserError on an empty message list, and for Auto (which needs the tokenizer folder: ChatSetup).
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages, const ChatOptions& options = {});
 
 // The common case: an optional system message (left out when empty) and one user message.
