@@ -47,25 +47,30 @@ double GpuTensorParallel::weighted_sum_squares(const float* g, int64_t begin, in
   });
 }
 
-double GpuTensorParallel::sum_over_group(double x) {
+template <typename T>
+T GpuTensorParallel::scalar_all_reduce(T x, bool min) {
+  static_assert(sizeof(T) == sizeof(double), "the device scalar holds 8 bytes");
   if (size() == 1) return x;
   if (scalar_.size() < 1) scalar_ = DeviceArray<double>(1, "tensor-parallel scalar");
-  CUDA_CHECK(cudaMemcpyAsync(scalar_.get(), &x, sizeof(double), cudaMemcpyHostToDevice, ctx_.stream));
-  tp_.all_reduce_sum(scalar_.get(), 1);
-  CUDA_CHECK(cudaMemcpyAsync(&x, scalar_.get(), sizeof(double), cudaMemcpyDeviceToHost, ctx_.stream));
+  T* d = reinterpret_cast<T*>(scalar_.get());
+  CUDA_CHECK(cudaMemcpyAsync(d, &x, sizeof(T), cudaMemcpyHostToDevice, ctx_.stream));
+  if (min) tp_.all_reduce_min(d, d, 1);
+  else tp_.all_reduce_sum(d, 1);
+  CUDA_CHECK(cudaMemcpyAsync(&x, d, sizeof(T), cudaMemcpyDeviceToHost, ctx_.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   return x;
 }
 
-int64_t GpuTensorParallel::min_over_group(int64_t v) {
-  if (size() == 1) return v;
-  if (scalar_.size() < 1) scalar_ = DeviceArray<double>(1, "tensor-parallel scalar");
-  auto* d = reinterpret_cast<int64_t*>(scalar_.get());
-  CUDA_CHECK(cudaMemcpyAsync(d, &v, sizeof(int64_t), cudaMemcpyHostToDevice, ctx_.stream));
-  tp_.all_reduce_min(d, d, 1);
-  CUDA_CHECK(cudaMemcpyAsync(&v, d, sizeof(int64_t), cudaMemcpyDeviceToHost, ctx_.stream));
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  return v;
+double GpuTensorParallel::sum_over_group(double x) { return scalar_all_reduce(x, /*min=*/false); }
+int64_t GpuTensorParallel::min_over_group(int64_t v) { return scalar_all_reduce(v, /*min=*/true); }
+
+ShardedNorm GpuTensorParallel::sharded_norm() {
+  ShardedNorm n;
+  n.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t count) {
+    return weighted_sum_squares(g, begin, count);
+  };
+  n.sum = [this](double x) { return sum_over_group(x); };
+  return n;
 }
 
 void GpuTensorParallel::synchronize(const std::string& what) {

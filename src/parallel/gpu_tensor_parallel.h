@@ -18,6 +18,7 @@
 #include "model/layer_collectives.h"
 #include "model/model_config.h"
 #include "parallel/shard_layout.h"
+#include "train/grad_clip.h"
 
 namespace hone {
 
@@ -71,9 +72,14 @@ class GpuTensorParallel final : public LayerCollectives<bf16> {
   double weighted_sum_squares(const float* g, int64_t begin, int64_t n) const;
   // The sum of every rank's x (host value; collective).
   double sum_over_group(double x);
+  // The clipping norm of an optimizer on this shard: weighted_sum_squares, summed over the group.
+  ShardedNorm sharded_norm();
 
  private:
   void all_reduce_bf16(bf16* x, int64_t n);
+  // One host value through the device scalar: all-reduced with op (sum or min) over the group.
+  template <typename T>
+  T scalar_all_reduce(T x, bool min);
   int vocab_valid() const;
 
   Comm& tp_;

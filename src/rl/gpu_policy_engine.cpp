@@ -119,13 +119,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     }
     GpuDataParallelOptions po;
     po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
-    if (tp_) {
-      GpuTensorParallel* tp = tp_.get();
-      po.norm.weighted_sum_squares = [tp](const float* g, int64_t begin, int64_t n) {
-        return tp->weighted_sum_squares(g, begin, n);
-      };
-      po.norm.sum = [tp](double x) { return tp->sum_over_group(x); };
-    }
+    if (tp_) po.norm = tp_->sharded_norm();
     if (zero_)
       optimizer_ = std::make_unique<GpuDistributedAdamW>(initial, layout_, s_.adamw, ctx_, *dp_comm_, po);
     else

@@ -61,11 +61,7 @@ Result run(const hone::ModelConfig& c, const hone::ModelWeights& whole, const ho
   r.entropy = model.entropy_host();
   // The engine's optimizer on the shard: the clipping norm weighted per shard and summed over the pair.
   hone::GpuDataParallelOptions po;
-  if (tp) {
-    hone::GpuTensorParallel* t = tp.get();
-    po.norm.weighted_sum_squares = [t](const float* g, int64_t b, int64_t n) { return t->weighted_sum_squares(g, b, n); };
-    po.norm.sum = [t](double x) { return t->sum_over_group(x); };
-  }
+  if (tp) po.norm = tp->sharded_norm();
   hone::GpuDataParallelAdamW opt(w, layout, hone::AdamWConfig{}, g.ctx, nullptr, po);
   opt.zero_grads();
   float* grads = opt.grads();
