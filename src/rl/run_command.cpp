@@ -66,7 +66,7 @@ int run_run(const std::vector<std::string>& args) {
   if (args[0] == "--help" || args[0] == "-h") {
     print_rank0("usage: hone run deck.toml [key=value ...]\n"
                 "Runs GRPO as the deck says (see doc/quickstart.md). Exit codes: 0 done, 2 bad input, 3 stopped by\n"
-                "SIGTERM/SIGUSR1 after writing a checkpoint (continue with run.resume=auto), 1 internal error.\n");
+                "SIGTERM/SIGINT/SIGUSR1 after writing a checkpoint (continue with run.resume=auto), 1 internal error.\n");
     return kExitOk;
   }
   const std::vector<std::string> overrides(args.begin() + 1, args.end());
@@ -78,7 +78,10 @@ int run_run(const std::vector<std::string>& args) {
   // The rank grid (parallel.tp and parallel.pp must be 1 for now), then its communicators: collective.
   const ParallelState ps(agreed([&] { return read_rank_grid(cfg, world_size()); }));
   // Every input is read and checked before anything on disk changes.
-  std::unique_ptr<GrpoTrainer> trainer = agreed([&] { return std::make_unique<GrpoTrainer>(cfg, ps); });
+  std::unique_ptr<GrpoTrainer> trainer = agreed([&] {
+    const Activity activity("setting up the run (tokenizer, model, prompts)");
+    return std::make_unique<GrpoTrainer>(cfg, ps);
+  });
   const GrpoSettings& s = trainer->settings();
   trainer->connect();  // every rank built its trainer: now the communicators and the data-parallel optimizer
 
@@ -109,6 +112,7 @@ int run_run(const std::vector<std::string>& args) {
   for (int64_t step = done + 1; step <= s.max_steps; ++step) {
     // Every rank knows when samples are due (they are gathered from the ranks that generated them).
     const int64_t nsamples = s.sample_every > 0 && step % s.sample_every == 0 ? s.num_samples : 0;
+    const Activity activity(cat("running GRPO step ", step));
     const StepRow row = trainer->step(step, nsamples);
     if (out) out->append(row);
     print_rank0(format_step_line(row) + "\n");
@@ -119,7 +123,7 @@ int run_run(const std::vector<std::string>& args) {
     if (stop_requested_on_any_rank()) {
       if (last_saved != step) checkpoint(step);
       const int sig = stop_signal();
-      log_info("hone: stopped by ", sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM", " after step ", step,
+      log_info("hone: stopped by ", stop_signal_name(sig), " after step ", step,
                "; checkpoint written; continue with run.resume=auto (exit code ", int(kExitInterrupted), ")");
       return kExitInterrupted;
     }
