@@ -14,6 +14,8 @@
 #include <toml++/toml.h>
 
 #include "config/config.h"
+#include "config/toml_guard.h"
+#include "runtime/activity.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -160,6 +162,8 @@ void read_section(const std::string& text, const std::string& file, const std::s
 }
 
 void read_deck(const std::string& text, const std::string& file, Config& c) {
+  const std::string too_deep = toml_nesting_problem(text);
+  if (!too_deep.empty()) throw UserError(cat(file, ":", too_deep));
   toml::table root;
   try {
     root = toml::parse(text, file);
@@ -202,6 +206,7 @@ void read_deck(const std::string& text, const std::string& file, Config& c) {
 // Parses `text` as the value of a one-key TOML document "v = <text>"; nullopt when it is not one TOML value.
 std::optional<toml::table> parse_toml_value(const std::string& text) {
   if (text.find_first_of("\n\r") != std::string::npos) return std::nullopt;
+  if (!toml_nesting_problem(text).empty()) return std::nullopt;
   try {
     toml::table t = toml::parse("v = " + text);
     if (t.size() != 1 || !t.contains("v")) return std::nullopt;
@@ -309,6 +314,7 @@ Config load_config_from_string(const std::string& toml_text, const std::string& 
 }
 
 Config load_config(const std::string& deck_path, const std::vector<std::string>& overrides) {
+  const Activity activity(cat("reading the deck ", deck_path));
   return load_config_from_string(read_file_text(deck_path), deck_path, overrides);
 }
 
