@@ -126,8 +126,8 @@ BOOST_AUTO_TEST_CASE(keys_and_values_nested_too_deep_are_refused_with_their_posi
   for (int n = 0; n < 50000; ++n) key += ".a";
   BOOST_TEST(deck_error("[run]\nseed = 1\n[" + key + "]\n") ==
              "deck.toml:3:129: a dotted key with more than 64 parts (deck keys have two: section.key)");
-  BOOST_TEST(deck_error("# " + key + "\n[run]\nname = \"" + key + "\"\n") ==
-             "deck.toml:3:8: 'run.name' = '" + key + "' is not a file name: use only letters, digits, '.', '_', '-'");
+  // In comments and strings dots are not keys.
+  BOOST_TEST(deck_error("# " + key + "\n" + test::kRandomInitDeck + "[run]\nname = \"" + key + "\"\n") == "(no error)");
   BOOST_TEST(deck_error("x = " + std::string(100000, '[') + "\n") ==
              "deck.toml:1:69: arrays or tables nested more than 64 deep");
   BOOST_TEST(deck_error("x = " + std::string(100000, '{') + "\n") ==

@@ -68,11 +68,9 @@ BOOST_AUTO_TEST_CASE(every_prompt_too_long_with_a_system_prompt_is_an_error,
                            "model.vocab_size=0 data.task=jsonl data.path=" + test::source_dir() +
                            "/tests/data/rl/math_sample.jsonl generation.max_total_sequence_length=64 "
                            "train.max_tokens_per_microbatch=64 data.max_prompt_tokens=";
+  // 21 tokens of system prompt and template, 31 to 40 with each prompt (the same prompts run in
+  // grpo_loop/jsonl_chatml_math_reward).
   expect_refused("all-too-long", args + "28", "math_sample.jsonl: no usable prompt among");
-  // With room for them the same prompts run.
-  const std::string dir = test::temp_dir("grpo-system-fits");
-  std::string out;
-  BOOST_TEST(hone_run(write_deck(dir), args + "59 run.max_steps=1", &out) == 0, out.substr(out.size() > 600 ? out.size() - 600 : 0));
 }
 
 BOOST_AUTO_TEST_CASE(batch_sizes_that_do_not_divide) {
