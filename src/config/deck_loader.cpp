@@ -17,6 +17,7 @@
 #include "config/toml_guard.h"
 #include "runtime/activity.h"
 #include "runtime/error.h"
+#include "runtime/one_line.h"
 
 namespace hone {
 namespace {
@@ -305,12 +306,17 @@ DeckValue parse_override_value(const KeySpec& k, const std::string& text, const 
 
 Config load_config_from_string(const std::string& toml_text, const std::string& name,
                                const std::vector<std::string>& overrides) {
-  Config c = Config::defaults();
-  c.set_deck_path(name);
-  read_deck(toml_text, name, c);
-  for (const auto& arg : overrides) apply_override(arg, c);
-  resolve_and_check(c);
-  return c;
+  try {
+    Config c = Config::defaults();
+    c.set_deck_path(name);
+    read_deck(toml_text, name, c);
+    for (const auto& arg : overrides) apply_override(arg, c);
+    resolve_and_check(c);
+    return c;
+  } catch (const UserError& e) {
+    // Keys, values and overrides are quoted in messages as written, and may hold line breaks ("a\nb" = 1).
+    throw UserError(one_line(e.what()));
+  }
 }
 
 Config load_config(const std::string& deck_path, const std::vector<std::string>& overrides) {
