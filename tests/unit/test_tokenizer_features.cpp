@@ -141,6 +141,13 @@ BOOST_AUTO_TEST_CASE(unsupported_parts_are_user_errors) {
   BOOST_CHECK_THROW(load_with("model", {{"type", "WordPiece"}, {"vocab", nlohmann::json::object()}}), hone::UserError);
   BOOST_CHECK_THROW(load_with("model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array()}}),
                     hone::UserError);  // not byte-level
+  // Vocabulary ids that are not small integers (a float once reached an int conversion; found by fuzzing).
+  for (const nlohmann::json& id : {nlohmann::json(2e46), nlohmann::json(int64_t(1) << 40), nlohmann::json(-1),
+                                   nlohmann::json("7")}) {
+    nlohmann::json bad_id = good["model"];
+    bad_id["vocab"]["zz"] = id;
+    BOOST_CHECK_THROW(load_with("model", bad_id), hone::UserError);
+  }
   nlohmann::json bad_merge = good["model"];
   bad_merge["merges"].push_back("x zz");
   BOOST_CHECK_THROW(load_with("model", bad_merge), hone::UserError);
