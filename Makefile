@@ -5,6 +5,7 @@
 #   make run        deps if missing, build, run input/demo.toml on the CPU
 #   make test       deps if missing, build, run every suite; last line: N passed, N failed, N skipped
 #   make test-gpu   the GPU suite alone (skipped without a GPU)
+#   make fuzz       the parsers' fuzz drivers, SECONDS=N each (mk/fuzz.mk); make test runs them 3 s each
 #   make bundle     dist/hone-<version>-linux-x86_64/ with bin/hone, its non-system libraries and env.sh
 #   make clean
 #
@@ -160,7 +161,8 @@ _run: $(HONE)
 test:
 	@bash mk/deps.sh --if-missing
 	@$(MAKE) --no-print-directory _test
-_test: $(HONE) $(TEST_BINS)
+_test: $(HONE) $(TEST_BINS) $(FUZZ_BINS)
+	@$(MAKE) --no-print-directory fuzz-check
 	@HONE_BUILD=$(BUILD) bash mk/run-tests.sh unit mpi slurm gpu
 
 test-gpu:
@@ -177,5 +179,7 @@ doc-deck: $(HONE)
 
 clean:
 	rm -rf $(BUILD) dist
+
+include mk/fuzz.mk
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

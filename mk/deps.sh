@@ -21,6 +21,8 @@ PACKAGES=(
   libtomlplusplus-dev libboost-test-dev nlohmann-json3-dev
   libpcre2-dev libutf8proc-dev libopenblas-dev
   ccache
+  # the fuzz drivers (mk/fuzz.mk): clang with libFuzzer and the sanitizer runtimes
+  clang libclang-rt-dev
   python3 python3-pip python3-h5py python3-numpy python3-matplotlib
   # the Slurm suite's private cluster (tests/slurm): daemons, clients, the mpi/pmix plugin (slurm-wlm-basic-plugins)
   munge slurmctld slurmd slurm-client slurm-wlm-basic-plugins

@@ -14,7 +14,10 @@
 #include <toml++/toml.h>
 
 #include "config/config.h"
+#include "config/toml_guard.h"
+#include "runtime/activity.h"
 #include "runtime/error.h"
+#include "runtime/one_line.h"
 
 namespace hone {
 namespace {
@@ -160,6 +163,8 @@ void read_section(const std::string& text, const std::string& file, const std::s
 }
 
 void read_deck(const std::string& text, const std::string& file, Config& c) {
+  const std::string too_deep = toml_nesting_problem(text);
+  if (!too_deep.empty()) throw UserError(cat(file, ":", too_deep));
   toml::table root;
   try {
     root = toml::parse(text, file);
@@ -202,6 +207,7 @@ void read_deck(const std::string& text, const std::string& file, Config& c) {
 // Parses `text` as the value of a one-key TOML document "v = <text>"; nullopt when it is not one TOML value.
 std::optional<toml::table> parse_toml_value(const std::string& text) {
   if (text.find_first_of("\n\r") != std::string::npos) return std::nullopt;
+  if (!toml_nesting_problem(text).empty()) return std::nullopt;
   try {
     toml::table t = toml::parse("v = " + text);
     if (t.size() != 1 || !t.contains("v")) return std::nullopt;
@@ -300,15 +306,21 @@ DeckValue parse_override_value(const KeySpec& k, const std::string& text, const 
 
 Config load_config_from_string(const std::string& toml_text, const std::string& name,
                                const std::vector<std::string>& overrides) {
-  Config c = Config::defaults();
-  c.set_deck_path(name);
-  read_deck(toml_text, name, c);
-  for (const auto& arg : overrides) apply_override(arg, c);
-  resolve_and_check(c);
-  return c;
+  try {
+    Config c = Config::defaults();
+    c.set_deck_path(name);
+    read_deck(toml_text, name, c);
+    for (const auto& arg : overrides) apply_override(arg, c);
+    resolve_and_check(c);
+    return c;
+  } catch (const UserError& e) {
+    // Keys, values and overrides are quoted in messages as written, and may hold line breaks ("a\nb" = 1).
+    throw UserError(one_line(e.what()));
+  }
 }
 
 Config load_config(const std::string& deck_path, const std::vector<std::string>& overrides) {
+  const Activity activity(cat("reading the deck ", deck_path));
   return load_config_from_string(read_file_text(deck_path), deck_path, overrides);
 }
 

@@ -140,6 +140,8 @@ std::string check_deck_value(const KeySpec& k, const DeckValue& v) {
   switch (k.type) {
     case KeyType::integer:
     case KeyType::floating: {
+      if (k.type == KeyType::integer && std::get<int64_t>(v) > k.int_limit)
+        return cat(lhs, "out of range: must be at most ", k.int_limit);
       const double x = as_number(v);
       if (!std::isfinite(x)) return lhs + "not a finite number";
       if (!in_range(k, x)) return cat(lhs, "out of range: must be ", key_range_text(k));
@@ -147,9 +149,12 @@ std::string check_deck_value(const KeySpec& k, const DeckValue& v) {
     }
     case KeyType::int_list: {
       const auto& l = std::get<std::vector<int64_t>>(v);
-      for (size_t a = 0; a < l.size(); ++a)
+      for (size_t a = 0; a < l.size(); ++a) {
+        if (l[a] > k.int_limit)
+          return cat("'", k.path, "[", a, "]' = ", l[a], " is out of range: must be at most ", k.int_limit);
         if (!in_range(k, static_cast<double>(l[a])))
           return cat("'", k.path, "[", a, "]' = ", l[a], " is out of range: must be ", key_range_text(k));
+      }
       break;
     }
     case KeyType::enumeration: {

@@ -3,6 +3,7 @@
 #include "config/schema.h"
 
 #include <cctype>
+#include <cstdint>
 #include <map>
 
 namespace hone {
@@ -47,6 +48,11 @@ KeySpec s(const std::string& p, std::optional<std::string> def, const std::strin
 KeySpec e(const std::string& p, std::vector<std::string> allowed, const std::string& def, const std::string& desc) {
   KeySpec k = make(p, KeyType::enumeration, def, any(), "", desc);
   k.allowed = std::move(allowed);
+  return k;
+}
+// An integer key that is read as a 64-bit value (a seed): no 32-bit limit.
+KeySpec int64_key(KeySpec k) {
+  k.int_limit = INT64_MAX;
   return k;
 }
 KeySpec with_check(KeySpec k, std::string (*check)(const DeckValue&)) {
@@ -102,7 +108,7 @@ std::vector<KeySpec> build_schema() {
   return {
       // [run]
       with_check(s("run.name", "hone", "name of the run: the output file is <output.dir>/<run.name>.h5"), check_file_name),
-      i("run.seed", 1234, at_least(0), "", "seed of every random choice (initialization, data order, sampling)"),
+      int64_key(i("run.seed", 1234, at_least(0), "", "seed of every random choice (initialization, data order, sampling)")),
       e("run.device", S{"cpu", "cuda"}, "cpu", "where the model runs: cpu (fp32 reference path) or cuda (one GPU per rank)"),
       i("run.max_steps", 100, at_least(1), "steps", "number of GRPO steps to run"),
       e("run.resume", S{"never", "auto"}, "never", "auto: continue from the newest checkpoint in checkpoint.dir when there is one"),

@@ -24,6 +24,9 @@ struct KeySpec {
   std::string required_when;               // human-readable condition, "data.task = jsonl" (checked in consistency.cpp)
   std::vector<std::string> allowed;        // enum values
   std::optional<double> min, max;          // numeric range (for lists: of each element)
+  // Integers: the largest value the code that reads the key can hold (most keys end up in an int); checked
+  // exactly, as an int64, on top of min/max, so that no value wraps on its way to its target type.
+  int64_t int_limit = 2147483647;
   bool min_open = false, max_open = false; // exclusive bounds
   std::string unit;                        // "tokens", "seconds", "GiB", "steps"; empty when none applies
   std::string description;                 // one line

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "data/data_rng.h"
+#include "runtime/activity.h"
 #include "runtime/error.h"
 
 namespace hone::rl {
@@ -82,6 +83,7 @@ JsonlPromptDataset::JsonlPromptDataset(const DatasetOptions& options, TokenCount
   HONE_USER_CHECK(options_.max_prompt_tokens >= 0, "data.max_prompt_tokens must be >= 0, got ",
                   options_.max_prompt_tokens);
   HONE_CHECK(options_.max_prompt_tokens == 0 || count_tokens, "max_prompt_tokens needs a token counter");
+  const Activity activity(cat("reading the prompts in ", options_.path));
   reader_ = std::make_unique<Reader>(options_.path);
   JsonlRecord rec;
   while (reader_->jsonl.next(rec)) {
@@ -95,7 +97,12 @@ JsonlPromptDataset::JsonlPromptDataset(const DatasetOptions& options, TokenCount
       continue;
     }
     if (count_tokens) {
-      int64_t n = count_tokens(p.text);
+      int64_t n = 0;
+      try {
+        n = count_tokens(p);
+      } catch (const UserError& e) {
+        throw UserError(cat(p.source, ": ", e.what()));  // name the line whose prompt the tokenizer refused
+      }
       if (options_.max_prompt_tokens > 0 && n > options_.max_prompt_tokens) {
         ++stats_.too_long;
         continue;

@@ -25,8 +25,9 @@ struct DatasetOptions {
   uint64_t seed = 0;                   // [run.seed]
 };
 
-// Counts the token length of a prompt's text (the caller plugs in the tokenizer).
-using TokenCounter = std::function<int(const std::string&)>;
+// Counts the tokens of a prompt as the model will see it (the caller plugs in the tokenizer, chat template and
+// system prompt), so that the length filter measures what generation is given.
+using TokenCounter = std::function<int64_t(const Prompt&)>;
 
 struct DatasetStats {
   int64_t lines = 0;       // non-blank lines

@@ -185,8 +185,10 @@ std::vector<int> parse_token_ids(const ConfigReader& r, const char* key) {
   const json& v = r.j.at(key);
   if (v.is_array()) {
     for (size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_number_integer()) r.fail(cat("field '", key, "' must be an integer or a list of integers"));
-      ids.push_back(v[i].get<int>());
+      const bool in_int = v[i].is_number_integer() && (v[i].is_number_unsigned() ? v[i].get<uint64_t>() <= INT32_MAX
+                                                                                 : v[i].get<int64_t>() >= INT32_MIN);
+      if (!in_int) r.fail(cat("field '", key, "' must be an integer or a list of integers (of 32 bits)"));
+      ids.push_back(static_cast<int>(v[i].get<int64_t>()));
     }
   } else {
     ids.push_back(r.get_int(r.j, key, key));

@@ -11,6 +11,7 @@
 
 #include "io/atomic_file.h"
 #include "model/safetensors.h"
+#include "rl/checkpoint_state.h"
 #include "rl/grpo_trainer.h"
 #include "runtime/agree.h"
 #include "runtime/error.h"
@@ -49,14 +50,8 @@ int64_t GrpoTrainer::restore(const std::string& folder) {
   int64_t step = 0;
   agreed([&] {
     const std::string state_path = (fs::path(folder) / "state.json").string();
-    json st;
-    try {
-      st = json::parse(read_file_text(state_path));
-    } catch (const json::exception& e) {
-      throw UserError(cat(state_path, ": not a hone checkpoint state (", e.what(), ")"));
-    }
-    HONE_USER_CHECK(st.value("format", "") == "hone-grpo-state-1", state_path, ": unknown checkpoint format");
-    const uint64_t seed = st.at("seed").get<uint64_t>();
+    const CheckpointState st = parse_checkpoint_state(read_file_text(state_path), state_path);
+    const uint64_t seed = st.seed;
     HONE_USER_CHECK(seed == s_.seed, "checkpoint ", folder, " was written with run.seed = ", seed,
                     " but the deck says ", s_.seed, ": resume with the same seed");
 
@@ -71,9 +66,9 @@ int64_t GrpoTrainer::restore(const std::string& folder) {
     snap.exp_avg_sq = Tensor::empty({n});
     opt.read_f32("exp_avg", snap.exp_avg.f32());
     opt.read_f32("exp_avg_sq", snap.exp_avg_sq.f32());
-    snap.optimizer_step = st.at("optimizer_step").get<int>();
-    data_.source->restore_cursor(st.at("data_cursor").get<std::string>());
-    step = st.at("step").get<int64_t>();
+    snap.optimizer_step = int(st.optimizer_step);
+    data_.source->restore_cursor(st.data_cursor);
+    step = st.step;
   });
   engine_->write_state(snap.master, snap.exp_avg.f32(), snap.exp_avg_sq.f32(), snap.optimizer_step);
   return step;

@@ -129,7 +129,8 @@ std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
   if (chat_.is_chat() && !system_prompt_.empty() && (p.messages.empty() || p.messages[0].role != "system"))
     msgs.push_back({"system", system_prompt_});
   for (const auto& m : p.messages) msgs.push_back({m.role, m.content});
-  if (msgs.empty()) msgs.push_back({"user", p.text});
+  // A prompt given as plain text only (synthetic tasks) is one user message, after the system prompt if any.
+  if (p.messages.empty()) msgs.push_back({"user", p.text});
   return tok_->encode(chat_.render(msgs, chat_options_), /*add_special=*/false);
 }
 
@@ -163,11 +164,7 @@ void GrpoTrainer::build_data(const Config& c) {
     o.synthetic.vocab_size = mc_.vocab_size;
     o.synthetic.seed = s_.seed;
   }
-  data_ = make_data(o, [this](const std::string& text) {
-    Prompt p;
-    p.text = text;
-    return int(encode_prompt(p).size());
-  });
+  data_ = make_data(o, [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
 }
 
 std::string GrpoTrainer::describe() const {

@@ -2,8 +2,8 @@
 // the rank grid and its communicators (ParallelState) from the deck's [parallel] section, prints a short header
 // (run, model, layout, output), builds the trainer, prepares the checkpoint folder and the output file (rank 0) and
 // writes the resolved deck next to it, resumes when asked, then runs run.max_steps steps: one HDF5 row and one
-// stdout line per step, checkpoints every checkpoint.every steps and at exit. SIGTERM / SIGUSR1: the current step
-// finishes, a checkpoint is written, exit code 3.
+// stdout line per step, checkpoints every checkpoint.every steps and at exit. SIGTERM / SIGINT / SIGUSR1: the
+// current step finishes, a checkpoint is written, exit code 3.
 //
 // The resolved deck (130 lines) is printed only with --echo-deck: a job log starts with the header and ends with
 // the error when there is one, so the error is what a user sees first.
@@ -39,8 +39,8 @@ const char* const kRunUsage =
     "  key. Prints a header (run, model, rank layout, output) and one line per step; the resolved deck (every key,\n"
     "  with defaults) goes to the output file and to <output.dir>/<run.name>.deck.toml.\n"
     "  --echo-deck   also print the resolved deck before the first step\n"
-    "  Exit codes: 0 done, 2 bad input, 3 stopped by SIGTERM/SIGUSR1 after writing a checkpoint (continue with\n"
-    "  run.resume=auto), 1 internal error.\n";
+    "  Exit codes: 0 done, 2 bad input, 3 stopped by SIGTERM/SIGINT/SIGUSR1 after writing a checkpoint\n"
+    "  (continue with run.resume=auto), 1 internal error.\n";
 
 void print_rank0(const std::string& text) {
   if (world_rank() != 0) return;
@@ -125,7 +125,10 @@ int run_run(const std::vector<std::string>& args) {
   print_rank0(run_header(cfg, ps));
   if (echo_deck) print_rank0(resolved_deck_text(cfg) + "\n");
   // Every input is read and checked before anything on disk changes.
-  std::unique_ptr<GrpoTrainer> trainer = agreed([&] { return std::make_unique<GrpoTrainer>(cfg, ps); });
+  std::unique_ptr<GrpoTrainer> trainer = agreed([&] {
+    const Activity activity("setting up the run (tokenizer, model, prompts)");
+    return std::make_unique<GrpoTrainer>(cfg, ps);
+  });
   const GrpoSettings& s = trainer->settings();
   trainer->connect();  // every rank built its trainer: now the communicators and the data-parallel optimizer
 
@@ -159,6 +162,7 @@ int run_run(const std::vector<std::string>& args) {
   for (int64_t step = done + 1; step <= s.max_steps; ++step) {
     // Every rank knows when samples are due (they are gathered from the ranks that generated them).
     const int64_t nsamples = s.sample_every > 0 && step % s.sample_every == 0 ? s.num_samples : 0;
+    const Activity activity(cat("running GRPO step ", step));
     const StepRow row = trainer->step(step, nsamples);
     if (out) out->append(row);
     print_rank0(format_step_line(row) + "\n");
@@ -169,7 +173,7 @@ int run_run(const std::vector<std::string>& args) {
     if (stop_requested_on_any_rank()) {
       if (last_saved != step) checkpoint(step);
       const int sig = stop_signal();
-      log_info("hone: stopped by ", sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM", " after step ", step,
+      log_info("hone: stopped by ", stop_signal_name(sig), " after step ", step,
                "; checkpoint written; continue with run.resume=auto (exit code ", int(kExitInterrupted), ")");
       return kExitInterrupted;
     }

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "runtime/activity.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -49,7 +50,9 @@ auto agreed(F&& fn) -> decltype(fn()) {
     } catch (const UserError& e) {
       failure = e.what(), code = kExitUserError;
     } catch (const std::exception& e) {
-      failure = e.what(), code = kExitFailure;
+      failure = resource_failure_message(e);  // out of memory: a user error saying while doing what
+      code = failure.empty() ? kExitFailure : kExitUserError;
+      if (failure.empty()) failure = e.what();
     } catch (...) {
       failure = "unknown exception", code = kExitFailure;
     }

@@ -10,6 +10,7 @@
 #include <exception>
 #include <optional>
 
+#include "runtime/activity.h"
 #include "runtime/agree.h"
 #include "runtime/log.h"
 #include "runtime/mpi_state.h"
@@ -99,6 +100,8 @@ int run_guarded(bool uses_mpi, int* argc, char*** argv, const std::function<int(
   } catch (const UserError& e) {
     fatal_exit(kExitUserError, e.what(), /*collective=*/false);
   } catch (const std::exception& e) {
+    const std::string resource = resource_failure_message(e);
+    if (!resource.empty()) fatal_exit(kExitUserError, resource, /*collective=*/false);
     fatal_exit(kExitFailure, e.what(), /*collective=*/false);
   } catch (...) {
     fatal_exit(kExitFailure, "unknown exception", /*collective=*/false);

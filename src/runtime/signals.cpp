@@ -31,10 +31,20 @@ void install_stop_handlers() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);  // Ctrl-C stops at the next step with a checkpoint, like SIGTERM
 }
 
 bool stop_requested() { return g_stop_signal.load() != 0; }
 int stop_signal() { return g_stop_signal.load(); }
+
+const char* stop_signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGINT: return "SIGINT";
+    default: return "a signal";
+  }
+}
 
 bool stop_requested_on_any_rank() {
   int mine = stop_requested() ? 1 : 0, any = mine;

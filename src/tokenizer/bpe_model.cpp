@@ -22,15 +22,26 @@ BpeModel::BpeModel(const nlohmann::json& model) {
   ignore_merges_ = model.value("ignore_merges", false);
 
   const auto& vocab = model.at("vocab");
+  HONE_USER_CHECK(vocab.is_object(), "tokenizer.json: the BPE vocabulary is not an object {token: id}");
+  // Ids index dense tables: an id must be an integer, and gaps are bounded, so that one entry cannot make hone
+  // allocate gigabytes (or wrap a float like 2e46 into an int).
+  const int64_t id_limit = static_cast<int64_t>(vocab.size()) + 65536;
+  auto vocab_id = [&](const nlohmann::json& v) {
+    HONE_USER_CHECK(v.is_number_integer(), "tokenizer.json: a vocabulary id is not an integer: ", v.dump());
+    const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() < uint64_t(id_limit) : v.get<int64_t>() >= 0;
+    HONE_USER_CHECK(ok, "tokenizer.json: vocabulary id ", v.dump(), " is out of range (0 to ", id_limit - 1,
+                    " for ", vocab.size(), " entries)");
+    return static_cast<int32_t>(v.get<int64_t>());
+  };
   int32_t max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max(max_id, it.value().get<int32_t>());
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max(max_id, vocab_id(it.value()));
   tokens_.resize(static_cast<size_t>(max_id + 1));
   bytes_.resize(tokens_.size());
   present_.assign(tokens_.size(), 0);
   const ByteLevelAlphabet& alphabet = byte_level_alphabet();
   std::string raw;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const int32_t id = it.value().get<int32_t>();
+    const int32_t id = vocab_id(it.value());
     HONE_USER_CHECK(id >= 0, "tokenizer.json: negative id in the vocabulary");
     const auto i = static_cast<size_t>(id);
     tokens_[i] = it.key();

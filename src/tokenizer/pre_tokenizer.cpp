@@ -4,6 +4,10 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <new>
+
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
@@ -77,16 +81,29 @@ class Regex {
   void find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const {
     matches.clear();
     pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
-    HONE_CHECK(md, "out of memory");
+    pcre2_match_context* mc = pcre2_match_context_create(nullptr);
+    if (!md || !mc) {
+      pcre2_match_data_free(md);
+      pcre2_match_context_free(mc);
+      throw std::bad_alloc();
+    }
+    // PCRE2's default match limit (10 million steps) stops the GPT-2 style patterns on long runs of one class
+    // (10 M spaces: \s*[\r\n]+ backtracks over the whole run once): the limit grows with the text instead, which
+    // keeps every match linear in its length while still bounding a pathological pattern.
+    pcre2_set_match_limit(mc, static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, 10000000 + 100 * uint64_t(text.size()))));
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     size_t start = 0;
     while (start < text.size()) {
-      int rc = jit_ ? pcre2_jit_match(code_, subject, text.size(), start, 0, md, nullptr) : PCRE2_ERROR_JIT_STACKLIMIT;
-      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(code_, subject, text.size(), start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
+      int rc = jit_ ? pcre2_jit_match(code_, subject, text.size(), start, 0, md, mc) : PCRE2_ERROR_JIT_STACKLIMIT;
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(code_, subject, text.size(), start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mc);
       if (rc == PCRE2_ERROR_NOMATCH) break;
       if (rc < 0) {
         pcre2_match_data_free(md);
-        HONE_CHECK(false, "PCRE2 match failed with code ", rc);
+        pcre2_match_context_free(mc);
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        throw UserError(cat("the tokenizer's pre-tokenizer regex cannot split a text of ", text.size(),
+                            " bytes (PCRE2: ", reinterpret_cast<const char*>(msg), ")"));
       }
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       if (ov[1] > ov[0]) {
@@ -98,6 +115,7 @@ class Regex {
       }
     }
     pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
   }
 
  private:

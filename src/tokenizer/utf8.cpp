@@ -1,6 +1,7 @@
 // UTF-8 repair, normalization (utf8proc) and Python-compatible whitespace stripping.
 #include "tokenizer/utf8.h"
 
+#include <algorithm>
 #include <utf8proc.h>
 
 #include <cstdlib>
@@ -90,7 +91,8 @@ uint32_t utf8_next(std::string_view s, size_t& i) {
   int len = b0 >= 0xF0 ? 4 : b0 >= 0xE0 ? 3 : 2;
   uint32_t cp = b0 & (0x7F >> len);
   for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-  i += len;
+  // A sequence cut short at the end (invalid UTF-8 from a prompt) must not move past the text.
+  i = std::min(i + static_cast<size_t>(len), s.size());
   return cp;
 }
 

@@ -14,7 +14,8 @@ namespace hone::tok {
 std::string utf8_lossy(std::string_view bytes);
 bool utf8_valid(std::string_view bytes);
 
-// Decodes the code point starting at s[i] (valid UTF-8 assumed) and advances i.
+// Decodes the code point starting at s[i] (valid UTF-8 assumed: invalid bytes give some code point) and advances
+// i, never past s.size().
 uint32_t utf8_next(std::string_view s, size_t& i);
 void utf8_append(std::string& out, uint32_t cp);
 

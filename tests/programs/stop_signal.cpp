@@ -1,6 +1,8 @@
 // Stop-signal handling for tests/unit/test_runtime_signals.cpp.
 //   stop_signal once   installs the handlers, raises SIGUSR1, reports what it saw and exits 3 (interrupted)
 //   stop_signal twice  raises SIGTERM twice: the second one ends the process (killed by SIGTERM)
+//   stop_signal int    raises SIGINT (Ctrl-C) once: a graceful stop like SIGTERM (exit 3)
+//   stop_signal int2   raises SIGINT twice: the second one ends the process (killed by SIGINT)
 //   stop_signal rank1  only rank 1 raises SIGUSR1; every rank reports whether any rank was asked to stop
 //   stop_signal wait   installs the handlers, prints "ready" (rank 0) and polls like a training loop until a
 //                      signal arrives from outside (exit 3) or 30 s pass (exit 1)
@@ -36,13 +38,14 @@ int main(int argc, char** argv) {
     }
     std::printf("rank %d before: %d\n", rank, hone::stop_requested() ? 1 : 0);
     hone::install_stop_handlers();
-    if (mode != "rank1" || rank == 1) std::raise(mode == "twice" ? SIGTERM : SIGUSR1);
+    const bool sigint = mode == "int" || mode == "int2";
+    if (mode != "rank1" || rank == 1) std::raise(mode == "twice" ? SIGTERM : sigint ? SIGINT : SIGUSR1);
     const bool any = hone::stop_requested_on_any_rank();
     std::printf("rank %d after: %d signal %d any rank: %d\n", rank, hone::stop_requested() ? 1 : 0,
                 hone::stop_signal(), any ? 1 : 0);
     std::fflush(stdout);
-    if (mode == "twice") {
-      std::raise(SIGTERM);
+    if (mode == "twice" || mode == "int2") {
+      std::raise(mode == "twice" ? SIGTERM : SIGINT);
       std::printf("still running after the second signal\n");
       return 0;
     }

@@ -51,6 +51,17 @@ BOOST_AUTO_TEST_CASE(system_and_user_shortcut) {
   BOOST_TEST(hone::chat_end_of_turn(ChatFormat::Llama3) == "<|eot_id|>");
 }
 
+// Message text is raw bytes from a prompt file: invalid UTF-8 (a lone continuation byte, a lead byte cut short at the
+// end) once made the Llama 3 trim read past the text (std::out_of_range from string_view::substr; fuzz driver
+// chat_text, corpus finding-invalid-utf8-trim).
+BOOST_AUTO_TEST_CASE(invalid_utf8_content_is_rendered_as_it_is) {
+  for (const std::string content : {"\xbd", " a\xe4", "\xf0\x9f", "\xe4 "}) {
+    std::string out;
+    BOOST_CHECK_NO_THROW(out = hone::render_chat(hone::ChatFormat::Llama3, {{"user", content}}));
+    BOOST_TEST(out.find("<|eot_id|>") != std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_format_and_empty_chat_are_user_errors) {
   BOOST_CHECK_THROW(hone::parse_chat_format("alpaca"), hone::UserError);
   BOOST_CHECK_THROW(render_chat(hone::ChatFormat::ChatML, std::vector<hone::ChatMessage>{}), hone::UserError);

@@ -101,4 +101,42 @@ BOOST_AUTO_TEST_CASE(missing_deck_file) {
   });
 }
 
+// Every integer key is read into a fixed-width type: a value past it is refused, never wrapped (4294967360 would
+// become 64 in an int).
+BOOST_AUTO_TEST_CASE(integers_beyond_the_target_type_are_refused) {
+  const std::string deck = test::kRandomInitDeck;
+  BOOST_TEST(deck_error("[model]\nhidden_size = 4294967360\n") ==
+             "deck.toml:2:15: 'model.hidden_size' = 4294967360 is out of range: must be at most 2147483647");
+  BOOST_TEST(deck_error("[run]\nmax_steps = 9223372036854775807\n") ==
+             "deck.toml:2:13: 'run.max_steps' = 9223372036854775807 is out of range: must be at most 2147483647");
+  BOOST_TEST(deck_error("[generation]\nstop_token_ids = [1, 2147483648]\n") ==
+             "deck.toml:2:18: 'generation.stop_token_ids[1]' = 2147483648 is out of range: must be at most 2147483647");
+  BOOST_TEST(deck_error(deck, {"model.hidden_size=4294967360"}) ==
+             "override 'model.hidden_size=4294967360': 'model.hidden_size' = 4294967360 is out of range: must be at most 2147483647");
+  // The largest value of the target type is accepted; a seed is 64-bit.
+  BOOST_TEST(deck_error(deck, {"run.max_steps=2147483647"}) == "(no error)");
+  BOOST_TEST(deck_error(deck, {"run.seed=9223372036854775807"}) == "(no error)");
+  // Beyond int64 TOML itself refuses the number.
+  BOOST_TEST(deck_error("[run]\nseed = 9223372036854775808\n").rfind("deck.toml:2:", 0) == 0);
+}
+
+// TOML++ parses dotted keys recursively: a key of 50,000 parts overflowed the stack. Such text is refused first.
+BOOST_AUTO_TEST_CASE(keys_and_values_nested_too_deep_are_refused_with_their_position) {
+  std::string key = "a";
+  for (int n = 0; n < 50000; ++n) key += ".a";
+  BOOST_TEST(deck_error("[run]\nseed = 1\n[" + key + "]\n") ==
+             "deck.toml:3:129: a dotted key with more than 64 parts (deck keys have two: section.key)");
+  // In comments and strings dots are not keys.
+  BOOST_TEST(deck_error("# " + key + "\n" + test::kRandomInitDeck + "[run]\nname = \"" + key + "\"\n") == "(no error)");
+  BOOST_TEST(deck_error("x = " + std::string(100000, '[') + "\n") ==
+             "deck.toml:1:69: arrays or tables nested more than 64 deep");
+  BOOST_TEST(deck_error("x = " + std::string(100000, '{') + "\n") ==
+             "deck.toml:1:69: arrays or tables nested more than 64 deep");
+  // In an override the value is refused as a value.
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"generation.stop_token_ids=" + std::string(100000, '[')}) ==
+             "override 'generation.stop_token_ids=" + std::string(100000, '[') +
+                 "': expected an array of integers like [1, 2]");
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"run.name={" + key + "=1}"}).find("not a file name") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

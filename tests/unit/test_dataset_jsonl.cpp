@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(long_prompts_are_dropped_and_counted) {
   DatasetOptions o = options_for(path);
   o.max_prompt_tokens = 5;
   o.shuffle = false;
-  TokenCounter chars = [](const std::string& s) { return static_cast<int>(s.size()); };
+  TokenCounter chars = [](const Prompt& p) { return static_cast<int64_t>(p.text.size()); };
   JsonlPromptDataset d(o, chars);
   BOOST_TEST(d.epoch_size() == 2);
   BOOST_TEST(d.stats().too_long == 1);

@@ -58,6 +58,23 @@ BOOST_AUTO_TEST_CASE(missing_and_empty_dataset) {
   expect_refused("emptydata", "data.task=jsonl data.path=" + dir + "/empty.jsonl", "empty.jsonl");
 }
 
+// With a system prompt the length filter once counted only the system prompt and the template, so a dataset whose
+// prompts are all too long trained on nothing and exited 0. The whole rendered prompt is counted now, and a
+// dataset left without prompts is refused. (System prompt + ChatML template: about 20 Qwen3 tokens; every prompt
+// of math_sample.jsonl adds more than 10.)
+BOOST_AUTO_TEST_CASE(every_prompt_too_long_with_a_system_prompt_is_an_error,
+                     *boost::unit_test::precondition(test::needs_shared)) {
+  const std::string args = "tokenizer.kind=hf tokenizer.path=" + test::shared_dir() +
+                           "/data/tokenizers/qwen3 tokenizer.chat_format=chatml "
+                           "'tokenizer.system_prompt=Put your final answer within \\boxed{}.' "
+                           "model.vocab_size=0 data.task=jsonl data.path=" + test::source_dir() +
+                           "/tests/data/rl/math_sample.jsonl generation.max_total_sequence_length=64 "
+                           "train.max_tokens_per_microbatch=64 data.max_prompt_tokens=";
+  // 21 tokens of system prompt and template, 31 to 40 with each prompt (the same prompts run in
+  // grpo_loop/jsonl_chatml_math_reward).
+  expect_refused("all-too-long", args + "28", "math_sample.jsonl: no usable prompt among");
+}
+
 BOOST_AUTO_TEST_CASE(batch_sizes_that_do_not_divide) {
   expect_refused("gbs", "train.global_batch_size=5", "train.global_batch_size");
 }

@@ -28,6 +28,16 @@ BOOST_AUTO_TEST_CASE(second_signal_ends_the_process) {
   BOOST_TEST(out.find("still running") == std::string::npos);
 }
 
+// Ctrl-C is a graceful stop like SIGTERM (a checkpoint, exit 3); a second Ctrl-C ends the process at once.
+BOOST_AUTO_TEST_CASE(sigint_stops_gracefully_and_a_second_one_ends_the_process) {
+  std::string out;
+  BOOST_TEST(test::run_command(program() + " int", &out) == 3);
+  BOOST_TEST(out.find("rank 0 after: 1 signal " + std::to_string(SIGINT) + " any rank: 1") != std::string::npos);
+  out.clear();
+  BOOST_TEST(test::run_command(program() + " int2", &out) == 128 + SIGINT);
+  BOOST_TEST(out.find("still running") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(a_signal_on_one_rank_stops_every_rank) {
   std::string out;
   const int status =
