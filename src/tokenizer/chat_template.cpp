@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/one_line.h"
 #include "tokenizer/jinja_error.h"
 #include "tokenizer/jinja_eval.h"
 #include "tokenizer/jinja_parser.h"
@@ -27,7 +28,8 @@ std::string read_file(const fs::path& path) {
 }
 
 [[noreturn]] void template_failed(const std::string& origin, const jinja::TemplateError& e) {
-  throw UserError(cat(origin, ": chat template line ", e.line(), ": ", e.message(),
+  // The message may quote the template's own text (a name, a raise_exception message): one line still.
+  throw UserError(cat(origin, ": chat template line ", e.line(), ": ", one_line(e.message()),
                       " (hone renders the jinja subset of doc/tokenizer.md; tokenizer.chat_format = \"chatml\", "
                       "\"llama3\" or \"none\" does without the template)"));
 }
