@@ -435,7 +435,11 @@ class Parser {
         if (cur().type == T::Int) {
           ExprPtr e = make(K::Item, line);
           ExprPtr key = make(K::Literal, line);
-          key->value = Value::integer(std::stoll(cur().text));
+          try {
+            key->value = Value::integer(std::stoll(cur().text));
+          } catch (const std::exception&) {
+            fail("index out of range: " + cur().text);
+          }
           next();
           e->args.push_back(std::move(node));
           e->args.push_back(std::move(key));
