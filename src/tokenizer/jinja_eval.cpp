@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "runtime/error.h"
@@ -17,6 +18,9 @@ namespace {
 
 using K = Expr::Kind;
 using VK = Value::Kind;
+
+// hone's integers are 64-bit where Python's are unbounded: a result past them is a template error.
+[[noreturn]] Value overflow(int line) { throw TemplateError(line, "integer overflow (hone's integers are 64-bit)"); }
 
 [[noreturn]] void undefined_error(const Value& v, int line) {
   throw TemplateError(line, v.as_string().empty() ? "undefined value used" : v.as_string() + " is undefined");
@@ -75,6 +79,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
     if ((a_seq && (b.is(VK::Int) || b.is(VK::Bool))) || (b_seq && (a.is(VK::Int) || a.is(VK::Bool)))) {
       const Value& seq = a_seq ? a : b;
       const int64_t n = a_seq ? b.as_int() : a.as_int();
+      // A chat template repeats a separator a few times; a repetition past 64 MiB is a template error, not an
+      // allocation without bound.
+      const int64_t unit = seq.is(VK::String) ? int64_t(seq.as_string().size()) : int64_t(seq.as_list().size()) * 16;
+      if (n > 0 && unit > 0 && n > (int64_t(64) << 20) / unit)
+        throw TemplateError(line, "a repetition of " + std::to_string(n) + " copies is too large");
       if (seq.is(VK::String)) {
         std::string s;
         for (int64_t i = 0; i < n; ++i) s += seq.as_string();
@@ -96,6 +105,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
     if (y == 0) throw TemplateError(line, "division by zero");
     if (ints) {
       const int64_t p = a.as_int(), q = b.as_int();
+      if (p == std::numeric_limits<int64_t>::min() && q == -1) overflow(line);
       int64_t d = p / q, m = p % q;
       if (m != 0 && ((m < 0) != (q < 0))) {
         --d;
@@ -107,17 +117,21 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
     return Value::number(op == "//" ? d : x - d * y);
   }
   if (op == "**") {
-    if (ints && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
+    if (ints && b.as_int() >= 0) {  // by squaring: a huge exponent of 0, 1 or -1 ends at once
+      int64_t r = 1, base = a.as_int();
+      for (int64_t e = b.as_int(); e > 0; e >>= 1) {
+        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) overflow(line);
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) overflow(line);
+      }
       return Value::integer(r);
     }
     return Value::number(std::pow(x, y));
   }
   if (ints) {
-    if (op == "+") return Value::integer(a.as_int() + b.as_int());
-    if (op == "-") return Value::integer(a.as_int() - b.as_int());
-    if (op == "*") return Value::integer(a.as_int() * b.as_int());
+    int64_t r = 0;
+    if (op == "+") return __builtin_add_overflow(a.as_int(), b.as_int(), &r) ? overflow(line) : Value::integer(r);
+    if (op == "-") return __builtin_sub_overflow(a.as_int(), b.as_int(), &r) ? overflow(line) : Value::integer(r);
+    if (op == "*") return __builtin_mul_overflow(a.as_int(), b.as_int(), &r) ? overflow(line) : Value::integer(r);
   } else {
     if (op == "+") return Value::number(x + y);
     if (op == "-") return Value::number(x - y);
