@@ -19,7 +19,7 @@ source mk/gpu-env.sh
 hone=$bundle/bin/hone
 export NCCL_NVLS_ENABLE=0
 mpi=(mpirun -np 2 --allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x OPAL_PREFIX -x PATH)
-steps=30
+steps=40
 common=(run.device=cuda "run.max_steps=$steps" output.sample_every=1 output.num_samples=256)
 
 run() {  # name launcher-words... -- overrides...
