@@ -313,7 +313,8 @@ void GenerationCall::append_sampled_token(int row, const DecodeFunction& decode)
   const int64_t seq = rows_[size_t(row)];
   Rollout& o = out_[size_t(seq)];
   const int32_t tok = fwd_.tokens()[row];
-  HONE_CHECK(tok >= 0 && tok < vocab_size_, "sampled token ", tok, " outside the vocabulary");
+  // The fused sampler finds no token only when a row's logits are NaN or Inf.
+  if (tok < 0 || tok >= vocab_size_) non_finite_logits(cat("the GPU sampler found no token: ", tok));
   o.completion.push_back(tok);
   o.logprobs.push_back(fwd_.logprobs()[row]);
   sched_.on_token(seq);

@@ -11,6 +11,12 @@
 
 namespace hone {
 
+void non_finite_logits(const std::string& where) {
+  throw UserError(cat("generation: the model's logits are not finite (", where, "): the weights or activations hold NaN "
+                      "or Inf, from a diverging run (lower train.learning_rate, keep train.max_grad_norm > 0) or a "
+                      "broken model file (model.path)"));
+}
+
 namespace {
 
 // The unnormalized weights exp(z - max z) of every token, with the keep mask after the filters.
@@ -30,10 +36,10 @@ Filtered filter(std::span<const float> logits, const SamplingParams& p) {
   const double inv_t = 1.0 / static_cast<double>(p.temperature);
   double zmax = -INFINITY;
   for (size_t i = 0; i < v; ++i) {
-    HONE_CHECK(!std::isnan(logits[i]), "NaN logit at token ", i);
+    if (std::isnan(logits[i])) non_finite_logits(cat("a NaN logit at token ", i));
     zmax = std::max(zmax, logits[i] * inv_t);
   }
-  HONE_CHECK(std::isfinite(zmax), "no finite logit in a row of ", v);
+  if (!std::isfinite(zmax)) non_finite_logits(cat("no finite logit in a row of ", v));
   for (size_t i = 0; i < v; ++i) {
     f.weight[i] = std::exp(logits[i] * inv_t - zmax);
     f.total_mass += f.weight[i];
@@ -103,7 +109,7 @@ void validate_sampling_params(const SamplingParams& p) {
 int32_t greedy_token(std::span<const float> logits) {
   HONE_CHECK(!logits.empty(), "empty logits");
   size_t best = 0;
-  HONE_CHECK(!std::isnan(logits[0]), "NaN logit at token 0");
+  if (std::isnan(logits[0])) non_finite_logits("a NaN logit at token 0");
   for (size_t i = 1; i < logits.size(); ++i)
     if (logits[i] > logits[best]) best = i;
   return static_cast<int32_t>(best);

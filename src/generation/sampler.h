@@ -14,11 +14,17 @@
 // training computes (log_softmax(logits / T) with the same T), so generation and training logprobs compare directly.
 #pragma once
 
+#include <string>
+
 #include <cstdint>
 #include <span>
 #include <vector>
 
 namespace hone {
+
+// The end of a run whose model produces NaN or infinite logits (a diverging run after a too large update, or a
+// broken model file): one line naming the phase and the keys that usually cause it, never an internal check.
+[[noreturn]] void non_finite_logits(const std::string& where);
 
 struct SamplingParams {
   float temperature = 1.0f;  // > 0

@@ -110,8 +110,10 @@ std::vector<PolicyLossMetrics> GpuPolicyLoss::metrics(size_t n) {
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     out.push_back(policy_loss_metrics(h_stats_ + i * PolicyLossStat::count));
-    HONE_CHECK(std::isfinite(out.back().loss), "the policy loss of micro-batch ", i, " is ", out.back().loss,
-               " (a NaN or infinite logprob on a trained token)");
+    HONE_USER_CHECK(std::isfinite(out.back().loss), "training: the policy loss of micro-batch ", i, " is ",
+                    out.back().loss, " (a NaN or infinite logprob on a trained token: the weights hold NaN or Inf, "
+                    "from a diverging run (lower train.learning_rate, keep train.max_grad_norm > 0) or a broken "
+                    "model file (model.path))");
   }
   return out;
 }
