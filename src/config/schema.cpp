@@ -211,6 +211,7 @@ std::vector<KeySpec> build_schema() {
       f("train.adam_beta2", 0.999, closed_open(0, 1), "", "AdamW second-moment decay"),
       f("train.adam_eps", 1e-8, above(0), "", "AdamW epsilon"),
       f("train.max_grad_norm", 1.0, at_least(0), "", "clip the global gradient norm to this; 0 = off"),
+      i("train.max_nonfinite_updates", 3, at_least(0), "updates", "an optimizer update whose global gradient norm is NaN or Inf is skipped (weights and moments untouched); this many in a row end the run (exit 2); 0 = never end it"),
       i("train.global_batch_size", 0, at_least(0), "sequences", "rollouts per optimizer step; 0 = all rollouts of a step (one optimizer step per GRPO step)"),
       i("train.max_tokens_per_microbatch", 8192, at_least(1), "tokens", "sequences are packed into micro-batches of at most this many tokens"),
       b("train.activation_recompute", false, "recompute each layer's activations in backward instead of keeping them"),

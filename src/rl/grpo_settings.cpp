@@ -85,6 +85,7 @@ void read_train_keys(const Config& c, GrpoSettings& s) {
   s.adamw.eps = float(c.get_float("train.adam_eps"));
   s.adamw.weight_decay = float(c.get_float("train.weight_decay"));
   s.max_grad_norm = c.get_float("train.max_grad_norm");
+  s.max_nonfinite_updates = c.get_int("train.max_nonfinite_updates");
   s.global_batch_size = c.get_int("train.global_batch_size");
   s.max_tokens_per_microbatch = c.get_int("train.max_tokens_per_microbatch");
   s.activation_recompute = c.get_bool("train.activation_recompute");

@@ -51,6 +51,7 @@ struct GrpoSettings {
   LrSchedule lr;
   AdamWConfig adamw;
   double max_grad_norm = 0;
+  int64_t max_nonfinite_updates = 3;  // skipped (non-finite) updates in a row that end the run; 0: never
   int64_t global_batch_size = 0;  // rollouts per optimizer step (0 in the deck resolves to P * G)
   int64_t max_tokens_per_microbatch = 0;
   bool activation_recompute = false;

@@ -91,11 +91,15 @@ class GrpoTrainer {
   void phase_logprob(StepState& st);
   void phase_training(StepState& st);
   void phase_refit(StepState& st);
+  // An optimizer step whose gradient norm was not finite (the engine skipped it): counted, logged, and the end of
+  // the run after train.max_nonfinite_updates in a row.
+  void note_nonfinite_update(StepState& st, double norm);
   void record(StepState& st, StepRow& row, int64_t num_samples);
   void record_samples(const StepState& st, StepRow& row, int64_t num_samples);
 
   const ParallelState& ps_;
   GrpoSettings s_;
+  int64_t nonfinite_in_a_row_ = 0;  // skipped optimizer updates since the last applied one
   ModelConfig mc_;
   std::string model_path_;
   std::unique_ptr<Tokenizer> tok_;

@@ -82,8 +82,8 @@ void set_sample_metrics(StepRow& row, const StepTotals& t) {
 }
 
 // Per optimizer step (loss, gradient norm, learning rate) and per valid token (entropy, clipping, ratios).
-void set_loss_metrics(StepRow& row, const StepTotals& t, int64_t optimizer_steps, double grad_norm_sum, double lr,
-                      bool with_kl) {
+void set_loss_metrics(StepRow& row, const StepTotals& t, int64_t optimizer_steps, int64_t skipped_updates,
+                      double grad_norm_sum, double lr, bool with_kl) {
   const double* sum = t.sum;
   if (optimizer_steps > 0) {
     row.set("loss", sum[kLoss] / double(optimizer_steps));
@@ -92,7 +92,9 @@ void set_loss_metrics(StepRow& row, const StepTotals& t, int64_t optimizer_steps
       row.set("kl_loss", sum[kKl] / double(optimizer_steps));
       row.set("kl", sum[kKlSum] / std::max(1.0, sum[kValid]));
     }
-    row.set("grad_norm", grad_norm_sum / double(optimizer_steps));
+    // Over the applied updates; NaN when every update of the step was skipped (its norm was not finite).
+    const int64_t applied = optimizer_steps - skipped_updates;
+    row.set("grad_norm", applied > 0 ? grad_norm_sum / double(applied) : std::nan(""));
     row.set("lr", lr);
   }
   if (sum[kValid] > 0) {
@@ -162,9 +164,10 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   ps_.dp().all_reduce_max(times.data(), int64_t(times.size()));
 
   set_sample_metrics(row, t);
-  set_loss_metrics(row, t, st.optimizer_steps, st.grad_norm_sum, st.lr, s_.loss.kl_coef > 0);
+  set_loss_metrics(row, t, st.optimizer_steps, st.skipped_updates, st.grad_norm_sum, st.lr, s_.loss.kl_coef > 0);
   const double* sum = t.sum;
   row.set("optimizer_steps", double(st.optimizer_steps));
+  row.set("skipped_updates", double(st.skipped_updates));
   row.set("prompt_tokens", sum[kPromptTok]);
   if (sum[kSlots] > 0) row.set("packing_efficiency", sum[kPacked] / sum[kSlots]);
   row.set("zero_variance_fraction", sum[kGroups] > 0 ? sum[kZeroVar] / sum[kGroups] : 0.0);

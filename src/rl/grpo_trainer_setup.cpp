@@ -16,6 +16,7 @@ namespace fs = std::filesystem;
 const std::vector<ExtraMetric>& grpo_extra_metrics() {
   static const std::vector<ExtraMetric> m = {
       {"optimizer_steps", "1", "optimizer updates in this step (rollouts / train.global_batch_size)"},
+      {"skipped_updates", "1", "of them, skipped for a non-finite gradient norm (weights and moments untouched)"},
       {"samples", "1", "rollouts trained on in this step, over all ranks"},
       {"zero_variance_fraction", "1", "fraction of generated groups whose rewards were all equal (no signal)"},
       {"dynamic_sampling/batches", "1", "generation batches drawn this step (dynamic sampling; 1 otherwise)"},

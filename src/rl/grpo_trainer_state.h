@@ -28,8 +28,9 @@ struct GrpoTrainer::StepState {
   // Training.
   PolicyLossMetrics loss;
   double entropy_sum = 0;
-  int64_t optimizer_steps = 0;
-  double grad_norm_sum = 0;
+  int64_t optimizer_steps = 0;    // optimizer steps taken, applied or skipped
+  int64_t skipped_updates = 0;    // of them, skipped for a non-finite gradient norm
+  double grad_norm_sum = 0;       // over the applied ones
   double lr = 0;
   int64_t training_tokens = 0;
   int64_t packed_tokens = 0, packed_slots = 0, microbatches = 0;

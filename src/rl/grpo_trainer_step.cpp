@@ -1,10 +1,12 @@
 // The five phases of one GRPO step (doc/grpo.md, "One step"): generation, reward, logprob, training, refit.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "comm/host_collectives.h"
 #include "rl/grpo_trainer_state.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace hone::rl {
 
@@ -207,10 +209,29 @@ void GrpoTrainer::phase_training(StepState& st) {
     for (const auto& mb : mbs) st.training_tokens += mb.batch.num_tokens();
     st.microbatches += int64_t(mbs.size());
     const float lr = s_.lr.lr(engine_->optimizer_step_count() + 1);
-    st.grad_norm_sum += engine_->optimizer_step(lr, s_.max_grad_norm, /*last_of_step=*/k + 1 == K);
+    const double norm = engine_->optimizer_step(lr, s_.max_grad_norm, /*last_of_step=*/k + 1 == K);
     st.lr = lr;
     ++st.optimizer_steps;
+    if (std::isfinite(norm)) {
+      st.grad_norm_sum += norm;
+      nonfinite_in_a_row_ = 0;
+    } else {
+      note_nonfinite_update(st, norm);
+    }
   }
+}
+
+void GrpoTrainer::note_nonfinite_update(StepState& st, double norm) {
+  ++st.skipped_updates;
+  ++nonfinite_in_a_row_;
+  const int64_t limit = s_.max_nonfinite_updates;
+  HONE_USER_CHECK(limit == 0 || nonfinite_in_a_row_ < limit, "step ", st.step, ": ", nonfinite_in_a_row_,
+                  " optimizer updates in a row had a non-finite gradient norm (", norm, ") and were skipped "
+                  "(train.max_nonfinite_updates = ", limit, "); the weights are those of the last applied update "
+                  "and the last checkpoint holds them: lower train.learning_rate, keep train.max_grad_norm > 0, or "
+                  "look for a loss term that overflows (loss.entropy_coef, loss.kl_coef)");
+  log_warn("step ", st.step, ": the gradient norm is ", norm, ": optimizer update skipped (", nonfinite_in_a_row_,
+           " in a row; train.max_nonfinite_updates = ", limit, ")");
 }
 
 // Refit: the generation weights take the new training weights (a flat copy on the CPU; a bf16 cast on the GPU).

@@ -86,6 +86,8 @@ OptimizerStepResult DistributedAdamW::step(ModelWeights& weights, const ModelWei
   sumsq = norm_.sum_over_group(sumsq);
   OptimizerStepResult r;
   r.grad_norm = std::sqrt(sumsq);
+  r.skipped = !std::isfinite(r.grad_norm);
+  if (r.skipped) return r;  // the weights still hold the last all-gathered master weights
   r.clip_coef = clip_coefficient(r.grad_norm, max_grad_norm);
   std::vector<float> g = reduced_;
   if (r.clip_coef < 1.f) cpu::scale_inplace(g.data(), r.clip_coef, shard);
@@ -168,7 +170,8 @@ OptimizerStepResult DataParallelAdamW::step(ModelWeights& weights, ModelWeights&
     r.grad_norm = clip_grad_norm(grads.flat.f32(), n, max_grad_norm);
     r.clip_coef = clip_coefficient(r.grad_norm, max_grad_norm);
   }
-  adamw_.step(weights, grads, lr);
+  r.skipped = !std::isfinite(r.grad_norm);
+  if (!r.skipped) adamw_.step(weights, grads, lr);
   return r;
 }
 

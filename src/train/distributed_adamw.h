@@ -30,9 +30,12 @@
 
 namespace hone {
 
+// A step whose global gradient norm is not finite (NaN or Inf anywhere, on any rank) is skipped, as Megatron does:
+// weights, moments and the step count stay as they were; every rank sees the same norm, so every rank skips.
 struct OptimizerStepResult {
   double grad_norm = 0;  // global, before clipping
   float clip_coef = 1.f;
+  bool skipped = false;  // the norm was not finite: nothing was updated
 };
 
 // The optimizer state over the whole flat buffer (what AdamW holds), for checkpoints.

@@ -4,6 +4,7 @@
 #if HONE_CUDA
 
 #include <algorithm>
+#include <cmath>
 
 #include "cuda/check.h"
 #include "runtime/error.h"
@@ -47,8 +48,9 @@ GpuStepResult GpuDataParallelAdamW::update(float lr, double max_norm) {
     wait_works(works);
   }
   reduced_ = false;
-  const GpuStepResult r = adamw_.clip(max_norm, options_.norm);
-  adamw_.adamw(lr);
+  GpuStepResult r = adamw_.clip(max_norm, options_.norm);
+  r.skipped = !std::isfinite(r.grad_norm);
+  if (!r.skipped) adamw_.adamw(lr);
   return r;
 }
 

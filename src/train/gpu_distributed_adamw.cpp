@@ -99,6 +99,8 @@ GpuStepResult GpuDistributedAdamW::update(float lr, double max_norm) {
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   GpuStepResult r;
   r.grad_norm = std::sqrt(norm.sum_over_group(total));
+  r.skipped = !std::isfinite(r.grad_norm);
+  if (r.skipped) return r;  // the master weights and moments stay; refit casts the same weights
   r.clip_coef = clip_coefficient(r.grad_norm, max_norm);
   if (r.clip_coef < 1.f)
     for (const ZeroBucket& b : zl_.buckets())

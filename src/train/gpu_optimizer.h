@@ -39,6 +39,7 @@ class HostMoments {
 struct GpuStepResult {
   double grad_norm = 0;  // before clipping
   float clip_coef = 1.f;
+  bool skipped = false;  // the norm was not finite: weights, moments and step count untouched
 };
 
 class GpuAdamW {
