@@ -109,9 +109,11 @@ void validate_sampling_params(const SamplingParams& p) {
 int32_t greedy_token(std::span<const float> logits) {
   HONE_CHECK(!logits.empty(), "empty logits");
   size_t best = 0;
-  if (std::isnan(logits[0])) non_finite_logits("a NaN logit at token 0");
-  for (size_t i = 1; i < logits.size(); ++i)
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i])) non_finite_logits(cat("a NaN logit at token ", i));
     if (logits[i] > logits[best]) best = i;
+  }
+  if (!std::isfinite(logits[best])) non_finite_logits(cat("the largest logit is ", logits[best]));
   return static_cast<int32_t>(best);
 }
 

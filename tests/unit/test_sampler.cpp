@@ -2,6 +2,8 @@
 // logprob, sampling frequencies against the filtered distribution, and reproducibility of seeded draws.
 #include <boost/test/unit_test.hpp>
 
+#include <string>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -230,8 +232,15 @@ BOOST_AUTO_TEST_CASE(bad_parameters_are_user_errors) {
   BOOST_CHECK_THROW(hone::sample_token(l, params(1, 0, 0.0f), 0.5f), hone::UserError);
   BOOST_CHECK_THROW(hone::sample_token(l, params(1, 0, 1.5f), 0.5f), hone::UserError);
   BOOST_CHECK_THROW(hone::sample_token(l, params(1, 0, 1, -0.1f), 0.5f), hone::UserError);
+  // NaN logits (a diverging run, a broken model file) are the user's to fix: one line naming the keys.
   const std::vector<float> bad = {0.0f, NAN};
-  BOOST_CHECK_THROW(hone::sample_token(bad, params(), 0.5f), hone::Error);
+  BOOST_CHECK_EXCEPTION(hone::sample_token(bad, params(), 0.5f), hone::UserError, [](const hone::UserError& e) {
+    return std::string(e.what()).find("train.learning_rate") != std::string::npos;
+  });
+  BOOST_CHECK_THROW(hone::greedy_token(bad), hone::UserError);
+  const std::vector<float> inf = {-INFINITY, -INFINITY};
+  BOOST_CHECK_THROW(hone::sample_token(inf, params(), 0.5f), hone::UserError);
+  BOOST_CHECK_THROW(hone::greedy_token(inf), hone::UserError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
