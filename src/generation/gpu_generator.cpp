@@ -5,6 +5,7 @@
 #if HONE_CUDA
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <limits>
 #include <string>
@@ -313,10 +314,12 @@ void GenerationCall::append_sampled_token(int row, const DecodeFunction& decode)
   const int64_t seq = rows_[size_t(row)];
   Rollout& o = out_[size_t(seq)];
   const int32_t tok = fwd_.tokens()[row];
-  // The fused sampler finds no token only when a row's logits are NaN or Inf.
+  const float logprob = fwd_.logprobs()[row];
+  // The fused sampler finds no token, or gives a NaN logprob, only when a row's logits are NaN or Inf.
   if (tok < 0 || tok >= vocab_size_) non_finite_logits(cat("the GPU sampler found no token: ", tok));
+  if (std::isnan(logprob)) non_finite_logits(cat("the GPU sampler's logprob of token ", tok, " is NaN"));
   o.completion.push_back(tok);
-  o.logprobs.push_back(fwd_.logprobs()[row]);
+  o.logprobs.push_back(logprob);
   sched_.on_token(seq);
   ++stats_.generated_tokens;
   const FinishReason reason = finish_reason(seq, tok, fwd_.done()[row], decode);
