@@ -37,12 +37,6 @@ const std::string& need_string(const Value& v, const CallArgs& a, const char* wh
   return v.as_string();
 }
 
-std::vector<uint32_t> code_points(const std::string& s) {
-  std::vector<uint32_t> cps;
-  for (size_t i = 0; i < s.size();) cps.push_back(tok::utf8_next(s, i));
-  return cps;
-}
-
 std::string map_case(const std::string& s, bool upper) {
   std::string out;
   for (size_t i = 0; i < s.size();) {
@@ -160,25 +154,9 @@ std::string replace(const std::string& s, const std::string& from, const std::st
 }
 
 List as_list(const Value& v, const CallArgs& a) {
-  switch (v.kind()) {
-    case VK::Undefined: return {};
-    case VK::List: return v.as_list();
-    case VK::Dict: {
-      List keys;
-      for (const auto& kv : v.as_dict()) keys.push_back(Value::string(kv.first));
-      return keys;
-    }
-    case VK::String: {
-      List chars;
-      for (uint32_t cp : code_points(v.as_string())) {
-        std::string c;
-        tok::utf8_append(c, cp);
-        chars.push_back(Value::string(std::move(c)));
-      }
-      return chars;
-    }
-    default: fail(a, std::string("'") + v.type_name() + "' object is not iterable");
-  }
+  List items;
+  if (!iterable_items(v, items)) fail(a, std::string("'") + v.type_name() + "' object is not iterable");
+  return items;
 }
 
 int64_t length(const Value& v, const CallArgs& a) {

@@ -26,12 +26,6 @@ using VK = Value::Kind;
   throw TemplateError(line, v.as_string().empty() ? "undefined value used" : v.as_string() + " is undefined");
 }
 
-std::vector<uint32_t> code_points(const std::string& s) {
-  std::vector<uint32_t> cps;
-  for (size_t i = 0; i < s.size();) cps.push_back(tok::utf8_next(s, i));
-  return cps;
-}
-
 // Python's slice indices for a sequence of n items.
 std::vector<size_t> slice_indices(int64_t n, const Value& start, const Value& stop, const Value& step, int line) {
   auto as_index = [&](const Value& v, const char* what) -> int64_t {
@@ -51,12 +45,6 @@ std::vector<size_t> slice_indices(int64_t n, const Value& start, const Value& st
   std::vector<size_t> out;
   for (int64_t i = b; st > 0 ? i < e : i > e; i += st) out.push_back(size_t(i));
   return out;
-}
-
-std::string cp_string(uint32_t cp) {
-  std::string s;
-  tok::utf8_append(s, cp);
-  return s;
 }
 
 Value binary_op(const std::string& op, const Value& a, const Value& b, int line) {
@@ -178,21 +166,9 @@ bool compare_op(const std::string& op, const Value& a, const Value& b, int line)
 
 // The items a for loop walks: list items, dict keys, string characters.
 List iterate(const Value& v, int line) {
-  switch (v.kind()) {
-    case VK::Undefined: return {};
-    case VK::List: return v.as_list();
-    case VK::Dict: {
-      List keys;
-      for (const auto& kv : v.as_dict()) keys.push_back(Value::string(kv.first));
-      return keys;
-    }
-    case VK::String: {
-      List chars;
-      for (uint32_t cp : code_points(v.as_string())) chars.push_back(Value::string(cp_string(cp)));
-      return chars;
-    }
-    default: throw TemplateError(line, std::string("'") + v.type_name() + "' object is not iterable");
-  }
+  List items;
+  if (!iterable_items(v, items)) throw TemplateError(line, std::string("'") + v.type_name() + "' object is not iterable");
+  return items;
 }
 
 class Evaluator {
@@ -345,7 +321,7 @@ class Evaluator {
       int64_t i = key.as_int();
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value::undefined(std::string(obj.type_name()) + " index out of range");
-      return obj.is(VK::List) ? obj.as_list()[size_t(i)] : Value::string(cp_string(cps[size_t(i)]));
+      return obj.is(VK::List) ? obj.as_list()[size_t(i)] : Value::string(code_point_string(cps[size_t(i)]));
     }
     return Value::undefined("'" + std::string(obj.type_name()) + " object' has no attribute " + key.repr());
   }

@@ -328,4 +328,32 @@ std::string to_json(const Value& v, int indent, bool sort_keys) {
   return out;
 }
 
+std::vector<uint32_t> code_points(const std::string& s) {
+  std::vector<uint32_t> cps;
+  for (size_t i = 0; i < s.size();) cps.push_back(tok::utf8_next(s, i));
+  return cps;
+}
+
+std::string code_point_string(uint32_t cp) {
+  std::string s;
+  tok::utf8_append(s, cp);
+  return s;
+}
+
+bool iterable_items(const Value& v, List& items) {
+  switch (v.kind()) {
+    case Value::Kind::Undefined: items.clear(); return true;
+    case Value::Kind::List: items = v.as_list(); return true;
+    case Value::Kind::Dict:
+      items.clear();
+      for (const auto& kv : v.as_dict()) items.push_back(Value::string(kv.first));
+      return true;
+    case Value::Kind::String:
+      items.clear();
+      for (uint32_t cp : code_points(v.as_string())) items.push_back(Value::string(code_point_string(cp)));
+      return true;
+    default: return false;
+  }
+}
+
 }  // namespace hone::jinja

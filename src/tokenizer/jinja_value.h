@@ -72,6 +72,13 @@ class Value {
 bool equal(const Value& a, const Value& b);
 int compare(const Value& a, const Value& b);  // -1, 0, 1
 
+// A string's code points (UTF-8 decoded), and the UTF-8 of one code point: Python's str indexing and iteration.
+std::vector<uint32_t> code_points(const std::string& s);
+std::string code_point_string(uint32_t cp);
+// The items a for loop and list() walk: a list's items, a dict's keys, a string's characters, nothing for
+// undefined. False (items untouched) when v is not iterable; each caller words that error its own way.
+bool iterable_items(const Value& v, List& items);
+
 // Python's repr() of a float ("1.0", "0.1", "1e-05", "1e+16").
 std::string python_float(double f);
 // json.dumps(v, ensure_ascii=False, indent=indent) (indent < 0: none), as transformers' tojson filter calls it.
