@@ -2,17 +2,22 @@
 // combines through the host. A collective synchronizes the caller's stream, posts its values, and both ranks combine
 // them in rank order (the same bits on both). Not for CUDA graph capture (it waits on the host): the tests run eager.
 // Types: f32 and bf16 (sums formed in fp32, rounded once), and i64 / f64 scalars (agreed sizes, norms).
+// PairRank: what one such rank (or the whole model, without a pair) holds: its GpuTensorParallel, layout, weights.
 #pragma once
 
 #include <algorithm>
 #include <barrier>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "comm/comm.h"
 #include "cuda/check.h"
+#include "model/model_config.h"
+#include "parallel/gpu_tensor_parallel.h"
+#include "parallel/shard_weights.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
 
@@ -133,6 +138,26 @@ class PairDeviceComm final : public hone::Comm {
   cudaStream_t stream_;
   std::vector<int> ranks_{0, 1};
   std::string name_ = "tp (two threads)";
+};
+
+// The whole model (pair == nullptr: the layout of the config, weights sharing whole's storage, no tp) or rank's
+// shard of it over the pair (the shard's layout and a copy of its slices). ctx: the rank's thread's context.
+struct PairRank {
+  std::unique_ptr<PairDeviceComm> comm;
+  std::unique_ptr<hone::GpuTensorParallel> tp;
+  hone::ParamLayout layout;
+  hone::ModelWeights weights;
+
+  PairRank(const hone::ModelConfig& c, const hone::ModelWeights& whole, Pair* pair, int rank,
+           const hone::cuda::GpuContext& ctx)
+      : layout(hone::ParamLayout::of(c)), weights(whole) {
+    if (!pair) return;
+    comm = std::make_unique<PairDeviceComm>(*pair, rank, ctx.stream);
+    tp = std::make_unique<hone::GpuTensorParallel>(c, *comm, ctx);
+    layout = tp->layout().param_layout();
+    weights = hone::allocate_shard_weights(tp->layout(), c);
+    hone::extract_shard(tp->layout(), whole, weights);
+  }
 };
 
 }  // namespace test

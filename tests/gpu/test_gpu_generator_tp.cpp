@@ -38,24 +38,16 @@ struct Run {
 Run generate(const hone::ModelConfig& c, const hone::ModelWeights& whole, const std::vector<hone::GenerationRequest>& req,
              const hone::SamplingParams& sp, const hone::StopCriteria& st, test::Pair* pair, int rank) {
   test::ScopedGpuContext g;
-  std::unique_ptr<test::PairDeviceComm> comm;
-  std::unique_ptr<hone::GpuTensorParallel> tp;
-  hone::ParamLayout layout = hone::ParamLayout::of(c);
-  hone::ModelWeights w = whole;
-  if (pair) {
-    comm = std::make_unique<test::PairDeviceComm>(*pair, rank, g.ctx.stream);
-    tp = std::make_unique<hone::GpuTensorParallel>(c, *comm, g.ctx);
-    layout = tp->layout().param_layout();
-    w = hone::allocate_shard_weights(tp->layout(), c);
-    hone::extract_shard(tp->layout(), whole, w);
-  }
-  hone::GpuTransformer model(c, layout, g.ctx, 64, tp.get());
-  model.upload_weights(w);
+  const test::PairRank me(c, whole, pair, rank, g.ctx);
+  hone::GpuTensorParallel* tp = me.tp.get();
+  const hone::ParamLayout& layout = me.layout;
+  hone::GpuTransformer model(c, layout, g.ctx, 64, tp);
+  model.upload_weights(me.weights);
   hone::GpuGenerationOptions o;
   o.kv_cache_gib = 0.01;
   o.cuda_graphs = false;
   o.max_num_seqs = 16;
-  hone::GpuGenerator gen(c, layout, model.weights(), g.ctx, o, tp.get());
+  hone::GpuGenerator gen(c, layout, model.weights(), g.ctx, o, tp);
   Run r;
   r.rollouts = gen.generate(req, sp, st, 21, 4, 256);
   r.kv_capacity_tokens = gen.stats().kv_capacity_tokens;

@@ -26,7 +26,6 @@
 namespace {
 
 using test::Pair;
-using test::PairDeviceComm;
 
 struct Result {
   std::vector<float> logprob, entropy, grads;  // shards: after the partial gradients' sum over the pair
@@ -42,18 +41,11 @@ Result run(const hone::ModelConfig& c, const hone::ModelWeights& whole, const ho
            int rank) {
   test::ScopedGpuContext g;
   const int T = batch.num_tokens();
-  std::unique_ptr<PairDeviceComm> comm;
-  std::unique_ptr<hone::GpuTensorParallel> tp;
-  hone::ParamLayout layout = hone::ParamLayout::of(c);
-  hone::ModelWeights w = whole;
-  if (pair) {
-    comm = std::make_unique<PairDeviceComm>(*pair, rank, g.ctx.stream);
-    tp = std::make_unique<hone::GpuTensorParallel>(c, *comm, g.ctx);
-    layout = tp->layout().param_layout();
-    w = hone::allocate_shard_weights(tp->layout(), c);
-    hone::extract_shard(tp->layout(), whole, w);
-  }
-  hone::GpuTransformer model(c, layout, g.ctx, 64, tp.get());
+  const test::PairRank me(c, whole, pair, rank, g.ctx);
+  hone::GpuTensorParallel* tp = me.tp.get();
+  const hone::ParamLayout& layout = me.layout;
+  const hone::ModelWeights& w = me.weights;
+  hone::GpuTransformer model(c, layout, g.ctx, 64, tp);
   model.upload_weights(w);
   model.forward(batch, 0.9f, true);
   Result r;
