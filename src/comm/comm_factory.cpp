@@ -16,8 +16,27 @@ const char* comm_group_name(CommGroup g) {
     case CommGroup::dp: return "dp";
     case CommGroup::tp: return "tp";
     case CommGroup::pp: return "pp";
+    case CommGroup::cp: return "cp";
+    case CommGroup::dp_cp: return "dp_cp";
+    case CommGroup::ep: return "ep";
+    case CommGroup::edp: return "edp";
   }
   return "?";
+}
+
+GridGroup grid_group(CommGroup g) {
+  switch (g) {
+    case CommGroup::dp: return GridGroup::dp;
+    case CommGroup::tp: return GridGroup::tp;
+    case CommGroup::pp: return GridGroup::pp;
+    case CommGroup::cp: return GridGroup::cp;
+    case CommGroup::dp_cp: return GridGroup::dp_cp;
+    case CommGroup::ep: return GridGroup::ep;
+    case CommGroup::edp: return GridGroup::edp;
+    case CommGroup::world: break;
+  }
+  HONE_CHECK(false, "the world is no group of the grid");
+  return GridGroup::dp;
 }
 
 struct CommFactory::Impl {
@@ -43,7 +62,7 @@ std::unique_ptr<Comm> CommFactory::host(CommGroup g) const {
     return c;
   }
   const GridComms& gc = *impl_->comms;
-  MPI_Comm comm = g == CommGroup::world ? MPI_COMM_WORLD : g == CommGroup::dp ? gc.dp() : g == CommGroup::tp ? gc.tp() : gc.pp();
+  MPI_Comm comm = g == CommGroup::world ? MPI_COMM_WORLD : gc.get(grid_group(g));
   return std::make_unique<MpiComm>(comm, name);
 }
 

@@ -20,10 +20,10 @@
 
 namespace hone {
 
-// The groups of the rank grid (cp, ep and the expert-data-parallel group join when the grid has them; see
-// comm/parallel_state.h).
-enum class CommGroup { world, dp, tp, pp };
+// The groups of the rank grid (runtime/rank_grid.h): the world and each GridGroup kind.
+enum class CommGroup { world, dp, tp, pp, cp, dp_cp, ep, edp };
 const char* comm_group_name(CommGroup g);
+GridGroup grid_group(CommGroup g);  // g != world
 
 class CommFactory {
  public:

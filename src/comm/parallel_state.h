@@ -7,13 +7,10 @@
 //   if (ps.dp_rank() == 0) ...;
 //   auto nccl = ps.device(hone::CommGroup::dp, {.timeout_s = 600});      // GPU: collective over the dp group
 //
-// Groups today: world, dp, tp, pp (runtime/rank_grid.h: tp innermost, then dp, then pp; without MPI every group is
-// this rank alone and the grid must be one rank). A default run has tp = pp = 1, so dp is the world.
-//
-// Room for context and expert parallelism (not implemented): cp joins the grid between tp and dp (Megatron's order
-// tp, cp, dp, pp); ep is carved out of dp x cp for the experts, with the expert-data-parallel group the rest of
-// dp x cp (Megatron's expert groups). Each gets a RankCoord field, a RankGrid group list, a CommGroup value and a
-// host Comm here; until then cp_size() and ep_size() are 1 and nothing is split over them. Plain header.
+// Groups: world, tp, cp, dp, pp, and the expert groups ep and edp carved out of cp x dp, plus dp_cp (every rank
+// of one tp and pp place: where the dense gradients are summed when cp > 1). runtime/rank_grid.h has the layout.
+// Without MPI every group is this rank alone and the grid must be one rank. A default run has tp = cp = pp = ep = 1,
+// so dp is the world. Plain header.
 #pragma once
 
 #include <memory>
@@ -46,11 +43,14 @@ class ParallelState {
   int tp_size() const { return grid().tp(); }
   int pp_rank() const { return coord_.pp; }
   int pp_size() const { return grid().pp(); }
-  // Context and expert parallelism: not yet (see the top of this file).
-  int cp_rank() const { return 0; }
-  int cp_size() const { return 1; }
-  int ep_rank() const { return 0; }
-  int ep_size() const { return 1; }
+  int cp_rank() const { return coord_.cp; }
+  int cp_size() const { return grid().cp(); }
+  int ep_rank() const { return grid().ep_rank(world_rank_); }
+  int ep_size() const { return grid().ep(); }
+  int edp_rank() const { return grid().edp_rank(world_rank_); }
+  int edp_size() const { return grid().edp(); }
+  int dp_cp_rank() const { return grid().group_rank(GridGroup::dp_cp, world_rank_); }
+  int dp_cp_size() const { return grid().group_size(GridGroup::dp_cp); }
 
   // The host collectives (MpiComm) of this rank's groups, valid while this object lives. Collectives are not
   // part of the object's state: a const ParallelState hands out usable communicators.
@@ -58,6 +58,10 @@ class ParallelState {
   Comm& dp() const { return *dp_; }
   Comm& tp() const { return *tp_; }
   Comm& pp() const { return *pp_; }
+  Comm& cp() const { return host(CommGroup::cp); }
+  Comm& dp_cp() const { return host(CommGroup::dp_cp); }
+  Comm& ep() const { return host(CommGroup::ep); }
+  Comm& edp() const { return host(CommGroup::edp); }
   Comm& host(CommGroup g) const;
 
 #if HONE_CUDA
@@ -65,14 +69,14 @@ class ParallelState {
   std::unique_ptr<NcclComm> device(CommGroup g, NcclOptions options) const { return factory_->device(g, options); }
 #endif
 
-  // "4 ranks: dp 2 x tp 2 x pp 1" for logs.
+  // "4 ranks: dp 2 x tp 2 x pp 1" for logs (cp and ep named when > 1).
   std::string describe() const;
 
  private:
   std::unique_ptr<CommFactory> factory_;
   RankCoord coord_;
   int world_rank_ = 0;
-  std::unique_ptr<Comm> world_, dp_, tp_, pp_;
+  std::unique_ptr<Comm> world_, dp_, tp_, pp_, cp_, dp_cp_, ep_, edp_;
 };
 
 }  // namespace hone

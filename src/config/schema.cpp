@@ -225,6 +225,10 @@ std::vector<KeySpec> build_schema() {
         "with parallel.tp > 1: norms and residual adds on a 1/tp slice of the tokens (all-gather before and "
         "reduce-scatter after the tensor-parallel GEMMs instead of all-reduces); ignored at tp = 1"),
       i("parallel.pp", 1, at_least(1), "ranks", "pipeline-parallel size"),
+      i("parallel.cp", 1, at_least(1), "ranks",
+        "context-parallel size: every packed sequence split over this many ranks for training and logprob"),
+      i("parallel.ep", 1, at_least(1), "ranks",
+        "expert-parallel size (mixture-of-experts models): experts split over this many of the cp x dp ranks"),
       f("parallel.nccl_timeout_s", 600.0, above(0), "seconds", "a collective that takes longer ends the run"),
 
       // [checkpoint]
@@ -263,7 +267,7 @@ const std::vector<SectionSpec>& deck_sections() {
       {"loss", "the clipped policy-gradient loss, KL penalty, importance sampling"},
       {"generation", "sampling, lengths, stop conditions, KV cache"},
       {"train", "optimizer, learning rate schedule, batch sizes, packing, memory"},
-      {"parallel", "tensor and pipeline parallelism (data parallelism follows from the rank count)"},
+      {"parallel", "tensor, pipeline, context and expert parallelism (data parallelism follows from the rank count)"},
       {"checkpoint", "where and how often checkpoints are saved"},
       {"output", "the HDF5 output file and its samples"},
       {"bench", "benchmark settings (hone bench-generation)"},

@@ -16,6 +16,10 @@ void check_parallel_supported(const Config& c) {
   HONE_USER_CHECK(pp == 1, "parallel.pp = ", pp,
                   ": pipeline parallelism is not supported yet (set it to 1; data parallelism follows from the rank "
                   "count)");
+  const int64_t cp = c.get_int("parallel.cp");
+  HONE_USER_CHECK(cp == 1, "parallel.cp = ", cp, ": context parallelism is not supported yet (set it to 1)");
+  const int64_t ep = c.get_int("parallel.ep");
+  HONE_USER_CHECK(ep == 1, "parallel.ep = ", ep, ": expert parallelism is not supported yet (set it to 1)");
 }
 
 // [run], and the parallelism this loop supports.
@@ -130,7 +134,8 @@ void check_batch_sizes(GrpoSettings& s, int dp) {
 RankGrid read_rank_grid(const Config& c, int world_size) {
   check_parallel_supported(c);
   check_tp_fits_model(c);  // a tp that does not divide the model: named where parallel.tp is written
-  return RankGrid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")));
+  return RankGrid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")),
+                  int(c.get_int("parallel.cp")), int(c.get_int("parallel.ep")));
 }
 
 GrpoSettings read_grpo_settings(const Config& c, int dp) {

@@ -1,4 +1,4 @@
-// Rank grid arithmetic: tp innermost, then dp, then pp; group lists; errors for impossible layouts.
+// Rank grid arithmetic: tp innermost, then cp, then dp, then pp; the expert groups carved out of cp x dp; group lists; errors for impossible layouts.
 #include <boost/test/unit_test.hpp>
 
 #include <set>
@@ -84,6 +84,64 @@ BOOST_AUTO_TEST_CASE(groups_partition_the_world_for_many_layouts) {
       BOOST_TEST(static_cast<int>(tp_groups.size()) == g.dp() * g.pp());
       BOOST_TEST(static_cast<int>(dp_groups.size()) == g.tp() * g.pp());
       BOOST_TEST(static_cast<int>(pp_groups.size()) == g.tp() * g.dp());
+    }
+  }
+}
+
+// tp 2 x cp 2 x dp 2 x pp 1 with ep 2: r = tp + 2 (cp + 2 dp).
+BOOST_AUTO_TEST_CASE(context_and_expert_groups) {
+  const RankGrid g(8, 2, 1, /*cp=*/2, /*ep=*/2);
+  BOOST_TEST(g.dp() == 2);
+  BOOST_TEST(g.edp() == 2);
+  BOOST_TEST((g.coord(5) == RankCoord{1, 1, 0, 0}));
+  BOOST_TEST((g.coord(3) == RankCoord{0, 1, 0, 1}));
+  BOOST_TEST(g.cp_group(5) == (std::vector<int>{5, 7}));
+  BOOST_TEST(g.dp_group(5) == (std::vector<int>{1, 5}));
+  BOOST_TEST(g.group(hone::GridGroup::dp_cp, 5) == (std::vector<int>{1, 3, 5, 7}));
+  // j = cp + 2 dp: rank 5 has j = 2, so ep group {j 2, 3} and edp group {j 0, 2}.
+  BOOST_TEST(g.group(hone::GridGroup::ep, 5) == (std::vector<int>{5, 7}));
+  BOOST_TEST(g.group(hone::GridGroup::edp, 5) == (std::vector<int>{1, 5}));
+  BOOST_TEST(g.ep_rank(5) == 0);
+  BOOST_TEST(g.edp_rank(5) == 1);
+  BOOST_CHECK_THROW(RankGrid(8, 2, 1, 2, 3), hone::UserError);  // 3 does not divide cp x dp = 4
+  BOOST_CHECK_THROW(RankGrid(8, 2, 1, 3, 1), hone::UserError);  // 8 ranks, tp x cp = 6
+}
+
+// Every kind of group partitions the world, its members agree on the coordinates it does not span, and the index
+// of a rank in its group list is group_rank.
+BOOST_AUTO_TEST_CASE(every_group_kind_partitions_the_world) {
+  const int layouts[][5] = {{1, 1, 1, 1, 1}, {8, 2, 1, 2, 2}, {8, 1, 2, 2, 4}, {16, 2, 2, 2, 2}, {12, 1, 1, 3, 2},
+                            {24, 2, 1, 3, 6}, {16, 1, 1, 1, 8}};
+  const hone::GridGroup kinds[] = {hone::GridGroup::tp, hone::GridGroup::cp, hone::GridGroup::dp, hone::GridGroup::pp,
+                                   hone::GridGroup::dp_cp, hone::GridGroup::ep, hone::GridGroup::edp};
+  for (const auto& l : layouts) {
+    const RankGrid g(l[0], l[1], l[2], l[3], l[4]);
+    BOOST_TEST_CONTEXT("world " << l[0] << " tp " << l[1] << " pp " << l[2] << " cp " << l[3] << " ep " << l[4]) {
+      BOOST_TEST(g.dp() * g.tp() * g.pp() * g.cp() == g.world_size());
+      BOOST_TEST(g.ep() * g.edp() == g.cp() * g.dp());
+      for (const auto k : kinds) {
+        std::set<std::vector<int>> groups;
+        std::set<int> ids;
+        for (int r = 0; r < g.world_size(); ++r) {
+          const auto members = g.group(k, r);
+          BOOST_TEST(static_cast<int>(members.size()) == g.group_size(k));
+          BOOST_TEST(members[static_cast<size_t>(g.group_rank(k, r))] == r);
+          const RankCoord c = g.coord(r);
+          for (size_t i = 0; i < members.size(); ++i) {
+            const int m = members[i];
+            const RankCoord cm = g.coord(m);
+            BOOST_TEST(g.group_id(k, m) == g.group_id(k, r));
+            BOOST_TEST(g.group_rank(k, m) == static_cast<int>(i));
+            BOOST_TEST((cm.tp == c.tp || k == hone::GridGroup::tp));  // only tp groups span tp
+            BOOST_TEST((cm.pp == c.pp || k == hone::GridGroup::pp));
+          }
+          groups.insert(members);
+          ids.insert(g.group_id(k, r));
+        }
+        BOOST_TEST(static_cast<int>(groups.size()) * g.group_size(k) == g.world_size());
+        BOOST_TEST(ids.size() == groups.size());
+        BOOST_TEST(*ids.rbegin() == static_cast<int>(ids.size()) - 1);  // dense ids
+      }
     }
   }
 }
