@@ -1,5 +1,7 @@
 // MpiComm: the collectives and point-to-point messages over MPI, in pieces of at most 2^30 elements where MPI's int
-// counts need it (the all-to-alls take int counts and displacements: larger ones are refused).
+// counts need it (the all-to-alls take int counts and displacements: larger ones are refused). Every operation is
+// started non-blocking and waited on under the watchdog (runtime/mpi_watchdog.h), so that a rank that stops
+// answering ends the run with a message naming the operation instead of a hang.
 #include "comm/mpi_comm.h"
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <numeric>
 
 #include "runtime/mpi_check.h"
+#include "runtime/mpi_watchdog.h"
 #include "runtime/runtime.h"
 #include "tensor/dtype.h"
 
@@ -47,6 +50,14 @@ void narrow(const std::vector<float>& f, void* bf16) {
 
 }  // namespace
 
+void MpiComm::wait(MPI_Request* requests, int n, const std::string& op, int64_t count, CommType type) const {
+  mpi_wait_all(n, requests, [&] {
+    if (count < 0) return cat(op, " on the ", describe());  // a barrier moves no data
+    return cat(op, " of ", count * int64_t(comm_type_size(type)), " bytes (", count, " x ", comm_type_name(type),
+               ") on the ", describe());
+  });
+}
+
 MpiComm::MpiComm() : world_ranks_{world_rank()} {}
 
 MpiComm::MpiComm(MPI_Comm comm, std::string name) : name_(std::move(name)) {
@@ -68,7 +79,7 @@ MpiComm::MpiComm(MPI_Comm comm, std::string name) : name_(std::move(name)) {
   MPI_CHECK(MPI_Group_free(&world));
 }
 
-void MpiComm::reduce_op(const void* send, void* recv, int64_t count, CommType type, MPI_Op op) {
+void MpiComm::reduce_op(const char* name, const void* send, void* recv, int64_t count, CommType type, MPI_Op op) {
   const size_t esize = comm_type_size(type);
   if (!distributed()) {
     if (send != recv && count > 0) std::memmove(recv, send, size_t(count) * esize);
@@ -76,7 +87,7 @@ void MpiComm::reduce_op(const void* send, void* recv, int64_t count, CommType ty
   }
   if (type == CommType::bf16) {
     std::vector<float> f = widen(send, count);
-    reduce_op(f.data(), f.data(), count, CommType::f32, op);
+    reduce_op(name, f.data(), f.data(), count, CommType::f32, op);
     narrow(f, recv);
     return;
   }
@@ -85,19 +96,21 @@ void MpiComm::reduce_op(const void* send, void* recv, int64_t count, CommType ty
     const int n = static_cast<int>(std::min(kChunk, count - off));
     char* r = static_cast<char*>(recv) + size_t(off) * esize;
     const void* s = send == recv ? MPI_IN_PLACE : static_cast<const char*>(send) + size_t(off) * esize;
-    MPI_CHECK(MPI_Allreduce(s, r, n, dt, op, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Iallreduce(s, r, n, dt, op, comm_, &req));
+    wait(&req, 1, name, n, type);
   }
 }
 
 void MpiComm::all_reduce_sum_raw(const void* send, void* recv, int64_t count, CommType type) {
-  reduce_op(send, recv, count, type, MPI_SUM);
+  reduce_op("all_reduce_sum", send, recv, count, type, MPI_SUM);
 }
 
 void MpiComm::all_reduce_max_raw(const void* send, void* recv, int64_t count, CommType type) {
-  reduce_op(send, recv, count, type, MPI_MAX);
+  reduce_op("all_reduce_max", send, recv, count, type, MPI_MAX);
 }
 void MpiComm::all_reduce_min_raw(const void* send, void* recv, int64_t count, CommType type) {
-  reduce_op(send, recv, count, type, MPI_MIN);
+  reduce_op("all_reduce_min", send, recv, count, type, MPI_MIN);
 }
 
 void MpiComm::reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_count, CommType type) {
@@ -111,7 +124,9 @@ void MpiComm::reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_
   const int n = checked_count(recv_count, "reduce_scatter");
   if (type == CommType::bf16) {
     std::vector<float> f = widen(send, recv_count * size_), out(static_cast<size_t>(recv_count));
-    MPI_CHECK(MPI_Reduce_scatter_block(f.data(), out.data(), n, MPI_FLOAT, MPI_SUM, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Ireduce_scatter_block(f.data(), out.data(), n, MPI_FLOAT, MPI_SUM, comm_, &req));
+    wait(&req, 1, "reduce_scatter_sum", recv_count * size_, CommType::f32);
     narrow(out, recv);
     return;
   }
@@ -120,10 +135,14 @@ void MpiComm::reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_
   const bool overlaps = static_cast<const char*>(recv) < send_end && static_cast<const char*>(recv) + block > send;
   if (overlaps) {
     std::vector<char> tmp(block);
-    MPI_CHECK(MPI_Reduce_scatter_block(send, tmp.data(), n, mpi_type(type), MPI_SUM, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Ireduce_scatter_block(send, tmp.data(), n, mpi_type(type), MPI_SUM, comm_, &req));
+    wait(&req, 1, "reduce_scatter_sum", recv_count * size_, type);
     std::memcpy(recv, tmp.data(), block);
   } else {
-    MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, mpi_type(type), MPI_SUM, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, n, mpi_type(type), MPI_SUM, comm_, &req));
+    wait(&req, 1, "reduce_scatter_sum", recv_count * size_, type);
   }
 }
 
@@ -136,7 +155,9 @@ void MpiComm::all_gather_raw(const void* send, void* recv, int64_t send_count, C
   }
   const int n = checked_count(send_count, "all_gather");
   const void* s = send == mine ? MPI_IN_PLACE : send;
-  MPI_CHECK(MPI_Allgather(s, n, mpi_type(type), recv, n, mpi_type(type), comm_));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallgather(s, n, mpi_type(type), recv, n, mpi_type(type), comm_, &req));
+  wait(&req, 1, "all_gather", send_count * size_, type);
 }
 
 void MpiComm::broadcast_raw(void* buf, int64_t count, CommType type, int root) {
@@ -145,12 +166,17 @@ void MpiComm::broadcast_raw(void* buf, int64_t count, CommType type, int root) {
   const size_t esize = comm_type_size(type);
   for (int64_t off = 0; off < count; off += kChunk) {
     const int n = static_cast<int>(std::min(kChunk, count - off));
-    MPI_CHECK(MPI_Bcast(static_cast<char*>(buf) + size_t(off) * esize, n, mpi_type(type), root, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Ibcast(static_cast<char*>(buf) + size_t(off) * esize, n, mpi_type(type), root, comm_, &req));
+    wait(&req, 1, "broadcast", n, type);
   }
 }
 
 void MpiComm::barrier() {
-  if (distributed()) MPI_CHECK(MPI_Barrier(comm_));
+  if (!distributed()) return;
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ibarrier(comm_, &req));
+  wait(&req, 1, "barrier", -1, CommType::i32);
 }
 
 // ---- point to point ----------------------------------------------------------------------------------------------
@@ -162,7 +188,10 @@ void MpiComm::send_raw(const void* buf, int64_t count, CommType type, int peer) 
   const size_t esize = comm_type_size(type);
   for (int64_t off = 0; off < count; off += kChunk) {
     const int n = static_cast<int>(std::min(kChunk, count - off));
-    MPI_CHECK(MPI_Send(static_cast<const char*>(buf) + size_t(off) * esize, n, mpi_type(type), peer, kTag, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Isend(static_cast<const char*>(buf) + size_t(off) * esize, n, mpi_type(type), peer, kTag, comm_,
+                        &req));
+    wait(&req, 1, cat("send to rank ", peer), n, type);
   }
 }
 
@@ -172,8 +201,9 @@ void MpiComm::recv_raw(void* buf, int64_t count, CommType type, int peer) {
   const size_t esize = comm_type_size(type);
   for (int64_t off = 0; off < count; off += kChunk) {
     const int n = static_cast<int>(std::min(kChunk, count - off));
-    MPI_CHECK(MPI_Recv(static_cast<char*>(buf) + size_t(off) * esize, n, mpi_type(type), peer, kTag, comm_,
-                       MPI_STATUS_IGNORE));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Irecv(static_cast<char*>(buf) + size_t(off) * esize, n, mpi_type(type), peer, kTag, comm_, &req));
+    wait(&req, 1, cat("recv from rank ", peer), n, type);
   }
 }
 
@@ -205,7 +235,9 @@ void MpiComm::send_recv_raw(const void* send, int64_t send_count, int dest, void
     MPI_CHECK(MPI_Isend(static_cast<const char*>(send) + size_t(off) * esize, n, mpi_type(type), dest, kTag, comm_,
                         &requests.back()));
   }
-  MPI_CHECK(MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  wait(requests.data(), int(requests.size()),
+       cat("send_recv (to rank ", dest, ", from rank ", source, ", ", recv_count, " received)"), send_count,
+       type);
 }
 
 // ---- all to all --------------------------------------------------------------------------------------------------
@@ -219,7 +251,9 @@ void MpiComm::all_to_all_raw(const void* send, void* recv, int64_t count, CommTy
     return;
   }
   const int n = checked_count(count, "all_to_all");
-  MPI_CHECK(MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), comm_));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ialltoall(send, n, mpi_type(type), recv, n, mpi_type(type), comm_, &req));
+  wait(&req, 1, "all_to_all", count * size_, type);
 }
 
 void MpiComm::all_to_allv_raw(const void* send, std::span<const int64_t> send_counts,
@@ -249,8 +283,10 @@ void MpiComm::all_to_allv_raw(const void* send, std::span<const int64_t> send_co
     rc[r] = checked_count(recv_counts[r], "all_to_allv");
     rd[r] = checked_count(recv_displs[r], "all_to_allv displacement");
   }
-  MPI_CHECK(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(type), recv, rc.data(), rd.data(), mpi_type(type),
-                          comm_));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ialltoallv(send, sc.data(), sd.data(), mpi_type(type), recv, rc.data(), rd.data(), mpi_type(type),
+                           comm_, &req));
+  wait(&req, 1, "all_to_allv", send_end, type);
 }
 
 }  // namespace hone

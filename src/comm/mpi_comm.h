@@ -3,7 +3,9 @@
 // one-rank communicator, it is a local group of one: every collective is a copy or nothing.
 // MPI has no bf16: bf16 sums are converted to fp32, reduced, and rounded back once (max and min likewise, exactly).
 // Point-to-point messages use one tag of their own per communicator (MPI orders messages between a pair).
-// A failing MPI call throws through MPI_CHECK; fatal_exit then ends every rank (runtime/runtime.h).
+// A failing MPI call throws through MPI_CHECK; fatal_exit then ends every rank (runtime/runtime.h). Every operation
+// runs under the watchdog (runtime/mpi_watchdog.h): one that waits longer than parallel.collective_timeout_s for the
+// other ranks ends the run with a message naming it, its byte count and this group.
 // Host-only header (includes mpi.h): never from a .cu file.
 #pragma once
 
@@ -49,7 +51,10 @@ class MpiComm : public Comm {
 
  private:
   bool distributed() const { return comm_ != MPI_COMM_NULL && size_ > 1; }
-  void reduce_op(const void* send, void* recv, int64_t count, CommType type, MPI_Op op);
+  void reduce_op(const char* name, const void* send, void* recv, int64_t count, CommType type, MPI_Op op);
+  // Waits for the requests of one operation under the watchdog; op, count and type name it in a timeout message
+  // (count < 0: no byte count, as for a barrier).
+  void wait(MPI_Request* requests, int n, const std::string& op, int64_t count, CommType type) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::string name_ = "local";

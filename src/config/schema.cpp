@@ -229,7 +229,12 @@ std::vector<KeySpec> build_schema() {
         "context-parallel size: every packed sequence split over this many ranks for training and logprob"),
       i("parallel.ep", 1, at_least(1), "ranks",
         "expert-parallel size (mixture-of-experts models): experts split over this many of the cp x dp ranks"),
-      f("parallel.nccl_timeout_s", 600.0, above(0), "seconds", "a collective that takes longer ends the run"),
+      f("parallel.collective_timeout_s", 600.0, above(0), "seconds",
+        "a collective or message that waits longer than this for the other ranks ends the run, naming it (MPI "
+        "between ranks, and NCCL unless nccl_timeout_s is given)"),
+      derived(make("parallel.nccl_timeout_s", KeyType::floating, std::nullopt, above(0), "seconds",
+                   "GPU runs: an NCCL collective that takes longer ends the run; default: parallel.collective_timeout_s"),
+              "parallel.collective_timeout_s"),
 
       // [checkpoint]
       with_check(s("checkpoint.dir", "checkpoints", "directory of the checkpoints"), check_non_empty),

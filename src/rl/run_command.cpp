@@ -26,6 +26,7 @@
 #include "runtime/command.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/mpi_watchdog.h"
 #include "runtime/runtime.h"
 #include "runtime/signals.h"
 #include "runtime/version.h"
@@ -118,6 +119,7 @@ int run_run(const std::vector<std::string>& args) {
     return load_config(args[0], overrides);
   });
   set_log_level(parse_log_level(cfg.get_string("run.log_level")));
+  set_collective_timeout(cfg.get_float("parallel.collective_timeout_s"));  // the MPI watchdog (runtime/mpi_watchdog.h)
   if (cfg.get_bool("run.log_all_ranks")) set_log_all_ranks(true);
 
   // The rank grid, then its communicators: collective.

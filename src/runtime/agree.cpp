@@ -7,6 +7,7 @@
 
 #include "runtime/mpi_check.h"
 #include "runtime/mpi_state.h"
+#include "runtime/mpi_watchdog.h"
 #include "runtime/runtime.h"
 
 namespace hone {
@@ -19,10 +20,17 @@ void agree(bool ok, const std::string& message_if_not_ok, int exit_code) {
   const int size = world_size();
   // One MAX reduction finds both whether any rank failed and the most serious code (the lowest: 1 before 2 before 3).
   int mine[2] = {ok ? 0 : 1, ok ? INT_MIN : -exit_code}, any[2] = {0, 0};
-  MPI_CHECK(MPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  // Ranks wait here for each other (a rank may arrive much later): under the watchdog.
+  const auto what = [size] {
+    return cat("agreement on errors (all_reduce_max of 8 bytes) on the world group (world ranks 0-", size - 1, ")");
+  };
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(mine, any, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
+  mpi_wait(&req, what);
   if (any[0] == 0) return;
   std::vector<int> failed(static_cast<size_t>(size));
-  MPI_CHECK(MPI_Allgather(&mine[0], 1, MPI_INT, failed.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Iallgather(&mine[0], 1, MPI_INT, failed.data(), 1, MPI_INT, MPI_COMM_WORLD, &req));
+  mpi_wait(&req, what);
   std::vector<std::string> messages;
   HONE_CHECK(detail::allgather_strings(MPI_COMM_WORLD, ok ? std::string() : message_if_not_ok, &messages),
              "exchanging error messages failed");

@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <csignal>
+#include <string>
 
 #include "runtime/mpi_check.h"
+#include "runtime/mpi_watchdog.h"
 #include "runtime/runtime.h"
 
 namespace hone {
@@ -48,7 +50,14 @@ const char* stop_signal_name(int sig) {
 
 bool stop_requested_on_any_rank() {
   int mine = stop_requested() ? 1 : 0, any = mine;
-  if (mpi_active() && world_size() > 1) MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  if (mpi_active() && world_size() > 1) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
+    mpi_wait(&req, [] {
+      return cat("stop-signal check (all_reduce_max of 4 bytes) on the world group (world ranks 0-", world_size() - 1,
+                 ")");
+    });
+  }
   return any != 0;
 }
 

@@ -7,13 +7,20 @@
 //     all-ranks-user-error every rank throws the same UserError                           (clean exit 2)
 //     all-ranks-different  every rank throws a different Error                            (clean exit 1)
 //     agreed-one-rank      rank 1 fails inside hone::agreed, rank 0 passes                (clean exit 2)
+//     peer-stops           rank 1 stops itself (SIGSTOP, as kill -STOP) between two all-reduces; rank 0's MPI
+//                          watchdog (timeout 1 s) ends every rank                           (abort, exit 1)
+//     peer-stops-agree     the same inside hone::agreed (the agreement's own all-reduce)   (abort, exit 1)
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdio>
 #include <string>
 
+#include "comm/mpi_comm.h"
+
 #include "runtime/agree.h"
 #include "runtime/error.h"
+#include "runtime/mpi_watchdog.h"
 #include "runtime/runtime.h"
 
 int main(int argc, char** argv) {
@@ -41,6 +48,19 @@ int main(int argc, char** argv) {
         if (rank == 1) throw hone::UserError("missing input file (test)");
       });
       std::printf("rank %d passed the agreement\n", rank);
+      return 0;
+    }
+    if (scenario == "peer-stops" || scenario == "peer-stops-agree") {
+      hone::set_collective_timeout(1.0);
+      hone::MpiComm world(MPI_COMM_WORLD, "world");
+      float x = 1;
+      world.all_reduce_sum(&x, 1);
+      if (rank == 1) std::raise(SIGSTOP);
+      if (scenario == "peer-stops")
+        world.all_reduce_sum(&x, 1);
+      else
+        hone::agreed([] {});
+      std::printf("rank %d passed the collective\n", rank);
       return 0;
     }
     throw hone::UserError(hone::cat("unknown scenario '", scenario, "'"));

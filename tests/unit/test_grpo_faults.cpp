@@ -1,0 +1,58 @@
+// Faults of `hone run` on the CPU (doc/runtime.md, "Faults and bad input"): a rank stopped with kill -STOP under
+// mpirun, a model too large for host memory, an update that leaves the weights non-finite. Each ends with one
+// message and its exit code, never a hang, a library's message or a checkpoint that resume would pick.
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "io/checkpoint.h"
+#include "test_grpo_util.h"
+
+namespace fs = std::filesystem;
+using namespace test_grpo;
+
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(grpo_faults)
+
+// Two ranks; once the run is under way rank 1 is stopped (SIGSTOP, as `kill -STOP`). Rank 0 waits for it in its
+// next collective until parallel.collective_timeout_s (2 s) passes, then the job ends: one message naming the
+// collective, exit 1, the stopped rank ended by mpirun.
+BOOST_AUTO_TEST_CASE(kill_stop_of_one_rank_ends_the_job_with_one_message) {
+  const std::string dir = test::temp_dir("grpo-kill-stop");
+  const std::string deck = write_deck(dir);
+  char cmd[4096];
+  std::snprintf(cmd, sizeof cmd,
+                "sh -c 'timeout 90 mpirun -np 2 --oversubscribe --allow-run-as-root %s run %s run.max_steps=100000 "
+                "parallel.collective_timeout_s=2 > %s/log 2>&1 & t=$!; i=0; "
+                "while [ ! -f %s/out/t.h5 ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; sleep 0.5; "
+                "for m in $(pgrep -P $t); do for p in $(pgrep -P $m); do "
+                "if tr \"\\000\" \"\\n\" < /proc/$p/environ | grep -qx OMPI_COMM_WORLD_RANK=1; then kill -STOP $p; "
+                "echo stopped $p; fi; done; done; wait $t; echo rc=$?'",
+                test::hone_exe().c_str(), deck.c_str(), dir.c_str(), dir.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string shell;
+  test::run_command(cmd, &shell);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string log = file_bytes(dir + "/log");
+  BOOST_TEST_MESSAGE(shell << log.substr(log.size() > 1500 ? log.size() - 1500 : 0));
+  BOOST_REQUIRE(shell.find("stopped ") != std::string::npos);  // rank 1 was found and stopped
+  BOOST_TEST(shell.find("rc=1") != std::string::npos);          // rc=124: left hanging until timeout killed it
+  BOOST_TEST(seconds < 60.0);
+  BOOST_TEST(count(log, "hone: error:") == 1u);
+  BOOST_TEST(count(log, "[rank 0] hone: error: MPI ") == 1u);
+  BOOST_TEST(count(log, "did not complete within 2 s (parallel.collective_timeout_s): a rank of the group stopped "
+                        "answering or is far behind") == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
