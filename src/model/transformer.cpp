@@ -57,19 +57,25 @@ void Transformer::pad_for_sequence_parallelism() {
 int Transformer::local_rows(int T) const { return tp_ ? tp_->local_rows(T) : T; }
 
 int64_t Transformer::forward_floats(int T) const {
-  const int64_t C = c_.hidden_size, L = c_.num_hidden_layers, Tl = local_rows(T);
+  const int recomputed = int(std::count(recompute_.begin(), recompute_.end(), true));
+  return forward_floats(c_, shape_, T, local_rows(T), recomputed);
+}
+
+int64_t Transformer::forward_floats(const ModelConfig& c, const LayerShape& shape, int T, int local_rows,
+                                    int recomputed_layers) {
+  const int64_t C = c.hidden_size, L = c.num_hidden_layers, Tl = local_rows;
   LayerActivations a;
-  const int64_t per_layer = carve_layer_activations(a, nullptr, shape_, T, int(Tl));
-  int64_t n = (L + 1) * aligned(Tl * C);
-  bool any_recompute = false;
-  for (bool r : recompute_) {
-    if (r) any_recompute = true;
-    else n += per_layer;
-  }
-  if (any_recompute) n += per_layer;
+  const int64_t per_layer = carve_layer_activations(a, nullptr, shape, T, int(Tl));
+  int64_t n = (L + 1) * aligned(Tl * C) + (L - recomputed_layers) * per_layer;
+  if (recomputed_layers > 0) n += per_layer;  // the shared scratch of the recomputed layers
   n += aligned(Tl) + aligned(T * C) + 3 * aligned(T);  // final rstd, h, lse, logprob, entropy
-  if (Tl != T) n += aligned(Tl * C) + carve_gathered_rows(a, nullptr, shape_, int(T));
+  if (Tl != T) n += aligned(Tl * C) + carve_gathered_rows(a, nullptr, shape, int(T));
   return n;
+}
+
+int64_t Transformer::backward_floats(const ModelConfig& c, const LayerShape& shape, int T, int local_rows) {
+  LayerGradScratch g;
+  return 2 * aligned(int64_t(local_rows) * c.hidden_size) + carve_layer_grad_scratch(g, nullptr, shape, T, local_rows);
 }
 
 // Lays the forward arena out for T tokens, growing it when needed.
@@ -185,7 +191,7 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
   }
 
   LayerGradScratch s;
-  grad_used_ = 2 * aligned(int64_t(Tl) * C) + carve_layer_grad_scratch(s, nullptr, shape_, T, Tl);
+  grad_used_ = backward_floats(c_, shape_, T, Tl);
   if (!grad_.defined() || grad_.numel() < grad_used_) grad_ = Tensor::empty({grad_used_});
   float* dres = grad_.f32();
   float* dh_f = dres + aligned(int64_t(Tl) * C);

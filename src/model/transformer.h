@@ -59,6 +59,12 @@ class Transformer {
   // for the whole forward (as this rank runs it).
   static int64_t layer_activation_floats(const LayerShape& s, int T);
   int64_t forward_floats(int T) const;
+  // The same without a Transformer (the host memory planner counts before any weights exist): the forward arena for
+  // T tokens of which this rank holds local_rows (T / tp under sequence parallelism, else T) with
+  // recomputed_layers layers recomputed, and the backward scratch.
+  static int64_t forward_floats(const ModelConfig& c, const LayerShape& shape, int T, int local_rows,
+                                int recomputed_layers);
+  static int64_t backward_floats(const ModelConfig& c, const LayerShape& shape, int T, int local_rows);
 
  private:
   void plan_forward(int T);

@@ -8,6 +8,7 @@
 #include "parallel/shard_io.h"
 #include "parallel/shard_weights.h"
 #include "rl/grpo_trainer.h"
+#include "rl/host_memory_plan.h"
 #include "runtime/error.h"
 
 namespace hone::rl {
@@ -35,6 +36,8 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
 GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
     : ps_(parallel), s_(read_grpo_settings(c, parallel.dp_size())) {
   build_model(c);
+  // Before anything of the model is allocated: a CPU run that cannot fit in host memory ends now, with the numbers.
+  if (!s_.cuda) check_host_memory(host_memory_plan(s_, mc_, ps_, model_path_.empty()));
   build_data(c);
 
   // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its

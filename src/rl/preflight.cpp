@@ -23,7 +23,9 @@
 #include "model/safetensors.h"
 #include "rl/device_memory_plan.h"
 #include "rl/grpo_settings.h"
+#include "rl/host_memory_plan.h"
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 #include "runtime/rank_grid.h"
 #include "tokenizer/tokenizer.h"
 
@@ -298,6 +300,7 @@ class Preflight {
   // comes from the GPU model's arena layout, which `hone run` measures before it allocates the optimizer.
   void report_memory() {
     const ModelConfig& m = *model_;
+    if (c_.get_string("run.device") == "cpu") return report_host_memory();
     DeviceMemoryPlan plan;
     set_tensor_parallel(plan, m, grid_->tp());
     plan.dp = grid_->dp();
@@ -311,8 +314,22 @@ class Preflight {
                        gib(plan.gradients()), " fp32 gradients = ", gib(weights + plan.training()),
                        " before the activations of a ", plan.microbatch_tokens,
                        "-token micro-batch; generation: ", gib(weights + plan.generation()),
-                       plan.kv_cache > 0 ? " with the KV cache" : " before the KV cache",
-                       c_.get_string("run.device") == "cpu" ? " (run.device = cpu: host memory, fp32, differs)" : ""));
+                       plan.kv_cache > 0 ? " with the KV cache" : " before the KV cache"));
+  }
+
+  // The host memory planner's count for one CPU rank (rl/host_memory_plan.h), and what this machine has now: `hone
+  // run` refuses a run its host cannot hold; a login node's memory says little of a compute node's, so this only
+  // reports.
+  void report_host_memory() {
+    const GrpoSettings s = read_grpo_settings(c_, grid_->dp());
+    const HostMemoryPlan plan = host_memory_plan(s, *model_, grid_->tp(), grid_->dp(), c_.get_string("model.path").empty());
+    const HostMemory here = available_host_memory();
+    line("memory", cat("per rank (run.device = cpu: host memory, fp32), at least: ", gib(plan.steps()), " (",
+                       plan.roles(), " copies of ", plan.num_params, " parameters, AdamW ",
+                       plan.distributed ? "shard" : "moments", ", activations of a ", plan.microbatch_tokens,
+                       "-token micro-batch, KV cache), ", gib(plan.peak(true)),
+                       " on rank 0 while it writes a checkpoint",
+                       here.bytes >= 0 ? cat("; this machine has ", gib(here.bytes), " available") : std::string()));
   }
 
   const Config& c_;

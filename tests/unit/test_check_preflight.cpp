@@ -129,7 +129,8 @@ BOOST_AUTO_TEST_CASE(a_deck_hone_run_accepts_passes_with_the_layout_and_memory) 
   BOOST_TEST(out.find("  tokenizer   built-in characters: 101 tokens") != std::string::npos);
   BOOST_TEST(out.find("  data        built-in task reverse") != std::string::npos);
   BOOST_TEST(out.find("  layout      2 ranks: dp 1 x tp 2 x pp 1, run.device = cpu") != std::string::npos);
-  BOOST_TEST(out.find("  memory      per GPU rank, at least: ") != std::string::npos);
+  BOOST_TEST(out.find("  memory      per rank (run.device = cpu: host memory, fp32), at least: ") != std::string::npos);
+  BOOST_TEST(out.find(" on rank 0 while it writes a checkpoint; this machine has ") != std::string::npos);
   BOOST_TEST(out.find("ready: `hone run " + deck + "` passes these checks on 2 ranks\n") != std::string::npos);
   // Nothing was created: the output and checkpoint folders are the run's to make.
   BOOST_TEST(!fs::exists(dir + "/out"));

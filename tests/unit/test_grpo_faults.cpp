@@ -55,4 +55,27 @@ BOOST_AUTO_TEST_CASE(kill_stop_of_one_rank_ends_the_job_with_one_message) {
                         "answering or is far behind") == 1u);
 }
 
+// A random-init model of 4e12 parameters (16 TB of fp32 per copy) used to end with `check failed: p != nullptr ...
+// host allocation of ... bytes failed` (exit 1). The host memory planner refuses it before anything is allocated or
+// written, with the numbers and the keys; under mpirun the ranks print it once.
+BOOST_AUTO_TEST_CASE(a_model_too_large_for_host_memory_is_refused_before_allocating) {
+  const std::string dir = test::temp_dir("grpo-host-memory");
+  const std::string deck = write_deck(dir);
+  const std::string huge = "model.hidden_size=65536 model.intermediate_size=262144 model.num_layers=64";
+  for (const std::string prefix : {"", "timeout 60 mpirun -np 2 --oversubscribe --allow-run-as-root "}) {
+    BOOST_TEST_CONTEXT(prefix) {
+      std::string out;
+      BOOST_TEST(hone_run(deck, huge, &out, prefix) == 2);
+      BOOST_TEST_MESSAGE(out);
+      BOOST_TEST(count(out, "hone: error:") == 1u);
+      BOOST_TEST(count(out, "hone: error: host memory cannot hold this run: ") == 1u);  // no [rank r]: every rank
+      BOOST_TEST(count(out, " parameters (training, generation, gradients) = ") == 1u);
+      BOOST_TEST(count(out, "To fit: parallel.tp = 2 ") == 1u);
+      BOOST_TEST(count(out, "host allocation") == 0u);
+      BOOST_TEST(!fs::exists(dir + "/out"));  // nothing written
+      BOOST_TEST(!fs::exists(dir + "/ck"));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,81 @@
+// What one CPU rank of `hone run` (run.device = cpu) must hold in host memory, counted before any weight is
+// allocated, so that a run that cannot fit ends at once with the numbers and the deck keys that change them instead
+// of a failed allocation ("host allocation of N bytes failed") or the kernel's out-of-memory killer minutes later.
+// The twin of the GPU planner (rl/device_memory_plan.h). What the CPU engine (rl/cpu_policy_engine.cpp) holds, in
+// fp32, for this rank's tensor-parallel shard of P parameters:
+//   roles      training (= master) weights, generation weights, gradients, and the frozen reference when
+//              loss.kl_coef > 0: 3 or 4 x 4P bytes
+//   optimizer  the AdamW moments: 2 x 4P whole on every rank, or under ZeRO-1 (train.distributed_optimizer, dp > 1)
+//              this rank's 1/dp shard of master weights, moments and reduced gradients plus the padded staging
+//   setup      while the engine is built the initial weights are held too (4P), and a random init under tensor
+//              parallelism first draws the whole model (4 x all parameters) before slicing it
+//   arenas     the forward and backward arenas of one full micro-batch (train.max_tokens_per_microbatch tokens, at
+//              most what a step can hold), the reference model's forward arena, the generation KV cache of one
+//              wave (at least one prompt token and max_new_tokens per sequence): kept from step to step
+//   checkpoint the rank that writes checkpoints (world rank 0) gathers the whole model's weights and both moments
+//              (3 x 4 x all parameters), and resuming reads them on every rank
+// The counts leave out library buffers, the prompts and the per-step rollouts: a refusal is certain to be right.
+// Ranks on one host share its memory: the host must hold this rank and the others of the node.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hone {
+struct ModelConfig;
+class ParallelState;
+}
+
+namespace hone::rl {
+
+struct GrpoSettings;
+
+struct HostMemoryPlan {
+  int64_t num_params = 0;     // parameters this rank holds: its tensor-parallel shard (the whole model at tp = 1)
+  int64_t whole_params = 0;   // parameters of the whole model
+  int tp = 1;                 // parallel.tp
+  int next_tp = 0;            // the next larger parallel.tp the model allows; 0: none
+  int dp = 1;                 // data-parallel ranks
+  bool distributed = false;   // ZeRO-1 over dp
+  bool reference = false;     // loss.kl_coef > 0
+  bool random_init = false;   // no model.path: the weights are drawn
+  // World rank 0, which gathers and writes the checkpoints, runs on this host (every rank of a one-host run says so,
+  // so that they all print the same refusal).
+  bool writer_on_host = false;
+  bool resume = false;        // run.resume = auto: every rank reads a checkpoint's whole state
+  int ranks_on_host = 1;      // ranks sharing this host's memory (this one included)
+  double activations = 0;     // bytes of the training arenas of one micro-batch (forward and backward)
+  double reference_activations = 0;  // bytes of the reference model's forward arena
+  int64_t microbatch_tokens = 0;
+  double kv_cache = 0;        // bytes of the generation KV cache of one wave
+
+  double weights() const { return 4.0 * double(num_params); }  // one fp32 copy of this rank's shard
+  double whole_weights() const { return 4.0 * double(whole_params); }
+  int roles() const { return reference ? 4 : 3; }
+  double optimizer_state() const;
+  double arenas() const { return activations + reference_activations + kv_cache; }
+  double setup() const;      // while the engine is built
+  double steps() const;      // from the first step on
+  double checkpoint(bool writer) const;  // the whole state gathered (the writer), or read on resume (every rank)
+  double peak(bool writer) const;        // the largest of the three for one rank
+  // The ranks of this host together: the writer (when here) and the others.
+  double host_need() const { return peak(writer_on_host) + double(ranks_on_host - 1) * peak(false); }
+};
+
+// Fills tp, num_params (the largest of the tp ranks' shards), whole_params and next_tp for the model c.
+void set_host_tensor_parallel(HostMemoryPlan& plan, const ModelConfig& c, int tp);
+
+// The plan of one rank of a CPU run of the deck's settings on model c over tp x dp ranks (random_init: no
+// model.path), as if alone on its host and not the writer; the second form fills those from this rank's place.
+HostMemoryPlan host_memory_plan(const GrpoSettings& s, const ModelConfig& c, int tp, int dp, bool random_init);
+HostMemoryPlan host_memory_plan(const GrpoSettings& s, const ModelConfig& c, const ParallelState& ps, bool random_init);
+
+// UserError with the refusal when the plan does not fit the host memory this process may take now
+// (runtime/host_memory.h).
+void check_host_memory(const HostMemoryPlan& plan);
+
+// Empty when the plan fits in available_bytes (limit: what bounds it, for the message); else the refusal: every
+// number and what to change.
+std::string host_memory_refusal(const HostMemoryPlan& plan, double available_bytes, const std::string& limit);
+
+}  // namespace hone::rl
