@@ -21,7 +21,7 @@ FUZZ_CXXFLAGS := -std=c++20 -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -MMD -M
 FUZZ_LIB_SRC  := $(filter-out src/config/commands.cpp,$(wildcard src/config/*.cpp)) src/model/model_config.cpp src/model/safetensors.cpp \
                  src/model/param_table.cpp src/tensor/tensor.cpp src/tensor/arena.cpp $(filter-out src/tokenizer/tokenize_command.cpp,$(wildcard src/tokenizer/*.cpp)) \
                  $(wildcard src/io/*.cpp) src/data/dataset_jsonl.cpp src/data/prompt_source.cpp \
-                 src/rl/checkpoint_state.cpp src/runtime/activity.cpp src/runtime/error.cpp src/runtime/one_line.cpp src/runtime/log.cpp src/runtime/version.cpp \
+                 src/rl/checkpoint_state.cpp src/rl/resume_deck.cpp src/runtime/activity.cpp src/runtime/error.cpp src/runtime/one_line.cpp src/runtime/log.cpp src/runtime/version.cpp \
                  src/runtime/runtime.cpp src/runtime/mpi_check.cpp
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRC:%.cpp=$(FUZZ_DIR)/obj/%.o)
 SECONDS       ?= 60

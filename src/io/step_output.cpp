@@ -212,7 +212,8 @@ void StepOutput::load_for_resume() {
   } catch (const Error& e) {
     throw UserError(cat("cannot resume from the output file '", path_, "': ", e.what()));
   }
-  resume_history_ += cat("step ", opt_.resume_step, " at ", iso8601_utc_now(), "\n");
+  resume_history_ += cat("step ", opt_.resume_step, " at ", iso8601_utc_now(),
+                         opt_.resume_note.empty() ? std::string() : ": " + opt_.resume_note, "\n");
 }
 
 void StepOutput::write_file() const {

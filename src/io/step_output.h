@@ -57,6 +57,7 @@ struct StepOutputOptions {
   // checkpoint to resume from: 0 (a file left by a run killed before its first checkpoint is emptied of its rows).
   int64_t resume_step = -1;
   int64_t sample_every = 0;       // output.sample_every (0: never)
+  std::string resume_note;        // resuming: appended to the resume history's line ("changed: a 1 -> 2, ...")
   std::string deck_toml;          // the resolved deck (Config::to_toml())
   int64_t num_ranks = 1;
   std::string gpus = "none";      // e.g. "8 x NVIDIA H100 80GB HBM3"

@@ -1,13 +1,15 @@
 // `hone run deck.toml [key=value ...] [--echo-deck]`: the GRPO job. Reads and checks the deck on every rank, makes
 // the rank grid and its communicators (ParallelState) from the deck's [parallel] section, prints a short header
 // (run, model, layout, output), builds the trainer, prepares the checkpoint folder and the output file (rank 0) and
-// writes the resolved deck next to it, resumes when asked, then runs run.max_steps steps: one HDF5 row and one
+// writes the resolved deck next to it, resumes when asked (refusing a deck that changes what the checkpoint cannot
+// carry, listing the other changes: rl/resume_deck.h), then runs run.max_steps steps: one HDF5 row and one
 // stdout line per step, checkpoints every checkpoint.every steps and at exit. SIGTERM / SIGINT / SIGUSR1: the
 // current step finishes, a checkpoint is written, exit code 3.
 //
 // The resolved deck (130 lines) is printed only with --echo-deck: a job log starts with the header and ends with
 // the error when there is one, so the error is what a user sees first.
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -22,6 +24,7 @@
 #include "io/step_output.h"
 #include "io/step_output_line.h"
 #include "rl/grpo_trainer.h"
+#include "rl/resume_deck.h"
 #include "runtime/agree.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
@@ -49,18 +52,39 @@ void print_rank0(const std::string& text) {
   std::fflush(stdout);
 }
 
+// Resuming from the checkpoint at `folder`: the deck against the one it was written under (its deck.json,
+// rl/resume_deck.h). Throws the refusal of keys a checkpoint cannot carry; returns the accepted changes as one line
+// ("" when none).
+std::string check_resume_deck(const Config& cfg, const DeckRecord& now, const std::string& folder) {
+  const std::string path = (std::filesystem::path(folder) / "deck.json").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    log_warn("checkpoint ", folder, " has no deck.json (written by an earlier hone): the deck was not compared with ",
+             "the one it was written under");
+    return "";
+  }
+  const std::vector<std::string> changed = compare_resume_deck(cfg, now, parse_deck_record(read_file_text(path), path), folder);
+  std::string line;
+  for (const std::string& c : changed) line += (line.empty() ? "changed " : ", ") + c;
+  return line;
+}
+
 // Rank 0: the checkpoint folder and the output file (refusing to overwrite unless the deck says so); elsewhere null.
-// Collective: every rank gets the path of the checkpoint to resume from (empty: none).
+// Collective: every rank gets the path of the checkpoint to resume from (empty: none). A deck that changes what a
+// checkpoint cannot carry is refused before the output file is touched.
 std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings& s, const CheckpointOptions& copt,
-                                           const ParallelState& ps, std::string& resume_from) {
+                                           const ParallelState& ps, const DeckRecord& record,
+                                           std::string& resume_from) {
   const CheckpointStart start = s.resume ? CheckpointStart::resume
                                 : s.overwrite ? CheckpointStart::overwrite
                                               : CheckpointStart::fresh;
   std::unique_ptr<StepOutput> out;
   agreed([&] {
     if (ps.world_rank() != 0) return;
-    auto make_output = [&](int64_t resume_step) {
-      out = std::make_unique<StepOutput>(StepOutputOptions::from_config(cfg, resume_step, ps.world_size(), "none"));
+    auto make_output = [&](int64_t resume_step, const std::string& note = "") {
+      StepOutputOptions o = StepOutputOptions::from_config(cfg, resume_step, ps.world_size(), "none");
+      o.resume_note = note;
+      out = std::make_unique<StepOutput>(std::move(o));
       for (const auto& m : grpo_extra_metrics()) out->declare_metric(m.name, m.unit, m.description);
     };
     if (start == CheckpointStart::overwrite) {
@@ -68,8 +92,13 @@ std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings
       prepare_checkpoint_dir(copt, start);
     } else {
       const std::optional<CheckpointInfo> ck = prepare_checkpoint_dir(copt, start);
-      if (ck) resume_from = ck->path;
-      make_output(ck ? ck->step : (s.resume ? 0 : -1));
+      std::string changes;
+      if (ck) {
+        resume_from = ck->path;
+        changes = check_resume_deck(cfg, record, ck->path);
+        if (!changes.empty()) log_info("resuming with a changed deck: ", changes);
+      }
+      make_output(ck ? ck->step : (s.resume ? 0 : -1), changes);
     }
   });
   resume_from = broadcast_string(ps.world(), resume_from);
@@ -135,8 +164,11 @@ int run_run(const std::vector<std::string>& args) {
   trainer->connect();  // every rank built its trainer: now the communicators and the data-parallel optimizer
 
   const CheckpointOptions copt = CheckpointOptions::from_config(cfg);
+  // Rank 0 writes the checkpoints: each holds the record of this deck and of the inputs it names.
+  const DeckRecord record = ps.world_rank() == 0 ? record_deck(cfg) : DeckRecord{};
+  const std::string record_json = deck_record_json(record);
   std::string resume_from;
-  const std::unique_ptr<StepOutput> out = prepare_output(cfg, s, copt, ps, resume_from);
+  const std::unique_ptr<StepOutput> out = prepare_output(cfg, s, copt, ps, record, resume_from);
   agreed([&] {
     if (ps.world_rank() == 0) write_file_atomic(deck_copy_path(cfg), resolved_deck_text(cfg));
   });
@@ -154,7 +186,10 @@ int run_run(const std::vector<std::string>& args) {
     std::string where;
     agreed([&] {
       if (ps.world_rank() == 0)
-        where = save_checkpoint(copt, step, [&](const std::string& folder) { trainer->save(folder, step, snap); }).path;
+        where = save_checkpoint(copt, step, [&](const std::string& folder) {
+                  trainer->save(folder, step, snap);
+                  write_file_durable(folder + "/deck.json", record_json);
+                }).path;
     });
     log_info("checkpoint: ", where.empty() ? copt.dir : where);
   };
