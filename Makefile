@@ -9,8 +9,15 @@
 #   make bundle     dist/hone-<version>-linux-x86_64/ with bin/hone, its non-system libraries and env.sh
 #   make clean
 #
-# Knobs: CUDA=0|1, SM=90a (GPU architecture), CUDA_HOME=/usr/local/cuda, BUILD=build, DEBUG=1 (-O0), V=1 (echo commands).
+# Knobs: CUDA=0|1, SM=90a (GPU architecture), CUDA_HOME=/usr/local/cuda, BUILD=build, DEBUG=1 (-O0), V=1 (echo commands),
+#        SANITIZE=address,undefined (a sanitizer build, CPU only, in its own folder build-address-undefined; there
+#        `make test` runs the CPU suites unit and mpi, doc/runtime.md "Sanitizer build").
 
+comma := ,
+ifneq ($(SANITIZE),)
+  BUILD ?= build-$(subst $(comma),-,$(SANITIZE))
+  CUDA  := 0
+endif
 BUILD     ?= build
 CUDA_HOME ?= /usr/local/cuda
 NVCC      := $(CUDA_HOME)/bin/nvcc
@@ -62,6 +69,19 @@ INCLUDES := -Isrc -I. -Itests
 CXXFLAGS := -std=c++20 $(OPT) -g -Wall -Wextra -fopenmp -MMD -MP $(DEFS) $(INCLUDES)
 HOSTDEP_CFLAGS := $(PKG_CFLAGS) $(MPI_CFLAGS)
 LDLIBS   := $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lpthread -ldl
+
+# Every finding stops the program (-fno-sanitize-recover), so a test that meets one fails.
+TEST_SUITES := unit mpi slurm gpu
+ifneq ($(SANITIZE),)
+  SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+  CXXFLAGS  += $(SAN_FLAGS)
+  LDLIBS    += $(SAN_FLAGS)
+  TEST_SUITES := unit mpi
+  # Children (hone under mpirun, the test programs) inherit these. Open MPI's own allocations at exit are not ours.
+  SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
+             LSAN_OPTIONS=suppressions=$(CURDIR)/mk/lsan.supp:print_suppressions=0 \
+             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+endif
 
 CUDNN_FE_INC := $(BUILD)/deps/cudnn-frontend/include
 ifeq ($(CUDA),1)
@@ -161,9 +181,14 @@ _run: $(HONE)
 test:
 	@bash mk/deps.sh --if-missing
 	@$(MAKE) --no-print-directory _test
+ifeq ($(SANITIZE),)
 _test: $(HONE) $(TEST_BINS) $(FUZZ_BINS)
 	@$(MAKE) --no-print-directory fuzz-check
-	@HONE_BUILD=$(BUILD) bash mk/run-tests.sh unit mpi slurm gpu
+	@HONE_BUILD=$(BUILD) bash mk/run-tests.sh $(TEST_SUITES)
+else
+_test: $(HONE) $(UNIT_BIN) $(MPI_BIN) $(PROG_BINS)
+	@HONE_BUILD=$(BUILD) $(SAN_ENV) bash mk/run-tests.sh $(TEST_SUITES)
+endif
 
 test-gpu:
 	@bash mk/deps.sh --if-missing
