@@ -6,6 +6,7 @@
 // The generation copy is restored from the training weights (they are equal after every refit); the reference
 // model is rebuilt from its source (model.path or the seeded random init), never checkpointed. Sampling needs no
 // RNG state: its counter-based draws are keyed by (seed, step, sample, position).
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,25 @@ namespace hone::rl {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+namespace {
+
+// The first of the state's tensors that holds a NaN or an Inf ("" when all are finite): weights by their Hugging
+// Face name, the moments by theirs.
+std::string first_non_finite(const ModelWeights& master, const Tensor& exp_avg, const Tensor& exp_avg_sq) {
+  auto finite = [](const float* p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i])) return false;
+    return true;
+  };
+  for (const auto& [name, t] : master.named_parameters())
+    if (!finite(t.f32(), t.numel())) return name;
+  if (exp_avg.defined() && !finite(exp_avg.f32(), exp_avg.numel())) return "exp_avg";
+  if (exp_avg_sq.defined() && !finite(exp_avg_sq.f32(), exp_avg_sq.numel())) return "exp_avg_sq";
+  return "";
+}
+
+}  // namespace
+
 GrpoTrainer::Snapshot GrpoTrainer::snapshot() {
   Snapshot snap;
   engine_->read_state(snap.master, snap.exp_avg, snap.exp_avg_sq);
@@ -29,6 +49,12 @@ GrpoTrainer::Snapshot GrpoTrainer::snapshot() {
 
 void GrpoTrainer::save(const std::string& folder, int64_t step, const Snapshot& snap) const {
   HONE_CHECK(snap.master.flat.defined(), "a checkpoint is written by data-parallel rank 0, from its snapshot");
+  // An update with a finite gradient norm can still overflow the weights (a learning rate past fp32's range): such a
+  // state is never written, so resume=auto can never pick it; the run ends and the last good checkpoint stays.
+  const std::string bad = first_non_finite(snap.master, snap.exp_avg, snap.exp_avg_sq);
+  HONE_USER_CHECK(bad.empty(), "step ", step, ": the training state is not finite (", bad,
+                  " holds NaN or Inf after the update): no checkpoint written, the newest complete one is kept; the ",
+                  "run diverged: lower train.learning_rate or keep train.max_grad_norm > 0");
   save_model(snap.master, mc_, folder, DType::f32);
   write_safetensors((fs::path(folder) / "optimizer.safetensors").string(),
                     {safetensors_entry("exp_avg", snap.exp_avg), safetensors_entry("exp_avg_sq", snap.exp_avg_sq)},
@@ -67,6 +93,11 @@ int64_t GrpoTrainer::restore(const std::string& folder) {
     opt.read_f32("exp_avg", snap.exp_avg.f32());
     opt.read_f32("exp_avg_sq", snap.exp_avg_sq.f32());
     snap.optimizer_step = int(st.optimizer_step);
+    // hone never writes such a state (save above); one from elsewhere would end the run at its first step.
+    const std::string bad = first_non_finite(snap.master, snap.exp_avg, snap.exp_avg_sq);
+    HONE_USER_CHECK(bad.empty(), "checkpoint ", folder, " holds a non-finite training state (", bad,
+                    " holds NaN or Inf): move it out of ", fs::path(folder).parent_path().string(),
+                    " to resume from the one before");
     data_.source->restore_cursor(st.data_cursor);
     step = st.step;
   });

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 
@@ -76,6 +77,37 @@ BOOST_AUTO_TEST_CASE(a_model_too_large_for_host_memory_is_refused_before_allocat
       BOOST_TEST(!fs::exists(dir + "/ck"));
     }
   }
+}
+
+// Non-finite updates are skipped (grpo_nonfinite), but an update with a finite gradient norm can still overflow the
+// weights: train.learning_rate = 1e39 is beyond fp32 and makes every updated weight Inf or NaN. Such a state used to
+// be checkpointed and marked COMPLETE, and run.resume=auto picked it. Now it is never written: the run ends with one
+// line (exit 2), the last good checkpoint stays the newest, and resuming from it works.
+BOOST_AUTO_TEST_CASE(a_non_finite_training_state_is_never_checkpointed_nor_resumed) {
+  const std::string dir = test::temp_dir("grpo-nonfinite-checkpoint");
+  const std::string deck = write_deck(dir);
+  BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=2 checkpoint.every=1"), 0);
+  std::string out;
+  BOOST_TEST(hone_run(deck, "run.resume=auto run.max_steps=4 checkpoint.every=1 train.learning_rate=1e39", &out) == 2);
+  BOOST_TEST(count(out, "hone: error: step 3: the training state is not finite (") == 1u, out);
+  BOOST_TEST(count(out, "holds NaN or Inf after the update): no checkpoint written, the newest complete one is kept; "
+                        "the run diverged: lower train.learning_rate or keep train.max_grad_norm > 0") == 1u);
+  const auto ck = hone::latest_complete_checkpoint(dir + "/ck");
+  BOOST_REQUIRE(ck.has_value());
+  BOOST_TEST(ck->step == 2);
+  BOOST_TEST(hone_run(deck, "run.resume=auto run.max_steps=4 checkpoint.every=1", &out) == 0, out);
+  BOOST_TEST(count(out, "resuming from " + dir + "/ck/step_00000002") == 1u);
+  BOOST_TEST(steps(dir + "/out/t.h5") == (std::vector<int64_t>{1, 2, 3, 4}));
+
+  // A checkpoint holding NaN weights from elsewhere (the marker's sizes still match) is refused by name on resume.
+  const std::string weights = dir + "/ck/step_00000004/model.safetensors";
+  std::string bytes = file_bytes(weights);
+  const uint32_t nan_bits = 0x7fc00000u;
+  std::memcpy(&bytes[bytes.size() - 4], &nan_bits, 4);  // the last parameter's last value
+  std::ofstream(weights, std::ios::binary | std::ios::trunc) << bytes;
+  BOOST_TEST(hone_run(deck, "run.resume=auto run.max_steps=5", &out) == 2);
+  BOOST_TEST(count(out, "hone: error: checkpoint " + dir + "/ck/step_00000004 holds a non-finite training state (") == 1u, out);
+  BOOST_TEST(count(out, "move it out of " + dir + "/ck to resume from the one before") == 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
