@@ -6,6 +6,8 @@
 #   make test       deps if missing, build, run every suite; last line: N passed, N failed, N skipped
 #   make test-gpu   the GPU suite alone (skipped without a GPU)
 #   make fuzz       the parsers' fuzz drivers, SECONDS=N each (mk/fuzz.mk); make test runs them 3 s each
+#   make soak       the CPU demo for 2,000 steps killed with SIGKILL 20 times and resumed, against one left alone
+#                   (mk/soak.py; SOAK_STEPS, SOAK_KILLS, SOAK_SEED; not part of make test)
 #   make bundle     dist/hone-<version>-linux-x86_64/ with bin/hone, its non-system libraries and env.sh
 #   make clean
 #
@@ -116,7 +118,7 @@ SLURM_BIN := $(BUILD)/tests/slurm_tests
 PROG_BINS := $(PROG_SRC:tests/programs/%.cpp=$(BUILD)/tests/programs/%)
 TEST_BINS := $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(SLURM_BIN) $(PROG_BINS)
 
-.PHONY: all deps run test test-gpu tests bundle clean _run _test _test-gpu doc-deck
+.PHONY: all deps run test test-gpu tests bundle clean _run _test _test-gpu doc-deck soak
 
 all: $(HONE)
 
@@ -195,6 +197,13 @@ test-gpu:
 	@$(MAKE) --no-print-directory _test-gpu
 _test-gpu: $(HONE) $(GPU_BIN)
 	@HONE_BUILD=$(BUILD) bash mk/run-tests.sh gpu
+
+SOAK_STEPS ?= 2000
+SOAK_KILLS ?= 20
+SOAK_SEED  ?= 2026
+soak: $(HONE)
+	/usr/bin/python3 mk/soak.py --hone $(HONE) --dir $(BUILD)/soak --steps $(SOAK_STEPS) --kills $(SOAK_KILLS) \
+	  --seed $(SOAK_SEED)
 
 bundle: $(HONE)
 	@bash mk/bundle.sh $(HONE) $(VERSION)
