@@ -34,7 +34,8 @@ BOOST_AUTO_TEST_CASE(kill_stop_of_one_rank_ends_the_job_with_one_message) {
   const std::string deck = write_deck(dir);
   char cmd[4096];
   std::snprintf(cmd, sizeof cmd,
-                "sh -c 'timeout 90 mpirun -np 2 --oversubscribe --allow-run-as-root %s run %s run.max_steps=100000 "
+                "sh -c 'timeout 90 mpirun -np 2 --oversubscribe --allow-run-as-root -x HONE_ERROR_GRACE_S=1 %s run %s "
+                "run.max_steps=100000 "
                 "parallel.collective_timeout_s=2 > %s/log 2>&1 & t=$!; i=0; "
                 "while [ ! -f %s/out/t.h5 ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; sleep 0.5; "
                 "for m in $(pgrep -P $t); do for p in $(pgrep -P $m); do "

@@ -85,14 +85,14 @@ BOOST_AUTO_TEST_CASE(agreed_error_of_one_rank_ends_every_rank_cleanly) {
 // kill -STOP of a rank used to leave the others waiting in MPI forever, without a word. The watchdog (timeout 1 s
 // here) ends the job: one message naming the operation and the group, exit 1, the stopped rank ended too.
 BOOST_AUTO_TEST_CASE(a_rank_that_stops_answering_ends_every_rank_with_one_message_naming_the_collective) {
-  Run r = run_program("peer-stops", 2);
+  Run r = run_program("peer-stops", 2, "-x HONE_ERROR_GRACE_S=1");
   BOOST_TEST(r.status == 1);  // 124: rank 0 left waiting for the stopped rank
   BOOST_TEST(r.seconds < 30.0);
   BOOST_TEST(count(r.output, "hone: error:") == 1u);
   BOOST_TEST(count(r.output, "[rank 0] hone: error: MPI all_reduce_sum of 4 bytes (1 x f32) on the world group "
                              "(world ranks 0-1) did not complete within 1 s (parallel.collective_timeout_s)") == 1u);
   BOOST_TEST(count(r.output, "passed the collective") == 0u);
-  r = run_program("peer-stops-agree", 2);  // the agreement on errors that every deck check goes through
+  r = run_program("peer-stops-agree", 2, "-x HONE_ERROR_GRACE_S=1");  // the agreement every deck check goes through
   BOOST_TEST(r.status == 1);
   BOOST_TEST(r.seconds < 30.0);
   BOOST_TEST(count(r.output, "hone: error:") == 1u);
