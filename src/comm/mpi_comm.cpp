@@ -236,8 +236,7 @@ void MpiComm::send_recv_raw(const void* send, int64_t send_count, int dest, void
                         &requests.back()));
   }
   wait(requests.data(), int(requests.size()),
-       cat("send_recv (to rank ", dest, ", from rank ", source, ", ", recv_count, " received)"), send_count,
-       type);
+       cat("send_recv to rank ", dest, " and from rank ", source), send_count + recv_count, type);
 }
 
 // ---- all to all --------------------------------------------------------------------------------------------------

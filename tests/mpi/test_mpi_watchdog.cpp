@@ -69,6 +69,12 @@ BOOST_AUTO_TEST_CASE(a_late_rank_is_reported_naming_the_operation_and_the_group)
          if (rank == 0) world.recv(x, 1, 1);
          else world.send(x, 1, 0);
        }},
+      {"MPI send_recv to rank 1 and from rank 1 of 8 bytes (2 x f32) on the world group",
+       [&] {
+         float mine = float(rank), theirs = -1;
+         world.send_recv(&mine, 1, 1 - rank, &theirs, 1, 1 - rank);
+         BOOST_TEST(theirs == float(1 - rank));
+       }},
       {"MPI agreement on errors (all_reduce_max of 8 bytes) on the world group (world ranks 0-1)", [] { hone::agree(true); }},
       {"MPI stop-signal check (all_reduce_max of 4 bytes) on the world group (world ranks 0-1)",
        [] { hone::stop_requested_on_any_rank(); }},
