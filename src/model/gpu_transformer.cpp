@@ -325,8 +325,8 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
     if (recompute_[size_t(l)])
       gpu_layer_forward(l, shape_, wl, lb, a, s, attention_, tp_, x_[size_t(l + 1)], ctx_, prof_);
-    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, tp_, dres,
-                       ctx_, prof_);
+    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, attention_, tp_,
+                       dres, ctx_, prof_);
     if (layer_hook_) layer_hook_(l);
   }
   {

@@ -95,6 +95,17 @@ void GpuPackedAttention::forward(int, const LayerShape& s, const GpuLayerBatch& 
                           s.head_dim, s.attention_scale(), ctx);
 }
 
+void GpuLayerAttention::backward(const LayerShape&, const GpuLayerBatch&, const GpuLayerActivations&, const bf16*,
+                                 bf16*, bf16*, bf16*, const cuda::GpuContext&) {
+  HONE_CHECK(false, "this attention seam has no backward (only training's attention has one)");
+}
+
+void GpuPackedAttention::backward(const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
+                                  const bf16* dattn, bf16* dq_r, bf16* dk_r, bf16* dv, const cuda::GpuContext& ctx) {
+  cuda::attention_backward(dq_r, dk_r, dv, dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.max_seqlen,
+                           b.T, s.heads, s.kv_heads, s.head_dim, s.attention_scale(), ctx);
+}
+
 void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
                        const GpuLayerActivations& a, const GpuLayerScratch& s, GpuLayerAttention& attention,
                        LayerCollectives<bf16>* collectives, bf16* x_out, const cuda::GpuContext& ctx,
@@ -200,8 +211,8 @@ void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>&
 // The attention branch: x_mid = x_in + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
 void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
                                const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
-                               LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
-                               GpuOpProfiler* prof) {
+                               GpuLayerAttention& attention, LayerCollectives<bf16>* collectives, bf16* dres,
+                               const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
   const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim();
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const int64_t TC = int64_t(T) * C, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
@@ -225,8 +236,7 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
   }
   {
     ProfileScope ps(prof, "attention_backward");
-    cuda::attention_backward(s.dq_r, s.dk_r, s.dv, s.dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S,
-                             b.max_seqlen, T, Hq, Hkv, D, sh.attention_scale(), ctx);
+    attention.backward(sh, b, a, s.dattn, s.dq_r, s.dk_r, s.dv, ctx);
   }
   if (sh.qk_norm) {
     {
@@ -259,10 +269,10 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
 
 void gpu_layer_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
                         const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
-                        LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
-                        GpuOpProfiler* prof) {
+                        GpuLayerAttention& attention, LayerCollectives<bf16>* collectives, bf16* dres,
+                        const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
   mlp_branch_backward(sh, w, g, b, a, s, collectives, dres, ctx, prof);
-  attention_branch_backward(sh, w, g, b, a, s, collectives, dres, ctx, prof);
+  attention_branch_backward(sh, w, g, b, a, s, attention, collectives, dres, ctx, prof);
 }
 
 }  // namespace hone

@@ -69,12 +69,16 @@ size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, con
 size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& s, int T);
 
 // The attention seam: reads a.q_r [T, Q], a.k_r and a.v [T, K] of layer `layer`'s rows and writes a.attn [T, Q]
-// (and a.lse [heads, T] where a backward follows), on ctx's stream.
+// (and a.lse [heads, T] where a backward follows), on ctx's stream. Its backward, from dattn [T, Q] and what forward
+// saved, ACCUMULATES into dq_r [T, Q], dk_r and dv [T, K]; generation's seams have none and refuse it. Context
+// parallelism is an implementation of this seam (parallel/gpu_ring_attention.h).
 class GpuLayerAttention {
  public:
   virtual ~GpuLayerAttention() = default;
   virtual void forward(int layer, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
                        const cuda::GpuContext& ctx) = 0;
+  virtual void backward(const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a, const bf16* dattn,
+                        bf16* dq_r, bf16* dk_r, bf16* dv, const cuda::GpuContext& ctx);
 };
 
 // Training, logprob and prefill: causal attention within each packed sequence (cuDNN over b.cu_seqlens).
@@ -82,6 +86,8 @@ class GpuPackedAttention : public GpuLayerAttention {
  public:
   void forward(int layer, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
                const cuda::GpuContext& ctx) override;
+  void backward(const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a, const bf16* dattn,
+                bf16* dq_r, bf16* dk_r, bf16* dv, const cuda::GpuContext& ctx) override;
 };
 
 // Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (bf16).
@@ -90,11 +96,11 @@ void gpu_layer_forward(int layer, const LayerShape& s, const GpuLayerParams<cons
                        LayerCollectives<bf16>* collectives, bf16* x_out, const cuda::GpuContext& ctx,
                        GpuOpProfiler* prof);
 // dres [T, C] (bf16) holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on return; fp32 parameter gradients
-// accumulate into g. The attention's backward is the packed one (only training runs a backward).
+// accumulate into g. `attention` is the seam the forward ran.
 void gpu_layer_backward(const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
                         const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& scratch,
-                        LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
-                        GpuOpProfiler* prof);
+                        GpuLayerAttention& attention, LayerCollectives<bf16>* collectives, bf16* dres,
+                        const cuda::GpuContext& ctx, GpuOpProfiler* prof);
 
 }  // namespace hone
 

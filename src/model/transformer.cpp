@@ -210,7 +210,7 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
     if (recompute_[size_t(l)])
       layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, layers(), x_[size_t(l + 1)]);
-    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, layers(), dres);
+    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, attention_, layers(), dres);
   }
   if (tp_) tp_->embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, sp);
   else cpu::embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, C);

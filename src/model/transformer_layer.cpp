@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ops/ops.h"
+#include "runtime/error.h"
 
 namespace hone {
 namespace {
@@ -95,9 +96,20 @@ int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const LayerSh
   return cv.used;
 }
 
+void LayerAttention::backward(const LayerShape&, const LayerBatch&, const LayerActivations&, const float*, float*,
+                              float*, float*) {
+  HONE_CHECK(false, "this attention seam has no backward (only training's attention has one)");
+}
+
 void PackedAttention::forward(int, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) {
   cpu::attention_forward(a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.T, s.heads, s.kv_heads, s.head_dim,
                          s.attention_scale());
+}
+
+void PackedAttention::backward(const LayerShape& s, const LayerBatch& b, const LayerActivations& a,
+                               const float* dattn, float* dq_r, float* dk_r, float* dv) {
+  cpu::attention_backward(dq_r, dk_r, dv, dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.T, s.heads,
+                          s.kv_heads, s.head_dim, s.attention_scale());
 }
 
 void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
@@ -139,8 +151,8 @@ void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const 
 }
 
 void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
-                    const LayerActivations& a, const LayerGradScratch& s, LayerCollectives<float>* collectives,
-                    float* dres) {
+                    const LayerActivations& a, const LayerGradScratch& s, LayerAttention& attention,
+                    LayerCollectives<float>* collectives, float* dres) {
   const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
@@ -176,8 +188,7 @@ void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g
   zero(s.dq_r, TQ);
   zero(s.dk_r, TK);
   zero(s.dv, TK);
-  cpu::attention_backward(s.dq_r, s.dk_r, s.dv, s.dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, T, Hq,
-                          Hkv, D, sh.attention_scale());
+  attention.backward(sh, b, a, s.dattn, s.dq_r, s.dk_r, s.dv);
   zero(s.dq, TQ);
   zero(s.dk, TK);
   if (sh.qk_norm) {
