@@ -118,6 +118,10 @@ void check_grpo_and_train(const Config& c) {
     conflict(c, "loss.is_threshold_low", "loss.is_threshold_high", "is_threshold_low must be < is_threshold_high");
   if (c.get_float("train.min_learning_rate") > c.get_float("train.learning_rate"))
     conflict(c, "train.min_learning_rate", "train.learning_rate", "min_learning_rate must be <= learning_rate");
+  const std::string& recompute = c.get_string("train.recompute");
+  if (c.get_bool("train.activation_recompute") && recompute != "none" && recompute != "full")
+    conflict(c, "train.activation_recompute", "train.recompute",
+             "activation_recompute = true is the older spelling of recompute = \"full\": keep only train.recompute");
   if (c.get_int("train.max_tokens_per_microbatch") < c.get_int("generation.max_total_sequence_length"))
     conflict(c, "train.max_tokens_per_microbatch", "generation.max_total_sequence_length",
              "a micro-batch must hold the longest sequence");

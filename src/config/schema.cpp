@@ -214,7 +214,11 @@ std::vector<KeySpec> build_schema() {
       i("train.max_nonfinite_updates", 3, at_least(0), "updates", "an optimizer update whose global gradient norm is NaN or Inf is skipped (weights and moments untouched); this many in a row end the run (exit 2); 0 = never end it"),
       i("train.global_batch_size", 0, at_least(0), "sequences", "rollouts per optimizer step; 0 = all rollouts of a step (one optimizer step per GRPO step)"),
       i("train.max_tokens_per_microbatch", 8192, at_least(1), "tokens", "sequences are packed into micro-batches of at most this many tokens"),
-      b("train.activation_recompute", false, "recompute each layer's activations in backward instead of keeping them"),
+      e("train.recompute", S{"none", "selective", "full"}, "none",
+        "activation recompute in backward: none keeps every activation; selective keeps the GEMM and attention "
+        "outputs and reruns the norms, RoPE and SwiGLU (no extra GEMM or attention); full keeps each layer's input "
+        "only and reruns its forward (doc/model-engine.md)"),
+      b("train.activation_recompute", false, "the older spelling of train.recompute: true is train.recompute = \"full\""),
       b("train.distributed_optimizer", false, "shard optimizer state and master weights over data-parallel ranks"),
       b("train.grad_reduce_in_fp32", true, "reduce gradients over data-parallel ranks in fp32"),
       b("train.optimizer_offload", false, "keep optimizer state in host memory"),

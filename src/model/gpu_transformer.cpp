@@ -8,19 +8,24 @@
 
 #include "cuda/check.h"
 #include "cuda/device_memory.h"
+#include "model/gpu_layer_recompute.h"
 #include "model/gpu_op_profiler.h"
+#include "parallel/gpu_context_parallel.h"
+#include "parallel/gpu_ring_attention.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "runtime/error.h"
 
 namespace hone {
 GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
-                               int max_tokens, GpuTensorParallel* tp)
+                               int max_tokens, GpuTensorParallel* tp, GpuContextParallel* cp)
     : c_(config),
       tp_(tp),
+      cp_(cp),
+      ring_(cp ? std::make_unique<GpuRingAttention>(*cp, ctx) : nullptr),
       shape_(tp ? tp->shape() : layer_shape(config)),
       layout_(layout),
       ctx_(ctx),
-      recompute_(size_t(config.num_hidden_layers), false),
+      recompute_(size_t(config.num_hidden_layers), Recompute::none),
       weights_(layout.num_params),
       inv_freq_(config.head_dim / 2) {
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
@@ -33,7 +38,19 @@ GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& lay
   std::vector<float> inv(size_t(c_.head_dim / 2));
   cpu::rope_inv_freq(inv.data(), c_.rope);
   CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
-  arena_tokens_ = max_tokens;  // the first forward allocates the arenas, for what it needs (backward or not)
+  arena_tokens_ = local_tokens(max_tokens);  // the first forward allocates the arenas, for what it needs
+}
+
+GpuTransformer::~GpuTransformer() = default;
+
+int GpuTransformer::local_tokens(int tokens) const {
+  if (!cp_) return tokens;
+  const int C = cp_->size();
+  return 2 * ((tokens + 2 * C - 1) / (2 * C));
+}
+
+GpuLayerAttention& GpuTransformer::attention() {
+  return ring_ ? static_cast<GpuLayerAttention&>(*ring_) : attention_;
 }
 
 void GpuTransformer::upload_weights(const ModelWeights& w) {
@@ -50,21 +67,21 @@ void GpuTransformer::upload_weights(const ModelWeights& w) {
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the staging buffer is freed on return
 }
 
-void GpuTransformer::set_recompute(bool on) {
-  recompute_.assign(recompute_.size(), on);
+void GpuTransformer::set_recompute(Recompute r) {
+  recompute_.assign(recompute_.size(), r);
   arenas_stale_ = true;  // the layout changed: re-size on the next forward, which also lays the saved data out
   backward_ready_ = false;
 }
 
-void GpuTransformer::set_layer_recompute(int layer, bool on) {
+void GpuTransformer::set_layer_recompute(int layer, Recompute r) {
   HONE_CHECK(layer >= 0 && layer < int(recompute_.size()), "layer ", layer, " out of range");
-  recompute_[size_t(layer)] = on;
+  recompute_[size_t(layer)] = r;
   arenas_stale_ = true;
   backward_ready_ = false;
 }
 
 // One code path both counts (arena == nullptr) and carves, so sizes and layout cannot disagree.
-size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backward) {
+size_t GpuTransformer::layout_forward(int T, int S, int full_T, Arena* arena, bool for_backward) {
   const int64_t C = c_.hidden_size, L = c_.num_hidden_layers;
   size_t total = 0;
   auto take = [&](size_t bytes, const char* what) -> char* {
@@ -79,21 +96,23 @@ size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backw
   for (auto& x : x_) x = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "residual stream"));
   saved_.assign(size_t(L), GpuLayerActivations{});
   const size_t per_layer = carve_gpu_layer_activations(saved_[0], nullptr, shape_, T);
-  // Without a backward to follow, no layer keeps its activations: all share the one scratch.
-  auto shared = [&](int l) { return !for_backward || recompute_[size_t(l)]; };
-  bool any_recompute = false;
+  // Without a backward to follow, no layer keeps its activations: all share the one scratch. A selective layer
+  // keeps its GEMM and attention outputs and recomputes the rest into the scratch (model/recompute.h).
+  auto kept = [&](int l) { return for_backward ? recompute_[size_t(l)] : Recompute::full; };
+  bool any_shared = false;
+  for (int l = 0; l < L; ++l) any_shared = any_shared || kept(l) != Recompute::none;
+  GpuLayerActivations scratch;
+  if (any_shared) carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), shape_, T);
+  const size_t selective = carve_gpu_selective_activations(saved_[0], nullptr, scratch, shape_, T);
   for (int l = 0; l < L; ++l) {
-    if (shared(l)) {
-      any_recompute = true;
-      continue;
+    GpuLayerActivations& a = saved_[size_t(l)];
+    switch (kept(l)) {
+      case Recompute::none: carve_gpu_layer_activations(a, take(per_layer, "layer activations"), shape_, T); break;
+      case Recompute::selective:
+        carve_gpu_selective_activations(a, take(selective, "layer activations (selective)"), scratch, shape_, T);
+        break;
+      case Recompute::full: a = scratch; break;
     }
-    carve_gpu_layer_activations(saved_[size_t(l)], take(per_layer, "layer activations"), shape_, T);
-  }
-  if (any_recompute) {
-    GpuLayerActivations scratch;
-    carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), shape_, T);
-    for (int l = 0; l < L; ++l)
-      if (shared(l)) saved_[size_t(l)] = scratch;
   }
   carve_gpu_layer_forward_scratch(fscratch_, take(carve_gpu_layer_forward_scratch(fscratch_, nullptr, shape_, T),
                                                   "forward scratch"), shape_, T);
@@ -102,6 +121,13 @@ size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backw
   lse_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "lm head lse"));
   logprob_ = reinterpret_cast<float*>(take(size_t(T) * 4, "logprobs"));
   entropy_ = reinterpret_cast<float*>(take(size_t(T) * 4, "entropy"));
+  logprob_all_ = entropy_all_ = dlogprob_local_ = dentropy_local_ = nullptr;
+  if (cp_) {
+    logprob_all_ = reinterpret_cast<float*>(take(size_t(full_T) * 4, "logprobs of the caller's rows"));
+    entropy_all_ = reinterpret_cast<float*>(take(size_t(full_T) * 4, "entropy of the caller's rows"));
+    dlogprob_local_ = reinterpret_cast<float*>(take(size_t(T) * 4, "logprob gradients of this rank's rows"));
+    dentropy_local_ = reinterpret_cast<float*>(take(size_t(T) * 4, "entropy gradients of this rank's rows"));
+  }
   return total;
 }
 
@@ -126,20 +152,32 @@ size_t GpuTransformer::forward_bytes(int T, bool for_backward) const {
   const auto keep_saved = saved_;
   const GpuLayerScratch keep_s = fscratch_;
   int32_t* keep_i[4] = {tokens_, positions_, targets_, cu_seqlens_};
-  float* keep_f[4] = {rstd_f_, lse_f_, logprob_, entropy_};
+  float* keep_f[8] = {rstd_f_, lse_f_, logprob_, entropy_, logprob_all_, entropy_all_, dlogprob_local_, dentropy_local_};
   bf16* keep_h = h_f_;
-  const size_t n = self.layout_forward(T, T, nullptr, for_backward);
+  // The caller's rows of a batch whose split gives T rows here: at most cp x T.
+  const size_t n = self.layout_forward(T, T, cp_ ? T * cp_->size() : T, nullptr, for_backward);
   self.x_ = keep_x;
   self.saved_ = keep_saved;
   self.fscratch_ = keep_s;
   self.tokens_ = keep_i[0], self.positions_ = keep_i[1], self.targets_ = keep_i[2], self.cu_seqlens_ = keep_i[3];
   self.rstd_f_ = keep_f[0], self.lse_f_ = keep_f[1], self.logprob_ = keep_f[2], self.entropy_ = keep_f[3];
+  self.logprob_all_ = keep_f[4], self.entropy_all_ = keep_f[5], self.dlogprob_local_ = keep_f[6];
+  self.dentropy_local_ = keep_f[7];
   self.h_f_ = keep_h;
   return n;
 }
 
 size_t GpuTransformer::backward_bytes(int T) const {
   return const_cast<GpuTransformer&>(*this).layout_backward(T, nullptr);
+}
+
+size_t GpuTransformer::training_bytes(int T, Recompute r) const {
+  GpuTransformer& self = const_cast<GpuTransformer&>(*this);
+  const std::vector<Recompute> keep = recompute_;
+  self.recompute_.assign(keep.size(), r);
+  const size_t n = forward_bytes(T, true) + backward_bytes(T);
+  self.recompute_ = keep;
+  return n + (cp_ ? GpuRingAttention::scratch_bytes(shape_, T) : 0);
 }
 
 // A model that only ever runs forward passes (the frozen reference, a logprob-only pass) gets the small layout of
@@ -191,29 +229,33 @@ GpuLayerBatch GpuTransformer::layer_batch() const {
 }
 
 void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool need_entropy, bool need_backward) {
-  const int T = batch.num_tokens(), C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
-  HONE_CHECK(T > 0 && batch.num_seqs() > 0 && batch.cu_seqlens.back() == T, "malformed packed batch");
-  HONE_CHECK(int(batch.positions.size()) == T && int(batch.targets.size()) == T, "malformed packed batch");
+  const int Tc = batch.num_tokens(), C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  HONE_CHECK(Tc > 0 && batch.num_seqs() > 0 && batch.cu_seqlens.back() == Tc, "malformed packed batch");
+  HONE_CHECK(int(batch.positions.size()) == Tc && int(batch.targets.size()) == Tc, "malformed packed batch");
   HONE_CHECK(temperature > 0.f, "temperature must be positive, got ", temperature);
-  for (int t = 0; t < T; ++t) {
+  for (int t = 0; t < Tc; ++t) {
     HONE_CHECK(batch.tokens[size_t(t)] >= 0 && batch.tokens[size_t(t)] < V, "token id ", batch.tokens[size_t(t)],
                " out of the vocabulary [0, ", V, ")");
     HONE_CHECK(batch.targets[size_t(t)] < V, "target id ", batch.targets[size_t(t)], " out of the vocabulary");
   }
-  int max_seqlen = 0;
-  for (int s = 0; s < batch.num_seqs(); ++s) max_seqlen = std::max(max_seqlen, batch.seq_end(s) - batch.seq_begin(s));
 
-  // The previous batch's uploads may still be in flight from batch_; wait before overwriting the host copy.
+  // The previous batch's uploads may still be in flight from batch_ (and the split's arrays); wait before
+  // overwriting the host copies.
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  batch_ = batch;
+  batch_ = cp_ ? cp_->split(batch).local : batch;  // under cp: this rank's rows
+  const int T = batch_.num_tokens();
+  int max_seqlen = 0;
+  for (int s = 0; s < batch_.num_seqs(); ++s)
+    max_seqlen = std::max(max_seqlen, batch_.seq_end(s) - batch_.seq_begin(s));
   T_ = T;
+  T_caller_ = Tc;
   max_seqlen_ = max_seqlen;
   temperature_ = temperature;
   have_entropy_ = need_entropy;
   ensure_arenas(T, need_backward);
   fwd_->reset();
   if (bwd_) bwd_->reset();
-  layout_forward(T, batch_.num_seqs(), fwd_.get(), need_backward);
+  layout_forward(T, batch_.num_seqs(), Tc, fwd_.get(), need_backward);
 
   auto upload = [&](int32_t* dst, const std::vector<int32_t>& src) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(int32_t), cudaMemcpyHostToDevice, ctx_.stream));
@@ -234,7 +276,7 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
     GpuLayerActivations& a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
-                      attention_, tp_, x_[size_t(l + 1)], ctx_, prof_);
+                      attention(), tp_, x_[size_t(l + 1)], ctx_, prof_);
   }
   {
     ProfileScope ps(prof_, "rmsnorm");
@@ -250,33 +292,38 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
                                     targets_, T, C, V, temperature, chunk_v_, ctx_);
   }
   if (!need_entropy) CUDA_CHECK(cudaMemsetAsync(entropy_, 0, size_t(T) * sizeof(float), ctx_.stream));
+  if (cp_) {  // every rank gets the values of all the caller's rows
+    cp_->gather_rows(logprob_, logprob_all_);
+    cp_->gather_rows(entropy_, entropy_all_);
+  }
   backward_ready_ = need_backward;
 }
 
 std::vector<float> GpuTransformer::logprobs_host() const {
-  std::vector<float> out(static_cast<size_t>(T_));
-  CUDA_CHECK(cudaMemcpyAsync(out.data(), logprob_, out.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx_.stream));
+  std::vector<float> out(static_cast<size_t>(T_caller_));
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), logprobs(), out.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx_.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   return out;
 }
 
 std::vector<float> GpuTransformer::entropy_host() const {
-  std::vector<float> out(static_cast<size_t>(T_));
-  CUDA_CHECK(cudaMemcpyAsync(out.data(), entropy_, out.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx_.stream));
+  std::vector<float> out(static_cast<size_t>(T_caller_));
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), entropy(), out.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx_.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   return out;
 }
 
 void GpuTransformer::backward_host(const std::vector<float>& dlogprob, const std::vector<float>* dentropy,
                                    float* grads) {
-  HONE_CHECK(int(dlogprob.size()) == T_ && (!dentropy || int(dentropy->size()) == T_),
+  const int T = T_caller_;
+  HONE_CHECK(int(dlogprob.size()) == T && (!dentropy || int(dentropy->size()) == T),
              "backward weights must have one value per token of the last forward");
   // Staged in the forward arena's tail would disturb its layout; use a small temporary instead.
-  DeviceArray<float> d(2 * int64_t(T_));
-  CUDA_CHECK(cudaMemcpyAsync(d.get(), dlogprob.data(), size_t(T_) * 4, cudaMemcpyHostToDevice, ctx_.stream));
+  DeviceArray<float> d(2 * int64_t(T));
+  CUDA_CHECK(cudaMemcpyAsync(d.get(), dlogprob.data(), size_t(T) * 4, cudaMemcpyHostToDevice, ctx_.stream));
   if (dentropy)
-    CUDA_CHECK(cudaMemcpyAsync(d.get() + T_, dentropy->data(), size_t(T_) * 4, cudaMemcpyHostToDevice, ctx_.stream));
-  backward(d.get(), dentropy ? d.get() + T_ : nullptr, grads);
+    CUDA_CHECK(cudaMemcpyAsync(d.get() + T, dentropy->data(), size_t(T) * 4, cudaMemcpyHostToDevice, ctx_.stream));
+  backward(d.get(), dentropy ? d.get() + T : nullptr, grads);
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // before d is freed
 }
 
@@ -287,6 +334,14 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
   backward_ready_ = false;
   const int T = T_, C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
   const size_t TC = size_t(T) * size_t(C);
+  if (cp_) {  // this rank's rows of the caller's gradients (none on the split's padding rows)
+    cp_->take_local_rows(dlogprob, dlogprob_local_);
+    dlogprob = dlogprob_local_;
+    if (dentropy) {
+      cp_->take_local_rows(dentropy, dentropy_local_);
+      dentropy = dentropy_local_;
+    }
+  }
 
   bwd_->reset();
   bf16* dres = static_cast<bf16*>(bwd_->alloc_bytes(TC * sizeof(bf16), "dres"));
@@ -321,12 +376,17 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
     GpuLayerActivations a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
     const auto wl = layer_pointers<const bf16>(layout_.layers[size_t(l)], w);
-    // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
-    // values it had (the next layer's input, already consumed), so nothing downstream changes.
-    if (recompute_[size_t(l)])
-      gpu_layer_forward(l, shape_, wl, lb, a, s, attention_, tp_, x_[size_t(l + 1)], ctx_, prof_);
-    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, attention_, tp_,
-                       dres, ctx_, prof_);
+    // A fully recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
+    // values it had (the next layer's input, already consumed), so nothing downstream changes. A selective one
+    // reruns only its elementwise ops from what it kept.
+    if (recompute_[size_t(l)] == Recompute::full) {
+      gpu_layer_forward(l, shape_, wl, lb, a, s, attention(), tp_, x_[size_t(l + 1)], ctx_, prof_);
+    } else if (recompute_[size_t(l)] == Recompute::selective) {
+      ProfileScope ps(prof_, "recompute");
+      recompute_gpu_selective_activations(shape_, wl, lb, a, ctx_);
+    }
+    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, attention(),
+                       tp_, dres, ctx_, prof_);
     if (layer_hook_) layer_hook_(l);
   }
   {

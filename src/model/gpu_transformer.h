@@ -15,6 +15,7 @@
 #include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
 #include "model/gpu_transformer_layer.h"
+#include "model/recompute.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
 #include "model/weights.h"
@@ -24,6 +25,8 @@ namespace hone {
 
 class GpuOpProfiler;
 class GpuTensorParallel;
+class GpuContextParallel;
+class GpuRingAttention;
 
 class GpuTransformer {
  public:
@@ -31,8 +34,13 @@ class GpuTransformer {
   // outlive the GpuTransformer. With tp (which must outlive it; parallel/gpu_tensor_parallel.h) the model is this
   // rank's shard: layout is tp->layout().param_layout(), forward and backward are collective over the group and
   // every rank gets the whole model's logprobs; the gradients of parameters several ranks hold stay partial.
+  // With cp (which must outlive it; parallel/gpu_context_parallel.h) each batch is split over the context-parallel
+  // group: this rank runs its rows (attention by the ring, parallel/gpu_ring_attention.h), logprobs()/entropy()
+  // hold all the caller's rows, backward takes the gradients of all of them and leaves this rank's share of the
+  // parameter gradients (summed over the group by the optimizer).
   GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
-                 int max_tokens, GpuTensorParallel* tp = nullptr);
+                 int max_tokens, GpuTensorParallel* tp = nullptr, GpuContextParallel* cp = nullptr);
+  ~GpuTransformer();
 
   // The bf16 compute weights, [num_params] on the device.
   bf16* weights() const { return weights_.get(); }
@@ -40,9 +48,12 @@ class GpuTransformer {
   // Host fp32 weights (same layout) -> device bf16, through a bounded fp32 staging buffer.
   void upload_weights(const ModelWeights& w);
 
-  void set_recompute(bool on);
-  void set_layer_recompute(int layer, bool on);
-  bool layer_recompute(int layer) const { return recompute_[size_t(layer)]; }
+  // Activation recompute (model/recompute.h), every layer or one.
+  void set_recompute(Recompute r);
+  void set_recompute(bool on) { set_recompute(on ? Recompute::full : Recompute::none); }
+  void set_layer_recompute(int layer, Recompute r);
+  void set_layer_recompute(int layer, bool on) { set_layer_recompute(layer, on ? Recompute::full : Recompute::none); }
+  Recompute layer_recompute(int layer) const { return recompute_[size_t(layer)]; }
   void set_vocab_chunk(int chunk_v) { chunk_v_ = chunk_v; }
   void set_profiler(GpuOpProfiler* p) { prof_ = p; }  // null: no per-op timing
 
@@ -51,11 +62,11 @@ class GpuTransformer {
   // false (the logprob phase) no layer keeps its activations (one shared scratch) and backward is refused.
   void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true,
                bool need_backward = true);
-  const float* logprobs() const { return logprob_; }
-  const float* entropy() const { return entropy_; }
+  const float* logprobs() const { return cp_ ? logprob_all_ : logprob_; }
+  const float* entropy() const { return cp_ ? entropy_all_ : entropy_; }
   std::vector<float> logprobs_host() const;  // synchronizes the stream
   std::vector<float> entropy_host() const;
-  int num_tokens() const { return T_; }
+  int num_tokens() const { return T_caller_; }  // of the caller's batch
 
   // Gradient of sum_t dlogprob[t] logprob[t] + dentropy[t] entropy[t] (device fp32 [T]; dentropy may be null),
   // ACCUMULATED into grads (device fp32 [num_params], the layout's offsets). Once per forward.
@@ -77,25 +88,34 @@ class GpuTransformer {
   // Frees both arenas (colocation: the KV cache of generation takes the memory); the next forward allocates them
   // again at the size they had.
   void release_arenas();
-  // Bytes the forward and backward arenas need for T tokens with the current recompute settings (the forward
-  // arena of a model that runs no backward is smaller: for_backward = false).
+  // Bytes the forward and backward arenas need for T tokens of this rank's rows with the current recompute
+  // settings (the forward arena of a model that runs no backward is smaller: for_backward = false).
   size_t forward_bytes(int T, bool for_backward = true) const;
   size_t backward_bytes(int T) const;
+  // Device bytes of a training micro-batch of T rows of this rank with every layer at recompute r: both arenas
+  // and, under context parallelism, the ring's buffers (the memory planner's count, rl/device_memory_plan.h).
+  size_t training_bytes(int T, Recompute r) const;
+  // This rank's rows of a micro-batch of `tokens` tokens in one sequence (tokens / cp, padded; tokens without cp).
+  int local_tokens(int tokens) const;
   // Device memory in use now by everything on the device (cudaMemGetInfo: total - free).
   static size_t device_bytes_in_use();
 
  private:
-  size_t layout_forward(int T, int S, Arena* arena, bool for_backward);  // arena == nullptr: only counts
+  // T: this rank's rows; full_T: the caller's rows (T without context parallelism).
+  size_t layout_forward(int T, int S, int full_T, Arena* arena, bool for_backward);  // arena == nullptr: counts
   size_t layout_backward(int T, Arena* arena);
   void ensure_arenas(int T, bool for_backward);
   GpuLayerBatch layer_batch() const;
+  GpuLayerAttention& attention();  // packed, or the ring under cp
 
   const ModelConfig c_;
   GpuTensorParallel* tp_ = nullptr;
+  GpuContextParallel* cp_ = nullptr;
+  std::unique_ptr<GpuRingAttention> ring_;  // cp only
   const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ParamLayout layout_;
   const cuda::GpuContext ctx_;
-  std::vector<bool> recompute_;
+  std::vector<Recompute> recompute_;
   int chunk_v_ = 8192;
   GpuOpProfiler* prof_ = nullptr;
   std::function<void(int)> layer_hook_;
@@ -110,6 +130,7 @@ class GpuTransformer {
 
   PackedBatch batch_;  // host copy (the device copies are in the forward arena)
   int T_ = 0, max_seqlen_ = 0;
+  int T_caller_ = 0;  // the caller's rows (T_ but under context parallelism)
   float temperature_ = 1.f;
   bool have_entropy_ = false;
   bool backward_ready_ = false;
@@ -123,6 +144,9 @@ class GpuTransformer {
   bf16* h_f_ = nullptr;                      // [T, C]
   float* lse_f_ = nullptr;                   // LM head log-sum-exp [T]
   float* logprob_ = nullptr, *entropy_ = nullptr;
+  // Context parallelism: the caller's rows gathered from every rank, and this rank's rows of the caller's gradients.
+  float* logprob_all_ = nullptr, *entropy_all_ = nullptr;
+  float* dlogprob_local_ = nullptr, *dentropy_local_ = nullptr;
 };
 
 }  // namespace hone

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/layer_recompute.h"
 #include "ops/ops.h"
+#include "parallel/context_parallel.h"
+#include "parallel/ring_attention.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 
@@ -16,12 +19,15 @@ int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; }
 
 }  // namespace
 
-Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights, TensorParallel* tp)
+Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights, TensorParallel* tp,
+                         ContextParallel* cp)
     : c_(config),
       tp_(tp),
+      cp_(cp),
+      ring_(cp ? std::make_unique<RingAttention>(*cp) : nullptr),
       shape_(tp ? tp->shape() : layer_shape(config)),
       w_(weights),
-      recompute_(size_t(config.num_hidden_layers), false) {
+      recompute_(size_t(config.num_hidden_layers), Recompute::none) {
   HONE_CHECK(int(w_.layers.size()) == c_.num_hidden_layers, "weights have ", w_.layers.size(), " layers, config ",
              c_.num_hidden_layers);
   HONE_CHECK(c_.rope.head_dim == c_.head_dim, "rope.head_dim ", c_.rope.head_dim, " != head_dim ", c_.head_dim);
@@ -29,11 +35,17 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
   cpu::rope_inv_freq(inv_freq_.data(), c_.rope);
 }
 
-void Transformer::set_recompute(bool on) { recompute_.assign(recompute_.size(), on); }
+Transformer::~Transformer() = default;
 
-void Transformer::set_layer_recompute(int layer, bool on) {
+LayerAttention& Transformer::attention() { return ring_ ? static_cast<LayerAttention&>(*ring_) : attention_; }
+
+int Transformer::split_multiple() const { return tp_ && tp_->sequence_parallel() ? tp_->size() : 1; }
+
+void Transformer::set_recompute(Recompute r) { recompute_.assign(recompute_.size(), r); }
+
+void Transformer::set_layer_recompute(int layer, Recompute r) {
   HONE_CHECK(layer >= 0 && layer < int(recompute_.size()), "layer ", layer, " out of range");
-  recompute_[size_t(layer)] = on;
+  recompute_[size_t(layer)] = r;
 }
 
 int64_t Transformer::layer_activation_floats(const LayerShape& s, int T) {
@@ -58,15 +70,16 @@ int Transformer::local_rows(int T) const { return tp_ ? tp_->local_rows(T) : T; 
 
 int64_t Transformer::forward_floats(int T) const {
   const int64_t C = c_.hidden_size, L = c_.num_hidden_layers, Tl = local_rows(T);
-  LayerActivations a;
-  const int64_t per_layer = carve_layer_activations(a, nullptr, shape_, T, int(Tl));
+  LayerActivations a, scratch;
+  const int64_t whole = carve_layer_activations(a, nullptr, shape_, T, int(Tl));
+  const int64_t kept = carve_selective_activations(a, nullptr, scratch, shape_, T, int(Tl));
   int64_t n = (L + 1) * aligned(Tl * C);
-  bool any_recompute = false;
-  for (bool r : recompute_) {
-    if (r) any_recompute = true;
-    else n += per_layer;
+  bool shared = false;  // a layer recomputes into the shared scratch
+  for (Recompute r : recompute_) {
+    shared = shared || r != Recompute::none;
+    n += r == Recompute::none ? whole : r == Recompute::selective ? kept : 0;
   }
-  if (any_recompute) n += per_layer;
+  if (shared) n += whole;
   n += aligned(Tl) + aligned(T * C) + 3 * aligned(T);  // final rstd, h, lse, logprob, entropy
   if (Tl != T) n += aligned(Tl * C) + carve_gathered_rows(a, nullptr, shape_, int(T));
   return n;
@@ -85,18 +98,18 @@ void Transformer::plan_forward(int T) {
     p += aligned(Tl * C);
   }
   saved_.assign(size_t(L), LayerActivations{});
-  bool any_recompute = false;
-  for (int l = 0; l < L; ++l) {
-    if (recompute_[size_t(l)]) {
-      any_recompute = true;
-      continue;
-    }
-    p += carve_layer_activations(saved_[size_t(l)], p, shape_, T, Tl);
-  }
   scratch_ = LayerActivations{};
-  if (any_recompute) p += carve_layer_activations(scratch_, p, shape_, T, Tl);
-  for (int l = 0; l < L; ++l)
-    if (recompute_[size_t(l)]) saved_[size_t(l)] = scratch_;
+  bool shared = false;
+  for (Recompute r : recompute_) shared = shared || r != Recompute::none;
+  if (shared) p += carve_layer_activations(scratch_, p, shape_, T, Tl);
+  for (int l = 0; l < L; ++l) {
+    LayerActivations& a = saved_[size_t(l)];
+    switch (recompute_[size_t(l)]) {
+      case Recompute::none: p += carve_layer_activations(a, p, shape_, T, Tl); break;
+      case Recompute::selective: p += carve_selective_activations(a, p, scratch_, shape_, T, Tl); break;
+      case Recompute::full: a = scratch_; break;
+    }
+  }
   if (Tl != T) {  // sequence parallelism: every layer's gathered rows in one shared place
     LayerActivations shared;
     p += carve_gathered_rows(shared, p, shape_, T);
@@ -132,8 +145,9 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
                " out of the vocabulary [0, ", V, ")");
     HONE_CHECK(batch.targets[size_t(t)] < V, "target id ", batch.targets[size_t(t)], " out of the vocabulary");
   }
-  batch_ = batch;
-  T_batch_ = T;
+  T_caller_ = T;
+  batch_ = cp_ ? cp_->split(batch, split_multiple()).local : batch;
+  T_batch_ = batch_.num_tokens();
   pad_for_sequence_parallelism();
   T_ = batch_.num_tokens();
   temperature_ = temperature;
@@ -149,7 +163,7 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
     for (int l = 0; l < L; ++l) {
       LayerActivations& a = saved_[size_t(l)];
       layer_inputs(l, a);
-      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, layers(), x_[size_t(l + 1)]);
+      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention(), layers(), x_[size_t(l + 1)]);
     }
     cpu::rmsnorm_forward(h_f_local_, rstd_f_, x_[size_t(L)], w_.norm.f32(), local_rows(T), C, c_.rms_norm_eps);
     if (sp) tp_->gather_rows(h_f_local_, h_f_, T);
@@ -159,8 +173,14 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
                          batch_.targets.data(), T_, temperature, chunk_v_);
   else
     cpu::lm_head_logprob_forward(logprob_.f32(), need_entropy ? entropy_.f32() : nullptr, lse_f_, h_f_,
-                                 w_.lm_head.f32(), batch_.targets.data(), T, C, V, temperature, chunk_v_);
+                                 w_.lm_head.f32(), batch_.targets.data(), T_, C, V, temperature, chunk_v_);
   if (!need_entropy) std::memset(entropy_.f32(), 0, sizeof(float) * size_t(T_));
+  if (cp_) {  // every rank gets the values of all the caller's rows
+    logprob_all_ = Tensor::empty({T_caller_});
+    entropy_all_ = Tensor::empty({T_caller_});
+    cp_->gather_rows(logprob_.f32(), logprob_all_.f32());
+    cp_->gather_rows(entropy_.f32(), entropy_all_.f32());
+  }
   backward_ready_ = true;
 }
 
@@ -173,6 +193,16 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
   const int T = T_, C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
   const int Tl = local_rows(T);
   const bool sp = Tl != T;
+  if (cp_) {  // this rank's rows of the caller's gradients (none on the split's padding rows)
+    dlogprob_local_.resize(size_t(T_batch_));
+    cp_->take_local_rows(dlogprob, dlogprob_local_.data());
+    dlogprob = dlogprob_local_.data();
+    if (dentropy) {
+      dentropy_local_.resize(size_t(T_batch_));
+      cp_->take_local_rows(dentropy, dentropy_local_.data());
+      dentropy = dentropy_local_.data();
+    }
+  }
   if (T != T_batch_) {  // the padding rows get no gradient
     dlogprob_pad_.assign(size_t(T), 0.f);
     std::copy_n(dlogprob, T_batch_, dlogprob_pad_.begin());
@@ -206,11 +236,14 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
   for (int l = L - 1; l >= 0; --l) {
     LayerActivations a = saved_[size_t(l)];
     layer_inputs(l, a);
-    // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
-    // values it had (the next layer's input, already consumed), so nothing downstream changes.
-    if (recompute_[size_t(l)])
-      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention_, layers(), x_[size_t(l + 1)]);
-    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, attention_, layers(), dres);
+    // A fully recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
+    // values it had (the next layer's input, already consumed), so nothing downstream changes. A selective one
+    // reruns only its elementwise ops from what it kept.
+    if (recompute_[size_t(l)] == Recompute::full)
+      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention(), layers(), x_[size_t(l + 1)]);
+    else if (recompute_[size_t(l)] == Recompute::selective)
+      recompute_selective_activations(shape_, w_.layers[size_t(l)], lb, a, Tl);
+    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, attention(), layers(), dres);
   }
   if (tp_) tp_->embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, sp);
   else cpu::embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, C);

@@ -7,11 +7,16 @@
 // models and the generator compute over the tp group (parallel/tensor_parallel.h), the optimizer works on the
 // shard's flat buffer over dp with the gradient norm spanning the group, and checkpoints stay whole: read_state
 // gathers the shards onto world rank 0, write_state takes this rank's slices of the whole state.
+// Under context parallelism (parallel.cp > 1) the models split every micro-batch over the cp group
+// (parallel/context_parallel.h: each rank runs its rows, attention by the ring) and every rank gets all the rows'
+// logprobs, so the loss is computed whole; the ranks of a cp group hold the same weights and see other tokens, so the
+// optimizer sums the gradients over dp x cp (ParallelState::dp_cp(), ZeRO-1 included) instead of dp.
 #include <algorithm>
 #include <cstring>
 
 #include "comm/comm.h"
 #include "model/transformer.h"
+#include "parallel/context_parallel.h"
 #include "parallel/shard_weights.h"
 #include "parallel/tensor_parallel.h"
 #include "rl/policy_engine.h"
@@ -27,6 +32,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
       : s_(s), mc_(mc), ps_(ps) {
     if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel);
+    if (ps_.cp_size() > 1) cp_ = std::make_unique<ContextParallel>(ps_.cp());
     train_w_ = allocate();
     HONE_CHECK(initial.flat.numel() == train_w_.flat.numel(), "initial weights of ", initial.flat.numel(),
                " parameters, this rank's shard has ", train_w_.flat.numel());
@@ -36,11 +42,11 @@ class CpuPolicyEngine final : public PolicyEngine {
     if (s.loss.kl_coef > 0) {
       ref_w_ = allocate();
       std::memcpy(ref_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
-      ref_model_ = std::make_unique<Transformer>(mc_, ref_w_, tp_.get());
+      ref_model_ = std::make_unique<Transformer>(mc_, ref_w_, tp_.get(), cp_.get());
     }
     grads_ = allocate();
-    train_model_ = std::make_unique<Transformer>(mc_, train_w_, tp_.get());
-    train_model_->set_recompute(s.activation_recompute);
+    train_model_ = std::make_unique<Transformer>(mc_, train_w_, tp_.get(), cp_.get());
+    train_model_->set_recompute(s.recompute);
     GenerationOptions go;
     go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s.rollouts_per_step() / ps_.dp_size())));
     generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go, tp_.get());
@@ -51,12 +57,13 @@ class CpuPolicyEngine final : public PolicyEngine {
     if (tp_)
       d += cat(", tensor parallel over ", tp_->size(), " ranks",
                tp_->sequence_parallel() ? " with sequence parallelism" : "");
-    if (zero_) d += cat(", distributed optimizer (ZeRO-1) over ", ps_.dp_size(), " ranks");
+    if (cp_) d += cat(", context parallel over ", cp_->size(), " ranks");
+    if (zero_) d += cat(", distributed optimizer (ZeRO-1) over ", optimizer_comm().size(), " ranks");
     return d;
   }
 
   void connect(const ModelWeights&) override {
-    Comm& dp = ps_.dp();
+    Comm& dp = optimizer_comm();
     ShardedNorm norm;
     if (tp_) {
       norm.group = &tp_->comm();
@@ -145,8 +152,8 @@ class CpuPolicyEngine final : public PolicyEngine {
 
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     FullOptimizerState full;
-    if (zero_) full = zero_->full_state();  // collective over dp: this tp rank's shard of the moments
-    if (ps_.dp_rank() != 0) return;
+    if (zero_) full = zero_->full_state();  // collective over dp (x cp): this tp rank's shard of the moments
+    if (optimizer_comm().rank() != 0) return;
     const float* src_m = zero_ ? full.exp_avg.data() : plain_->adamw().exp_avg().f32();
     const float* src_v = zero_ ? full.exp_avg_sq.data() : plain_->adamw().exp_avg_sq().f32();
     const bool root = ps_.tp_rank() == 0;
@@ -202,11 +209,14 @@ class CpuPolicyEngine final : public PolicyEngine {
 
  private:
   ModelWeights allocate() const { return tp_ ? allocate_shard_weights(tp_->layout(), mc_) : allocate_weights(mc_); }
+  // The ranks over which the gradients are summed and the optimizer state is sharded: dp, or dp x cp.
+  Comm& optimizer_comm() const { return cp_ ? ps_.dp_cp() : ps_.dp(); }
 
   GrpoSettings s_;
   ModelConfig mc_;
   const ParallelState& ps_;
   std::unique_ptr<TensorParallel> tp_;  // parallel.tp > 1
+  std::unique_ptr<ContextParallel> cp_;  // parallel.cp > 1
   ModelWeights train_w_, gen_w_, ref_w_, grads_;
   std::unique_ptr<Transformer> train_model_, ref_model_;
   std::unique_ptr<CpuGenerator> generator_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "model/layer_shape.h"
 #include "model/model_config.h"
@@ -66,6 +67,59 @@ double DeviceMemoryPlan::generation() const {
   return state + kv_cache;
 }
 
+void DeviceMemoryPlan::set_activations(const std::array<double, 3>& bytes, int64_t tokens) {
+  const double n = double(std::max<int64_t>(tokens, 1));
+  for (size_t i = 0; i < bytes.size(); ++i) per_token[i] = bytes[i] / n;
+  activations = bytes[size_t(recompute)];
+}
+
+namespace {
+
+// This rank's tokens of a micro-batch at cp ranks: one sequence of the whole budget, padded to 2 cp chunks.
+double tokens_per_rank(int64_t microbatch_tokens, int cp) {
+  return 2.0 * std::ceil(double(microbatch_tokens) / (2.0 * cp));
+}
+
+// The changes that lower the training memory, cheapest first, each with the training bytes it would leave.
+struct Change {
+  std::string key;
+  double training;
+};
+
+std::vector<Change> training_changes(const DeviceMemoryPlan& p) {
+  std::vector<Change> out;
+  const double rest = p.training() - p.activations;  // optimizer state and gradients
+  if (!p.distributed && p.dp > 1) {
+    DeviceMemoryPlan z = p;
+    z.distributed = true;
+    out.push_back({"train.distributed_optimizer = true (shards the optimizer state over the ranks)", z.training()});
+  } else {
+    out.push_back({p.distributed ? "more GPUs" : "more GPUs with train.distributed_optimizer = true", -1});
+  }
+  const double tokens = tokens_per_rank(p.microbatch_tokens, p.cp);
+  for (Recompute r : {Recompute::selective, Recompute::full}) {
+    if (int(r) <= int(p.recompute)) continue;
+    const double per_token = p.per_token[size_t(r)];  // 0: not counted, suggested without an estimate
+    out.push_back({cat("train.recompute = \"", recompute_name(r), "\" (",
+                       r == Recompute::selective ? "reruns the norms, RoPE and SwiGLU in backward"
+                                                 : "reruns each layer's forward in backward",
+                       ")"),
+                   per_token > 0 ? rest + per_token * tokens : -1});
+  }
+  const double per_token = p.per_token[size_t(p.recompute)] > 0 ? p.per_token[size_t(p.recompute)]
+                                                                 : p.activations / std::max(tokens, 1.0);
+  out.push_back({cat("parallel.cp = ", 2 * p.cp, " (splits each sequence's activations over ", 2 * p.cp, " GPUs)"),
+                 rest + per_token * tokens_per_rank(p.microbatch_tokens, 2 * p.cp)});
+  if (p.next_tp > 0)
+    out.push_back({cat("parallel.tp = ", p.next_tp, " (splits the weights, gradients and optimizer state over ",
+                       p.next_tp, " GPUs of a node)"),
+                   p.training() * double(p.tp) / double(p.next_tp)});
+  out.push_back({"a smaller train.max_tokens_per_microbatch", -1});
+  return out;
+}
+
+}  // namespace
+
 std::string device_memory_refusal(const DeviceMemoryPlan& p, double free_bytes) {
   const double need = std::max(p.training(), p.generation());
   if (need <= free_bytes) return {};
@@ -73,24 +127,30 @@ std::string device_memory_refusal(const DeviceMemoryPlan& p, double free_bytes) 
   std::string m = cat("the GPU cannot hold this run: ", gib(free_bytes), " free once the bf16 weights are loaded; ");
   m += cat("training needs at least ", gib(p.training()), " (", gib(p.optimizer_state()), " for ", state_is, ", ",
            gib(p.gradients()), " of fp32 gradients, ", gib(p.activations), " of activations for a ",
-           p.microbatch_tokens, "-token micro-batch), generation at least ", gib(p.generation()),
+           p.microbatch_tokens, "-token micro-batch",
+           p.cp > 1 ? cat(" split over ", p.cp, " context-parallel ranks") : std::string(),
+           " with train.recompute = \"", recompute_name(p.recompute), "\"), generation at least ",
+           gib(p.generation()),
            p.kv_cache > 0 ? cat(" (", gib(p.kv_cache), " of KV cache, generation.kv_cache_gib)") : std::string(),
-           ". To fit: ");
-  if (!p.distributed && p.dp > 1)
-    m += "train.distributed_optimizer = true (shards the optimizer state over the ranks), ";
-  else if (!p.distributed)
-    m += "more GPUs with train.distributed_optimizer = true, ";
-  else
-    m += "more GPUs, ";
-  if (p.next_tp > 0)
-    m += cat("parallel.tp = ", p.next_tp, " (splits the weights, gradients and optimizer state over ", p.next_tp,
-             " GPUs of a node), ");
-  if (p.training() >= p.generation())
-    m += "train.activation_recompute = true or a smaller train.max_tokens_per_microbatch";
-  else
+           ". ");
+  if (p.training() < p.generation()) {
+    m += "To fit: ";
     m += p.offload ? "a smaller generation.kv_cache_gib"
                    : "train.optimizer_offload = true or a smaller generation.kv_cache_gib";
-  return m;
+    return m;
+  }
+  const std::vector<Change> changes = training_changes(p);
+  std::string others;
+  const Change* cheapest = nullptr;
+  for (const Change& c : changes) {
+    if (!cheapest && c.training >= 0 && std::max(c.training, p.generation()) <= free_bytes) {
+      cheapest = &c;
+      continue;
+    }
+    others += others.empty() ? c.key : ", " + c.key;
+  }
+  if (cheapest) return m + cat("To fit: ", cheapest->key, ", the cheapest change that fits; or: ", others);
+  return m + "To fit: " + others;
 }
 
 }  // namespace hone::rl

@@ -6,11 +6,18 @@
 //
 // Under tensor parallelism a rank holds its shard of every parameter (parallel/shard_layout.h), so the fp32
 // gradients, master weights and Adam moments are counted for the shard, not the model: num_params is the largest
-// shard of the tp ranks. The activations are the caller's count for this rank.
+// shard of the tp ranks. The activations are the caller's count for this rank: per token of this rank's rows (a
+// micro-batch's tokens / cp under context parallelism) for each recompute choice, so that a refusal can name the
+// cheapest change that fits: the distributed optimizer, then train.recompute = selective (elementwise ops rerun),
+// then full (the layers' forward rerun), then more GPUs (parallel.cp for the activations, parallel.tp for
+// everything).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+
+#include "model/recompute.h"
 
 namespace hone {
 struct ModelConfig;
@@ -22,17 +29,26 @@ struct DeviceMemoryPlan {
   int64_t num_params = 0;     // parameters this rank holds: its tensor-parallel shard (the whole policy at tp = 1)
   int tp = 1;                 // tensor-parallel ranks the policy is split over (parallel.tp)
   int next_tp = 0;            // the next larger parallel.tp the model allows within one node; 0: none
-  int dp = 1;                 // data-parallel ranks
+  int dp = 1;                 // ranks the optimizer state is sharded over under ZeRO-1: dp (x cp under context
+                              // parallelism: the optimizer's group)
+  int cp = 1;                 // context-parallel ranks a micro-batch's tokens are split over (parallel.cp)
   bool distributed = false;   // the optimizer state is sharded over dp (ZeRO-1)
   bool offload = false;       // train.optimizer_offload: the Adam moments leave the device during generation
-  double activations = 0;     // bytes of the training arenas for one micro-batch
+  double activations = 0;     // bytes of the training arenas for one micro-batch (this rank's rows)
   int64_t microbatch_tokens = 0;
   double kv_cache = 0;        // bytes of the KV cache when its size is fixed (generation.kv_cache_gib); 0 otherwise
+  // The recompute choice of the run (train.recompute), and the training arenas' bytes per token of this rank's rows
+  // under each choice (indexed by Recompute; 0: unknown, not suggested). activations is then
+  // per_token[recompute] x this rank's tokens.
+  Recompute recompute = Recompute::none;
+  std::array<double, 3> per_token{};
 
   // fp32 master weights and two Adam moments: this rank's shard, or everything.
   double optimizer_state() const;
   double gradients() const { return 4.0 * double(num_params); }
   double training() const { return optimizer_state() + gradients() + activations; }
+  // Sets per_token and activations from the arenas' bytes for `tokens` of this rank's rows under each choice.
+  void set_activations(const std::array<double, 3>& bytes, int64_t tokens);
   // The gradient buffer is released while generation runs.
   double generation() const;
 };

@@ -15,7 +15,12 @@
 // the optimizer works on the shard's flat buffer over dp with the clipping norm spanning the group, and checkpoints
 // stay whole: read_state gathers the shards onto world rank 0 over the host tp group, write_state keeps this rank's
 // slices.
+// Under context parallelism (parallel.cp > 1) the models split every micro-batch over the cp group's NcclComm
+// (parallel/gpu_context_parallel.h; attention by the ring, parallel/gpu_ring_attention.h) and every rank gets all
+// the rows' logprobs on the device, so the loss runs whole; the optimizer sums the gradients over dp x cp
+// (CommGroup::dp_cp, ZeRO-1 included) instead of dp.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "rl/device_memory_plan.h"
@@ -29,6 +34,7 @@
 #include "runtime/gpu_device_select.h"
 #include "comm/nccl_comm.h"
 #include "generation/gpu_generator.h"
+#include "parallel/gpu_context_parallel.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_weights.h"
 #include "model/gpu_transformer.h"
@@ -57,14 +63,21 @@ class GpuPolicyEngine final : public PolicyEngine {
         log_info("parallel.sequence_parallel: the GPU engine runs tensor parallelism over whole token rows (no "
                  "sequence parallelism yet); set parallel.sequence_parallel = false to silence this line");
     }
+    if (ps_.cp_size() > 1) {  // the ring's transfers run on a stream of its own; the all-gathers on the engine's
+      NcclOptions o;
+      o.timeout_s = s.nccl_timeout_s;
+      o.stream = ctx_.stream;
+      cp_comm_ = ps_.device(CommGroup::cp, o);
+      cp_ = std::make_unique<GpuContextParallel>(*cp_comm_, ctx_);
+    }
     HONE_CHECK(initial.flat.numel() == layout_.num_params, "initial weights of ", initial.flat.numel(),
                " parameters, this rank's ", tp_ ? "shard" : "model", " has ", layout_.num_params);
     const int max_tokens = int(s.max_tokens_per_microbatch);
-    policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get());
-    policy_->set_recompute(s.activation_recompute);
+    policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get(), cp_.get());
+    policy_->set_recompute(s.recompute);
     policy_->upload_weights(initial);
     if (s.loss.kl_coef > 0) {
-      reference_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get());
+      reference_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get(), cp_.get());
       reference_->upload_weights(initial);
     }
     GpuGenerationOptions go;
@@ -89,6 +102,8 @@ class GpuPolicyEngine final : public PolicyEngine {
     dp_comm_.reset();
     reference_.reset();
     policy_.reset();
+    cp_.reset();
+    cp_comm_.reset();
     tp_.reset();
     tp_comm_.reset();
     cuda::destroy_gpu_context(ctx_);
@@ -97,8 +112,9 @@ class GpuPolicyEngine final : public PolicyEngine {
   std::string describe() const override {
     std::string d = cat("cuda:", device_, " ", name_, ", bf16");
     if (tp_) d += cat(", tensor parallel over ", tp_->size(), " GPUs (NCCL)");
-    if (ps_.dp_size() > 1)
-      d += cat(", gradients over NCCL (", ps_.dp_size(), " ranks, ",
+    if (cp_) d += cat(", context parallel over ", cp_->size(), " GPUs (ring attention over NCCL)");
+    if (optimizer_ranks() > 1)
+      d += cat(", gradients over NCCL (", optimizer_ranks(), " ranks, ",
                zero_ ? "distributed optimizer: reduce-scatter, sharded AdamW, bf16 all-gather"
                      : "all-reduce, AdamW on every rank",
                s_.grad_reduce_in_fp32 ? ", fp32" : ", bf16", " reduction)");
@@ -109,13 +125,13 @@ class GpuPolicyEngine final : public PolicyEngine {
   // With one data-parallel rank the distributed optimizer is the plain one (one rank's shard is everything).
   void connect(const ModelWeights& initial) override {
     HONE_CHECK(!optimizer_, "connect() twice");
-    const int ranks = ps_.dp_size();
+    const int ranks = optimizer_ranks();
     zero_ = s_.distributed_optimizer && ranks > 1;
     check_memory_fits(ranks);
-    if (ranks > 1) {
+    if (ranks > 1) {  // dp, or dp x cp: the ranks holding the same weights
       NcclOptions o;
       o.timeout_s = s_.nccl_timeout_s;
-      dp_comm_ = ps_.device(CommGroup::dp, o);
+      dp_comm_ = ps_.device(cp_ ? CommGroup::dp_cp : CommGroup::dp, o);
     }
     GpuDataParallelOptions po;
     po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
@@ -210,7 +226,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   // gather the shards over the host tp group onto tp rank 0 (world rank 0), one parameter at a time.
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     const int64_t n = optimizer_->num_params();
-    const bool dp_root = ps_.dp_rank() == 0;
+    const bool dp_root = (cp_ ? ps_.dp_cp_rank() : ps_.dp_rank()) == 0;  // rank 0 of the optimizer's group
     if (!tp_) {
       if (dp_root) {
         if (master.flat.numel() != n) master = allocate_weights(mc_);
@@ -267,16 +283,23 @@ class GpuPolicyEngine final : public PolicyEngine {
     DeviceMemoryPlan plan;
     set_tensor_parallel(plan, mc_, ps_.tp_size());  // this rank's shard of the parameters, not the model
     plan.dp = ranks;
+    plan.cp = ps_.cp_size();
     plan.distributed = zero_;
     plan.offload = s_.optimizer_offload;
     plan.microbatch_tokens = s_.max_tokens_per_microbatch;
-    const int T = int(s_.max_tokens_per_microbatch);
-    plan.activations = double(policy_->forward_bytes(T, true) + policy_->backward_bytes(T));
+    plan.recompute = s_.recompute;
+    const int T = policy_->local_tokens(int(s_.max_tokens_per_microbatch));  // this rank's rows
+    std::array<double, 3> bytes{};
+    for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+      bytes[size_t(r)] = double(policy_->training_bytes(T, r));
+    plan.set_activations(bytes, T);
     plan.kv_cache = s_.kv_cache_gib * double(int64_t(1) << 30);
     const std::string refusal = device_memory_refusal(plan, double(free_b));
     if (!refusal.empty()) throw UserError(cat("cuda:", device_, " ", name_, ": ", refusal));
   }
   double persistent() const { return weights_bytes_ + double(optimizer_->device_bytes()); }
+  // The ranks the gradients are summed over: dp, or dp x cp.
+  int optimizer_ranks() const { return cp_ ? ps_.dp_cp_size() : ps_.dp_size(); }
   double arena_bytes() const {
     double b = double(policy_->forward_arena_capacity() + policy_->backward_arena_capacity());
     if (reference_) b += double(reference_->forward_arena_capacity() + reference_->backward_arena_capacity());
@@ -294,8 +317,9 @@ class GpuPolicyEngine final : public PolicyEngine {
   std::string name_;
   std::unique_ptr<GpuTransformer> policy_, reference_;
   std::unique_ptr<GpuGenerator> generator_;
-  std::unique_ptr<NcclComm> dp_comm_, tp_comm_;
+  std::unique_ptr<NcclComm> dp_comm_, tp_comm_, cp_comm_;
   std::unique_ptr<GpuTensorParallel> tp_;  // parallel.tp > 1
+  std::unique_ptr<GpuContextParallel> cp_;  // parallel.cp > 1
   std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<GpuPolicyLoss> loss_;

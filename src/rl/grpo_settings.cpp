@@ -10,14 +10,12 @@ namespace hone::rl {
 
 namespace {
 
-// The parallelism hone run supports today: data and tensor parallelism.
+// The parallelism hone run supports today: data, tensor and context parallelism.
 void check_parallel_supported(const Config& c) {
   const int64_t pp = c.get_int("parallel.pp");
   HONE_USER_CHECK(pp == 1, "parallel.pp = ", pp,
                   ": pipeline parallelism is not supported yet (set it to 1; data parallelism follows from the rank "
                   "count)");
-  const int64_t cp = c.get_int("parallel.cp");
-  HONE_USER_CHECK(cp == 1, "parallel.cp = ", cp, ": context parallelism is not supported yet (set it to 1)");
   const int64_t ep = c.get_int("parallel.ep");
   HONE_USER_CHECK(ep == 1, "parallel.ep = ", ep, ": expert parallelism is not supported yet (set it to 1)");
 }
@@ -92,7 +90,8 @@ void read_train_keys(const Config& c, GrpoSettings& s) {
   s.max_nonfinite_updates = c.get_int("train.max_nonfinite_updates");
   s.global_batch_size = c.get_int("train.global_batch_size");
   s.max_tokens_per_microbatch = c.get_int("train.max_tokens_per_microbatch");
-  s.activation_recompute = c.get_bool("train.activation_recompute");
+  s.recompute = parse_recompute(c.get_string("train.recompute"));
+  if (c.get_bool("train.activation_recompute")) s.recompute = Recompute::full;  // the older spelling
   s.distributed_optimizer = c.get_bool("train.distributed_optimizer");
   s.sequence_parallel = c.get_bool("parallel.sequence_parallel");
   s.grad_reduce_in_fp32 = c.get_bool("train.grad_reduce_in_fp32");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "generation/sampler.h"
+#include "model/recompute.h"
 #include "rl/advantages.h"
 #include "rl/policy_loss.h"
 #include "runtime/rank_grid.h"
@@ -54,7 +55,7 @@ struct GrpoSettings {
   int64_t max_nonfinite_updates = 3;  // skipped (non-finite) updates in a row that end the run; 0: never
   int64_t global_batch_size = 0;  // rollouts per optimizer step (0 in the deck resolves to P * G)
   int64_t max_tokens_per_microbatch = 0;
-  bool activation_recompute = false;
+  Recompute recompute = Recompute::none;  // train.recompute (train.activation_recompute = true: full)
   bool distributed_optimizer = false;
   bool sequence_parallel = true;  // parallel.sequence_parallel (under parallel.tp > 1)
   bool grad_reduce_in_fp32 = true;
@@ -77,13 +78,13 @@ struct GrpoSettings {
 };
 
 // Reads the settings and checks them against the data-parallel size dp. UserError naming the keys on a mismatch:
-// parallel.tp or parallel.pp other than 1, a rank count that does not divide num_prompts_per_step, a global batch
+// parallel.pp or parallel.ep other than 1, a rank count that does not divide num_prompts_per_step, a global batch
 // that does not divide the step's rollouts or is not a multiple of dp, a micro-batch budget smaller than the
 // longest sequence.
 GrpoSettings read_grpo_settings(const Config& c, int dp);
 
-// The rank grid of a run on world_size ranks from the deck's [parallel] section. UserError when parallel.tp or
-// parallel.pp is not 1 (not supported yet), before the rank count is looked at.
+// The rank grid of a run on world_size ranks from the deck's [parallel] section. UserError when parallel.pp or
+// parallel.ep is not 1 (not supported yet), before the rank count is looked at.
 RankGrid read_rank_grid(const Config& c, int world_size);
 
 }  // namespace hone::rl

@@ -290,8 +290,9 @@ class Preflight {
   void check_layout() {
     grid_ = read_rank_grid(c_, ranks_);  // tp and pp supported, tp divides the model, the ranks divide
     read_grpo_settings(c_, grid_->dp());  // the batch sizes against the data-parallel ranks
-    line("layout", cat(ranks_, ranks_ == 1 ? " rank" : " ranks", ": dp ", grid_->dp(), " x tp ", grid_->tp(), " x pp ",
-                       grid_->pp(), ", run.device = ", c_.get_string("run.device")));
+    line("layout", cat(ranks_, ranks_ == 1 ? " rank" : " ranks", ": dp ", grid_->dp(), " x tp ", grid_->tp(),
+                       grid_->cp() > 1 ? cat(" x cp ", grid_->cp()) : std::string(), " x pp ", grid_->pp(),
+                       ", run.device = ", c_.get_string("run.device")));
   }
 
   // The GPU memory planner's count for one rank (rl/device_memory_plan.h), without the activations: their size
@@ -300,7 +301,8 @@ class Preflight {
     const ModelConfig& m = *model_;
     DeviceMemoryPlan plan;
     set_tensor_parallel(plan, m, grid_->tp());
-    plan.dp = grid_->dp();
+    plan.dp = grid_->dp() * grid_->cp();  // the optimizer's group: dp, x cp under context parallelism
+    plan.cp = grid_->cp();
     plan.distributed = c_.get_bool("train.distributed_optimizer") && plan.dp > 1;
     plan.offload = c_.get_bool("train.optimizer_offload");
     plan.microbatch_tokens = c_.get_int("train.max_tokens_per_microbatch");
