@@ -1,4 +1,4 @@
-// Two "ranks" of one GPU for the tensor-parallel tests: two threads with their own streams whose device Comm
+// Two "ranks" of one GPU for the tensor- and context-parallel tests: two threads with their own streams whose device Comm
 // combines through the host. A collective synchronizes the caller's stream, posts its values, and both ranks combine
 // them in rank order (the same bits on both). Not for CUDA graph capture (it waits on the host): the tests run eager.
 // Types: f32 and bf16 (sums formed in fp32, rounded once), and i64 / f64 scalars (agreed sizes, norms).
@@ -27,6 +27,7 @@ struct Pair {
   std::barrier<> sync{2};
   std::vector<float> posted[2];
   std::vector<double> posted64[2];
+  std::vector<char> posted_raw[2];  // send_recv: the bytes each rank sends
 };
 
 class PairDeviceComm final : public hone::Comm {
@@ -67,7 +68,20 @@ class PairDeviceComm final : public hone::Comm {
   void barrier() override { p_.sync.arrive_and_wait(); }
   void send_raw(const void*, int64_t, hone::CommType, int) override { unused("send"); }
   void recv_raw(void*, int64_t, hone::CommType, int) override { unused("recv"); }
-  void send_recv_raw(const void*, int64_t, int, void*, int64_t, int, hone::CommType) override { unused("send_recv"); }
+  // The ring of context parallelism: each rank sends to the other and receives the other's, any type.
+  void send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count, int source,
+                     hone::CommType t) override {
+    HONE_CHECK(dest == 1 - rank_ && source == 1 - rank_, "the pair's send_recv exchanges with the other rank");
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<char>& mine = p_.posted_raw[rank_];
+    mine.resize(size_t(send_count) * hone::comm_type_size(t));
+    CUDA_CHECK(cudaMemcpy(mine.data(), send, mine.size(), cudaMemcpyDeviceToHost));
+    p_.sync.arrive_and_wait();
+    const std::vector<char> theirs = p_.posted_raw[source];
+    HONE_CHECK(theirs.size() == size_t(recv_count) * hone::comm_type_size(t), "send_recv: the counts differ");
+    p_.sync.arrive_and_wait();  // both read before either posts again
+    upload(recv, theirs.data(), theirs.size());
+  }
   void all_to_all_raw(const void*, void*, int64_t, hone::CommType) override { unused("all_to_all"); }
   void all_to_allv_raw(const void*, std::span<const int64_t>, std::span<const int64_t>, void*,
                        std::span<const int64_t>, std::span<const int64_t>, hone::CommType) override {
@@ -75,7 +89,7 @@ class PairDeviceComm final : public hone::Comm {
   }
 
  private:
-  static void unused(const char* op) { HONE_CHECK(false, op, " is not used by tensor parallelism"); }
+  static void unused(const char* op) { HONE_CHECK(false, op, " is not used by tensor or context parallelism"); }
   static bool wide(hone::CommType t) { return t == hone::CommType::i64 || t == hone::CommType::f64; }
   // Host to device on the caller's stream, waited for: the context's stream is non-blocking, so a plain cudaMemcpy
   // (the legacy stream; from pageable memory it may return before the data lands) would not order with it.
