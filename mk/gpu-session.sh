@@ -12,6 +12,9 @@
 #             then report (hone-report of every step file)
 #   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU), grpo-8b-tp2 (the Llama-3.1-8B
 #             shape at tp=2)
+#   long sequences (one GPU): cp-long (mk/gpu-cp-long.sh: the Qwen3-1.7B shape at 4k, 16k and 32k tokens with each
+#             train.recompute, and the attention's TFLOP/s); context parallel (two GPUs): cp-check
+#             (mk/gpu-cp-check.sh: cp=2 against one GPU)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -82,6 +85,12 @@ if want dp-check; then
 fi
 if want tp-check; then
   run_part 600 tp-check bash mk/gpu-tp-check.sh "$logdir/tp-check"
+fi
+if want cp-long; then
+  run_part 1500 cp-long bash mk/gpu-cp-long.sh "$logdir/cp-long"
+fi
+if want cp-check; then
+  run_part 600 cp-check bash mk/gpu-cp-check.sh "$logdir/cp-check"
 fi
 if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (whole rows), against grpo-8b at dp=2
   run_part 420 grpo-8b-tp2 "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml run.name=llama-8b-tp2 \
