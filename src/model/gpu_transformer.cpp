@@ -216,6 +216,7 @@ void GpuTransformer::release_arenas() {
   backward_ready_ = false;
   fwd_.reset();
   bwd_.reset();
+  if (ring_) ring_->release();
 }
 
 size_t GpuTransformer::device_bytes_in_use() {

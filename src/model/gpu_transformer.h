@@ -85,8 +85,8 @@ class GpuTransformer {
   size_t forward_arena_peak() const { return fwd_ ? fwd_->peak() : 0; }
   size_t backward_arena_peak() const { return bwd_ ? bwd_->peak() : 0; }
   void reset_peaks();
-  // Frees both arenas (colocation: the KV cache of generation takes the memory); the next forward allocates them
-  // again at the size they had.
+  // Frees both arenas and the ring attention's buffers (colocation: the KV cache of generation takes the memory);
+  // the next forward allocates them again at the size they had.
   void release_arenas();
   // Bytes the forward and backward arenas need for T tokens of this rank's rows with the current recompute
   // settings (the forward arena of a model that runs no backward is smaller: for_backward = false).

@@ -44,6 +44,18 @@ void GpuRingAttention::drain() {
   }
 }
 
+void GpuRingAttention::release() {
+  drain();
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  if (nccl_) CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
+  for (auto& kv : kv_) kv = DeviceArray<bf16>();
+  out_acc_ = DeviceArray<float>();
+  block_out_ = DeviceArray<bf16>();
+  block_lse_ = DeviceArray<float>();
+  for (auto& d : dkv_acc_) d = DeviceArray<float>();
+  dkv_block_ = DeviceArray<bf16>();
+}
+
 size_t GpuRingAttention::scratch_bytes(const LayerShape& s, int T) {
   const size_t TK = size_t(T) * size_t(s.kv_dim()), TQ = size_t(T) * size_t(s.q_dim());
   return 2 * (2 * TK * sizeof(bf16)) + TQ * sizeof(float) + TQ * sizeof(bf16) + size_t(s.heads) * T * sizeof(float) +

@@ -48,6 +48,8 @@ class GpuRingAttention final : public GpuLayerAttention {
   static size_t scratch_bytes(const LayerShape& s, int T);
   // Waits (under the NCCL watchdog) for every transfer still in flight; frees nothing.
   void drain();
+  // Waits for the transfers and frees the buffers (generation takes the memory); the next call allocates them again.
+  void release();
 
  private:
   struct Pending;

@@ -48,7 +48,7 @@ Result run(const hone::ModelConfig& c, const hone::ModelWeights& w, const hone::
     model.forward(batch, 0.9f, true);
     r.logprob = model.logprobs_host();
     r.entropy = model.entropy_host();
-    DeviceArray<float> grads(layout.num_params);
+    hone::DeviceArray<float> grads(layout.num_params);
     CUDA_CHECK(cudaMemsetAsync(grads.get(), 0, grads.bytes(), g.ctx.stream));
     const auto dl = test::gpu_logprob_weights(T), de = test::gpu_entropy_weights(T);
     model.backward_host(dl, &de, grads.get());
