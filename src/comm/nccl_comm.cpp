@@ -299,6 +299,20 @@ NcclWork NcclComm::send_recv_async(const void* send, int64_t send_count, int des
                    {{true, send, send_count, dest}, {false, recv, recv_count, source}}, type, stream);
 }
 
+NcclWork NcclComm::exchange_async(std::span<const PeerTransfer> ops, CommType type, cudaStream_t stream) {
+  check_usable("exchange");
+  std::vector<P2p> p2p;
+  int64_t sent = 0;
+  for (const PeerTransfer& t : ops) {
+    if (t.count == 0) continue;
+    check_peer("exchange", t.peer, /*self_allowed=*/false);
+    HONE_CHECK(t.count > 0 && t.buf, "exchange of ", t.count, " elements on the ", describe());
+    p2p.push_back({t.send, t.buf, t.count, t.peer});
+    if (t.send) sent += t.count;
+  }
+  return p2p_group(cat(describe_op("exchange", sent, type), " (", p2p.size(), " transfers)"), p2p, type, stream);
+}
+
 NcclWork NcclComm::all_to_all_async(const void* send, void* recv, int64_t count, CommType type, cudaStream_t stream) {
   check_usable("all_to_all");
   HONE_CHECK(count >= 0, "all_to_all of ", count, " elements per rank");
@@ -351,6 +365,9 @@ void NcclComm::recv_raw(void* buf, int64_t count, CommType type, int peer) {
 void NcclComm::send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
                              int source, CommType type) {
   send_recv_async(send, send_count, dest, recv, recv_count, source, type, stream_).wait();
+}
+void NcclComm::exchange_raw(std::span<const PeerTransfer> ops, CommType type) {
+  exchange_async(ops, type, stream_).wait();
 }
 void NcclComm::all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) {
   all_to_all_async(send, recv, count, type, stream_).wait();
