@@ -11,8 +11,9 @@
 
 namespace hone {
 
-GpuTensorParallel::GpuTensorParallel(const ModelConfig& c, Comm& tp, const cuda::GpuContext& ctx)
-    : tp_(tp), ctx_(ctx), layout_(ShardLayout::of(c, tp.size(), tp.rank())) {
+GpuTensorParallel::GpuTensorParallel(const ModelConfig& c, Comm& tp, const cuda::GpuContext& ctx,
+                                     const ShardLayout* stage)
+    : tp_(tp), ctx_(ctx), layout_(stage ? *stage : ShardLayout::of(c, tp.size(), tp.rank())) {
   HONE_CHECK(tp.on_device(), "the GPU tensor-parallel group needs a device Comm (NCCL)");
 }
 

@@ -26,8 +26,9 @@ using bf16 = cuda::bf16;
 
 class GpuTensorParallel final : public LayerCollectives<bf16> {
  public:
-  // tp (a device Comm whose collectives are ordered on ctx's stream) and ctx must outlive this object.
-  GpuTensorParallel(const ModelConfig& c, Comm& tp, const cuda::GpuContext& ctx);
+  // tp (a device Comm whose collectives are ordered on ctx's stream) and ctx must outlive this object. stage: this
+  // rank's pipeline stage's layout (a copy is kept; default: the whole model's shard).
+  GpuTensorParallel(const ModelConfig& c, Comm& tp, const cuda::GpuContext& ctx, const ShardLayout* stage = nullptr);
   GpuTensorParallel(const GpuTensorParallel&) = delete;
   GpuTensorParallel& operator=(const GpuTensorParallel&) = delete;
 

@@ -9,11 +9,11 @@
 
 namespace hone {
 
-TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel)
+TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel, const ShardLayout* stage)
     : c_(c),
       tp_(tp),
       sp_(sequence_parallel && tp.size() > 1),
-      layout_(ShardLayout::of(c, tp.size(), tp.rank())),
+      layout_(stage ? *stage : ShardLayout::of(c, tp.size(), tp.rank())),
       whole_rows_(tp, false),
       sequence_rows_(tp, true) {
   HONE_CHECK(!tp.on_device(), "the CPU tensor-parallel group needs a host Comm");

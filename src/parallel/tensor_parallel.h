@@ -34,8 +34,10 @@ namespace hone {
 
 class TensorParallel {
  public:
-  // tp must outlive this object; the layout is ShardLayout::of(c, tp.size(), tp.rank()).
-  TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel = false);
+  // tp must outlive this object; the layout is ShardLayout::of(c, tp.size(), tp.rank()), or `stage` (a copy is
+  // kept: this rank's pipeline stage, parallel/shard_layout.h), whose flat offsets the gradient sums and the norm
+  // then read.
+  TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel = false, const ShardLayout* stage = nullptr);
   TensorParallel(const TensorParallel&) = delete;
   TensorParallel& operator=(const TensorParallel&) = delete;
 
