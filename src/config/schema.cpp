@@ -200,6 +200,9 @@ std::vector<KeySpec> build_schema() {
       f("generation.kv_cache_gib", 0.0, at_least(0), "GiB", "KV cache size; 0 = use kv_cache_memory_fraction"),
       with_check(i("generation.kv_block_size", 16, closed(1, 1024), "tokens", "tokens per KV cache page (a power of two)"), check_power_of_two),
       b("generation.cuda_graphs", true, "capture the decode step in CUDA graphs"),
+      i("generation.tp", 0, at_least(0), "ranks",
+        "tensor-parallel size of a generation replica: every group of this many consecutive ranks holds the whole "
+        "model for decoding and refit reshards the training weights into it; 0 = parallel.tp (doc/parallelism.md)"),
 
       // [train]
       f("train.learning_rate", 1e-6, at_least(0), "", "peak learning rate"),
@@ -218,13 +221,22 @@ std::vector<KeySpec> build_schema() {
       b("train.distributed_optimizer", false, "shard optimizer state and master weights over data-parallel ranks"),
       b("train.grad_reduce_in_fp32", true, "reduce gradients over data-parallel ranks in fp32"),
       b("train.optimizer_offload", false, "keep optimizer state in host memory"),
+      b("train.offload_during_generation", false,
+        "GPU: while generation runs, the Adam moments and (when generation has a weight copy of its own) the "
+        "training weights wait in pinned host memory; the moves are timed"),
 
       // [parallel]
       i("parallel.tp", 1, at_least(1), "ranks", "tensor-parallel size: must divide the attention heads and the intermediate size (doc/parallelism.md)"),
       b("parallel.sequence_parallel", true,
         "with parallel.tp > 1: norms and residual adds on a 1/tp slice of the tokens (all-gather before and "
         "reduce-scatter after the tensor-parallel GEMMs instead of all-reduces); ignored at tp = 1"),
-      i("parallel.pp", 1, at_least(1), "ranks", "pipeline-parallel size"),
+      i("parallel.pp", 1, at_least(1), "ranks",
+        "pipeline-parallel size: the layers split over this many stages, 1F1B schedule (doc/parallelism.md)"),
+      i("parallel.vpp", 1, at_least(1), "chunks",
+        "virtual pipeline stages per rank: interleaved 1F1B over pp x vpp chunks of the layers (needs parallel.pp > 1)"),
+      make("parallel.pp_layers", KeyType::int_list, std::vector<int64_t>{}, at_least(0), "layers",
+           "layers of each pipeline chunk in model order (pp x vpp entries, summing to the model's layers); empty = "
+           "an even split"),
       i("parallel.cp", 1, at_least(1), "ranks",
         "context-parallel size: every packed sequence split over this many ranks for training and logprob"),
       i("parallel.ep", 1, at_least(1), "ranks",

@@ -1,6 +1,7 @@
 // Reading and checking the loop's deck keys (see grpo_settings.h).
 #include "rl/grpo_settings.h"
 
+#include "parallel/pp_check.h"
 #include "parallel/tp_check.h"
 
 #include "config/config.h"
@@ -10,12 +11,8 @@ namespace hone::rl {
 
 namespace {
 
-// The parallelism hone run supports today: data and tensor parallelism.
+// The parallelism hone run supports today: data, tensor and pipeline parallelism.
 void check_parallel_supported(const Config& c) {
-  const int64_t pp = c.get_int("parallel.pp");
-  HONE_USER_CHECK(pp == 1, "parallel.pp = ", pp,
-                  ": pipeline parallelism is not supported yet (set it to 1; data parallelism follows from the rank "
-                  "count)");
   const int64_t cp = c.get_int("parallel.cp");
   HONE_USER_CHECK(cp == 1, "parallel.cp = ", cp, ": context parallelism is not supported yet (set it to 1)");
   const int64_t ep = c.get_int("parallel.ep");
@@ -76,6 +73,7 @@ void read_generation_keys(const Config& c, GrpoSettings& s) {
   s.kv_cache_memory_fraction = c.get_float("generation.kv_cache_memory_fraction");
   s.kv_block_size = int(c.get_int("generation.kv_block_size"));
   s.cuda_graphs = c.get_bool("generation.cuda_graphs");
+  s.generation_tp = deck_generation_tp(c);
 }
 
 // [train], and parallel.nccl_timeout_s.
@@ -97,6 +95,11 @@ void read_train_keys(const Config& c, GrpoSettings& s) {
   s.sequence_parallel = c.get_bool("parallel.sequence_parallel");
   s.grad_reduce_in_fp32 = c.get_bool("train.grad_reduce_in_fp32");
   s.optimizer_offload = c.get_bool("train.optimizer_offload");
+  s.offload_during_generation = c.get_bool("train.offload_during_generation");
+  s.tp = int(c.get_int("parallel.tp"));
+  s.pp = int(c.get_int("parallel.pp"));
+  s.vpp = int(c.get_int("parallel.vpp"));
+  s.pp_layers = c.get_int_list("parallel.pp_layers");
   s.nccl_timeout_s = c.get_float("parallel.nccl_timeout_s");
 }
 
@@ -134,8 +137,14 @@ void check_batch_sizes(GrpoSettings& s, int dp) {
 RankGrid read_rank_grid(const Config& c, int world_size) {
   check_parallel_supported(c);
   check_tp_fits_model(c);  // a tp that does not divide the model: named where parallel.tp is written
-  return RankGrid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")),
-                  int(c.get_int("parallel.cp")), int(c.get_int("parallel.ep")));
+  check_pipeline_fits_model(c);  // the layers' split and generation.tp, likewise
+  RankGrid grid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")),
+                int(c.get_int("parallel.cp")), int(c.get_int("parallel.ep")));
+  const int tg = deck_generation_tp(c);
+  HONE_USER_CHECK(world_size % tg == 0, key_location(c, "generation.tp"), ": generation.tp = ", tg,
+                  " does not divide the ", world_size, " ranks: generation replicas are groups of generation.tp "
+                  "consecutive ranks");
+  return grid;
 }
 
 GrpoSettings read_grpo_settings(const Config& c, int dp) {

@@ -22,6 +22,7 @@
 
 #include "generation/cpu_generator.h"
 #include "io/step_output.h"
+#include "parallel/generation_layout.h"
 #include "model/model_config.h"
 #include "comm/parallel_state.h"
 #include "model/weights.h"
@@ -57,6 +58,9 @@ class GrpoTrainer {
   PolicyEngine& engine() { return *engine_; }
   const PromptSource& prompts() const { return *data_.source; }
   std::string describe() const;  // one line: model, parameters, data, ranks
+  // The last step's parallel layouts at work, for the line under the step line ("" without pipeline or
+  // resharding): the schedule and its bubble, the time in exchanges, the refit's bytes.
+  const std::string& step_note() const { return step_note_; }
 
   // Collective over the data-parallel ranks, once after construction (outside agreed(): it communicates):
   // NCCL communicators and the data-parallel optimizer. Releases the host copy of the initial weights.
@@ -91,14 +95,19 @@ class GrpoTrainer {
   void phase_logprob(StepState& st);
   void phase_training(StepState& st);
   void phase_refit(StepState& st);
+  // A generation layout of its own: the replica's counts made world totals, then the samples moved to the
+  // data-parallel ranks that train them (rl/rollout_exchange.h).
+  void move_rollouts_to_trainers(StepState& st);
   // An optimizer step whose gradient norm was not finite (the engine skipped it): counted, logged, and the end of
   // the run after train.max_nonfinite_updates in a row.
   void note_nonfinite_update(StepState& st, double norm);
   void record(StepState& st, StepRow& row, int64_t num_samples);
+  void set_layout_metrics(StepRow& row);
   void record_samples(const StepState& st, StepRow& row, int64_t num_samples);
 
   const ParallelState& ps_;
   GrpoSettings s_;
+  GenerationLayout gen_;  // the generation replicas (parallel/generation_layout.h)
   int64_t nonfinite_in_a_row_ = 0;  // skipped optimizer updates since the last applied one
   ModelConfig mc_;
   std::string model_path_;
@@ -112,6 +121,7 @@ class GrpoTrainer {
   std::unique_ptr<PolicyEngine> engine_;
   StopCriteria stop_;
   PhaseTimer timer_;
+  std::string step_note_;
 };
 
 }  // namespace hone::rl

@@ -5,6 +5,7 @@
 
 #include "config/config.h"
 #include "model/deck_model.h"
+#include "parallel/pp_check.h"
 #include "parallel/shard_io.h"
 #include "parallel/shard_weights.h"
 #include "rl/grpo_trainer.h"
@@ -26,6 +27,18 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
       {"pg_loss", "1", "policy-gradient part of the loss"},
       {"kl_loss", "1", "kl_coef times the KL part of the loss"},
       {"microbatches", "1", "training micro-batches of this step on rank 0"},
+      {"pipeline/bubble", "1",
+       "pipeline parallelism: idle fraction of a stage's training time under the schedule this step ran (1F1B or "
+       "interleaved over its micro-batches; equal chunks, transfers free)"},
+      {"pipeline/exchange_fraction", "1",
+       "pipeline parallelism: share of the training passes a stage spent in activation and gradient exchanges, "
+       "waiting for its neighbours included (the largest rank's)"},
+      {"refit/bytes", "bytes",
+       "bytes the resharding refit moved between ranks this step (all ranks; 0 when generation runs on the "
+       "training layout)"},
+      {"time/offload", "s",
+       "train.offload_during_generation: seconds moving the idle training state to host memory and back (the "
+       "slowest rank's)"},
       {"memory/device_peak", "bytes",
        "GPU: device memory in use at the step's fullest point as the driver counts it (workspaces, CUDA context; the largest rank's)"},
   };
@@ -33,22 +46,26 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
 }
 
 GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
-    : ps_(parallel), s_(read_grpo_settings(c, parallel.dp_size())) {
+    : ps_(parallel),
+      s_(read_grpo_settings(c, parallel.dp_size())),
+      gen_(GenerationLayout::of(parallel.grid(), s_.generation_tp)) {
   build_model(c);
   build_data(c);
 
   // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its
   // roles (training/master, generation, reference when the KL term needs it).
-  // Under tensor parallelism, this rank's shard of them (parallel/shard_layout.h): read as slices of the files,
-  // so that no rank holds the whole model; a random init is drawn whole (the same values at every tp) and sliced.
-  if (ps_.tp_size() == 1) {
+  // Under tensor and pipeline parallelism, this rank's shard of its stage (parallel/shard_layout.h): read as slices
+  // of the files, so that no rank holds the whole model; a random init is drawn whole (the same values at every
+  // tp and pp) and sliced.
+  if (ps_.tp_size() == 1 && ps_.pp_size() == 1) {
     initial_ = allocate_weights(mc_);
     if (!model_path_.empty())
       load_weights(initial_, mc_, model_path_);
     else
       init_random_weights(initial_, mc_, s_.seed, float(c.get_float("model.init_std")));
   } else {
-    const ShardLayout layout = ShardLayout::of(mc_, ps_.tp_size(), ps_.tp_rank());
+    const PipelineLayout pipe = deck_pipeline_layout(c, mc_.num_hidden_layers);
+    const ShardLayout layout = ShardLayout::of(mc_, ps_.tp_size(), ps_.tp_rank(), &pipe, ps_.pp_rank());
     initial_ = allocate_shard_weights(layout, mc_);
     if (!model_path_.empty()) {
       load_shard_weights(initial_, layout, mc_, model_path_);

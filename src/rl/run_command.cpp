@@ -166,6 +166,7 @@ int run_run(const std::vector<std::string>& args) {
     const StepRow row = trainer->step(step, nsamples);
     if (out) out->append(row);
     print_rank0(format_step_line(row) + "\n");
+    if (!trainer->step_note().empty()) print_rank0("         " + trainer->step_note() + "\n");
     if (s.checkpoint_every > 0 && step % s.checkpoint_every == 0) {
       checkpoint(step);
       last_saved = step;
