@@ -50,11 +50,19 @@ std::string msg(const MessageId& id) {
 }  // namespace
 
 PipelineSimulation simulate_pipeline(const PipelineSchedule& s, double forward_time, double backward_time) {
+  std::vector<std::vector<PipeAction>> actions;
+  for (int r = 0; r < s.pp; ++r) actions.push_back(pipeline_actions(s, r));
+  return simulate_actions(s, actions, forward_time, backward_time);
+}
+
+PipelineSimulation simulate_actions(const PipelineSchedule& s, const std::vector<std::vector<PipeAction>>& actions,
+                                    double forward_time, double backward_time) {
   PipelineSimulation out;
   const int P = s.pp, chunks = s.pp * s.vpp;
   const double tf = forward_time / s.vpp, tb = backward_time / s.vpp;
+  HONE_CHECK(int(actions.size()) == P, actions.size(), " action lists for ", P, " pipeline ranks");
   std::vector<RankState> ranks(static_cast<size_t>(P));
-  for (int r = 0; r < P; ++r) ranks[size_t(r)].actions = pipeline_actions(s, r);
+  for (int r = 0; r < P; ++r) ranks[size_t(r)].actions = actions[size_t(r)];
   std::map<std::pair<int, int>, Channel> channels;
 
   auto model_chunk = [&](int r, int v) { return v * P + r; };

@@ -8,7 +8,9 @@
 // Plain header.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "parallel/pipeline_schedule.h"
 
@@ -28,5 +30,8 @@ struct PipelineSimulation {
 // forward_time, backward_time: one micro-batch through one rank's whole share of the layers (a virtual chunk takes
 // 1 / vpp of it).
 PipelineSimulation simulate_pipeline(const PipelineSchedule& s, double forward_time = 1.0, double backward_time = 2.0);
+// The same for given action lists (actions[r]: pipeline rank r's), e.g. a schedule altered on purpose.
+PipelineSimulation simulate_actions(const PipelineSchedule& s, const std::vector<std::vector<PipeAction>>& actions,
+                                    double forward_time = 1.0, double backward_time = 2.0);
 
 }  // namespace hone

@@ -188,9 +188,12 @@ class CpuPolicyEngine final : public PolicyEngine {
       const PipelineRunStats r = pipeline_->train(batches, loss.temperature, fn, grads_);
       stats_.pipeline_compute_s += r.compute_s;
       stats_.pipeline_exchange_s += r.exchange_s;
-      stats_.pipeline_microbatches = int(mbs.size());
+      const PipelineSimulation sim = simulate_pipeline(pipeline_->last_schedule());
+      stats_.pipeline_passes += 1;
+      stats_.pipeline_microbatches += int(mbs.size());
+      stats_.pipeline_makespan += sim.makespan;
+      stats_.pipeline_busy += sim.busy;
       stats_.schedule = pipeline_->last_schedule().name();
-      stats_.pipeline_bubble = simulate_pipeline(pipeline_->last_schedule()).bubble_fraction();
       broadcast_loss_metrics(ps_.pp(), metrics, pipe_.pp() - 1);
       training_bytes_ = std::max(training_bytes_, pipeline_->allocated_bytes());
       return metrics;

@@ -193,7 +193,8 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
 void GrpoTrainer::set_layout_metrics(StepRow& row) {
   const EngineStepStats e = engine_->stats();
   const double passes = e.pipeline_compute_s + e.pipeline_exchange_s;
-  double mx[3] = {e.pipeline_bubble, passes > 0 ? e.pipeline_exchange_s / passes : 0.0, e.offload_s};
+  const double bubble = e.pipeline_makespan > 0 ? 1.0 - e.pipeline_busy / e.pipeline_makespan : 0.0;
+  double mx[3] = {bubble, passes > 0 ? e.pipeline_exchange_s / passes : 0.0, e.offload_s};
   ps_.world().all_reduce_max(mx, 3);
   const double bytes = all_reduce_sum_value(ps_.world(), e.refit_bytes);
   step_note_.clear();
@@ -201,7 +202,8 @@ void GrpoTrainer::set_layout_metrics(StepRow& row) {
     row.set("pipeline/bubble", mx[0]);
     row.set("pipeline/exchange_fraction", mx[1]);
     step_note_ = cat("pipeline: ", e.schedule, " over ", ps_.pp_size(), " stages, ", e.pipeline_microbatches,
-                     " micro-batches: bubble ", fixed(mx[0], 3), " by the schedule, ", fixed(100 * mx[1], 1),
+                     " micro-batches in ", e.pipeline_passes, e.pipeline_passes == 1 ? " pass" : " passes",
+                     " (rank 0): bubble ", fixed(mx[0], 3), " by the schedule, ", fixed(100 * mx[1], 1),
                      "% of training in exchanges");
   }
   if (!gen_.same_as_training) {

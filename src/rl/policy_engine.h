@@ -37,8 +37,10 @@ struct EngineMemory {
 
 // What the parallel layouts cost this rank in the last step (zeros without pipeline or resharding).
 struct EngineStepStats {
-  int pipeline_microbatches = 0;     // of the last training pass
-  double pipeline_bubble = 0;        // the idle fraction of that pass's schedule (parallel/pipeline_simulation.h)
+  int pipeline_passes = 0;           // training passes (optimizer steps) through the pipeline
+  int pipeline_microbatches = 0;     // their micro-batches
+  double pipeline_makespan = 0;      // their schedules simulated (parallel/pipeline_simulation.h): time units
+  double pipeline_busy = 0;          // ... of which a stage computes (the bubble: 1 - busy / makespan)
   double pipeline_compute_s = 0;     // training passes: time in forwards and backwards
   double pipeline_exchange_s = 0;    // ... and in activation and gradient exchanges (waiting included)
   double refit_bytes = 0;            // received from other ranks by the resharding refit
