@@ -14,26 +14,55 @@
 
 namespace hone {
 GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
-                               int max_tokens, GpuTensorParallel* tp)
+                               int max_tokens, GpuTensorParallel* tp, ModelSpan span, bf16* shared_weights)
     : c_(config),
       tp_(tp),
+      span_(span.resolved(config.num_hidden_layers)),
       shape_(tp ? tp->shape() : layer_shape(config)),
       layout_(layout),
       ctx_(ctx),
       recompute_(size_t(config.num_hidden_layers), false),
-      weights_(layout.num_params),
       inv_freq_(config.head_dim / 2) {
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
   const int64_t expect = tp ? tp->layout().num_local_params() : c_.num_parameters();
-  HONE_CHECK(layout_.num_params == expect, "layout has ", layout_.num_params, " parameters, ",
-             tp ? "this rank's shard " : "the config ", expect);
+  HONE_CHECK(!span_.whole(c_.num_hidden_layers) || layout_.num_params == expect, "layout has ", layout_.num_params,
+             " parameters, ", tp ? "this rank's shard " : "the config ", expect);
+  HONE_CHECK(span_.layer_begin >= 0 && span_.layer_begin <= span_.layer_end &&
+                 span_.layer_end <= c_.num_hidden_layers && (!span_.embedding || span_.layer_begin == 0) &&
+                 (!span_.head || span_.layer_end == c_.num_hidden_layers),
+             "a span of layers [", span_.layer_begin, ", ", span_.layer_end, ") of ", c_.num_hidden_layers);
+  for (int l = span_.layer_begin; l < span_.layer_end; ++l)
+    HONE_CHECK(layout_.layers[size_t(l)][LayerParam::q_proj] >= 0, "the layout lacks layer ", l, " of the span");
+  HONE_CHECK(!span_.embedding || layout_.embed_tokens >= 0, "the layout lacks the embedding of the span");
+  HONE_CHECK(!span_.head || (layout_.norm >= 0 && layout_.lm_head >= 0), "the layout lacks the head of the span");
+  if (shared_weights) {
+    w_ = shared_weights;
+  } else {
+    weights_ = DeviceArray<bf16>(layout.num_params);
+    w_ = weights_.get();
+  }
   HONE_CHECK(c_.rope.head_dim == c_.head_dim, "rope.head_dim ", c_.rope.head_dim, " != head_dim ", c_.head_dim);
   HONE_CHECK(max_tokens > 0, "max_tokens must be positive");
   std::vector<float> inv(size_t(c_.head_dim / 2));
   cpu::rope_inv_freq(inv.data(), c_.rope);
   CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
   arena_tokens_ = max_tokens;  // the first forward allocates the arenas, for what it needs (backward or not)
+}
+
+void GpuTransformer::set_shared_weights(bf16* w) {
+  HONE_CHECK(!weights_.get() && w, "only a model built on shared weights follows them to a new place");
+  w_ = w;
+}
+
+const bf16* GpuTransformer::output() const {
+  HONE_CHECK(!span_.head && backward_ready_, "output() is the hidden state a span without the head hands on");
+  return x_[size_t(span_.layer_end)];
+}
+
+const bf16* GpuTransformer::input_grad() const {
+  HONE_CHECK(!span_.embedding && dres_, "input_grad() is what a span without the embedding hands back");
+  return dres_;
 }
 
 void GpuTransformer::upload_weights(const ModelWeights& w) {
@@ -45,7 +74,7 @@ void GpuTransformer::upload_weights(const ModelWeights& w) {
     const int64_t n = std::min(chunk, layout_.num_params - off);
     CUDA_CHECK(cudaMemcpyAsync(staging.get(), w.flat.f32() + off, size_t(n) * sizeof(float), cudaMemcpyHostToDevice,
                                ctx_.stream));
-    cuda::f32_to_bf16(weights_.get() + off, staging.get(), n, ctx_);
+    cuda::f32_to_bf16(w_ + off, staging.get(), n, ctx_);
   }
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the staging buffer is freed on return
 }
@@ -75,14 +104,17 @@ size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backw
   positions_ = reinterpret_cast<int32_t*>(take(size_t(T) * 4, "positions"));
   targets_ = reinterpret_cast<int32_t*>(take(size_t(T) * 4, "targets"));
   cu_seqlens_ = reinterpret_cast<int32_t*>(take(size_t(S + 1) * 4, "cu_seqlens"));
-  x_.assign(size_t(L + 1), nullptr);
-  for (auto& x : x_) x = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "residual stream"));
+  const int b = span_.layer_begin, e = span_.layer_end;
+  x_.assign(size_t(L + 1), nullptr);  // the span's streams only: its input, then each of its layers' outputs
+  for (int l = b; l <= e; ++l)
+    x_[size_t(l)] = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "residual stream"));
   saved_.assign(size_t(L), GpuLayerActivations{});
-  const size_t per_layer = carve_gpu_layer_activations(saved_[0], nullptr, shape_, T);
+  GpuLayerActivations probe;
+  const size_t per_layer = carve_gpu_layer_activations(probe, nullptr, shape_, T);
   // Without a backward to follow, no layer keeps its activations: all share the one scratch.
   auto shared = [&](int l) { return !for_backward || recompute_[size_t(l)]; };
   bool any_recompute = false;
-  for (int l = 0; l < L; ++l) {
+  for (int l = b; l < e; ++l) {
     if (shared(l)) {
       any_recompute = true;
       continue;
@@ -92,11 +124,16 @@ size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backw
   if (any_recompute) {
     GpuLayerActivations scratch;
     carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), shape_, T);
-    for (int l = 0; l < L; ++l)
+    for (int l = b; l < e; ++l)
       if (shared(l)) saved_[size_t(l)] = scratch;
   }
   carve_gpu_layer_forward_scratch(fscratch_, take(carve_gpu_layer_forward_scratch(fscratch_, nullptr, shape_, T),
                                                   "forward scratch"), shape_, T);
+  if (!span_.head) {
+    rstd_f_ = lse_f_ = logprob_ = entropy_ = nullptr;
+    h_f_ = nullptr;
+    return total;
+  }
   rstd_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "final rstd"));
   h_f_ = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "final norm output"));
   lse_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "lm head lse"));
@@ -190,7 +227,8 @@ GpuLayerBatch GpuTransformer::layer_batch() const {
   return GpuLayerBatch{positions_, cu_seqlens_, T_, batch_.num_seqs(), max_seqlen_, inv_freq_.get()};
 }
 
-void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool need_entropy, bool need_backward) {
+void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool need_entropy, bool need_backward,
+                             const bf16* input) {
   const int T = batch.num_tokens(), C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
   HONE_CHECK(T > 0 && batch.num_seqs() > 0 && batch.cu_seqlens.back() == T, "malformed packed batch");
   HONE_CHECK(int(batch.positions.size()) == T && int(batch.targets.size()) == T, "malformed packed batch");
@@ -223,18 +261,28 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   upload(targets_, batch_.targets);
   upload(cu_seqlens_, batch_.cu_seqlens);
 
+  HONE_CHECK(span_.embedding || input, "a span without the embedding needs the previous chunk's hidden state");
   const GpuLayerBatch lb = layer_batch();
-  const bf16* w = weights_.get();
-  {
+  const bf16* w = w_;
+  dres_ = nullptr;
+  bf16* x0 = x_[size_t(span_.layer_begin)];
+  if (!span_.embedding) {
+    CUDA_CHECK(cudaMemcpyAsync(x0, input, size_t(T) * size_t(C) * sizeof(bf16), cudaMemcpyDeviceToDevice,
+                               ctx_.stream));
+  } else {
     ProfileScope ps(prof_, "embedding");
-    if (tp_) tp_->embedding_forward(x_[0], tokens_, w + layout_.embed_tokens, T);
-    else cuda::embedding_forward(x_[0], tokens_, w + layout_.embed_tokens, T, C, ctx_);
+    if (tp_) tp_->embedding_forward(x0, tokens_, w + layout_.embed_tokens, T);
+    else cuda::embedding_forward(x0, tokens_, w + layout_.embed_tokens, T, C, ctx_);
   }
-  for (int l = 0; l < L; ++l) {
+  for (int l = span_.layer_begin; l < span_.layer_end; ++l) {
     GpuLayerActivations& a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
                       attention_, tp_, x_[size_t(l + 1)], ctx_, prof_);
+  }
+  if (!span_.head) {
+    backward_ready_ = need_backward;
+    return;
   }
   {
     ProfileScope ps(prof_, "rmsnorm");
@@ -280,10 +328,12 @@ void GpuTransformer::backward_host(const std::vector<float>& dlogprob, const std
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // before d is freed
 }
 
-void GpuTransformer::backward(const float* dlogprob, const float* dentropy, float* grads) {
+void GpuTransformer::backward(const float* dlogprob, const float* dentropy, float* grads, const bf16* output_grad) {
   HONE_CHECK(backward_ready_, "backward needs a forward first (and runs once per forward)");
   HONE_CHECK(dentropy == nullptr || have_entropy_, "a gradient of the entropy needs forward(need_entropy=true)");
-  HONE_CHECK(dlogprob != nullptr && grads != nullptr, "backward needs dlogprob and a gradient buffer");
+  HONE_CHECK((span_.head ? dlogprob != nullptr : output_grad != nullptr) && grads != nullptr,
+             span_.head ? "backward needs dlogprob and a gradient buffer"
+                        : "a span without the head needs its output's gradient and a gradient buffer");
   backward_ready_ = false;
   const int T = T_, C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
   const size_t TC = size_t(T) * size_t(C);
@@ -296,28 +346,30 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
   carve_gpu_layer_backward_scratch(s, static_cast<char*>(bwd_->alloc_bytes(scratch_bytes, "layer gradient scratch")),
                                    shape_, T);
 
-  const bf16* w = weights_.get();
-  {
-    ProfileScope ps(prof_, "memset");
-    CUDA_CHECK(cudaMemsetAsync(dh_f, 0, TC * sizeof(bf16), ctx_.stream));
-    CUDA_CHECK(cudaMemsetAsync(dres, 0, TC * sizeof(bf16), ctx_.stream));
-  }
-  {
-    ProfileScope ps(prof_, "lm_head_backward");
-    if (tp_)
-      tp_->lm_head_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head, targets_,
-                            lse_f_, have_entropy_ ? entropy_ : nullptr, T, temperature_, chunk_v_);
-    else
-      cuda::lm_head_logprob_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head,
-                                     targets_, lse_f_, have_entropy_ ? entropy_ : nullptr, T, C, V, temperature_,
-                                     chunk_v_, ctx_);
-  }
-  {
+  const bf16* w = w_;
+  if (!span_.head) {
+    CUDA_CHECK(cudaMemcpyAsync(dres, output_grad, TC * sizeof(bf16), cudaMemcpyDeviceToDevice, ctx_.stream));
+  } else {
+    {
+      ProfileScope ps(prof_, "memset");
+      CUDA_CHECK(cudaMemsetAsync(dh_f, 0, TC * sizeof(bf16), ctx_.stream));
+      CUDA_CHECK(cudaMemsetAsync(dres, 0, TC * sizeof(bf16), ctx_.stream));
+    }
+    {
+      ProfileScope ps(prof_, "lm_head_backward");
+      if (tp_)
+        tp_->lm_head_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head, targets_,
+                              lse_f_, have_entropy_ ? entropy_ : nullptr, T, temperature_, chunk_v_);
+      else
+        cuda::lm_head_logprob_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head,
+                                       targets_, lse_f_, have_entropy_ ? entropy_ : nullptr, T, C, V, temperature_,
+                                       chunk_v_, ctx_);
+    }
     ProfileScope ps(prof_, "rmsnorm_backward");
     cuda::rmsnorm_backward(dres, grads + layout_.norm, dh_f, x_[size_t(L)], w + layout_.norm, rstd_f_, T, C, ctx_);
   }
   const GpuLayerBatch lb = layer_batch();
-  for (int l = L - 1; l >= 0; --l) {
+  for (int l = span_.layer_end - 1; l >= span_.layer_begin; --l) {
     GpuLayerActivations a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
     const auto wl = layer_pointers<const bf16>(layout_.layers[size_t(l)], w);
@@ -329,7 +381,8 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
                        ctx_, prof_);
     if (layer_hook_) layer_hook_(l);
   }
-  {
+  dres_ = dres;
+  if (span_.embedding) {
     ProfileScope ps(prof_, "embedding_backward");
     if (tp_) tp_->embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T);
     else cuda::embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T, C, ctx_);

@@ -2,7 +2,10 @@
 // device buffer (the allocate_weights layout), bf16 activations in a device arena sized for the largest
 // micro-batch, fp32 logprobs/entropy, and a backward that accumulates fp32 parameter gradients into a flat device
 // buffer of the same layout (a tied lm_head's gradient lands in embed_tokens). The device twin of
-// model/transformer.h: same PackedBatch, same order of ops, same saved activations, same recompute switch.
+// model/transformer.h: same PackedBatch, same order of ops, same saved activations, same recompute switch, and the
+// same pipeline spans (model/model_span.h): a chunk without the embedding starts from a received bf16 hidden state,
+// one without the head hands its hidden state on and takes back its gradient. Several GpuTransformers may share
+// one weight buffer (the pipeline's pool of in-flight micro-batches: each holds one micro-batch's activations).
 #pragma once
 
 #if HONE_CUDA
@@ -16,6 +19,7 @@
 #include "cuda/ops_cuda.h"
 #include "model/gpu_transformer_layer.h"
 #include "model/model_config.h"
+#include "model/model_span.h"
 #include "model/packed_batch.h"
 #include "model/weights.h"
 #include "tensor/arena.h"
@@ -31,11 +35,17 @@ class GpuTransformer {
   // outlive the GpuTransformer. With tp (which must outlive it; parallel/gpu_tensor_parallel.h) the model is this
   // rank's shard: layout is tp->layout().param_layout(), forward and backward are collective over the group and
   // every rank gets the whole model's logprobs; the gradients of parameters several ranks hold stay partial.
+  // With span, only its layers (and the embedding / head when it has them) run; with shared_weights the model reads
+  // that device buffer ([layout.num_params] bf16, owned by the caller, who may move it: set_shared_weights) instead
+  // of allocating its own.
   GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
-                 int max_tokens, GpuTensorParallel* tp = nullptr);
+                 int max_tokens, GpuTensorParallel* tp = nullptr, ModelSpan span = {},
+                 bf16* shared_weights = nullptr);
 
   // The bf16 compute weights, [num_params] on the device.
-  bf16* weights() const { return weights_.get(); }
+  bf16* weights() const { return w_; }
+  void set_shared_weights(bf16* w);  // a model built with shared weights: their new place
+  const ModelSpan& span() const { return span_; }
   const ParamLayout& layout() const { return layout_; }
   // Host fp32 weights (same layout) -> device bf16, through a bounded fp32 staging buffer.
   void upload_weights(const ModelWeights& w);
@@ -49,8 +59,11 @@ class GpuTransformer {
   // As Transformer::forward; asynchronous on the context's stream. logprobs()/entropy() are device [T] fp32
   // (0 where targets < 0; entropy 0 everywhere without need_entropy) until the next forward. With need_backward
   // false (the logprob phase) no layer keeps its activations (one shared scratch) and backward is refused.
+  // A span without the embedding reads its hidden state from `input` (device bf16 [T, C]) instead of the tokens.
   void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true,
-               bool need_backward = true);
+               bool need_backward = true, const bf16* input = nullptr);
+  // A span without the head: its hidden state [T, C] after the last forward (device bf16).
+  const bf16* output() const;
   const float* logprobs() const { return logprob_; }
   const float* entropy() const { return entropy_; }
   std::vector<float> logprobs_host() const;  // synchronizes the stream
@@ -58,8 +71,11 @@ class GpuTransformer {
   int num_tokens() const { return T_; }
 
   // Gradient of sum_t dlogprob[t] logprob[t] + dentropy[t] entropy[t] (device fp32 [T]; dentropy may be null),
-  // ACCUMULATED into grads (device fp32 [num_params], the layout's offsets). Once per forward.
-  void backward(const float* dlogprob, const float* dentropy, float* grads);
+  // ACCUMULATED into grads (device fp32 [num_params], the layout's offsets). Once per forward. A span without the
+  // head takes the gradient of its output (output_grad, device bf16 [T, C]) instead of dlogprob and dentropy.
+  void backward(const float* dlogprob, const float* dentropy, float* grads, const bf16* output_grad = nullptr);
+  // A span without the embedding: the gradient of its input [T, C] after the last backward (device bf16).
+  const bf16* input_grad() const;
   // Called on the host during backward once layer l's parameter gradients are final on the stream (l = L-1 down
   // to 0), and with l = -1 once every gradient is (embeddings; the final norm and an untied LM head are final
   // before layer L-1's call). For overlapping gradient reduction (train/grad_reducer.h); null: none.
@@ -92,6 +108,7 @@ class GpuTransformer {
 
   const ModelConfig c_;
   GpuTensorParallel* tp_ = nullptr;
+  const ModelSpan span_;  // resolved
   const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ParamLayout layout_;
   const cuda::GpuContext ctx_;
@@ -101,7 +118,8 @@ class GpuTransformer {
   std::function<void(int)> layer_hook_;
   GpuPackedAttention attention_;
 
-  DeviceArray<bf16> weights_;
+  DeviceArray<bf16> weights_;  // owned (empty with shared weights)
+  bf16* w_ = nullptr;          // what the model reads: weights_ or the shared buffer
   DeviceArray<float> inv_freq_;
   std::unique_ptr<Arena> fwd_, bwd_;
   int arena_tokens_ = 0;
@@ -123,6 +141,7 @@ class GpuTransformer {
   bf16* h_f_ = nullptr;                      // [T, C]
   float* lse_f_ = nullptr;                   // LM head log-sum-exp [T]
   float* logprob_ = nullptr, *entropy_ = nullptr;
+  bf16* dres_ = nullptr;  // the backward's residual gradient: at its end, the input's
 };
 
 }  // namespace hone

@@ -16,8 +16,8 @@ PipelineLayout PipelineLayout::of(int num_layers, int pp, int vpp, const std::ve
   const int chunks = pp * vpp;
   p.begin_.assign(size_t(chunks) + 1, 0);
   if (chunk_layers.empty()) {
-    HONE_USER_CHECK(num_layers % chunks == 0, "the model's ", num_layers, " layers do not split evenly over ",
-                    chunks, " pipeline chunks (parallel.pp = ", pp, " x parallel.vpp = ", vpp,
+    HONE_USER_CHECK(num_layers % chunks == 0, "the model's ", num_layers, num_layers == 1 ? " layer" : " layers",
+                    " cannot be split evenly over ", chunks, " pipeline chunks (parallel.pp = ", pp, " x parallel.vpp = ", vpp,
                     "): list each chunk's layers in parallel.pp_layers, or change parallel.pp / parallel.vpp");
     for (int k = 0; k <= chunks; ++k) p.begin_[size_t(k)] = k * (num_layers / chunks);
     return p;

@@ -81,7 +81,8 @@ class CpuPolicyEngine final : public PolicyEngine {
       d += cat(", pipeline parallel over ", pipe_.pp(), " stages",
                pipe_.vpp() > 1 ? cat(" (interleaved 1F1B, ", pipe_.vpp(), " chunks each)") : std::string(" (1F1B)"));
     if (!gen_layout_.same_as_training)
-      d += cat(", generation on ", gen_layout_.replicas(), " replicas of ", gen_layout_.tg, " rank",
+      d += cat(", generation on ", gen_layout_.replicas(), gen_layout_.replicas() == 1 ? " replica" : " replicas",
+               " of ", gen_layout_.tg, " rank",
                gen_layout_.tg > 1 ? "s" : "", " (resharding refit)");
     if (zero_) d += cat(", distributed optimizer (ZeRO-1) over ", ps_.dp_size(), " ranks");
     return d;
@@ -193,7 +194,7 @@ class CpuPolicyEngine final : public PolicyEngine {
       stats_.pipeline_microbatches += int(mbs.size());
       stats_.pipeline_makespan += sim.makespan;
       stats_.pipeline_busy += sim.busy;
-      stats_.schedule = pipeline_->last_schedule().name();
+
       broadcast_loss_metrics(ps_.pp(), metrics, pipe_.pp() - 1);
       training_bytes_ = std::max(training_bytes_, pipeline_->allocated_bytes());
       return metrics;
@@ -240,6 +241,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   void reset_memory() override {
     peak_kv_ = 0, logprob_bytes_ = training_bytes_ = 0;
     stats_ = EngineStepStats{};
+    if (pipe_.split()) stats_.schedule = PipelineSchedule{pipe_.pp(), pipe_.vpp(), 0, false}.name();
   }
   EngineStepStats stats() const override { return stats_; }
 

@@ -7,6 +7,7 @@
 
 #include "model/layer_shape.h"
 #include "model/model_config.h"
+#include "parallel/pipeline_layout.h"
 #include "parallel/shard_layout.h"
 #include "runtime/error.h"
 
@@ -46,14 +47,33 @@ std::string state_text(const DeviceMemoryPlan& p) {
 
 }  // namespace
 
-void set_tensor_parallel(DeviceMemoryPlan& plan, const ModelConfig& c, int tp) {
+void set_tensor_parallel(DeviceMemoryPlan& plan, const ModelConfig& c, int tp, const PipelineLayout* pipe) {
   plan.tp = tp;
   plan.num_params = 0;
-  // The shards are equal today (KV heads replicated, vocabulary padded); the largest is what must fit.
-  for (int r = 0; r < tp; ++r) plan.num_params = std::max(plan.num_params, ShardLayout::of(c, tp, r).num_local_params());
+  // The tp shards are equal today (KV heads replicated, vocabulary padded), pipeline stages need not be; the
+  // largest is what must fit.
+  const int stages = pipe ? pipe->pp() : 1;
+  for (int s = 0; s < stages; ++s)
+    for (int r = 0; r < tp; ++r)
+      plan.num_params = std::max(plan.num_params, ShardLayout::of(c, tp, r, pipe, s).num_local_params());
+  plan.training_weights = 2.0 * double(plan.num_params);
   plan.next_tp = 0;
   for (int t = tp + 1; t <= kMaxTpInNode && plan.next_tp == 0; ++t)
     if (tp_fits_model(c, t)) plan.next_tp = t;
+}
+
+void set_generation_layout(DeviceMemoryPlan& plan, const ModelConfig& c, int tg, bool same_as_training) {
+  plan.generation_copy = 0;
+  plan.generation_tp = plan.next_generation_tp = 0;
+  if (same_as_training) return;
+  int64_t largest = 0;
+  for (int r = 0; r < tg; ++r) largest = std::max(largest, ShardLayout::of(c, tg, r).num_local_params());
+  // The refit's staging: at most one round of whole-model elements sent and received (parallel/reshard.h).
+  const double staging = 2.0 * 2.0 * double(std::min<int64_t>(c.num_parameters(), int64_t(1) << 26));
+  plan.generation_copy = 2.0 * double(largest) + staging;
+  plan.generation_tp = tg;
+  for (int t = tg + 1; t <= kMaxTpInNode && plan.next_generation_tp == 0; ++t)
+    if (tp_fits_model(c, t)) plan.next_generation_tp = t;
 }
 
 double DeviceMemoryPlan::optimizer_state() const {
@@ -62,8 +82,11 @@ double DeviceMemoryPlan::optimizer_state() const {
 }
 
 double DeviceMemoryPlan::generation() const {
-  const double state = offload ? optimizer_state() / 3.0 : optimizer_state();  // the master weights stay
-  return state + kv_cache;
+  const bool moments_out = offload || offload_during_generation;
+  const double state = moments_out ? optimizer_state() / 3.0 : optimizer_state();  // the master weights stay
+  // The training weights (counted as loaded already) leave too when generation has its own copy.
+  const double weights_out = offload_during_generation && generation_copy > 0 ? training_weights : 0.0;
+  return state + kv_cache + generation_copy - weights_out;
 }
 
 std::string device_memory_refusal(const DeviceMemoryPlan& p, double free_bytes) {
@@ -75,6 +98,9 @@ std::string device_memory_refusal(const DeviceMemoryPlan& p, double free_bytes) 
            gib(p.gradients()), " of fp32 gradients, ", gib(p.activations), " of activations for a ",
            p.microbatch_tokens, "-token micro-batch), generation at least ", gib(p.generation()),
            p.kv_cache > 0 ? cat(" (", gib(p.kv_cache), " of KV cache, generation.kv_cache_gib)") : std::string(),
+           p.generation_copy > 0 ? cat(" with ", gib(p.generation_copy), " for generation's own copy of the weights ",
+                                       "at generation.tp = ", p.generation_tp, " (both phases hold it)")
+                                 : std::string(),
            ". To fit: ");
   if (!p.distributed && p.dp > 1)
     m += "train.distributed_optimizer = true (shards the optimizer state over the ranks), ";
@@ -85,11 +111,15 @@ std::string device_memory_refusal(const DeviceMemoryPlan& p, double free_bytes) 
   if (p.next_tp > 0)
     m += cat("parallel.tp = ", p.next_tp, " (splits the weights, gradients and optimizer state over ", p.next_tp,
              " GPUs of a node), ");
+  if (p.generation_copy > 0 && p.next_generation_tp > 0)
+    m += cat("generation.tp = ", p.next_generation_tp, " (a smaller generation copy per GPU), ");
   if (p.training() >= p.generation())
     m += "train.activation_recompute = true or a smaller train.max_tokens_per_microbatch";
+  else if (p.generation_copy > 0 && !p.offload_during_generation)
+    m += "train.offload_during_generation = true or a smaller generation.kv_cache_gib";
   else
-    m += p.offload ? "a smaller generation.kv_cache_gib"
-                   : "train.optimizer_offload = true or a smaller generation.kv_cache_gib";
+    m += p.offload || p.offload_during_generation ? "a smaller generation.kv_cache_gib"
+                                                  : "train.optimizer_offload = true or a smaller generation.kv_cache_gib";
   return m;
 }
 

@@ -21,6 +21,8 @@
 #include "model/model_config.h"
 #include "model/param_table.h"
 #include "model/safetensors.h"
+#include "parallel/generation_layout.h"
+#include "parallel/pp_check.h"
 #include "rl/device_memory_plan.h"
 #include "rl/grpo_settings.h"
 #include "runtime/error.h"
@@ -299,16 +301,22 @@ class Preflight {
   void report_memory() {
     const ModelConfig& m = *model_;
     DeviceMemoryPlan plan;
-    set_tensor_parallel(plan, m, grid_->tp());
+    const PipelineLayout pipe = deck_pipeline_layout(c_, m.num_hidden_layers);
+    set_tensor_parallel(plan, m, grid_->tp(), &pipe);
+    set_generation_layout(plan, m, deck_generation_tp(c_),
+                          GenerationLayout::of(*grid_, deck_generation_tp(c_)).same_as_training);
     plan.dp = grid_->dp();
     plan.distributed = c_.get_bool("train.distributed_optimizer") && plan.dp > 1;
     plan.offload = c_.get_bool("train.optimizer_offload");
+    plan.offload_during_generation = c_.get_bool("train.offload_during_generation");
     plan.microbatch_tokens = c_.get_int("train.max_tokens_per_microbatch");
     plan.kv_cache = c_.get_float("generation.kv_cache_gib") * double(int64_t(1) << 30);
     const double weights = 2.0 * double(plan.num_params);
     line("memory", cat("per GPU rank, at least: ", gib(weights), " bf16 weights + ", gib(plan.optimizer_state()),
                        " optimizer state", plan.distributed ? cat(" (1/", plan.dp, " shard)") : std::string(), " + ",
-                       gib(plan.gradients()), " fp32 gradients = ", gib(weights + plan.training()),
+                       gib(plan.gradients()), " fp32 gradients",
+                       plan.generation_copy > 0 ? cat(" + ", gib(plan.generation_copy), " generation copy") : std::string(),
+                       " = ", gib(weights + plan.training()),
                        " before the activations of a ", plan.microbatch_tokens,
                        "-token micro-batch; generation: ", gib(weights + plan.generation()),
                        plan.kv_cache > 0 ? " with the KV cache" : " before the KV cache",
