@@ -12,6 +12,8 @@
 #             then report (hone-report of every step file)
 #   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU), grpo-8b-tp2 (the Llama-3.1-8B
 #             shape at tp=2)
+#   pipeline parallel (two GPUs): pp-check (mk/gpu-pp-check.sh: pp=2, interleaved, generation.tp=2 and the
+#             offload against one GPU; bubble, exchanges, refit bytes and phase times)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -82,6 +84,9 @@ if want dp-check; then
 fi
 if want tp-check; then
   run_part 600 tp-check bash mk/gpu-tp-check.sh "$logdir/tp-check"
+fi
+if want pp-check; then
+  run_part 600 pp-check bash mk/gpu-pp-check.sh "$logdir/pp-check"
 fi
 if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (whole rows), against grpo-8b at dp=2
   run_part 420 grpo-8b-tp2 "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml run.name=llama-8b-tp2 \
