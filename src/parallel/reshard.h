@@ -58,7 +58,7 @@ struct ReshardPlan {
 // tg consecutive ranks. round_elements bounds each round's whole-model elements (a parameter larger than that is a
 // round of its own).
 ReshardPlan plan_reshard(const ModelConfig& c, const RankGrid& grid, const PipelineLayout& pipe, int tg, int me,
-                         int64_t round_elements = int64_t(1) << 26);
+                         int64_t round_elements = int64_t(1) << 28);
 
 // Copies the blocks from src to dst (host memory), each element of type T.
 template <typename T>

@@ -68,8 +68,9 @@ void set_generation_layout(DeviceMemoryPlan& plan, const ModelConfig& c, int tg,
   if (same_as_training) return;
   int64_t largest = 0;
   for (int r = 0; r < tg; ++r) largest = std::max(largest, ShardLayout::of(c, tg, r).num_local_params());
-  // The refit's staging: at most one round of whole-model elements sent and received (parallel/reshard.h).
-  const double staging = 2.0 * 2.0 * double(std::min<int64_t>(c.num_parameters(), int64_t(1) << 26));
+  // The refit's staging: a rank's share of one round of whole-model elements (parallel/reshard.h: 2^28), sent and
+  // received.
+  const double staging = 2.0 * 2.0 * double(std::min<int64_t>(c.num_parameters(), int64_t(1) << 28)) / tg;
   plan.generation_copy = 2.0 * double(largest) + staging;
   plan.generation_tp = tg;
   for (int t = tg + 1; t <= kMaxTpInNode && plan.next_generation_tp == 0; ++t)
