@@ -56,7 +56,7 @@ void GpuTransformer::set_shared_weights(bf16* w) {
 }
 
 const bf16* GpuTransformer::output() const {
-  HONE_CHECK(!span_.head && backward_ready_, "output() is the hidden state a span without the head hands on");
+  HONE_CHECK(!span_.head && have_output_, "output() is the hidden state a span without the head hands on");
   return x_[size_t(span_.layer_end)];
 }
 
@@ -200,6 +200,7 @@ void GpuTransformer::ensure_arenas(int T, bool for_backward) {
 void GpuTransformer::reset_peaks() {
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   backward_ready_ = false;
+  have_output_ = false;
   if (fwd_) {
     fwd_->reset();
     fwd_->reset_peak();
@@ -213,6 +214,7 @@ void GpuTransformer::reset_peaks() {
 void GpuTransformer::release_arenas() {
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   backward_ready_ = false;
+  have_output_ = false;
   fwd_.reset();
   bwd_.reset();
 }
@@ -265,6 +267,7 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   const GpuLayerBatch lb = layer_batch();
   const bf16* w = w_;
   dres_ = nullptr;
+  have_output_ = false;
   bf16* x0 = x_[size_t(span_.layer_begin)];
   if (!span_.embedding) {
     CUDA_CHECK(cudaMemcpyAsync(x0, input, size_t(T) * size_t(C) * sizeof(bf16), cudaMemcpyDeviceToDevice,
@@ -282,6 +285,7 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   }
   if (!span_.head) {
     backward_ready_ = need_backward;
+    have_output_ = true;
     return;
   }
   {

@@ -142,6 +142,7 @@ class GpuTransformer {
   float* lse_f_ = nullptr;                   // LM head log-sum-exp [T]
   float* logprob_ = nullptr, *entropy_ = nullptr;
   bf16* dres_ = nullptr;  // the backward's residual gradient: at its end, the input's
+  bool have_output_ = false;  // a span without the head ran its forward: output() is valid
 };
 
 }  // namespace hone
