@@ -10,6 +10,7 @@
 #             two-GPU Llama-3.1-8B step, alone on GPU 0), and on two GPUs grpo-dp2 and grpo-dp2-zero (the Qwen3-0.6B
 #             step with twice the prompts, plain and with the distributed optimizer), grpo-8b (the Llama-3.1-8B shape),
 #             then report (hone-report of every step file)
+#   faults (two GPUs): rank-kill (mk/gpu-rank-kill.sh: one rank killed mid-run ends the job within the NCCL timeout)
 #   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU), grpo-8b-tp2 (the Llama-3.1-8B
 #             shape at tp=2)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
@@ -79,6 +80,9 @@ if want nccl; then
 fi
 if want dp-check; then
   run_part 420 dp-check bash mk/gpu-dp-check.sh "$logdir/dp-check"
+fi
+if want rank-kill; then
+  run_part 150 rank-kill bash mk/gpu-rank-kill.sh "$logdir/rank-kill"
 fi
 if want tp-check; then
   run_part 600 tp-check bash mk/gpu-tp-check.sh "$logdir/tp-check"
