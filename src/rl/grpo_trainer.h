@@ -26,6 +26,7 @@
 #include "comm/parallel_state.h"
 #include "model/weights.h"
 #include "data/data_setup.h"
+#include "reward/batch_reward.h"
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
 #include "rl/policy_engine.h"
@@ -88,6 +89,9 @@ class GrpoTrainer {
   std::vector<int32_t> encode_prompt(const Prompt& p) const;
   void phase_generation(StepState& st);
   void phase_reward(StepState& st);
+  // Scores st.samples[begin..] (rl/grpo_trainer_reward.cpp): collective over the world (a failing reward ends
+  // every rank with its message) and over tp (the tp group's first rank scores, the others take its results).
+  void score_samples(StepState& st, size_t begin);
   void phase_logprob(StepState& st);
   void phase_training(StepState& st);
   void phase_refit(StepState& st);
@@ -107,6 +111,8 @@ class GrpoTrainer {
   ChatOptions chat_options_;  // add_generation_prompt, enable_thinking
   std::string system_prompt_;
   DataSetup data_;
+  std::unique_ptr<BatchReward> reward_;  // on the ranks that score (tp rank 0); null elsewhere
+  int64_t reward_batch_size_ = 0;        // reward.batch_size
 
   ModelWeights initial_;  // the initial fp32 weights, until connect()
   std::unique_ptr<PolicyEngine> engine_;

@@ -7,6 +7,7 @@
 #include "model/deck_model.h"
 #include "parallel/shard_io.h"
 #include "parallel/shard_weights.h"
+#include "reward/reward_setup.h"
 #include "rl/grpo_trainer.h"
 #include "runtime/error.h"
 
@@ -165,14 +166,20 @@ void GrpoTrainer::build_data(const Config& c) {
     o.synthetic.vocab_size = mc_.vocab_size;
     o.synthetic.seed = s_.seed;
   }
+  o.math = math_reward_options(c);
   data_ = make_data(o, [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
+
+  // The step's reward: started (a program) or loaded (a plug-in) on the ranks that score, tp rank 0.
+  const RewardOptions ro = RewardOptions::from_config(c);
+  reward_batch_size_ = ro.batch_size;
+  if (ps_.tp_rank() == 0) reward_ = make_reward(ro, data_.reward, ps_.world_rank());
 }
 
 std::string GrpoTrainer::describe() const {
   return cat(model_path_.empty() ? std::string("random-init ") : "model " + model_path_ + ", ",
              architecture_hf_name(mc_.arch), " with ", mc_.num_parameters(), " parameters (", mc_.num_hidden_layers,
              " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, ") on ", engine_->describe(), "; prompts: ",
-             data_.source->describe(), "; chat format: ", chat_.describe(), "; reward: ", data_.reward->name(), "; ", ps_.dp_size(), " data-parallel rank",
+             data_.source->describe(), "; chat format: ", chat_.describe(), "; reward: ", reward_ ? reward_->name() : data_.reward->name(), "; ", ps_.dp_size(), " data-parallel rank",
              ps_.dp_size() > 1 ? "s" : "");
 }
 

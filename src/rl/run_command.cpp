@@ -164,7 +164,13 @@ int run_run(const std::vector<std::string>& args) {
     const int64_t nsamples = s.sample_every > 0 && step % s.sample_every == 0 ? s.num_samples : 0;
     const Activity activity(cat("running GRPO step ", step));
     const StepRow row = trainer->step(step, nsamples);
-    if (out) out->append(row);
+    if (out) {
+      for (const auto& [name, value] : row.values())  // the reward's sub-scores, named by the reward
+        if (name.rfind("scores/", 0) == 0)
+          out->declare_metric(name, "1", cat("mean of the reward's sub-score '", name.substr(7),
+                                             "' over the step's rollouts that have it"));
+      out->append(row);
+    }
     print_rank0(format_step_line(row) + "\n");
     if (s.checkpoint_every > 0 && step % s.checkpoint_every == 0) {
       checkpoint(step);
