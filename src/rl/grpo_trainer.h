@@ -76,7 +76,8 @@ class GrpoTrainer {
   };
   // Collective: the whole training state onto rank 0 (the distributed optimizer gathers its shards).
   Snapshot snapshot();
-  // Rank 0: the checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json.
+  // Rank 0: the checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json, and
+  // (checkpoint.hf_folder) hf/, a ready Hugging Face model folder.
   void save(const std::string& folder, int64_t step, const Snapshot& snap) const;
   // Collective: restores weights (training and generation copies), optimizer and data cursor; returns the
   // checkpoint's step.
@@ -99,6 +100,7 @@ class GrpoTrainer {
   // the run after train.max_nonfinite_updates in a row.
   void note_nonfinite_update(StepState& st, double norm);
   void record(StepState& st, StepRow& row, int64_t num_samples);
+  void write_hf_folder(const std::string& hf, const std::string& folder, const Snapshot& snap) const;
   void record_samples(const StepState& st, StepRow& row, int64_t num_samples);
 
   const ParallelState& ps_;
@@ -106,6 +108,8 @@ class GrpoTrainer {
   int64_t nonfinite_in_a_row_ = 0;  // skipped optimizer updates since the last applied one
   ModelConfig mc_;
   std::string model_path_;
+  bool random_weights_ = false;  // model.init = "random": model_path_'s shape, seeded random weights
+  std::string tokenizer_dir_;    // tokenizer.path of an hf tokenizer (its files go into checkpoints' hf/); else empty
   std::unique_ptr<Tokenizer> tok_;
   ChatSetup chat_;
   ChatOptions chat_options_;  // add_generation_prompt, enable_thinking

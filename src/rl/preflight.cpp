@@ -96,7 +96,8 @@ std::string writable_folder_problem(const std::string& dir) {
 std::string check_weight_files(const std::string& dir, const ModelConfig& m, std::string* problem) {
   const bool indexed = fs::exists(fs::path(dir) / "model.safetensors.index.json");
   if (!indexed && !fs::exists(fs::path(dir) / "model.safetensors")) {
-    *problem = "no model.safetensors (or model.safetensors.index.json) in it";
+    *problem = "no model.safetensors (or model.safetensors.index.json) in it; set model.init = \"random\" to start "
+               "from random weights of its config.json";
     return {};
   }
   try {
@@ -187,8 +188,7 @@ class Preflight {
       throw UserError(about(c_, "model.path", e.what()));
     }
     std::string weights = "weights not read: the run starts from random weights";
-    const KeySpec* init = find_key_spec("model.init");  // a config.json alone may start from random weights
-    if (!init || !c_.has_value("model.init") || c_.get_string("model.init") != "random") {
+    if (c_.get_string("model.init") != "random") {  // a config.json alone may start from random weights
       std::string problem;
       weights = check_weight_files(path, *model_, &problem);
       HONE_USER_CHECK(problem.empty(), about(c_, "model.path", problem));

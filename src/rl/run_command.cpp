@@ -90,7 +90,7 @@ std::string resolved_deck_text(const Config& cfg) {
 std::string run_header(const Config& cfg, const ParallelState& ps) {
   const std::string path = cfg.get_string("model.path");
   const std::string model =
-      !path.empty() ? path
+      !path.empty() ? path + (cfg.get_string("model.init") == "random" ? " (its config.json; random weights)" : "")
                     : cat("random init, ", cfg.get_string("model.architecture"), " (", cfg.get_int("model.num_layers"),
                           " layers, hidden ", cfg.get_int("model.hidden_size"), ")");
   const std::string h5 = cat(cfg.get_string("output.dir"), "/", cfg.get_string("run.name"), ".h5");
