@@ -102,6 +102,7 @@ class GrpoTrainer {
   void record(StepState& st, StepRow& row, int64_t num_samples);
   void write_hf_folder(const std::string& hf, const std::string& folder, const Snapshot& snap) const;
   void record_samples(const StepState& st, StepRow& row, int64_t num_samples);
+  void record_rollouts(const StepState& st, StepRow& row);  // rl/grpo_trainer_rollouts.cpp
 
   const ParallelState& ps_;
   GrpoSettings s_;

@@ -219,6 +219,7 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   set_memory_metrics(row, engine_->memory(), ps_.dp());
 
   if (num_samples > 0) record_samples(st, row, num_samples);
+  if (s_.all_rollouts) record_rollouts(st, row);
 }
 
 namespace {
