@@ -107,6 +107,13 @@ BOOST_AUTO_TEST_CASE(a_failing_program_ends_the_run_with_its_stderr) {
   BOOST_TEST(contains(out, "conflicting keys 'reward.command'"));
   BOOST_TEST(hone_run(write_deck(dir), "reward.format_reward=0.1", &out) == 2);
   BOOST_TEST(contains(out, "a synthetic task is scored by its own checker"));
+  // hone check looks for the plug-in's file (it loads nothing) and names the reward.
+  BOOST_TEST(test::run_command(test::hone_exe() + " check " + write_deck(dir) + " reward.library=" + dir + "/no.so",
+                               &out) == 2);
+  BOOST_TEST(contains(out, "reward.library = \"" + dir + "/no.so\": no such file"));
+  BOOST_TEST(test::run_command(test::hone_exe() + " check " + write_deck(dir) + " output.overwrite=true " + plugin_reward(),
+                               &out) == 0);
+  BOOST_TEST(contains(out, "reward      plug-in " + test::build_dir() + "/examples/libexact_match_reward.so"));
 }
 
 BOOST_AUTO_TEST_CASE(a_program_failing_on_one_rank_ends_every_rank) {
