@@ -104,7 +104,8 @@ PluginReward::~PluginReward() {
 std::vector<RewardResult> PluginReward::score(const std::vector<RewardQuery>& batch) {
   if (batch.empty()) return {};
   const size_t n = batch.size(), k = score_names_.size();
-  std::vector<std::string> messages(n);
+  // Copies that end in a NUL (a string_view into a rollout need not), and the messages as JSON.
+  std::vector<std::string> messages(n), completions(n);
   std::vector<hone_reward_query> q(n);
   for (size_t i = 0; i < n; ++i) {
     const Prompt& p = *batch[i].prompt;
@@ -112,11 +113,12 @@ std::vector<RewardResult> PluginReward::score(const std::vector<RewardQuery>& ba
     for (const auto& msg : p.messages) m.push_back({{"role", msg.role}, {"content", msg.content}});
     if (m.empty()) m.push_back({{"role", "user"}, {"content", p.text}});
     messages[i] = m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    completions[i] = std::string(batch[i].completion);
     q[i] = {};
     q[i].prompt = p.text.c_str();
     q[i].prompt_size = p.text.size();
-    q[i].completion = batch[i].completion.data();
-    q[i].completion_size = batch[i].completion.size();
+    q[i].completion = completions[i].c_str();
+    q[i].completion_size = completions[i].size();
     q[i].answer = p.answer.c_str();
     q[i].answer_size = p.answer.size();
     q[i].extra_json = p.extra_json.c_str();
@@ -127,12 +129,6 @@ std::vector<RewardResult> PluginReward::score(const std::vector<RewardQuery>& ba
     q[i].step = batch[i].step;
     q[i].completion_tokens = batch[i].completion_tokens;
     q[i].truncated = batch[i].truncated ? 1 : 0;
-  }
-  // The completions as NUL-terminated copies: a string_view into the rollout need not end in a NUL.
-  std::vector<std::string> completions(n);
-  for (size_t i = 0; i < n; ++i) {
-    completions[i] = std::string(batch[i].completion);
-    q[i].completion = completions[i].c_str();
   }
   std::vector<double> scores(n * k, std::numeric_limits<double>::quiet_NaN());
   std::vector<hone_reward_result> res(n);
