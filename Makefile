@@ -58,7 +58,7 @@ MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 # ---- flags ------------------------------------------------------------------------------------------------
 OPT      := $(if $(filter 1,$(DEBUG)),-O0,-O2)
 DEFS     := -DHONE_VERSION=\"$(VERSION)\" -DHONE_CUDA=$(CUDA) -DBOOST_TEST_DYN_LINK
-INCLUDES := -Isrc -I. -Itests
+INCLUDES := -Isrc -Iinclude -I. -Itests
 CXXFLAGS := -std=c++20 $(OPT) -g -Wall -Wextra -fopenmp -MMD -MP $(DEFS) $(INCLUDES)
 HOSTDEP_CFLAGS := $(PKG_CFLAGS) $(MPI_CFLAGS)
 LDLIBS   := $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lpthread -ldl
@@ -94,7 +94,9 @@ MPI_BIN   := $(BUILD)/tests/mpi_tests
 GPU_BIN   := $(BUILD)/tests/gpu_tests
 SLURM_BIN := $(BUILD)/tests/slurm_tests
 PROG_BINS := $(PROG_SRC:tests/programs/%.cpp=$(BUILD)/tests/programs/%)
-TEST_BINS := $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(SLURM_BIN) $(PROG_BINS)
+# The example reward plug-in (examples/reward/exact_match.c), a C shared library against include/hone only.
+EXAMPLE_PLUGIN := $(BUILD)/examples/libexact_match_reward.so
+TEST_BINS := $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(SLURM_BIN) $(PROG_BINS) $(EXAMPLE_PLUGIN)
 
 .PHONY: all deps run test test-gpu tests bundle clean _run _test _test-gpu doc-deck
 
@@ -141,6 +143,10 @@ $(SLURM_BIN): $(SLURM_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB_OBJS)
 $(GPU_BIN): $(GPU_SRC:%.cpp=$(BUILD)/obj/%.o) $(GPU_CU:%.cu=$(BUILD)/obj/%.cu.o) $(LIB_OBJS)
 	@mkdir -p $(@D); echo "  LINK    $@"
 	$(Q)$(CXX) -o $@ $^ $(LDLIBS) -lboost_unit_test_framework
+
+$(EXAMPLE_PLUGIN): examples/reward/exact_match.c include/hone/reward_plugin.h
+	@mkdir -p $(@D); echo "  CC      $@"
+	$(Q)cc -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -Iinclude -o $@ $<
 
 # Keep the test programs' objects (make would delete them as intermediates, after the test summary line).
 .SECONDARY: $(PROG_SRC:%.cpp=$(BUILD)/obj/%.o)

@@ -13,6 +13,8 @@
 #   faults (two GPUs): rank-kill (mk/gpu-rank-kill.sh: one rank killed mid-run ends the job within the NCCL timeout)
 #   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU), grpo-8b-tp2 (the Llama-3.1-8B
 #             shape at tp=2)
+#   your own reward: reward (the demo deck on the GPU scored by examples/reward/exact_match.py, every rollout kept
+#             and listed by tools/hone-rollouts, a checkpoint with its hf/ folder)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -61,6 +63,13 @@ fi
 if want demo; then
   run_part 60 demo "$hone" run input/demo.toml run.device=cuda "output.dir=$logdir" \
     "checkpoint.dir=$logdir/demo-checkpoints"
+fi
+if want reward; then  # the GPU engine's rollouts through reward.command, kept whole; the demo must still learn
+  run_part 120 reward "$hone" run input/demo.toml run.device=cuda run.name=demo-reward \
+    'reward.command="python3 examples/reward/exact_match.py"' output.rollouts=all "output.dir=$logdir" \
+    "checkpoint.dir=$logdir/reward-checkpoints"
+  run_part 60 reward-rollouts python3 tools/hone-rollouts "$logdir/demo-reward.h5" --steps 75-80
+  ls -lR "$logdir/reward-checkpoints" >>"$logdir/reward-rollouts.txt" 2>&1
 fi
 if want grpo; then
   run_part 200 grpo "$hone" run input/bench-grpo-qwen3-0.6b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"

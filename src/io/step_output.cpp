@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include "io/atomic_file.h"
 #include "io/output_hdf5.h"
 #include "io/output_metrics.h"
+#include "io/rollout_file.h"
 #include "runtime/error.h"
 #include "runtime/version.h"
 
@@ -95,6 +98,7 @@ StepOutput::StepOutput(StepOutputOptions options) : opt_(std::move(options)) {
                         "run.resume=auto to continue its run from the newest checkpoint, or choose another ",
                         "output.dir or run.name"));
   }
+  remove_rollout_files(opt_.resume_step >= 0 ? opt_.resume_step : -1);
   write_file();
 }
 
@@ -155,8 +159,33 @@ void StepOutput::add_metric(const std::string& name) {
   metrics_.emplace(name, std::move(s));
 }
 
+void StepOutput::remove_rollout_files(int64_t after) const {
+  const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return;
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    const std::string name = e.path().filename().string();
+    long long step = -1;
+    char tail = 0;
+    // step_<N>.h5, and the temporary siblings of one whose write was cut short
+    if (std::sscanf(name.c_str(), "step_%lld.h%c", &step, &tail) != 2 || tail != '5') continue;
+    if (step > after || name.find(".tmp-") != std::string::npos) fs::remove(e.path(), ec);
+  }
+}
+
 void StepOutput::append(const StepRow& row) {
   HONE_CHECK(row.step() > last_step(), "step ", row.step(), " does not follow step ", last_step());
+  if (const auto& r = row.rollouts()) {
+    const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    HONE_USER_CHECK(!ec, "output.dir: cannot create ", folder.string(), ": ", ec.message());
+    try {
+      write_rollout_file((folder / rollout_file_name(row.step())).string(), opt_.run_name, *r);
+    } catch (const Error& e) {
+      throw UserError(cat("cannot write the rollouts of step ", row.step(), " in ", folder.string(), ": ", e.what()));
+    }
+  }
   for (const auto& [name, v] : row.values())
     if (!metrics_.count(name)) add_metric(name);
   steps_.push_back(row.step());
@@ -165,6 +194,7 @@ void StepOutput::append(const StepRow& row) {
     s.values.push_back(v ? *v : kNaN);
   }
   for (const auto& smp : row.samples()) samples_.push_back(smp);
+  if (row.rollouts()) rollout_steps_.push_back(row.step());
   write_file();
 }
 
@@ -208,6 +238,15 @@ void StepOutput::load_for_resume() {
                       "cannot resume: the /samples datasets in '", path_, "' differ in length");
       for (size_t i = 0; i < st.size(); ++i)
         if (st[i] <= opt_.resume_step) samples_.push_back({st[i], pr[i], co[i], re[i]});
+    }
+    if (h5out::exists(f, "rollouts")) {
+      h5out::Handle g(H5Gopen2(f, "rollouts", H5P_DEFAULT), H5Gclose, "H5Gopen2(rollouts)");
+      for (const std::string& name : h5out::list_links(g)) {
+        long long step = -1;
+        if (std::sscanf(name.c_str(), "step_%lld", &step) == 1 && step <= opt_.resume_step)
+          rollout_steps_.push_back(step);
+      }
+      std::sort(rollout_steps_.begin(), rollout_steps_.end());
     }
   } catch (const Error& e) {
     throw UserError(cat("cannot resume from the output file '", path_, "': ", e.what()));
@@ -268,6 +307,20 @@ void StepOutput::write_contents(hid_t f) const {
   h5out::Handle d4 = h5out::write_doubles(samples, "reward", re);
   h5out::set_attr(d1, "unit", std::string("step"));
   h5out::set_attr(d4, "unit", std::string("1"));
+
+  // Every rollout of a step: an external link to the step's own file, by a path relative to this file's folder
+  // (where HDF5 looks first), so the pair can be moved together.
+  if (!rollout_steps_.empty()) {
+    h5out::Handle g = h5out::create_group(f, "rollouts");
+    const std::string folder = rollout_folder_name(opt_.run_name);
+    for (int64_t step : rollout_steps_) {
+      const std::string file = rollout_file_name(step);
+      const std::string target = folder + "/" + file;
+      h5out::check(H5Lcreate_external(target.c_str(), "/", g, file.substr(0, file.size() - 3).c_str(), H5P_DEFAULT,
+                                      H5P_DEFAULT),
+                   "H5Lcreate_external");
+    }
+  }
 }
 
 }  // namespace hone

@@ -104,8 +104,12 @@ void read_train_keys(const Config& c, GrpoSettings& s) {
 void read_output_keys(const Config& c, GrpoSettings& s) {
   s.checkpoint_every = c.get_int("checkpoint.every");
   s.checkpoint_at_exit = c.get_bool("checkpoint.save_at_exit");
-  s.sample_every = c.get_int("output.sample_every");
+  s.checkpoint_hf_folder = c.get_bool("checkpoint.hf_folder");
+  s.checkpoint_bf16 = c.get_string("checkpoint.dtype") == "bfloat16";
+  const std::string rollouts = c.get_string("output.rollouts");
+  s.sample_every = rollouts == "none" ? 0 : c.get_int("output.sample_every");
   s.num_samples = c.get_int("output.num_samples");
+  s.all_rollouts = rollouts == "all";
   s.overwrite = c.get_bool("output.overwrite");
 }
 

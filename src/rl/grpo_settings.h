@@ -64,9 +64,12 @@ struct GrpoSettings {
   // [checkpoint]
   int64_t checkpoint_every = 0;
   bool checkpoint_at_exit = true;
+  bool checkpoint_hf_folder = true;  // checkpoint.hf_folder
+  bool checkpoint_bf16 = true;       // checkpoint.dtype = "bfloat16" (the hf/ folder's weights)
   // [output]
-  int64_t sample_every = 0;
+  int64_t sample_every = 0;          // 0 also when output.rollouts = "none"
   int64_t num_samples = 0;
+  bool all_rollouts = false;         // output.rollouts = "all"
   bool overwrite = false;
 
   int64_t rollouts_per_step() const { return prompts_per_step * generations; }

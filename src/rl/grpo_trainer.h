@@ -26,6 +26,7 @@
 #include "comm/parallel_state.h"
 #include "model/weights.h"
 #include "data/data_setup.h"
+#include "reward/batch_reward.h"
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
 #include "rl/policy_engine.h"
@@ -75,7 +76,8 @@ class GrpoTrainer {
   };
   // Collective: the whole training state onto rank 0 (the distributed optimizer gathers its shards).
   Snapshot snapshot();
-  // Rank 0: the checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json.
+  // Rank 0: the checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json, and
+  // (checkpoint.hf_folder) hf/, a ready Hugging Face model folder.
   void save(const std::string& folder, int64_t step, const Snapshot& snap) const;
   // Collective: restores weights (training and generation copies), optimizer and data cursor; returns the
   // checkpoint's step.
@@ -88,6 +90,9 @@ class GrpoTrainer {
   std::vector<int32_t> encode_prompt(const Prompt& p) const;
   void phase_generation(StepState& st);
   void phase_reward(StepState& st);
+  // Scores st.samples[begin..] (rl/grpo_trainer_reward.cpp): collective over the world (a failing reward ends
+  // every rank with its message) and over tp (the tp group's first rank scores, the others take its results).
+  void score_samples(StepState& st, size_t begin);
   void phase_logprob(StepState& st);
   void phase_training(StepState& st);
   void phase_refit(StepState& st);
@@ -95,18 +100,24 @@ class GrpoTrainer {
   // the run after train.max_nonfinite_updates in a row.
   void note_nonfinite_update(StepState& st, double norm);
   void record(StepState& st, StepRow& row, int64_t num_samples);
+  void write_hf_folder(const std::string& hf, const std::string& folder, const Snapshot& snap) const;
   void record_samples(const StepState& st, StepRow& row, int64_t num_samples);
+  void record_rollouts(const StepState& st, StepRow& row);  // rl/grpo_trainer_rollouts.cpp
 
   const ParallelState& ps_;
   GrpoSettings s_;
   int64_t nonfinite_in_a_row_ = 0;  // skipped optimizer updates since the last applied one
   ModelConfig mc_;
   std::string model_path_;
+  bool random_weights_ = false;  // model.init = "random": model_path_'s shape, seeded random weights
+  std::string tokenizer_dir_;    // tokenizer.path of an hf tokenizer (its files go into checkpoints' hf/); else empty
   std::unique_ptr<Tokenizer> tok_;
   ChatSetup chat_;
   ChatOptions chat_options_;  // add_generation_prompt, enable_thinking
   std::string system_prompt_;
   DataSetup data_;
+  std::unique_ptr<BatchReward> reward_;  // on the ranks that score (tp rank 0); null elsewhere
+  int64_t reward_batch_size_ = 0;        // reward.batch_size
 
   ModelWeights initial_;  // the initial fp32 weights, until connect()
   std::unique_ptr<PolicyEngine> engine_;

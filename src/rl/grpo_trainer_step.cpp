@@ -30,16 +30,6 @@ StepRow GrpoTrainer::step(int64_t step, int64_t num_samples) {
 
 namespace {
 
-void score_samples(const RewardFunction& reward, const std::vector<Prompt>& prompts, std::vector<GrpoSample>& samples,
-                   size_t begin) {
-  for (size_t i = begin; i < samples.size(); ++i) {
-    GrpoSample& s = samples[i];
-    const RewardResult r = reward.score(prompts[size_t(s.prompt_index)], s.rollout.text);
-    s.reward = r.reward;
-    s.correct = r.correct;
-  }
-}
-
 bool group_has_signal(const std::vector<GrpoSample>& samples, size_t begin, size_t G) {
   for (size_t g = 1; g < G; ++g)
     if (samples[begin + g].reward != samples[begin].reward) return true;
@@ -96,7 +86,7 @@ void GrpoTrainer::phase_generation(StepState& st) {
     // Dynamic sampling: score now, keep the groups with signal whose global order is below P.
     timer_.stop("generation");
     timer_.start("reward");
-    score_samples(*data_.reward, st.prompts, st.samples, first_sample);
+    score_samples(st, first_sample);
     timer_.stop("reward");
     std::vector<int64_t> signal;  // group index within this batch
     for (int64_t gi = 0; gi < groups; ++gi)
@@ -135,7 +125,7 @@ void GrpoTrainer::phase_reward(StepState& st) {
   auto scope = timer_.scope("reward");
   const int64_t G = s_.generations;
   if (!st.scored) {
-    score_samples(*data_.reward, st.prompts, st.samples, 0);
+    score_samples(st, 0);
     for (size_t i = 0; i < st.samples.size(); i += size_t(G))
       if (!group_has_signal(st.samples, i, size_t(G))) ++st.groups_zero_variance;
   }

@@ -90,7 +90,7 @@ std::string resolved_deck_text(const Config& cfg) {
 std::string run_header(const Config& cfg, const ParallelState& ps) {
   const std::string path = cfg.get_string("model.path");
   const std::string model =
-      !path.empty() ? path
+      !path.empty() ? path + (cfg.get_string("model.init") == "random" ? " (its config.json; random weights)" : "")
                     : cat("random init, ", cfg.get_string("model.architecture"), " (", cfg.get_int("model.num_layers"),
                           " layers, hidden ", cfg.get_int("model.hidden_size"), ")");
   const std::string h5 = cat(cfg.get_string("output.dir"), "/", cfg.get_string("run.name"), ".h5");
@@ -164,7 +164,13 @@ int run_run(const std::vector<std::string>& args) {
     const int64_t nsamples = s.sample_every > 0 && step % s.sample_every == 0 ? s.num_samples : 0;
     const Activity activity(cat("running GRPO step ", step));
     const StepRow row = trainer->step(step, nsamples);
-    if (out) out->append(row);
+    if (out) {
+      for (const auto& [name, value] : row.values())  // the reward's sub-scores, named by the reward
+        if (name.rfind("scores/", 0) == 0)
+          out->declare_metric(name, "1", cat("mean of the reward's sub-score '", name.substr(7),
+                                             "' over the step's rollouts that have it"));
+      out->append(row);
+    }
     print_rank0(format_step_line(row) + "\n");
     if (s.checkpoint_every > 0 && step % s.checkpoint_every == 0) {
       checkpoint(step);
