@@ -29,12 +29,14 @@
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
 #include "rl/policy_engine.h"
+#include "rl/validation.h"
 #include "runtime/timer.h"
 #include "tokenizer/chat_setup.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hone {
 class Config;
+class ProgressLine;
 }
 
 namespace hone::rl {
@@ -58,6 +60,10 @@ class GrpoTrainer {
   const PromptSource& prompts() const { return *data_.source; }
   std::string describe() const;  // one line: model, parameters, data, ranks
 
+  // Where the progress of long phases goes (rank 0's ProgressLine; null elsewhere and by default: none). Must
+  // outlive the trainer's steps.
+  void set_progress(ProgressLine* progress);
+
   // Collective over the data-parallel ranks, once after construction (outside agreed(): it communicates):
   // NCCL communicators and the data-parallel optimizer. Releases the host copy of the initial weights.
   void connect();
@@ -73,6 +79,15 @@ class GrpoTrainer {
     Tensor exp_avg, exp_avg_sq;
     int optimizer_step = 0;
   };
+  // Validation ([validation]; rl/validation.h): its settings and the held-out problems read at construction.
+  const ValidationSettings& validation() const { return val_; }
+  int64_t validation_problems() const { return int64_t(val_prompts_.size()); }
+  // Collective: generates the held-out problems' completions with the current generation weights (sharded over the
+  // data-parallel ranks like a step's prompts), scores them with the training reward and returns the metrics
+  // (meaningful on rank 0) for the row of `step` (the steps trained so far). Touches neither the training data's
+  // cursor nor any random stream of training.
+  StepRow validate(int64_t step);
+
   // Collective: the whole training state onto rank 0 (the distributed optimizer gathers its shards).
   Snapshot snapshot();
   // Rank 0: the checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json.
@@ -85,6 +100,8 @@ class GrpoTrainer {
   struct StepState;
   void build_model(const Config& c);
   void build_data(const Config& c);
+  DataOptions data_options(const Config& c) const;  // [data] as make_data takes it
+  void build_validation(const Config& c);
   std::vector<int32_t> encode_prompt(const Prompt& p) const;
   void phase_generation(StepState& st);
   void phase_reward(StepState& st);
@@ -107,11 +124,14 @@ class GrpoTrainer {
   ChatOptions chat_options_;  // add_generation_prompt, enable_thinking
   std::string system_prompt_;
   DataSetup data_;
+  ValidationSettings val_;
+  std::vector<Prompt> val_prompts_;  // every validation problem (each rank generates its shard)
 
   ModelWeights initial_;  // the initial fp32 weights, until connect()
   std::unique_ptr<PolicyEngine> engine_;
   StopCriteria stop_;
   PhaseTimer timer_;
+  ProgressLine* progress_ = nullptr;
 };
 
 }  // namespace hone::rl

@@ -36,6 +36,7 @@ GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
     : ps_(parallel), s_(read_grpo_settings(c, parallel.dp_size())) {
   build_model(c);
   build_data(c);
+  build_validation(c);
 
   // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its
   // roles (training/master, generation, reference when the KL term needs it).
@@ -136,6 +137,10 @@ std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
 }
 
 void GrpoTrainer::build_data(const Config& c) {
+  data_ = make_data(data_options(c), [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
+}
+
+DataOptions GrpoTrainer::data_options(const Config& c) const {
   DataOptions o;
   const std::string task = c.get_string("data.task");
   if (task == "jsonl") {
@@ -165,7 +170,7 @@ void GrpoTrainer::build_data(const Config& c) {
     o.synthetic.vocab_size = mc_.vocab_size;
     o.synthetic.seed = s_.seed;
   }
-  data_ = make_data(o, [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
+  return o;
 }
 
 std::string GrpoTrainer::describe() const {
