@@ -166,6 +166,10 @@ BOOST_AUTO_TEST_CASE(jsonl_problems_and_deck_errors) {
   BOOST_TEST(hone_run(deck, "output.overwrite=true validation.every=1 validation.path=" + dir + "/nothing.jsonl",
                       &out) == 2);
   BOOST_TEST(out.find("validation.path = \"" + dir + "/nothing.jsonl\": no such file") != std::string::npos, out);
+  // The pre-flight finds it too, before a job is queued.
+  BOOST_TEST(test::run_command(test::hone_exe() + " check " + deck + " validation.every=1 validation.path=" + dir +
+                               "/nothing.jsonl", &out) == 2);
+  BOOST_TEST(out.find("validation.path = \"" + dir + "/nothing.jsonl\": no such file") != std::string::npos, out);
   BOOST_TEST(hone_run(deck, "output.overwrite=true validation.every=1 validation.top_p=0.9", &out) == 2);
   BOOST_TEST(out.find("temperature 0 is greedy decoding") != std::string::npos, out);
 }
