@@ -157,7 +157,7 @@ case "$HONE_MPI_MODE" in
     have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
     need=$(cat "$HONE_HOME/mpi/GLIBC" 2>/dev/null || echo 0)
     if [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n 1)" != "$need" ]; then
-      echo "hone env.sh: this machine has no Open MPI (libmpi.so.40) and its glibc $have is older than the $need the" \
+      echo "env.sh: this machine has no Open MPI (libmpi.so.40) and its glibc $have is older than the $need the" \
            "bundle's own MPI needs: load the site's Open MPI (e.g. module load openmpi) and source env.sh again" >&2
     fi
     export PATH="$HONE_HOME/mpi/bin:$PATH"
@@ -173,7 +173,7 @@ case "$HONE_MPI_MODE" in
     export OMPI_MCA_plm_rsh_agent="${OMPI_MCA_plm_rsh_agent:-ssh}"
     HONE_MPIRUN_ENV="-x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x PMIX_MCA_mca_base_component_path"
     ;;
-  *) echo "hone env.sh: HONE_MPI=$HONE_MPI_MODE: expected auto, site or bundled" >&2 ;;
+  *) echo "env.sh: HONE_MPI=$HONE_MPI_MODE: expected auto, site or bundled" >&2 ;;
 esac
 export HONE_MPI_MODE HONE_MPIRUN_ENV
 EOF
