@@ -13,7 +13,8 @@
 #   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU), grpo-8b-tp2 (the Llama-3.1-8B
 #             shape at tp=2)
 #   the bundle itself: bundle (mk/gpu-bundle-check.sh: the MPI env.sh picks, the demo on the GPU and on two CPU ranks
-#             with each MPI the machine offers; fails on any PMIx, dlopen or component warning)
+#             with each MPI the machine offers; fails on any PMIx, dlopen or component warning); progress (two steps
+#             of the Qwen3-0.6B step benchmark with a progress line every 2 s: the lines of the generation phase)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -111,6 +112,10 @@ fi
 if want grpo-8b; then
   run_part 540 grpo-8b "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml "output.dir=$logdir" \
     "checkpoint.dir=$logdir/ck"
+fi
+if want progress; then
+  run_part 200 progress "$hone" run input/bench-grpo-qwen3-0.6b.toml run.name=progress run.max_steps=2 \
+    run.progress_every_s=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 if want bundle; then
   run_part 300 bundle bash mk/gpu-bundle-check.sh "$logdir/bundle"
