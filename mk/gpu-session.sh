@@ -15,6 +15,9 @@
 #             shape at tp=2)
 #   your own reward: reward (the demo deck on the GPU scored by examples/reward/exact_match.py, every rollout kept
 #             and listed by tools/hone-rollouts, a checkpoint with its hf/ folder)
+#   the bundle itself: bundle (mk/gpu-bundle-check.sh: the MPI env.sh picks, the demo on the GPU and on two CPU ranks
+#             with each MPI the machine offers; fails on any PMIx, dlopen or component warning); progress (two steps
+#             of the Qwen3-0.6B step benchmark with a progress line every 2 s: the lines of the generation phase)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -82,7 +85,8 @@ if want grpo-llama; then
   run_part 200 grpo "$hone" run input/bench-grpo-llama-3.2-1b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-mpi_args=(--allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x OPAL_PREFIX -x PATH)
+# shellcheck disable=SC2206
+mpi_args=(--allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x PATH $HONE_MPIRUN_ENV)
 mpi=(mpirun -np 2 "${mpi_args[@]}")
 if want nccl; then
   run_part 150 nccl mpirun -np "$gpus" "${mpi_args[@]}" "$bundle/bin/nccl_check"
@@ -121,6 +125,13 @@ fi
 if want grpo-8b; then
   run_part 540 grpo-8b "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml "output.dir=$logdir" \
     "checkpoint.dir=$logdir/ck"
+fi
+if want progress; then
+  run_part 200 progress "$hone" run input/bench-grpo-qwen3-0.6b.toml run.name=progress run.max_steps=2 \
+    run.progress_every_s=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want bundle; then
+  run_part 300 bundle bash mk/gpu-bundle-check.sh "$logdir/bundle"
 fi
 if want report; then
   files=$(ls "$logdir"/*.h5 2>/dev/null | grep -v "/gen-")  # hone run files only

@@ -142,6 +142,19 @@ void check_grpo_and_train(const Config& c) {
              "a micro-batch must hold the longest sequence");
 }
 
+void check_validation(const Config& c) {
+  const bool on = c.get_int("validation.every") > 0 || c.get_bool("validation.at_start");
+  if (c.get_float("validation.temperature") == 0.0 && c.get_float("validation.top_p") != 1.0)
+    conflict(c, "validation.temperature", "validation.top_p", "temperature 0 is greedy decoding, which does not sample");
+  if (!on || !c.get_string("validation.path").empty()) return;
+  if (c.get_string("data.task") == "jsonl")
+    missing(c, "validation.path", c.get_int("validation.every") > 0 ? "validation.every" : "validation.at_start",
+            " with data.task = 'jsonl': a JSONL dataset's held-out problems come from a file of their own");
+  if (c.get_int("validation.max_samples") == 0)
+    conflict(c, "validation.path", "validation.max_samples",
+             "synthetic validation problems are endless: give validation.max_samples > 0 (or a validation.path)");
+}
+
 }  // namespace
 
 void resolve_and_check(Config& c) {
@@ -151,6 +164,7 @@ void resolve_and_check(Config& c) {
   check_reward(c);
   check_generation(c);
   check_grpo_and_train(c);
+  check_validation(c);
 }
 
 }  // namespace hone

@@ -114,6 +114,8 @@ std::vector<KeySpec> build_schema() {
       e("run.resume", S{"never", "auto"}, "never", "auto: continue from the newest checkpoint in checkpoint.dir when there is one"),
       b("run.log_all_ranks", false, "every rank logs, with a [rank r] prefix (otherwise rank 0 alone)"),
       e("run.log_level", S{"debug", "info", "warn", "error"}, "info", "least severe log message printed"),
+      f("run.progress_every_s", 30.0, at_least(0), "seconds",
+        "rank 0 shows the progress of a long phase: a line every this many seconds in a log, one self-updating line on a terminal; 0 = off"),
 
       // [model]
       s("model.path", "", "Hugging Face checkpoint directory (config.json, *.safetensors); empty: random init from the shape keys below"),
@@ -251,6 +253,18 @@ std::vector<KeySpec> build_schema() {
         "expert-parallel size (mixture-of-experts models): experts split over this many of the cp x dp ranks"),
       f("parallel.nccl_timeout_s", 600.0, above(0), "seconds", "a collective that takes longer ends the run"),
 
+      // [validation]
+      i("validation.every", 0, at_least(0), "steps", "validate every this many steps (after the step's refit); 0 = never"),
+      b("validation.at_start", false, "also validate before the first step (step 0)"),
+      s("validation.path", "",
+        "JSONL file of held-out problems (the data.prompt_key and data.answer_key fields); empty: problems of data.task (a synthetic task) drawn from validation.seed"),
+      int64_key(i("validation.seed", 1, at_least(0), "",
+                  "seed of the synthetic validation problems and of validation sampling (a stream apart from training's, whatever run.seed is)")),
+      i("validation.max_samples", 256, at_least(0), "problems", "problems per validation (the first ones of validation.path); 0 = every problem of validation.path"),
+      i("validation.num_generations", 1, at_least(1), "", "completions per problem (k of pass@k)"),
+      f("validation.temperature", 0.0, at_least(0), "", "sampling temperature of validation; 0 = greedy (the most likely token)"),
+      f("validation.top_p", 1.0, open_closed(0, 1), "", "nucleus sampling of validation (temperature > 0); 1 = off"),
+
       // [checkpoint]
       with_check(s("checkpoint.dir", "checkpoints", "directory of the checkpoints"), check_non_empty),
       i("checkpoint.every", 0, at_least(0), "steps", "save a checkpoint every this many steps; 0 = only at exit"),
@@ -297,6 +311,7 @@ const std::vector<SectionSpec>& deck_sections() {
       {"generation", "sampling, lengths, stop conditions, KV cache"},
       {"train", "optimizer, learning rate schedule, batch sizes, packing, memory"},
       {"parallel", "tensor, pipeline, context and expert parallelism (data parallelism follows from the rank count)"},
+      {"validation", "accuracy on held-out problems every few steps, on the generation engine"},
       {"checkpoint", "where and how often checkpoints are saved"},
       {"output", "the HDF5 output file and its samples"},
       {"bench", "benchmark settings (hone bench-generation)"},

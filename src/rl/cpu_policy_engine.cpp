@@ -86,6 +86,8 @@ class CpuPolicyEngine final : public PolicyEngine {
     return r;
   }
 
+  void set_generation_progress(GenerationProgressFn fn) override { generator_->set_progress(std::move(fn)); }
+
   std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) override {
     Transformer& m = role == Role::policy ? *train_model_ : *ref_model_;
     HONE_CHECK(role == Role::policy || ref_model_, "no reference model (loss.kl_coef = 0)");

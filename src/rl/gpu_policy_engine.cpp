@@ -147,6 +147,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     note_device_use();
     return r;
   }
+  void set_generation_progress(GenerationProgressFn fn) override { generator_->set_progress(std::move(fn)); }
   void end_generation() override {
     generator_->release();
     if (optimizer_->state_offloaded()) optimizer_->reload_state();

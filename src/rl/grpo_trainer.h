@@ -30,12 +30,14 @@
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
 #include "rl/policy_engine.h"
+#include "rl/validation.h"
 #include "runtime/timer.h"
 #include "tokenizer/chat_setup.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hone {
 class Config;
+class ProgressLine;
 }
 
 namespace hone::rl {
@@ -59,6 +61,10 @@ class GrpoTrainer {
   const PromptSource& prompts() const { return *data_.source; }
   std::string describe() const;  // one line: model, parameters, data, ranks
 
+  // Where the progress of long phases goes (rank 0's ProgressLine; null elsewhere and by default: none). Must
+  // outlive the trainer's steps.
+  void set_progress(ProgressLine* progress);
+
   // Collective over the data-parallel ranks, once after construction (outside agreed(): it communicates):
   // NCCL communicators and the data-parallel optimizer. Releases the host copy of the initial weights.
   void connect();
@@ -74,6 +80,15 @@ class GrpoTrainer {
     Tensor exp_avg, exp_avg_sq;
     int optimizer_step = 0;
   };
+  // Validation ([validation]; rl/validation.h): its settings and the held-out problems read at construction.
+  const ValidationSettings& validation() const { return val_; }
+  int64_t validation_problems() const { return int64_t(val_prompts_.size()); }
+  // Collective: generates the held-out problems' completions with the current generation weights (sharded over the
+  // data-parallel ranks like a step's prompts), scores them with the training reward and returns the metrics
+  // (meaningful on rank 0) for the row of `step` (the steps trained so far). Touches neither the training data's
+  // cursor nor any random stream of training.
+  StepRow validate(int64_t step);
+
   // Collective: the whole training state onto rank 0 (the distributed optimizer gathers its shards).
   Snapshot snapshot();
   // Rank 0: the checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json, and
@@ -87,12 +102,17 @@ class GrpoTrainer {
   struct StepState;
   void build_model(const Config& c);
   void build_data(const Config& c);
+  DataOptions data_options(const Config& c) const;  // [data] as make_data takes it
+  void build_validation(const Config& c);
   std::vector<int32_t> encode_prompt(const Prompt& p) const;
   void phase_generation(StepState& st);
   void phase_reward(StepState& st);
   // Scores st.samples[begin..] (rl/grpo_trainer_reward.cpp): collective over the world (a failing reward ends
   // every rank with its message) and over tp (the tp group's first rank scores, the others take its results).
   void score_samples(StepState& st, size_t begin);
+  // The step's reward (the user's program or plug-in, or the data's own) on tp rank 0, its results on every rank of
+  // the tp group. Collective over tp.
+  std::vector<RewardResult> score_queries(const std::vector<RewardQuery>& queries);
   void phase_logprob(StepState& st);
   void phase_training(StepState& st);
   void phase_refit(StepState& st);
@@ -118,11 +138,14 @@ class GrpoTrainer {
   DataSetup data_;
   std::unique_ptr<BatchReward> reward_;  // on the ranks that score (tp rank 0); null elsewhere
   int64_t reward_batch_size_ = 0;        // reward.batch_size
+  ValidationSettings val_;
+  std::vector<Prompt> val_prompts_;  // every validation problem (each rank generates its shard)
 
   ModelWeights initial_;  // the initial fp32 weights, until connect()
   std::unique_ptr<PolicyEngine> engine_;
   StopCriteria stop_;
   PhaseTimer timer_;
+  ProgressLine* progress_ = nullptr;
 };
 
 }  // namespace hone::rl

@@ -65,31 +65,33 @@ std::vector<RewardResult> decode(const std::string& in, size_t count) {
 
 }  // namespace
 
-void GrpoTrainer::score_samples(StepState& st, size_t begin) {
-  const size_t n = st.samples.size() - std::min(begin, st.samples.size());
+std::vector<RewardResult> GrpoTrainer::score_queries(const std::vector<RewardQuery>& queries) {
   std::vector<RewardResult> results;
   agreed([&] {
-    if (!reward_) return;
-    std::vector<RewardQuery> queries;
-    queries.reserve(n);
-    for (size_t i = begin; i < st.samples.size(); ++i) {
-      const GrpoSample& s = st.samples[i];
-      RewardQuery q;
-      q.prompt = &st.prompts[size_t(s.prompt_index)];
-      q.completion = s.rollout.text;
-      q.completion_tokens = int64_t(s.rollout.completion.size());
-      q.truncated = s.rollout.finish_reason == FinishReason::length;
-      q.step = st.step;
-      queries.push_back(q);
-    }
-    results = score_in_batches(*reward_, queries, reward_batch_size_);
+    if (reward_) results = score_in_batches(*reward_, queries, reward_batch_size_);
   });
   if (ps_.tp_size() > 1) {
     const std::string bytes = broadcast_string(ps_.tp(), ps_.tp_rank() == 0 ? encode(results) : std::string());
-    if (ps_.tp_rank() != 0) results = decode(bytes, n);
+    if (ps_.tp_rank() != 0) results = decode(bytes, queries.size());
   }
-  HONE_CHECK(results.size() == n, results.size(), " rewards for ", n, " rollouts");
-  for (size_t i = 0; i < n; ++i) {
+  HONE_CHECK(results.size() == queries.size(), results.size(), " rewards for ", queries.size(), " rollouts");
+  return results;
+}
+
+void GrpoTrainer::score_samples(StepState& st, size_t begin) {
+  std::vector<RewardQuery> queries;
+  for (size_t i = begin; i < st.samples.size(); ++i) {
+    const GrpoSample& s = st.samples[i];
+    RewardQuery q;
+    q.prompt = &st.prompts[size_t(s.prompt_index)];
+    q.completion = s.rollout.text;
+    q.completion_tokens = int64_t(s.rollout.completion.size());
+    q.truncated = s.rollout.finish_reason == FinishReason::length;
+    q.step = st.step;
+    queries.push_back(q);
+  }
+  std::vector<RewardResult> results = score_queries(queries);
+  for (size_t i = 0; i < results.size(); ++i) {
     GrpoSample& s = st.samples[begin + i];
     s.reward = results[i].reward;
     s.correct = results[i].correct;

@@ -37,6 +37,7 @@ GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
     : ps_(parallel), s_(read_grpo_settings(c, parallel.dp_size())) {
   build_model(c);
   build_data(c);
+  build_validation(c);
 
   // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its
   // roles (training/master, generation, reference when the KL term needs it). model.init = "random" draws them
@@ -146,6 +147,15 @@ std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
 }
 
 void GrpoTrainer::build_data(const Config& c) {
+  data_ = make_data(data_options(c), [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
+
+  // The step's reward: started (a program) or loaded (a plug-in) on the ranks that score, tp rank 0.
+  const RewardOptions ro = RewardOptions::from_config(c);
+  reward_batch_size_ = ro.batch_size;
+  if (ps_.tp_rank() == 0) reward_ = make_reward(ro, data_.reward, ps_.world_rank());
+}
+
+DataOptions GrpoTrainer::data_options(const Config& c) const {
   DataOptions o;
   const std::string task = c.get_string("data.task");
   if (task == "jsonl") {
@@ -176,12 +186,7 @@ void GrpoTrainer::build_data(const Config& c) {
     o.synthetic.seed = s_.seed;
   }
   o.math = math_reward_options(c);
-  data_ = make_data(o, [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
-
-  // The step's reward: started (a program) or loaded (a plug-in) on the ranks that score, tp rank 0.
-  const RewardOptions ro = RewardOptions::from_config(c);
-  reward_batch_size_ = ro.batch_size;
-  if (ps_.tp_rank() == 0) reward_ = make_reward(ro, data_.reward, ps_.world_rank());
+  return o;
 }
 
 std::string GrpoTrainer::describe() const {

@@ -7,8 +7,16 @@
 #include "rl/grpo_trainer_state.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/progress.h"
 
 namespace hone::rl {
+
+void GrpoTrainer::set_progress(ProgressLine* progress) {
+  progress_ = progress;
+  GenerationProgressFn fn;
+  if (progress) fn = [progress](const GenerationProgress& g) { progress->update(g.finished, g.total, g.generated_tokens); };
+  engine_->set_generation_progress(std::move(fn));
+}
 
 StepRow GrpoTrainer::step(int64_t step, int64_t num_samples) {
   timer_.clear();
@@ -67,9 +75,12 @@ void GrpoTrainer::phase_generation(StepState& st) {
       st.prompts.push_back(std::move(batch[i]));
     }
     std::vector<Rollout> rollouts;
+    if (progress_) progress_->begin(cat("step ", st.step, " generation", b > 0 ? cat(" (batch ", b + 1, ")") : "",
+                                        size > 1 ? " on rank 0" : ""), "sequences");
     if (!requests.empty())
       rollouts = engine_->generate(requests, s_.sampling, stop_, s_.seed, uint32_t(st.step),
                                    int(s_.max_total_sequence_length), decode);
+    if (progress_) progress_->end();
     const size_t first_sample = st.samples.size();
     for (size_t k = 0; k < rollouts.size(); ++k) {
       GrpoSample s;
@@ -148,8 +159,11 @@ void GrpoTrainer::phase_logprob(StepState& st) {
   std::vector<int64_t> all(st.samples.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
   const float T = s_.sampling.temperature;
-  for (const auto& bin : pack_samples(st.samples, all, s_.max_tokens_per_microbatch)) {
-    const MicroBatch mb = build_micro_batch(st.samples, bin);
+  const auto bins = pack_samples(st.samples, all, s_.max_tokens_per_microbatch);
+  if (progress_) progress_->begin(cat("step ", st.step, " logprob", ps_.dp_size() > 1 ? " on rank 0" : ""), "micro-batches");
+  for (size_t i = 0; i < bins.size(); ++i) {
+    if (progress_) progress_->update(int64_t(i), int64_t(bins.size()), st.logprob_tokens);
+    const MicroBatch mb = build_micro_batch(st.samples, bins[i]);
     st.logprob_tokens += mb.batch.num_tokens();
     if (need_old) {
       const float* lp = engine_->logprobs(PolicyEngine::Role::policy, mb.batch, T).data();
@@ -162,6 +176,7 @@ void GrpoTrainer::phase_logprob(StepState& st) {
         st.samples[size_t(mb.samples[size_t(q)])].ref_logprobs = completion_values(mb, q, lp, st.samples);
     }
   }
+  if (progress_) progress_->end();
 }
 
 // Training: the step's rollouts in train.global_batch_size chunks (by global position), one optimizer step each:
@@ -174,7 +189,9 @@ void GrpoTrainer::phase_training(StepState& st) {
   loss.config = s_.loss;
   loss.temperature = s_.sampling.temperature;
   loss.on_policy = s_.skip_prev_logprobs();
+  if (progress_) progress_->begin(cat("step ", st.step, " training"), "optimizer steps");
   for (int64_t k = 0; k < K; ++k) {
+    if (progress_) progress_->update(k, K, st.training_tokens);
     std::vector<int64_t> which;
     for (size_t i = 0; i < st.samples.size(); ++i)
       if (st.samples[i].position >= k * B && st.samples[i].position < (k + 1) * B) which.push_back(int64_t(i));
@@ -209,6 +226,7 @@ void GrpoTrainer::phase_training(StepState& st) {
       note_nonfinite_update(st, norm);
     }
   }
+  if (progress_) progress_->end();
 }
 
 void GrpoTrainer::note_nonfinite_update(StepState& st, double norm) {

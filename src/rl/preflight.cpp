@@ -146,6 +146,7 @@ class Preflight {
     if (model_ && tokenizer_) check_model_against_deck();
     attempt([&] { check_data(); });
     attempt([&] { check_reward(); });
+    attempt([&] { check_validation_data(); });
     attempt([&] { check_folders(); });
     attempt([&] { check_layout(); });
     if (model_ && grid_) attempt([&] { report_memory(); });
@@ -288,6 +289,17 @@ class Preflight {
       line("reward", c_.get_string("data.task") == "jsonl" ? std::string("the math answer checker")
                                                           : cat("the ", c_.get_string("data.task"), " task's checker"));
     }
+
+  // The held-out problems' file, when validation is on and reads one (a synthetic task needs none).
+  void check_validation_data() {
+    const std::string path = c_.get_string("validation.path");
+    if (!(c_.get_int("validation.every") > 0 || c_.get_bool("validation.at_start")) || path.empty()) return;
+    std::error_code ec;
+    HONE_USER_CHECK(fs::exists(path, ec), about(c_, "validation.path", "no such file"));
+    std::string why;
+    HONE_USER_CHECK(readable_file(path, &why), about(c_, "validation.path", why));
+    line("validation", cat(path, ", every ", c_.get_int("validation.every"), " steps",
+                           c_.get_bool("validation.at_start") ? " and at the start" : ""));
   }
 
   void check_folders() {

@@ -26,6 +26,7 @@
 #include "runtime/command.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/progress.h"
 #include "runtime/runtime.h"
 #include "runtime/signals.h"
 #include "runtime/version.h"
@@ -124,12 +125,17 @@ int run_run(const std::vector<std::string>& args) {
   const ParallelState ps(agreed([&] { return read_rank_grid(cfg, world_size()); }));
   print_rank0(run_header(cfg, ps));
   if (echo_deck) print_rank0(resolved_deck_text(cfg) + "\n");
+  // Rank 0 alone shows the progress of long phases (declared before the trainer, which points to it).
+  std::unique_ptr<ProgressLine> progress;
+  if (ps.world_rank() == 0 && cfg.get_float("run.progress_every_s") > 0)
+    progress = std::make_unique<ProgressLine>(ProgressOptions::for_stdout(cfg.get_float("run.progress_every_s")));
   // Every input is read and checked before anything on disk changes.
   std::unique_ptr<GrpoTrainer> trainer = agreed([&] {
     const Activity activity("setting up the run (tokenizer, model, prompts)");
     return std::make_unique<GrpoTrainer>(cfg, ps);
   });
   const GrpoSettings& s = trainer->settings();
+  trainer->set_progress(progress.get());
   trainer->connect();  // every rank built its trainer: now the communicators and the data-parallel optimizer
 
   const CheckpointOptions copt = CheckpointOptions::from_config(cfg);
@@ -144,6 +150,12 @@ int run_run(const std::vector<std::string>& args) {
     log_info("resuming from ", resume_from, " (step ", done, ")");
   }
   log_info(trainer->describe());
+  const ValidationSettings& val = trainer->validation();
+  if (val.enabled())
+    log_info("validation: ", trainer->validation_problems(), " problems x ", val.generations, ", ",
+             val.sampling.greedy ? std::string("greedy") : cat("temperature ", val.sampling.temperature), ", from ",
+             val.path.empty() ? cat("data.task under validation.seed ", val.seed) : val.path,
+             val.at_start ? ", at the start" : "", val.every > 0 ? cat(", every ", val.every, " steps") : "");
   if (out) log_info("output: ", out->path());
 
   install_stop_handlers();
@@ -157,6 +169,14 @@ int run_run(const std::vector<std::string>& args) {
     log_info("checkpoint: ", where.empty() ? copt.dir : where);
   };
 
+  // A validation follows its step (and precedes the step's checkpoint, so a resumed run keeps it).
+  auto validate = [&](int64_t step) {
+    const Activity activity(cat("validating after step ", step));
+    const StepRow vrow = trainer->validate(step);  // collective
+    if (out) out->append_validation(vrow);
+    print_rank0(format_validation_line(vrow, val.generations) + "\n");
+  };
+  if (val.at_start && done == 0) validate(0);
   print_rank0(step_line_header() + "\n");
   int64_t last_saved = done;
   for (int64_t step = done + 1; step <= s.max_steps; ++step) {
@@ -172,6 +192,7 @@ int run_run(const std::vector<std::string>& args) {
       out->append(row);
     }
     print_rank0(format_step_line(row) + "\n");
+    if (val.due(step)) validate(step);
     if (s.checkpoint_every > 0 && step % s.checkpoint_every == 0) {
       checkpoint(step);
       last_saved = step;
