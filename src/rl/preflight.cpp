@@ -289,6 +289,7 @@ class Preflight {
       line("reward", c_.get_string("data.task") == "jsonl" ? std::string("the math answer checker")
                                                           : cat("the ", c_.get_string("data.task"), " task's checker"));
     }
+  }
 
   // The held-out problems' file, when validation is on and reads one (a synthetic task needs none).
   void check_validation_data() {
