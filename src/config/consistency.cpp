@@ -123,6 +123,16 @@ void check_grpo_and_train(const Config& c) {
              "a micro-batch must hold the longest sequence");
 }
 
+// The overlap moves sequence parallelism's collectives: without it there is nothing to overlap (at tp = 1 both keys
+// are ignored).
+void check_parallel(const Config& c) {
+  if (c.get_int("parallel.tp") > 1 && c.get_bool("parallel.tp_comm_overlap") &&
+      !c.get_bool("parallel.sequence_parallel"))
+    conflict(c, "parallel.sequence_parallel", "parallel.tp_comm_overlap",
+             "the overlap moves the sequence-parallel all-gathers and reduce-scatters; turn sequence_parallel on or "
+             "tp_comm_overlap off");
+}
+
 }  // namespace
 
 void resolve_and_check(Config& c) {
@@ -131,6 +141,7 @@ void resolve_and_check(Config& c) {
   check_tokenizer_and_data(c);
   check_generation(c);
   check_grpo_and_train(c);
+  check_parallel(c);
 }
 
 }  // namespace hone
