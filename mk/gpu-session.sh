@@ -10,8 +10,9 @@
 #             two-GPU Llama-3.1-8B step, alone on GPU 0), and on two GPUs grpo-dp2 and grpo-dp2-zero (the Qwen3-0.6B
 #             step with twice the prompts, plain and with the distributed optimizer), grpo-8b (the Llama-3.1-8B shape),
 #             then report (hone-report of every step file)
-#   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU), grpo-8b-tp2 (the Llama-3.1-8B
-#             shape at tp=2)
+#   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU over whole rows, with sequence
+#             parallelism and with its collectives overlapped; the Qwen3-0.6B step times of each), grpo-8b-tp2 (the
+#             Llama-3.1-8B shape at tp=2 with sequence parallelism)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -83,9 +84,9 @@ fi
 if want tp-check; then
   run_part 600 tp-check bash mk/gpu-tp-check.sh "$logdir/tp-check"
 fi
-if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (whole rows), against grpo-8b at dp=2
+if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (sequence parallel), against grpo-8b at dp=2
   run_part 420 grpo-8b-tp2 "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml run.name=llama-8b-tp2 \
-    parallel.tp=2 parallel.sequence_parallel=false "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+    parallel.tp=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 qwen=input/bench-grpo-qwen3-0.6b.toml
 if want grpo-1gpu; then
