@@ -187,6 +187,29 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
 
 namespace {
 
+// The backward of a row-parallel projection y = x W^T (o_proj, down_proj; x [T, IC] holds this rank's slice of the
+// features): the input gradient dx from the residual gradient dres [local rows, C], gathered to all T rows in dy
+// under sequence parallelism (dy is dres without), then the weight gradient.
+void row_parallel_linear_backward(bf16* dx, float* dw, const bf16* x, const bf16* w, int T, int IC, int C, bf16* dres,
+                                  bf16* dy, LayerCollectives<bf16>* collectives, const cuda::GpuContext& ctx,
+                                  GpuOpProfiler* prof) {
+  auto dgrad = [&](int r0, int n) {
+    ProfileScope ps(prof, "linear_backward");
+    cuda::linear_backward(dx + int64_t(r0) * IC, nullptr, nullptr, dy + int64_t(r0) * C, x + int64_t(r0) * IC, w, n,
+                          IC, C, ctx);
+  };
+  auto wgrad = [&] {
+    ProfileScope ps(prof, "linear_backward");
+    cuda::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C, ctx);
+  };
+  if (collectives) {
+    collectives->row_parallel_backward(dres, dy, T, C, dgrad, wgrad);
+  } else {
+    dgrad(0, T);
+    wgrad();
+  }
+}
+
 // The feed-forward branch of the backward: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid).
 void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
                          const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
@@ -205,21 +228,7 @@ void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>&
     zero(s.dup, TI, ctx);
     zero(s.dh, TC, ctx);
   }
-  auto down_dgrad = [&](int r0, int n) {
-    ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(s.dact + int64_t(r0) * I, nullptr, nullptr, dy + int64_t(r0) * C, a.act + int64_t(r0) * I,
-                          w.down_proj, n, I, C, ctx);
-  };
-  auto down_wgrad = [&] {
-    ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(nullptr, g.down_proj, nullptr, dy, a.act, w.down_proj, T, I, C, ctx);
-  };
-  if (collectives) {
-    collectives->row_parallel_backward(dres, dy, T, C, down_dgrad, down_wgrad);
-  } else {
-    down_dgrad(0, T);
-    down_wgrad();
-  }
+  row_parallel_linear_backward(s.dact, g.down_proj, a.act, w.down_proj, T, I, C, dres, dy, collectives, ctx, prof);
   {
     ProfileScope ps(prof, "swiglu_backward");
     cuda::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI, ctx);
@@ -273,21 +282,7 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
     }
     zero(s.dh, TC, ctx);
   }
-  auto o_dgrad = [&](int r0, int n) {
-    ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(s.dattn + int64_t(r0) * Q, nullptr, nullptr, dy + int64_t(r0) * C,
-                          a.attn + int64_t(r0) * Q, w.o_proj, n, Q, C, ctx);
-  };
-  auto o_wgrad = [&] {
-    ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(nullptr, g.o_proj, nullptr, dy, a.attn, w.o_proj, T, Q, C, ctx);
-  };
-  if (collectives) {
-    collectives->row_parallel_backward(dres, dy, T, C, o_dgrad, o_wgrad);
-  } else {
-    o_dgrad(0, T);
-    o_wgrad();
-  }
+  row_parallel_linear_backward(s.dattn, g.o_proj, a.attn, w.o_proj, T, Q, C, dres, dy, collectives, ctx, prof);
   {
     ProfileScope ps(prof, "attention_backward");
     cuda::attention_backward(s.dq_r, s.dk_r, s.dv, s.dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S,

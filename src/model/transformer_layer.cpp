@@ -152,6 +152,28 @@ void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const 
   cpu::add_forward(x_out, x_out, a.x_mid, TlC);
 }
 
+namespace {
+
+// The backward of a row-parallel projection y = x W^T (o_proj, down_proj; x [T, IC] holds this rank's slice of the
+// features): the input gradient dx from the residual gradient dres [local rows, C], gathered to all T rows in dy
+// under sequence parallelism (dy is dres without), then the weight gradient.
+void row_parallel_linear_backward(float* dx, float* dw, const float* x, const float* w, int T, int IC, int C,
+                                  float* dres, float* dy, LayerCollectives<float>* collectives) {
+  auto dgrad = [&](int r0, int n) {
+    cpu::linear_backward(dx + int64_t(r0) * IC, nullptr, nullptr, dy + int64_t(r0) * C, x + int64_t(r0) * IC, w, n,
+                         IC, C);
+  };
+  auto wgrad = [&] { cpu::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C); };
+  if (collectives) {
+    collectives->row_parallel_backward(dres, dy, T, C, dgrad, wgrad);
+  } else {
+    dgrad(0, T);
+    wgrad();
+  }
+}
+
+}  // namespace
+
 void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
                     const LayerActivations& a, const LayerGradScratch& s, LayerCollectives<float>* collectives,
                     float* dres) {
@@ -167,19 +189,7 @@ void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g
   // MLP branch: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid). dres is read as
   // d(x_out) by the down projection before rmsnorm_backward adds the branch's share of d(x_mid) into it.
   zero(s.dact, TI);
-  auto down_dgrad = [&](int r0, int n) {
-    cpu::linear_backward(s.dact + int64_t(r0) * I, nullptr, nullptr, dy + int64_t(r0) * C,
-                         a.act + int64_t(r0) * I, w.down_proj.f32(), n, I, C);
-  };
-  auto down_wgrad = [&] {
-    cpu::linear_backward(nullptr, g.down_proj.f32(), nullptr, dy, a.act, w.down_proj.f32(), T, I, C);
-  };
-  if (collectives) {
-    collectives->row_parallel_backward(dres, dy, T, C, down_dgrad, down_wgrad);
-  } else {
-    down_dgrad(0, T);
-    down_wgrad();
-  }
+  row_parallel_linear_backward(s.dact, g.down_proj.f32(), a.act, w.down_proj.f32(), T, I, C, dres, dy, collectives);
   zero(s.dgate, TI);
   zero(s.dup, TI);
   cpu::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI);
@@ -205,17 +215,7 @@ void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g
 
   // Attention branch: x_mid = x_in + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
   zero(s.dattn, TQ);
-  auto o_dgrad = [&](int r0, int n) {
-    cpu::linear_backward(s.dattn + int64_t(r0) * Q, nullptr, nullptr, dy + int64_t(r0) * C,
-                         a.attn + int64_t(r0) * Q, w.o_proj.f32(), n, Q, C);
-  };
-  auto o_wgrad = [&] { cpu::linear_backward(nullptr, g.o_proj.f32(), nullptr, dy, a.attn, w.o_proj.f32(), T, Q, C); };
-  if (collectives) {
-    collectives->row_parallel_backward(dres, dy, T, C, o_dgrad, o_wgrad);
-  } else {
-    o_dgrad(0, T);
-    o_wgrad();
-  }
+  row_parallel_linear_backward(s.dattn, g.o_proj.f32(), a.attn, w.o_proj.f32(), T, Q, C, dres, dy, collectives);
   zero(s.dq_r, TQ);
   zero(s.dk_r, TK);
   zero(s.dv, TK);

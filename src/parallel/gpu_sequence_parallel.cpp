@@ -65,23 +65,27 @@ void GpuSequenceParallel::scatter_sum(const bf16* full, bf16* local, int64_t n) 
   for (int j = 0; j < ch.count(); ++j) scatter_chunk(ch, j, full, local, hidden_, ctx_.stream);
 }
 
-void GpuSequenceParallel::column_parallel_forward(const bf16* local, bf16* full, int T, int C, const RowGemm& gemm) {
+void GpuSequenceParallel::gather_then(const bf16* local, bf16* full, int T, int C, const RowGemm& each) {
   if (!overlap_) {
     gather_sequence(local, full, int64_t(local_rows(T)) * C);
-    gemm(0, T);
+    each(0, T);
     return;
   }
   const SequenceChunks ch = chunks(T);
   const cudaStream_t compute = ctx_.stream, comm = comm_stream_;
-  order(ready_, compute, comm);  // the normed rows are written; the gathered rows' last readers are done
+  order(ready_, compute, comm);  // local is written; the last readers of full are done
   for (int j = 0; j < ch.count(); ++j) {
     gather_chunk(ch, j, local, full, C, comm);
     CUDA_CHECK(cudaEventRecord(event(j), comm));
   }
   for (int j = 0; j < ch.count(); ++j) {
     CUDA_CHECK(cudaStreamWaitEvent(compute, event(j), 0));
-    gemm(ch.global_begin(j), ch.global_rows(j));
+    each(ch.global_begin(j), ch.global_rows(j));
   }
+}
+
+void GpuSequenceParallel::column_parallel_forward(const bf16* local, bf16* full, int T, int C, const RowGemm& gemm) {
+  gather_then(local, full, T, C, gemm);
 }
 
 void GpuSequenceParallel::row_parallel_forward(bf16* y, bf16* out, int T, int C, const RowGemm& gemm) {
@@ -102,23 +106,7 @@ void GpuSequenceParallel::row_parallel_forward(bf16* y, bf16* out, int T, int C,
 
 void GpuSequenceParallel::row_parallel_backward(const bf16* dres, bf16* dy, int T, int C, const RowGemm& dgrad,
                                                 const Gemm& wgrad) {
-  if (!overlap_) {
-    gather_sequence(dres, dy, int64_t(local_rows(T)) * C);
-    dgrad(0, T);
-    wgrad();
-    return;
-  }
-  const SequenceChunks ch = chunks(T);
-  const cudaStream_t compute = ctx_.stream, comm = comm_stream_;
-  order(ready_, compute, comm);
-  for (int j = 0; j < ch.count(); ++j) {
-    gather_chunk(ch, j, dres, dy, C, comm);
-    CUDA_CHECK(cudaEventRecord(event(j), comm));
-  }
-  for (int j = 0; j < ch.count(); ++j) {
-    CUDA_CHECK(cudaStreamWaitEvent(compute, event(j), 0));
-    dgrad(ch.global_begin(j), ch.global_rows(j));
-  }
+  gather_then(dres, dy, T, C, dgrad);
   wgrad();
 }
 

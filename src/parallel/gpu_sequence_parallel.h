@@ -76,6 +76,9 @@ class GpuSequenceParallel final : public LayerCollectives<cuda::bf16> {
   // (reduce-scatter), on stream s.
   void gather_chunk(const SequenceChunks& ch, int j, const bf16* local, bf16* full, int C, cudaStream_t s);
   void scatter_chunk(const SequenceChunks& ch, int j, const bf16* full, bf16* local, int C, cudaStream_t s);
+  // All-gathers local into full and runs each(row0, rows) on the gathered rows, with overlap chunk by chunk as the
+  // chunks arrive (the column-parallel forward, the row-parallel backward).
+  void gather_then(const bf16* local, bf16* full, int T, int C, const RowGemm& each);
   // Event i of the pool recorded on `from`, then waited for by `to`.
   void order(int i, cudaStream_t from, cudaStream_t to);
   cudaEvent_t event(int i) const { return events_[size_t(i)]; }
