@@ -76,7 +76,7 @@ for how in whole sp sp-overlap; do
     sp) keys=() ;;
     sp-overlap) keys=(parallel.tp_comm_overlap=true) ;;
   esac
-  run "qwen-tp2-$how" 170 $bench "${mpi[@]}" -- parallel.tp=2 "${keys[@]}" || fail=1
+  run "qwen-tp2-$how" 170 $bench "${mpi[@]}" -- parallel.tp=2 ${keys[@]+"${keys[@]}"} || fail=1
 done
 
 python3 - "$logdir" "$steps" <<'EOF' || fail=1
