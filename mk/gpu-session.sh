@@ -11,8 +11,9 @@
 #             step with twice the prompts, plain and with the distributed optimizer), grpo-8b (the Llama-3.1-8B shape),
 #             then report (hone-report of every step file)
 #   faults (two GPUs): rank-kill (mk/gpu-rank-kill.sh: one rank killed mid-run ends the job within the NCCL timeout)
-#   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU), grpo-8b-tp2 (the Llama-3.1-8B
-#             shape at tp=2)
+#   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU over whole rows, with sequence
+#             parallelism and with its collectives overlapped; the Qwen3-0.6B step times of each), grpo-8b-tp2 (the
+#             Llama-3.1-8B shape at tp=2 with sequence parallelism)
 #   your own reward: reward (the demo deck on the GPU scored by examples/reward/exact_match.py, every rollout kept
 #             and listed by tools/hone-rollouts, a checkpoint with its hf/ folder)
 #   the bundle itself: bundle (mk/gpu-bundle-check.sh: the MPI env.sh picks, the demo on the GPU and on two CPU ranks
@@ -100,9 +101,9 @@ fi
 if want tp-check; then
   run_part 600 tp-check bash mk/gpu-tp-check.sh "$logdir/tp-check"
 fi
-if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (whole rows), against grpo-8b at dp=2
+if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (sequence parallel), against grpo-8b at dp=2
   run_part 420 grpo-8b-tp2 "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml run.name=llama-8b-tp2 \
-    parallel.tp=2 parallel.sequence_parallel=false "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+    parallel.tp=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 qwen=input/bench-grpo-qwen3-0.6b.toml
 if want grpo-1gpu; then

@@ -155,6 +155,16 @@ void check_validation(const Config& c) {
              "synthetic validation problems are endless: give validation.max_samples > 0 (or a validation.path)");
 }
 
+// The overlap moves sequence parallelism's collectives: without it there is nothing to overlap (at tp = 1 both keys
+// are ignored).
+void check_parallel(const Config& c) {
+  if (c.get_int("parallel.tp") > 1 && c.get_bool("parallel.tp_comm_overlap") &&
+      !c.get_bool("parallel.sequence_parallel"))
+    conflict(c, "parallel.sequence_parallel", "parallel.tp_comm_overlap",
+             "the overlap moves the sequence-parallel all-gathers and reduce-scatters; turn sequence_parallel on or "
+             "tp_comm_overlap off");
+}
+
 }  // namespace
 
 void resolve_and_check(Config& c) {
@@ -165,6 +175,7 @@ void resolve_and_check(Config& c) {
   check_generation(c);
   check_grpo_and_train(c);
   check_validation(c);
+  check_parallel(c);
 }
 
 }  // namespace hone

@@ -246,6 +246,12 @@ std::vector<KeySpec> build_schema() {
       b("parallel.sequence_parallel", true,
         "with parallel.tp > 1: norms and residual adds on a 1/tp slice of the tokens (all-gather before and "
         "reduce-scatter after the tensor-parallel GEMMs instead of all-reduces); ignored at tp = 1"),
+      b("parallel.tp_comm_overlap", false,
+        "with sequence parallelism: move the tensor-parallel layers' all-gathers and reduce-scatters in chunks of "
+        "tokens on a communication stream, overlapped with the GEMMs of the chunks already moved (GPU engine; the "
+        "CPU engine moves the same chunks one after the other)"),
+      i("parallel.tp_comm_overlap_chunks", 4, closed(1, 64), "",
+        "with parallel.tp_comm_overlap: the chunks of tokens each overlapped collective is cut into"),
       i("parallel.pp", 1, at_least(1), "ranks", "pipeline-parallel size"),
       i("parallel.cp", 1, at_least(1), "ranks",
         "context-parallel size: every packed sequence split over this many ranks for training and logprob"),

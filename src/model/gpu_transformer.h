@@ -30,7 +30,9 @@ class GpuTransformer {
   // max_tokens: the largest micro-batch expected (the arenas grow if a larger one comes). The context must
   // outlive the GpuTransformer. With tp (which must outlive it; parallel/gpu_tensor_parallel.h) the model is this
   // rank's shard: layout is tp->layout().param_layout(), forward and backward are collective over the group and
-  // every rank gets the whole model's logprobs; the gradients of parameters several ranks hold stay partial.
+  // every rank gets the whole model's logprobs; the gradients of parameters several ranks hold stay partial. Under
+  // the group's sequence parallelism the residual stream holds this rank's rows, and a batch that tp does not
+  // divide runs with a few padding tokens (a short sequence of token 0 without targets) the caller never sees.
   GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
                  int max_tokens, GpuTensorParallel* tp = nullptr);
 
@@ -55,7 +57,7 @@ class GpuTransformer {
   const float* entropy() const { return entropy_; }
   std::vector<float> logprobs_host() const;  // synchronizes the stream
   std::vector<float> entropy_host() const;
-  int num_tokens() const { return T_; }
+  int num_tokens() const { return T_batch_; }
 
   // Gradient of sum_t dlogprob[t] logprob[t] + dentropy[t] entropy[t] (device fp32 [T]; dentropy may be null),
   // ACCUMULATED into grads (device fp32 [num_params], the layout's offsets). Once per forward.
@@ -78,7 +80,8 @@ class GpuTransformer {
   // again at the size they had.
   void release_arenas();
   // Bytes the forward and backward arenas need for T tokens with the current recompute settings (the forward
-  // arena of a model that runs no backward is smaller: for_backward = false).
+  // arena of a model that runs no backward is smaller: for_backward = false), sequence parallelism's padding
+  // included.
   size_t forward_bytes(int T, bool for_backward = true) const;
   size_t backward_bytes(int T) const;
   // Device memory in use now by everything on the device (cudaMemGetInfo: total - free).
@@ -89,6 +92,10 @@ class GpuTransformer {
   size_t layout_backward(int T, Arena* arena);
   void ensure_arenas(int T, bool for_backward);
   GpuLayerBatch layer_batch() const;
+  int padded_tokens(int T) const;  // T rounded up to a multiple of tp under sequence parallelism
+  int local_rows(int T) const;     // rows of the residual stream on this rank
+  LayerCollectives<bf16>* layers() const;  // the layer hooks (null at tp = 1)
+  void pad_for_sequence_parallelism();
 
   const ModelConfig c_;
   GpuTensorParallel* tp_ = nullptr;
@@ -108,19 +115,21 @@ class GpuTransformer {
   bool arena_backward_ = false;  // the arenas hold the training layout
   bool arenas_stale_ = false;
 
-  PackedBatch batch_;  // host copy (the device copies are in the forward arena)
+  PackedBatch batch_;  // host copy (the device copies are in the forward arena), with the padding
   int T_ = 0, max_seqlen_ = 0;
+  int T_batch_ = 0;  // tokens of the caller's batch (T_ without the padding)
   float temperature_ = 1.f;
   bool have_entropy_ = false;
   bool backward_ready_ = false;
 
   // Forward arena contents.
   int32_t* tokens_ = nullptr, *positions_ = nullptr, *targets_ = nullptr, *cu_seqlens_ = nullptr;
-  std::vector<bf16*> x_;                     // L+1 residual streams [T, C]
+  std::vector<bf16*> x_;                     // L+1 residual streams [local rows, C]
   std::vector<GpuLayerActivations> saved_;   // per layer; recomputed layers point into the shared scratch
   GpuLayerScratch fscratch_;                 // o_proj / down_proj outputs
-  float* rstd_f_ = nullptr;                  // final RMSNorm [T]
+  float* rstd_f_ = nullptr;                  // final RMSNorm [local rows]
   bf16* h_f_ = nullptr;                      // [T, C]
+  bf16* h_f_local_ = nullptr;                // [local rows, C] (h_f_ itself without sequence parallelism)
   float* lse_f_ = nullptr;                   // LM head log-sum-exp [T]
   float* logprob_ = nullptr, *entropy_ = nullptr;
 };

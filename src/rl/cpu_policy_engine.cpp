@@ -26,7 +26,9 @@ class CpuPolicyEngine final : public PolicyEngine {
  public:
   CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
       : s_(s), mc_(mc), ps_(ps) {
-    if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel);
+    if (ps_.tp_size() > 1)
+      tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel,
+                                             s.tp_comm_overlap ? s.tp_comm_overlap_chunks : 1);
     train_w_ = allocate();
     HONE_CHECK(initial.flat.numel() == train_w_.flat.numel(), "initial weights of ", initial.flat.numel(),
                " parameters, this rank's shard has ", train_w_.flat.numel());

@@ -11,7 +11,8 @@
 // and the KV cache after it; with train.optimizer_offload the Adam moments wait in pinned host memory while
 // generation runs.
 // Under tensor parallelism (parallel.tp > 1) every role holds this rank's shard (parallel/shard_layout.h), the models
-// and the generator compute over the tp group's NcclComm on the engine's stream (parallel/gpu_tensor_parallel.h),
+// and the generator compute over the tp group's stream-ordered NcclComm on the engine's stream
+// (parallel/gpu_tensor_parallel.h; sequence parallelism for training and logprobs, generation on whole rows),
 // the optimizer works on the shard's flat buffer over dp with the clipping norm spanning the group, and checkpoints
 // stay whole: read_state gathers the shards onto world rank 0 over the host tp group, write_state keeps this rank's
 // slices.
@@ -46,16 +47,19 @@ class GpuPolicyEngine final : public PolicyEngine {
       : s_(s), mc_(mc), ps_(ps), device_(select_rank_device().device), ctx_(cuda::create_gpu_context(device_)),
         layout_(ParamLayout::of(mc)) {
     if (ps_.tp_size() > 1) {
-      // The tp group's collectives are ordered with the layers' kernels: they run on the engine's stream.
+      // The tp group's collectives are ordered with the layers' kernels: they run on the engine's stream, and the
+      // host does not wait for each (stream-ordered; the watchdog thread watches them).
       NcclOptions o;
       o.timeout_s = s.nccl_timeout_s;
       o.stream = ctx_.stream;
+      o.stream_ordered = true;
       tp_comm_ = ps_.device(CommGroup::tp, o);
-      tp_ = std::make_unique<GpuTensorParallel>(mc_, *tp_comm_, ctx_);
+      SequenceParallelism sp;
+      sp.on = s.sequence_parallel;
+      sp.overlap = s.tp_comm_overlap;
+      sp.chunks = s.tp_comm_overlap_chunks;
+      tp_ = std::make_unique<GpuTensorParallel>(mc_, *tp_comm_, ctx_, sp);
       layout_ = tp_->layout().param_layout();
-      if (s.sequence_parallel)
-        log_info("parallel.sequence_parallel: the GPU engine runs tensor parallelism over whole token rows (no "
-                 "sequence parallelism yet); set parallel.sequence_parallel = false to silence this line");
     }
     HONE_CHECK(initial.flat.numel() == layout_.num_params, "initial weights of ", initial.flat.numel(),
                " parameters, this rank's ", tp_ ? "shard" : "model", " has ", layout_.num_params);
@@ -96,7 +100,13 @@ class GpuPolicyEngine final : public PolicyEngine {
 
   std::string describe() const override {
     std::string d = cat("cuda:", device_, " ", name_, ", bf16");
-    if (tp_) d += cat(", tensor parallel over ", tp_->size(), " GPUs (NCCL)");
+    if (tp_) {
+      d += cat(", tensor parallel over ", tp_->size(), " GPUs (NCCL");
+      if (tp_->sequence_parallel())
+        d += s_.tp_comm_overlap ? cat("; sequence parallel, overlapped in ", s_.tp_comm_overlap_chunks, " chunks")
+                                : std::string("; sequence parallel");
+      d += ")";
+    }
     if (ps_.dp_size() > 1)
       d += cat(", gradients over NCCL (", ps_.dp_size(), " ranks, ",
                zero_ ? "distributed optimizer: reduce-scatter, sharded AdamW, bf16 all-gather"

@@ -95,6 +95,8 @@ void read_train_keys(const Config& c, GrpoSettings& s) {
   s.activation_recompute = c.get_bool("train.activation_recompute");
   s.distributed_optimizer = c.get_bool("train.distributed_optimizer");
   s.sequence_parallel = c.get_bool("parallel.sequence_parallel");
+  s.tp_comm_overlap = c.get_bool("parallel.tp_comm_overlap");
+  s.tp_comm_overlap_chunks = int(c.get_int("parallel.tp_comm_overlap_chunks"));
   s.grad_reduce_in_fp32 = c.get_bool("train.grad_reduce_in_fp32");
   s.optimizer_offload = c.get_bool("train.optimizer_offload");
   s.nccl_timeout_s = c.get_float("parallel.nccl_timeout_s");

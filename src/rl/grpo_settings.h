@@ -57,6 +57,8 @@ struct GrpoSettings {
   bool activation_recompute = false;
   bool distributed_optimizer = false;
   bool sequence_parallel = true;  // parallel.sequence_parallel (under parallel.tp > 1)
+  bool tp_comm_overlap = false;   // parallel.tp_comm_overlap
+  int tp_comm_overlap_chunks = 4;  // parallel.tp_comm_overlap_chunks
   bool grad_reduce_in_fp32 = true;
   bool optimizer_offload = false;
   // [parallel]
