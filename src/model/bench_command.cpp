@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <toml++/toml.h>
+#include "config/toml.h"
 
 #include "io/hdf5_file.h"
 #include "model/model_config.h"

@@ -17,10 +17,10 @@ GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& lay
                                int max_tokens, GpuTensorParallel* tp, ModelSpan span, bf16* shared_weights)
     : c_(config),
       tp_(tp),
-      span_(span.resolved(config.num_hidden_layers)),
       shape_(tp ? tp->shape() : layer_shape(config)),
       layout_(layout),
       ctx_(ctx),
+      span_(span.resolved(config.num_hidden_layers)),
       recompute_(size_t(config.num_hidden_layers), false),
       inv_freq_(config.head_dim / 2) {
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
@@ -92,9 +92,33 @@ void GpuTransformer::set_layer_recompute(int layer, bool on) {
   backward_ready_ = false;
 }
 
-// One code path both counts (arena == nullptr) and carves, so sizes and layout cannot disagree.
+int GpuTransformer::padded_tokens(int T) const {
+  if (!tp_ || !tp_->sequence_parallel()) return T;
+  return (T + tp_->size() - 1) / tp_->size() * tp_->size();
+}
+
+int GpuTransformer::local_rows(int T) const { return tp_ ? tp_->local_rows(T) : T; }
+
+int GpuTransformer::boundary_rows(int T) const { return local_rows(padded_tokens(T)); }
+
+LayerCollectives<bf16>* GpuTransformer::layers() const { return tp_ ? tp_->layers() : nullptr; }
+
+// Sequence parallelism splits the tokens in tp equal parts: a batch that tp does not divide gets a padding sequence
+// (token 0, no targets) that nothing reads back (as the CPU engine's Transformer).
+void GpuTransformer::pad_for_sequence_parallelism() {
+  const int T = batch_.num_tokens(), pad = padded_tokens(T) - T;
+  for (int i = 0; i < pad; ++i) {
+    batch_.tokens.push_back(0);
+    batch_.positions.push_back(i);
+    batch_.targets.push_back(-1);
+  }
+  if (pad > 0) batch_.cu_seqlens.push_back(T + pad);
+}
+
+// One code path both counts (arena == nullptr) and carves, so sizes and layout cannot disagree. T: with the
+// sequence-parallel padding.
 size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backward) {
-  const int64_t C = c_.hidden_size, L = c_.num_hidden_layers;
+  const int64_t C = c_.hidden_size, L = c_.num_hidden_layers, Tl = local_rows(T);
   size_t total = 0;
   auto take = [&](size_t bytes, const char* what) -> char* {
     total += (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
@@ -107,10 +131,10 @@ size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backw
   const int b = span_.layer_begin, e = span_.layer_end;
   x_.assign(size_t(L + 1), nullptr);  // the span's streams only: its input, then each of its layers' outputs
   for (int l = b; l <= e; ++l)
-    x_[size_t(l)] = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "residual stream"));
+    x_[size_t(l)] = reinterpret_cast<bf16*>(take(size_t(Tl * C) * sizeof(bf16), "residual stream"));
   saved_.assign(size_t(L), GpuLayerActivations{});
   GpuLayerActivations probe;
-  const size_t per_layer = carve_gpu_layer_activations(probe, nullptr, shape_, T);
+  const size_t per_layer = carve_gpu_layer_activations(probe, nullptr, shape_, T, int(Tl));
   // Without a backward to follow, no layer keeps its activations: all share the one scratch.
   auto shared = [&](int l) { return !for_backward || recompute_[size_t(l)]; };
   bool any_recompute = false;
@@ -119,40 +143,50 @@ size_t GpuTransformer::layout_forward(int T, int S, Arena* arena, bool for_backw
       any_recompute = true;
       continue;
     }
-    carve_gpu_layer_activations(saved_[size_t(l)], take(per_layer, "layer activations"), shape_, T);
+    carve_gpu_layer_activations(saved_[size_t(l)], take(per_layer, "layer activations"), shape_, T, int(Tl));
   }
   if (any_recompute) {
     GpuLayerActivations scratch;
-    carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), shape_, T);
+    carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), shape_, T, int(Tl));
     for (int l = b; l < e; ++l)
       if (shared(l)) saved_[size_t(l)] = scratch;
   }
-  carve_gpu_layer_forward_scratch(fscratch_, take(carve_gpu_layer_forward_scratch(fscratch_, nullptr, shape_, T),
-                                                  "forward scratch"), shape_, T);
+  if (Tl != T) {  // sequence parallelism: every layer's gathered rows in one shared place
+    GpuLayerActivations gathered;
+    carve_gpu_gathered_rows(gathered, take(carve_gpu_gathered_rows(gathered, nullptr, shape_, T), "gathered rows"),
+                            shape_, T);
+    for (int l = b; l < e; ++l) saved_[size_t(l)].h1 = gathered.h1, saved_[size_t(l)].h2 = gathered.h2;
+  }
+  const size_t fs = carve_gpu_layer_forward_scratch(fscratch_, nullptr, shape_, T, int(Tl));
+  carve_gpu_layer_forward_scratch(fscratch_, take(fs, "forward scratch"), shape_, T, int(Tl));
   if (!span_.head) {
     rstd_f_ = lse_f_ = logprob_ = entropy_ = nullptr;
-    h_f_ = nullptr;
+    h_f_ = h_f_local_ = nullptr;
     return total;
   }
-  rstd_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "final rstd"));
+  rstd_f_ = reinterpret_cast<float*>(take(size_t(Tl) * 4, "final rstd"));
   h_f_ = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "final norm output"));
+  h_f_local_ = Tl != T ? reinterpret_cast<bf16*>(take(size_t(Tl * C) * sizeof(bf16), "final norm rows")) : h_f_;
   lse_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "lm head lse"));
   logprob_ = reinterpret_cast<float*>(take(size_t(T) * 4, "logprobs"));
   entropy_ = reinterpret_cast<float*>(take(size_t(T) * 4, "entropy"));
   return total;
 }
 
+// Counts what backward() takes from its arena, in the same order.
 size_t GpuTransformer::layout_backward(int T, Arena* arena) {
   size_t total = 0;
   auto take = [&](size_t bytes, const char* what) -> char* {
     total += (bytes + Arena::kAlignment - 1) / Arena::kAlignment * Arena::kAlignment;
     return arena ? static_cast<char*>(arena->alloc_bytes(bytes, what)) : nullptr;
   };
-  const size_t TC = size_t(T) * size_t(c_.hidden_size) * sizeof(bf16);
-  take(TC, "dres");
-  take(TC, "dh final");
+  const int Tl = local_rows(T);
+  const size_t TlC = size_t(Tl) * size_t(c_.hidden_size) * sizeof(bf16);
+  take(TlC, "dres");
+  take(TlC, "dh final");
+  if (Tl != T) take(2 * size_t(T) * sizeof(float), "padded token gradients");
   GpuLayerScratch s;
-  take(carve_gpu_layer_backward_scratch(s, nullptr, shape_, T), "layer gradient scratch");
+  take(carve_gpu_layer_backward_scratch(s, nullptr, shape_, T, Tl), "layer gradient scratch");
   return total;
 }
 
@@ -164,19 +198,20 @@ size_t GpuTransformer::forward_bytes(int T, bool for_backward) const {
   const GpuLayerScratch keep_s = fscratch_;
   int32_t* keep_i[4] = {tokens_, positions_, targets_, cu_seqlens_};
   float* keep_f[4] = {rstd_f_, lse_f_, logprob_, entropy_};
-  bf16* keep_h = h_f_;
-  const size_t n = self.layout_forward(T, T, nullptr, for_backward);
+  bf16* keep_h = h_f_, *keep_hl = h_f_local_;
+  const int Tp = padded_tokens(T);
+  const size_t n = self.layout_forward(Tp, Tp, nullptr, for_backward);
   self.x_ = keep_x;
   self.saved_ = keep_saved;
   self.fscratch_ = keep_s;
   self.tokens_ = keep_i[0], self.positions_ = keep_i[1], self.targets_ = keep_i[2], self.cu_seqlens_ = keep_i[3];
   self.rstd_f_ = keep_f[0], self.lse_f_ = keep_f[1], self.logprob_ = keep_f[2], self.entropy_ = keep_f[3];
-  self.h_f_ = keep_h;
+  self.h_f_ = keep_h, self.h_f_local_ = keep_hl;
   return n;
 }
 
 size_t GpuTransformer::backward_bytes(int T) const {
-  return const_cast<GpuTransformer&>(*this).layout_backward(T, nullptr);
+  return const_cast<GpuTransformer&>(*this).layout_backward(padded_tokens(T), nullptr);
 }
 
 // A model that only ever runs forward passes (the frozen reference, a logprob-only pass) gets the small layout of
@@ -246,14 +281,16 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   // The previous batch's uploads may still be in flight from batch_; wait before overwriting the host copy.
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   batch_ = batch;
-  T_ = T;
-  max_seqlen_ = max_seqlen;
+  T_batch_ = T;
+  pad_for_sequence_parallelism();
+  T_ = batch_.num_tokens();
+  max_seqlen_ = std::max(max_seqlen, T_ - T);  // the padding sequence
   temperature_ = temperature;
   have_entropy_ = need_entropy;
   ensure_arenas(T, need_backward);
   fwd_->reset();
   if (bwd_) bwd_->reset();
-  layout_forward(T, batch_.num_seqs(), fwd_.get(), need_backward);
+  layout_forward(T_, batch_.num_seqs(), fwd_.get(), need_backward);
 
   auto upload = [&](int32_t* dst, const std::vector<int32_t>& src) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(int32_t), cudaMemcpyHostToDevice, ctx_.stream));
@@ -266,22 +303,24 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   HONE_CHECK(span_.embedding || input, "a span without the embedding needs the previous chunk's hidden state");
   const GpuLayerBatch lb = layer_batch();
   const bf16* w = w_;
+  const int Tp = T_, Tl = local_rows(Tp);  // with the padding; this rank's rows
+  const bool sp = Tl != Tp;
   dres_ = nullptr;
   have_output_ = false;
   bf16* x0 = x_[size_t(span_.layer_begin)];
-  if (!span_.embedding) {
-    CUDA_CHECK(cudaMemcpyAsync(x0, input, size_t(T) * size_t(C) * sizeof(bf16), cudaMemcpyDeviceToDevice,
+  if (!span_.embedding) {  // the previous chunk's output: this rank's rows of the residual stream
+    CUDA_CHECK(cudaMemcpyAsync(x0, input, size_t(Tl) * size_t(C) * sizeof(bf16), cudaMemcpyDeviceToDevice,
                                ctx_.stream));
   } else {
     ProfileScope ps(prof_, "embedding");
-    if (tp_) tp_->embedding_forward(x0, tokens_, w + layout_.embed_tokens, T);
+    if (tp_) tp_->embedding_forward(x0, tokens_, w + layout_.embed_tokens, Tp, sp);
     else cuda::embedding_forward(x0, tokens_, w + layout_.embed_tokens, T, C, ctx_);
   }
   for (int l = span_.layer_begin; l < span_.layer_end; ++l) {
     GpuLayerActivations& a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
-                      attention_, tp_, x_[size_t(l + 1)], ctx_, prof_);
+                      attention_, layers(), x_[size_t(l + 1)], ctx_, prof_);
   }
   if (!span_.head) {
     backward_ready_ = need_backward;
@@ -290,30 +329,31 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   }
   {
     ProfileScope ps(prof_, "rmsnorm");
-    cuda::rmsnorm_forward(h_f_, rstd_f_, x_[size_t(L)], w + layout_.norm, T, C, c_.rms_norm_eps, ctx_);
+    cuda::rmsnorm_forward(h_f_local_, rstd_f_, x_[size_t(L)], w + layout_.norm, Tl, C, c_.rms_norm_eps, ctx_);
+    if (sp) tp_->gather_rows(h_f_local_, h_f_, Tp);
   }
   {
     ProfileScope ps(prof_, "lm_head");
     if (tp_)
       tp_->lm_head_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head, targets_,
-                           T, temperature, chunk_v_);
+                           Tp, temperature, chunk_v_);
     else
       cuda::lm_head_logprob_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head,
                                     targets_, T, C, V, temperature, chunk_v_, ctx_);
   }
-  if (!need_entropy) CUDA_CHECK(cudaMemsetAsync(entropy_, 0, size_t(T) * sizeof(float), ctx_.stream));
+  if (!need_entropy) CUDA_CHECK(cudaMemsetAsync(entropy_, 0, size_t(Tp) * sizeof(float), ctx_.stream));
   backward_ready_ = need_backward;
 }
 
 std::vector<float> GpuTransformer::logprobs_host() const {
-  std::vector<float> out(static_cast<size_t>(T_));
+  std::vector<float> out(static_cast<size_t>(T_batch_));
   CUDA_CHECK(cudaMemcpyAsync(out.data(), logprob_, out.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx_.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   return out;
 }
 
 std::vector<float> GpuTransformer::entropy_host() const {
-  std::vector<float> out(static_cast<size_t>(T_));
+  std::vector<float> out(static_cast<size_t>(T_batch_));
   CUDA_CHECK(cudaMemcpyAsync(out.data(), entropy_, out.size() * sizeof(float), cudaMemcpyDeviceToHost, ctx_.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   return out;
@@ -321,14 +361,15 @@ std::vector<float> GpuTransformer::entropy_host() const {
 
 void GpuTransformer::backward_host(const std::vector<float>& dlogprob, const std::vector<float>* dentropy,
                                    float* grads) {
-  HONE_CHECK(int(dlogprob.size()) == T_ && (!dentropy || int(dentropy->size()) == T_),
+  const int T = T_batch_;
+  HONE_CHECK(int(dlogprob.size()) == T && (!dentropy || int(dentropy->size()) == T),
              "backward weights must have one value per token of the last forward");
   // Staged in the forward arena's tail would disturb its layout; use a small temporary instead.
-  DeviceArray<float> d(2 * int64_t(T_));
-  CUDA_CHECK(cudaMemcpyAsync(d.get(), dlogprob.data(), size_t(T_) * 4, cudaMemcpyHostToDevice, ctx_.stream));
+  DeviceArray<float> d(2 * int64_t(T));
+  CUDA_CHECK(cudaMemcpyAsync(d.get(), dlogprob.data(), size_t(T) * 4, cudaMemcpyHostToDevice, ctx_.stream));
   if (dentropy)
-    CUDA_CHECK(cudaMemcpyAsync(d.get() + T_, dentropy->data(), size_t(T_) * 4, cudaMemcpyHostToDevice, ctx_.stream));
-  backward(d.get(), dentropy ? d.get() + T_ : nullptr, grads);
+    CUDA_CHECK(cudaMemcpyAsync(d.get() + T, dentropy->data(), size_t(T) * 4, cudaMemcpyHostToDevice, ctx_.stream));
+  backward(d.get(), dentropy ? d.get() + T : nullptr, grads);
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // before d is freed
 }
 
@@ -339,38 +380,54 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
              span_.head ? "backward needs dlogprob and a gradient buffer"
                         : "a span without the head needs its output's gradient and a gradient buffer");
   backward_ready_ = false;
-  const int T = T_, C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
-  const size_t TC = size_t(T) * size_t(C);
+  const int T = T_, C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;  // T: with the padding
+  const int Tl = local_rows(T);
+  const bool sp = Tl != T;
+  const size_t TlC = size_t(Tl) * size_t(C);
 
+  // The arena in layout_backward's order.
   bwd_->reset();
-  bf16* dres = static_cast<bf16*>(bwd_->alloc_bytes(TC * sizeof(bf16), "dres"));
-  bf16* dh_f = static_cast<bf16*>(bwd_->alloc_bytes(TC * sizeof(bf16), "dh final"));
+  bf16* dres = static_cast<bf16*>(bwd_->alloc_bytes(TlC * sizeof(bf16), "dres"));
+  bf16* dh_f = static_cast<bf16*>(bwd_->alloc_bytes(TlC * sizeof(bf16), "dh final"));
+  if (sp && span_.head) {
+    // The padding tokens get no gradient.
+    float* padded = static_cast<float*>(bwd_->alloc_bytes(2 * size_t(T) * sizeof(float), "padded token gradients"));
+    CUDA_CHECK(cudaMemsetAsync(padded, 0, 2 * size_t(T) * sizeof(float), ctx_.stream));
+    CUDA_CHECK(cudaMemcpyAsync(padded, dlogprob, size_t(T_batch_) * sizeof(float), cudaMemcpyDeviceToDevice,
+                               ctx_.stream));
+    dlogprob = padded;
+    if (dentropy) {
+      CUDA_CHECK(cudaMemcpyAsync(padded + T, dentropy, size_t(T_batch_) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 ctx_.stream));
+      dentropy = padded + T;
+    }
+  }
   GpuLayerScratch s = fscratch_;  // the forward scratch (branch) serves recomputed layers
-  const size_t scratch_bytes = carve_gpu_layer_backward_scratch(s, nullptr, shape_, T);
+  const size_t scratch_bytes = carve_gpu_layer_backward_scratch(s, nullptr, shape_, T, Tl);
   carve_gpu_layer_backward_scratch(s, static_cast<char*>(bwd_->alloc_bytes(scratch_bytes, "layer gradient scratch")),
-                                   shape_, T);
+                                   shape_, T, Tl);
 
   const bf16* w = w_;
-  if (!span_.head) {
-    CUDA_CHECK(cudaMemcpyAsync(dres, output_grad, TC * sizeof(bf16), cudaMemcpyDeviceToDevice, ctx_.stream));
+  if (!span_.head) {  // the next chunk's gradient of this span's output: this rank's rows
+    CUDA_CHECK(cudaMemcpyAsync(dres, output_grad, TlC * sizeof(bf16), cudaMemcpyDeviceToDevice, ctx_.stream));
   } else {
     {
       ProfileScope ps(prof_, "memset");
-      CUDA_CHECK(cudaMemsetAsync(dh_f, 0, TC * sizeof(bf16), ctx_.stream));
-      CUDA_CHECK(cudaMemsetAsync(dres, 0, TC * sizeof(bf16), ctx_.stream));
+      CUDA_CHECK(cudaMemsetAsync(dh_f, 0, TlC * sizeof(bf16), ctx_.stream));
+      CUDA_CHECK(cudaMemsetAsync(dres, 0, TlC * sizeof(bf16), ctx_.stream));
     }
     {
       ProfileScope ps(prof_, "lm_head_backward");
       if (tp_)
         tp_->lm_head_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head, targets_,
-                              lse_f_, have_entropy_ ? entropy_ : nullptr, T, temperature_, chunk_v_);
+                              lse_f_, have_entropy_ ? entropy_ : nullptr, T, temperature_, chunk_v_, sp);
       else
         cuda::lm_head_logprob_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head,
                                        targets_, lse_f_, have_entropy_ ? entropy_ : nullptr, T, C, V, temperature_,
                                        chunk_v_, ctx_);
     }
     ProfileScope ps(prof_, "rmsnorm_backward");
-    cuda::rmsnorm_backward(dres, grads + layout_.norm, dh_f, x_[size_t(L)], w + layout_.norm, rstd_f_, T, C, ctx_);
+    cuda::rmsnorm_backward(dres, grads + layout_.norm, dh_f, x_[size_t(L)], w + layout_.norm, rstd_f_, Tl, C, ctx_);
   }
   const GpuLayerBatch lb = layer_batch();
   for (int l = span_.layer_end - 1; l >= span_.layer_begin; --l) {
@@ -380,15 +437,15 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
     // A recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
     // values it had (the next layer's input, already consumed), so nothing downstream changes.
     if (recompute_[size_t(l)])
-      gpu_layer_forward(l, shape_, wl, lb, a, s, attention_, tp_, x_[size_t(l + 1)], ctx_, prof_);
-    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, tp_, dres,
+      gpu_layer_forward(l, shape_, wl, lb, a, s, attention_, layers(), x_[size_t(l + 1)], ctx_, prof_);
+    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, layers(), dres,
                        ctx_, prof_);
     if (layer_hook_) layer_hook_(l);
   }
   dres_ = dres;
   if (span_.embedding) {
     ProfileScope ps(prof_, "embedding_backward");
-    if (tp_) tp_->embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T);
+    if (tp_) tp_->embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T, sp);
     else cuda::embedding_backward(grads + layout_.embed_tokens, dres, tokens_, T, C, ctx_);
   }
   if (layer_hook_) layer_hook_(-1);

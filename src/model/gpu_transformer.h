@@ -34,6 +34,9 @@ class GpuTransformer {
   // max_tokens: the largest micro-batch expected (the arenas grow if a larger one comes). The context must
   // outlive the GpuTransformer. With tp (which must outlive it; parallel/gpu_tensor_parallel.h) the model is this
   // rank's shard: layout is tp->layout().param_layout(), forward and backward are collective over the group and
+  // every rank gets the whole model's logprobs; the gradients of parameters several ranks hold stay partial. Under
+  // the group's sequence parallelism the residual stream holds this rank's rows, and a batch that tp does not
+  // divide runs with a few padding tokens (a short sequence of token 0 without targets) the caller never sees.
   // every rank gets the whole model's logprobs; the gradients of parameters several ranks hold stay partial.
   // With span, only its layers (and the embedding / head when it has them) run; with shared_weights the model reads
   // that device buffer ([layout.num_params] bf16, owned by the caller, who may move it: set_shared_weights) instead
@@ -59,22 +62,27 @@ class GpuTransformer {
   // As Transformer::forward; asynchronous on the context's stream. logprobs()/entropy() are device [T] fp32
   // (0 where targets < 0; entropy 0 everywhere without need_entropy) until the next forward. With need_backward
   // false (the logprob phase) no layer keeps its activations (one shared scratch) and backward is refused.
-  // A span without the embedding reads its hidden state from `input` (device bf16 [T, C]) instead of the tokens.
+  // A span without the embedding reads its hidden state from `input` (device bf16 [boundary_rows(T), C]: this
+  // rank's rows of the residual stream) instead of the tokens.
   void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true,
                bool need_backward = true, const bf16* input = nullptr);
-  // A span without the head: its hidden state [T, C] after the last forward (device bf16).
+  // A span without the head: its hidden state [boundary_rows(T), C] after the last forward (device bf16).
   const bf16* output() const;
+  // Rows of the hidden state a span hands on for a batch of T tokens: T, or under sequence parallelism this rank's
+  // rows of T padded to a multiple of tp (as the CPU Transformer's).
+  int boundary_rows(int T) const;
   const float* logprobs() const { return logprob_; }
   const float* entropy() const { return entropy_; }
   std::vector<float> logprobs_host() const;  // synchronizes the stream
   std::vector<float> entropy_host() const;
-  int num_tokens() const { return T_; }
+  int num_tokens() const { return T_batch_; }
 
   // Gradient of sum_t dlogprob[t] logprob[t] + dentropy[t] entropy[t] (device fp32 [T]; dentropy may be null),
   // ACCUMULATED into grads (device fp32 [num_params], the layout's offsets). Once per forward. A span without the
-  // head takes the gradient of its output (output_grad, device bf16 [T, C]) instead of dlogprob and dentropy.
+  // head takes the gradient of its output (output_grad, device bf16 [boundary_rows(T), C]) instead of dlogprob and
+  // dentropy.
   void backward(const float* dlogprob, const float* dentropy, float* grads, const bf16* output_grad = nullptr);
-  // A span without the embedding: the gradient of its input [T, C] after the last backward (device bf16).
+  // A span without the embedding: the gradient of its input [boundary_rows(T), C] after the last backward.
   const bf16* input_grad() const;
   // Called on the host during backward once layer l's parameter gradients are final on the stream (l = L-1 down
   // to 0), and with l = -1 once every gradient is (embeddings; the final norm and an untied LM head are final
@@ -94,7 +102,8 @@ class GpuTransformer {
   // again at the size they had.
   void release_arenas();
   // Bytes the forward and backward arenas need for T tokens with the current recompute settings (the forward
-  // arena of a model that runs no backward is smaller: for_backward = false).
+  // arena of a model that runs no backward is smaller: for_backward = false), sequence parallelism's padding
+  // included.
   size_t forward_bytes(int T, bool for_backward = true) const;
   size_t backward_bytes(int T) const;
   // Device memory in use now by everything on the device (cudaMemGetInfo: total - free).
@@ -105,6 +114,10 @@ class GpuTransformer {
   size_t layout_backward(int T, Arena* arena);
   void ensure_arenas(int T, bool for_backward);
   GpuLayerBatch layer_batch() const;
+  int padded_tokens(int T) const;  // T rounded up to a multiple of tp under sequence parallelism
+  int local_rows(int T) const;     // rows of the residual stream on this rank
+  LayerCollectives<bf16>* layers() const;  // the layer hooks (null at tp = 1)
+  void pad_for_sequence_parallelism();
 
   const ModelConfig c_;
   GpuTensorParallel* tp_ = nullptr;
@@ -126,19 +139,21 @@ class GpuTransformer {
   bool arena_backward_ = false;  // the arenas hold the training layout
   bool arenas_stale_ = false;
 
-  PackedBatch batch_;  // host copy (the device copies are in the forward arena)
+  PackedBatch batch_;  // host copy (the device copies are in the forward arena), with the padding
   int T_ = 0, max_seqlen_ = 0;
+  int T_batch_ = 0;  // tokens of the caller's batch (T_ without the padding)
   float temperature_ = 1.f;
   bool have_entropy_ = false;
   bool backward_ready_ = false;
 
   // Forward arena contents.
   int32_t* tokens_ = nullptr, *positions_ = nullptr, *targets_ = nullptr, *cu_seqlens_ = nullptr;
-  std::vector<bf16*> x_;                     // L+1 residual streams [T, C]
+  std::vector<bf16*> x_;                     // L+1 residual streams [local rows, C]
   std::vector<GpuLayerActivations> saved_;   // per layer; recomputed layers point into the shared scratch
   GpuLayerScratch fscratch_;                 // o_proj / down_proj outputs
-  float* rstd_f_ = nullptr;                  // final RMSNorm [T]
+  float* rstd_f_ = nullptr;                  // final RMSNorm [local rows]
   bf16* h_f_ = nullptr;                      // [T, C]
+  bf16* h_f_local_ = nullptr;                // [local rows, C] (h_f_ itself without sequence parallelism)
   float* lse_f_ = nullptr;                   // LM head log-sum-exp [T]
   float* logprob_ = nullptr, *entropy_ = nullptr;
   bf16* dres_ = nullptr;  // the backward's residual gradient: at its end, the input's

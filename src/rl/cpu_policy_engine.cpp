@@ -45,7 +45,8 @@ class CpuPolicyEngine final : public PolicyEngine {
         pipe_(PipelineLayout::of(mc.num_hidden_layers, ps.pp_size(), s.vpp, s.pp_layers)),
         stage_(ShardLayout::of(mc, ps.tp_size(), ps.tp_rank(), &pipe_, ps.pp_rank())),
         gen_layout_(GenerationLayout::of(ps.grid(), s.generation_tp)) {
-    if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel, &stage_);
+    if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel,
+                                             s.tp_comm_overlap ? s.tp_comm_overlap_chunks : 1, &stage_);
     train_w_ = allocate_shard_weights(stage_, mc_);
     HONE_CHECK(initial.flat.numel() == train_w_.flat.numel(), "initial weights of ", initial.flat.numel(),
                " parameters, this rank's shard has ", train_w_.flat.numel());
@@ -146,6 +147,8 @@ class CpuPolicyEngine final : public PolicyEngine {
     peak_kv_ = std::max(peak_kv_, generator_->stats().peak_kv_bytes);
     return r;
   }
+
+  void set_generation_progress(GenerationProgressFn fn) override { generator_->set_progress(std::move(fn)); }
 
   std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) override {
     HONE_CHECK(role == Role::policy || ref_w_.flat.defined(), "no reference model (loss.kl_coef = 0)");

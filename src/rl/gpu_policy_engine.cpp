@@ -11,7 +11,8 @@
 // and the KV cache after it; with train.optimizer_offload the Adam moments wait in pinned host memory while
 // generation runs.
 // Under tensor parallelism (parallel.tp > 1) every role holds this rank's shard (parallel/shard_layout.h), the models
-// and the generator compute over the tp group's NcclComm on the engine's stream (parallel/gpu_tensor_parallel.h),
+// and the generator compute over the tp group's stream-ordered NcclComm on the engine's stream
+// (parallel/gpu_tensor_parallel.h; sequence parallelism for training and logprobs, generation on whole rows),
 // the optimizer works on the shard's flat buffer over dp with the clipping norm spanning the group, and checkpoints
 // stay whole: read_state gathers the shards onto world rank 0 over the host tp group, write_state keeps this rank's
 // slices.
@@ -124,11 +125,16 @@ class GpuPolicyEngine final : public PolicyEngine {
     o.timeout_s = s.nccl_timeout_s;
     o.stream = ctx_.stream;  // the groups' collectives are ordered with the layers' kernels
     if (ps_.tp_size() > 1) {
-      tp_comm_ = ps_.device(CommGroup::tp, o);
-      tp_ = std::make_unique<GpuTensorParallel>(mc_, *tp_comm_, ctx_, &stage_);
-      if (s.sequence_parallel)
-        log_info("parallel.sequence_parallel: the GPU engine runs tensor parallelism over whole token rows (no "
-                 "sequence parallelism yet); set parallel.sequence_parallel = false to silence this line");
+      // The tp group's collectives are ordered with the layers' kernels: they run on the engine's stream, and the
+      // host does not wait for each (stream-ordered; the watchdog thread watches them).
+      NcclOptions to = o;
+      to.stream_ordered = true;
+      tp_comm_ = ps_.device(CommGroup::tp, to);
+      SequenceParallelism sp;
+      sp.on = s.sequence_parallel;
+      sp.overlap = s.tp_comm_overlap;
+      sp.chunks = s.tp_comm_overlap_chunks;
+      tp_ = std::make_unique<GpuTensorParallel>(mc_, *tp_comm_, ctx_, sp, &stage_);
     }
     HONE_CHECK(initial.flat.numel() == layout_.num_params, "initial weights of ", initial.flat.numel(),
                " parameters, this rank's ", tp_ || pipe_.split() ? "shard" : "model", " has ", layout_.num_params);
@@ -191,7 +197,13 @@ class GpuPolicyEngine final : public PolicyEngine {
 
   std::string describe() const override {
     std::string d = cat("cuda:", device_, " ", name_, ", bf16");
-    if (tp_) d += cat(", tensor parallel over ", tp_->size(), " GPUs (NCCL)");
+    if (tp_) {
+      d += cat(", tensor parallel over ", tp_->size(), " GPUs (NCCL");
+      if (tp_->sequence_parallel())
+        d += s_.tp_comm_overlap ? cat("; sequence parallel, overlapped in ", s_.tp_comm_overlap_chunks, " chunks")
+                                : std::string("; sequence parallel");
+      d += ")";
+    }
     if (pipe_.split())
       d += cat(", pipeline parallel over ", pipe_.pp(), " stages",
                pipe_.vpp() > 1 ? cat(" (interleaved 1F1B, ", pipe_.vpp(), " chunks each)") : std::string(" (1F1B)"));
@@ -293,6 +305,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     note_device_use();
     return r;
   }
+  void set_generation_progress(GenerationProgressFn fn) override { generator_->set_progress(std::move(fn)); }
   void end_generation() override {
     generator_->release();
     const Clock::time_point t0 = Clock::now();

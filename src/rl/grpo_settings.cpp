@@ -93,6 +93,8 @@ void read_train_keys(const Config& c, GrpoSettings& s) {
   s.activation_recompute = c.get_bool("train.activation_recompute");
   s.distributed_optimizer = c.get_bool("train.distributed_optimizer");
   s.sequence_parallel = c.get_bool("parallel.sequence_parallel");
+  s.tp_comm_overlap = c.get_bool("parallel.tp_comm_overlap");
+  s.tp_comm_overlap_chunks = int(c.get_int("parallel.tp_comm_overlap_chunks"));
   s.grad_reduce_in_fp32 = c.get_bool("train.grad_reduce_in_fp32");
   s.optimizer_offload = c.get_bool("train.optimizer_offload");
   s.offload_during_generation = c.get_bool("train.offload_during_generation");
@@ -107,8 +109,12 @@ void read_train_keys(const Config& c, GrpoSettings& s) {
 void read_output_keys(const Config& c, GrpoSettings& s) {
   s.checkpoint_every = c.get_int("checkpoint.every");
   s.checkpoint_at_exit = c.get_bool("checkpoint.save_at_exit");
-  s.sample_every = c.get_int("output.sample_every");
+  s.checkpoint_hf_folder = c.get_bool("checkpoint.hf_folder");
+  s.checkpoint_bf16 = c.get_string("checkpoint.dtype") == "bfloat16";
+  const std::string rollouts = c.get_string("output.rollouts");
+  s.sample_every = rollouts == "none" ? 0 : c.get_int("output.sample_every");
   s.num_samples = c.get_int("output.num_samples");
+  s.all_rollouts = rollouts == "all";
   s.overwrite = c.get_bool("output.overwrite");
 }
 

@@ -58,6 +58,8 @@ struct GrpoSettings {
   bool activation_recompute = false;
   bool distributed_optimizer = false;
   bool sequence_parallel = true;  // parallel.sequence_parallel (under parallel.tp > 1)
+  bool tp_comm_overlap = false;   // parallel.tp_comm_overlap
+  int tp_comm_overlap_chunks = 4;  // parallel.tp_comm_overlap_chunks
   bool grad_reduce_in_fp32 = true;
   bool optimizer_offload = false;
   bool offload_during_generation = false;
@@ -68,9 +70,12 @@ struct GrpoSettings {
   // [checkpoint]
   int64_t checkpoint_every = 0;
   bool checkpoint_at_exit = true;
+  bool checkpoint_hf_folder = true;  // checkpoint.hf_folder
+  bool checkpoint_bf16 = true;       // checkpoint.dtype = "bfloat16" (the hf/ folder's weights)
   // [output]
-  int64_t sample_every = 0;
+  int64_t sample_every = 0;          // 0 also when output.rollouts = "none"
   int64_t num_samples = 0;
+  bool all_rollouts = false;         // output.rollouts = "all"
   bool overwrite = false;
 
   int64_t rollouts_per_step() const { return prompts_per_step * generations; }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "comm/host_collectives.h"
@@ -147,6 +148,44 @@ void set_memory_metrics(StepRow& row, const EngineMemory& em, Comm& world) {
   if (mem[6] > 0) row.set("memory/device_peak", mem[6]);
 }
 
+// The reward's sub-scores: scores/<name>, the mean over the step's rollouts that have it. The names are whatever the
+// reward gave on any rank, so each rank sends its (name, sum, count) list to rank 0.
+void set_score_metrics(StepRow& row, const std::vector<GrpoSample>& samples, Comm& dp) {
+  std::map<std::string, std::pair<double, double>> mine;
+  for (const GrpoSample& s : samples)
+    for (const RewardScore& sc : s.scores) {
+      auto& [sum, count] = mine[sc.name];
+      sum += sc.value;
+      count += 1;
+    }
+  std::string bytes;
+  for (const auto& [name, sc] : mine) {
+    const uint32_t len = uint32_t(name.size());
+    bytes.append(reinterpret_cast<const char*>(&len), sizeof len);
+    bytes += name;
+    bytes.append(reinterpret_cast<const char*>(&sc.first), sizeof(double));
+    bytes.append(reinterpret_cast<const char*>(&sc.second), sizeof(double));
+  }
+  std::map<std::string, std::pair<double, double>> all;
+  for (const std::string& part : gather_strings(dp, bytes)) {
+    size_t at = 0;
+    while (at < part.size()) {
+      uint32_t len = 0;
+      std::memcpy(&len, part.data() + at, sizeof len);
+      at += sizeof len;
+      const std::string name = part.substr(at, len);
+      at += len;
+      double sum = 0, count = 0;
+      std::memcpy(&sum, part.data() + at, sizeof sum);
+      std::memcpy(&count, part.data() + at + sizeof sum, sizeof count);
+      at += 2 * sizeof(double);
+      all[name].first += sum;
+      all[name].second += count;
+    }
+  }
+  for (const auto& [name, sc] : all) row.set("scores/" + name, sc.first / sc.second);
+}
+
 }  // namespace
 
 // Collective over the data-parallel ranks: the reductions run in the same order on every rank.
@@ -182,11 +221,13 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   row.set("dynamic_sampling/groups", double(st.groups_kept_global));
   row.set("prompts_too_long", sum[kTooLong]);
   row.set("microbatches", double(st.microbatches));
+  set_score_metrics(row, st.samples, ps_.dp());
   set_phase_metrics(row, t, step_phases(), times);
   set_memory_metrics(row, engine_->memory(), ps_.world());
   set_layout_metrics(row);
 
   if (num_samples > 0) record_samples(st, row, num_samples);
+  if (s_.all_rollouts) record_rollouts(st, row);
 }
 
 // The pipeline's bubble and exchanges, the resharding refit's bytes, the offload's time. Collective over the world.

@@ -8,8 +8,16 @@
 #include "rl/rollout_exchange.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/progress.h"
 
 namespace hone::rl {
+
+void GrpoTrainer::set_progress(ProgressLine* progress) {
+  progress_ = progress;
+  GenerationProgressFn fn;
+  if (progress) fn = [progress](const GenerationProgress& g) { progress->update(g.finished, g.total, g.generated_tokens); };
+  engine_->set_generation_progress(std::move(fn));
+}
 
 StepRow GrpoTrainer::step(int64_t step, int64_t num_samples) {
   timer_.clear();
@@ -30,16 +38,6 @@ StepRow GrpoTrainer::step(int64_t step, int64_t num_samples) {
 }
 
 namespace {
-
-void score_samples(const RewardFunction& reward, const std::vector<Prompt>& prompts, std::vector<GrpoSample>& samples,
-                   size_t begin) {
-  for (size_t i = begin; i < samples.size(); ++i) {
-    GrpoSample& s = samples[i];
-    const RewardResult r = reward.score(prompts[size_t(s.prompt_index)], s.rollout.text);
-    s.reward = r.reward;
-    s.correct = r.correct;
-  }
-}
 
 bool group_has_signal(const std::vector<GrpoSample>& samples, size_t begin, size_t G) {
   for (size_t g = 1; g < G; ++g)
@@ -87,9 +85,12 @@ void GrpoTrainer::phase_generation(StepState& st) {
       st.prompts.push_back(std::move(batch[i]));
     }
     std::vector<Rollout> rollouts;
+    if (progress_) progress_->begin(cat("step ", st.step, " generation", b > 0 ? cat(" (batch ", b + 1, ")") : "",
+                                        size > 1 ? " on rank 0" : ""), "sequences");
     if (!requests.empty())
       rollouts = engine_->generate(requests, s_.sampling, stop_, s_.seed, uint32_t(st.step),
                                    int(s_.max_total_sequence_length), decode);
+    if (progress_) progress_->end();
     const size_t first_sample = st.samples.size();
     for (size_t k = 0; k < rollouts.size(); ++k) {
       GrpoSample s;
@@ -106,7 +107,7 @@ void GrpoTrainer::phase_generation(StepState& st) {
     // Dynamic sampling: score now, keep the groups with signal whose global order is below P.
     timer_.stop("generation");
     timer_.start("reward");
-    score_samples(*data_.reward, st.prompts, st.samples, first_sample);
+    score_samples(st, first_sample);
     timer_.stop("reward");
     std::vector<int64_t> signal;  // group index within this batch
     for (int64_t gi = 0; gi < groups; ++gi)
@@ -150,7 +151,7 @@ void GrpoTrainer::move_rollouts_to_trainers(StepState& st) {
   if (!st.scored) {  // scored where the prompts are (their answers stay on the replica)
     timer_.stop("generation");
     timer_.start("reward");
-    score_samples(*data_.reward, st.prompts, st.samples, 0);
+    score_samples(st, 0);
     for (size_t i = 0; i < st.samples.size(); i += size_t(G))
       if (!group_has_signal(st.samples, i, size_t(G))) ++st.groups_zero_variance;
     st.scored = true;
@@ -175,7 +176,7 @@ void GrpoTrainer::phase_reward(StepState& st) {
   auto scope = timer_.scope("reward");
   const int64_t G = s_.generations;
   if (!st.scored) {
-    score_samples(*data_.reward, st.prompts, st.samples, 0);
+    score_samples(st, 0);
     for (size_t i = 0; i < st.samples.size(); i += size_t(G))
       if (!group_has_signal(st.samples, i, size_t(G))) ++st.groups_zero_variance;
   }
@@ -206,8 +207,13 @@ void GrpoTrainer::phase_logprob(StepState& st) {
     st.logprob_tokens += mbs.back().batch.num_tokens();
   }
   for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
+  const int passes = int(need_old) + int(need_ref);
+  if (progress_ && passes > 0)
+    progress_->begin(cat("step ", st.step, " logprob", ps_.dp_size() > 1 ? " on rank 0" : ""), "passes");
+  int pass = 0;
   for (const auto role : {PolicyEngine::Role::policy, PolicyEngine::Role::reference}) {
     if (role == PolicyEngine::Role::policy ? !need_old : !need_ref) continue;
+    if (progress_) progress_->update(pass++, passes, 0);
     const std::vector<std::vector<float>> lp = engine_->logprobs_batches(role, batches, T);
     for (size_t i = 0; i < mbs.size(); ++i) {
       const MicroBatch& mb = mbs[i];
@@ -218,6 +224,7 @@ void GrpoTrainer::phase_logprob(StepState& st) {
       }
     }
   }
+  if (progress_) progress_->end();
 }
 
 // Training: the step's rollouts in train.global_batch_size chunks (by global position), one optimizer step each:
@@ -230,7 +237,9 @@ void GrpoTrainer::phase_training(StepState& st) {
   loss.config = s_.loss;
   loss.temperature = s_.sampling.temperature;
   loss.on_policy = s_.skip_prev_logprobs();
+  if (progress_) progress_->begin(cat("step ", st.step, " training"), "optimizer steps");
   for (int64_t k = 0; k < K; ++k) {
+    if (progress_) progress_->update(k, K, st.training_tokens);
     std::vector<int64_t> which;
     for (size_t i = 0; i < st.samples.size(); ++i)
       if (st.samples[i].position >= k * B && st.samples[i].position < (k + 1) * B) which.push_back(int64_t(i));
@@ -265,6 +274,7 @@ void GrpoTrainer::phase_training(StepState& st) {
       note_nonfinite_update(st, norm);
     }
   }
+  if (progress_) progress_->end();
 }
 
 void GrpoTrainer::note_nonfinite_update(StepState& st, double norm) {

@@ -18,6 +18,7 @@
 
 #include "comm/parallel_state.h"
 #include "generation/cpu_generator.h"
+#include "generation/generation_progress.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
 #include "model/weights.h"
@@ -65,6 +66,8 @@ class PolicyEngine {
                                         const StopCriteria& stop, uint64_t seed, uint32_t step,
                                         int max_total_sequence_length, const DecodeFunction& decode) = 0;
   virtual void end_generation() {}  // frees what generation held (the GPU KV cache)
+  // Called after every batched pass of later generate() calls, with the call's progress (empty: none).
+  virtual void set_generation_progress(GenerationProgressFn fn) = 0;
 
   // ---- logprob phase: per-row logprobs of the packed batch (0 where targets < 0), host memory valid until the
   // next call.

@@ -98,7 +98,8 @@ std::string writable_folder_problem(const std::string& dir) {
 std::string check_weight_files(const std::string& dir, const ModelConfig& m, std::string* problem) {
   const bool indexed = fs::exists(fs::path(dir) / "model.safetensors.index.json");
   if (!indexed && !fs::exists(fs::path(dir) / "model.safetensors")) {
-    *problem = "no model.safetensors (or model.safetensors.index.json) in it";
+    *problem = "no model.safetensors (or model.safetensors.index.json) in it; set model.init = \"random\" to start "
+               "from random weights of its config.json";
     return {};
   }
   try {
@@ -146,6 +147,8 @@ class Preflight {
     attempt([&] { check_model(); });
     if (model_ && tokenizer_) check_model_against_deck();
     attempt([&] { check_data(); });
+    attempt([&] { check_reward(); });
+    attempt([&] { check_validation_data(); });
     attempt([&] { check_folders(); });
     attempt([&] { check_layout(); });
     if (model_ && grid_) attempt([&] { report_memory(); });
@@ -189,8 +192,7 @@ class Preflight {
       throw UserError(about(c_, "model.path", e.what()));
     }
     std::string weights = "weights not read: the run starts from random weights";
-    const KeySpec* init = find_key_spec("model.init");  // a config.json alone may start from random weights
-    if (!init || !c_.has_value("model.init") || c_.get_string("model.init") != "random") {
+    if (c_.get_string("model.init") != "random") {  // a config.json alone may start from random weights
       std::string problem;
       weights = check_weight_files(path, *model_, &problem);
       HONE_USER_CHECK(problem.empty(), about(c_, "model.path", problem));
@@ -272,6 +274,35 @@ class Preflight {
     HONE_USER_CHECK(parsed > 0, about(c_, "data.path", skipped ? "no usable prompt in its first lines" : "empty file"));
     line("data", cat(path, ": the first ", parsed, " rows parse (", o.prompt_key, ", ", o.answer_key, ")",
                      skipped ? cat(", ", skipped, " bad lines skipped") : std::string()));
+  }
+
+  // The user's reward is neither started nor loaded here (nothing runs): the plug-in must be a readable file.
+  void check_reward() {
+    const std::string command = c_.get_string("reward.command"), library = c_.get_string("reward.library");
+    if (!library.empty()) {
+      std::error_code ec;
+      HONE_USER_CHECK(fs::exists(library, ec), about(c_, "reward.library", "no such file"));
+      std::string why;
+      HONE_USER_CHECK(readable_file(library, &why), about(c_, "reward.library", why));
+      line("reward", cat("plug-in ", library, " (loaded when the run starts)"));
+    } else if (!command.empty()) {
+      line("reward", cat("the program `", command, "` (started when the run starts; not tried here)"));
+    } else {
+      line("reward", c_.get_string("data.task") == "jsonl" ? std::string("the math answer checker")
+                                                          : cat("the ", c_.get_string("data.task"), " task's checker"));
+    }
+  }
+
+  // The held-out problems' file, when validation is on and reads one (a synthetic task needs none).
+  void check_validation_data() {
+    const std::string path = c_.get_string("validation.path");
+    if (!(c_.get_int("validation.every") > 0 || c_.get_bool("validation.at_start")) || path.empty()) return;
+    std::error_code ec;
+    HONE_USER_CHECK(fs::exists(path, ec), about(c_, "validation.path", "no such file"));
+    std::string why;
+    HONE_USER_CHECK(readable_file(path, &why), about(c_, "validation.path", why));
+    line("validation", cat(path, ", every ", c_.get_int("validation.every"), " steps",
+                           c_.get_bool("validation.at_start") ? " and at the start" : ""));
   }
 
   void check_folders() {
