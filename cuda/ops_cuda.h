@@ -53,7 +53,8 @@ void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const
 // ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias) through cuBLASLt (bf16 in, fp32 accumulate) ------------------
 void linear_forward(bf16* out, const bf16* x, const bf16* w, const bf16* bias, int T, int IC, int OC,
                     const GpuContext& ctx);
-// dx (bf16, accumulated; may be null), dw (fp32, accumulated), dbias (fp32, accumulated; may be null).
+// dx (bf16, accumulated), dw (fp32, accumulated), dbias (fp32, accumulated): each may be null (the input gradient
+// of some rows and the weight gradient in separate calls, as the tensor-parallel layers do).
 void linear_backward(bf16* dx, float* dw, float* dbias, const bf16* dout, const bf16* x, const bf16* w, int T, int IC,
                      int OC, const GpuContext& ctx);
 

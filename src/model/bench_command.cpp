@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include <toml++/toml.h>
+#include "config/toml.h"
 
 #include "io/hdf5_file.h"
 #include "model/model_config.h"

@@ -8,6 +8,11 @@
 // Per-layer activation recompute (model/layer_recompute.h): a fully recomputed layer keeps only its input and reruns
 // its forward into a shared scratch during backward, a selective one keeps its GEMM and attention outputs and reruns
 // the elementwise ops between them (bitwise the same results, less memory). See doc/model-engine.md.
+//
+// A pipeline chunk (model/model_span.h) runs a span of the layers: without the embedding it starts from the hidden
+// state the previous chunk sent (forward's input), without the head it ends with the hidden state it hands on
+// (output()); its backward then takes the gradient of that output and leaves the gradient of its input
+// (input_grad()). Several Transformers may share one weight buffer: each holds one micro-batch's activations.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +22,7 @@
 #include "model/layer_recompute.h"
 #include "model/layer_shape.h"
 #include "model/model_config.h"
+#include "model/model_span.h"
 #include "model/packed_batch.h"
 #include "model/transformer_layer.h"
 #include "model/weights.h"
@@ -36,12 +42,14 @@ class Transformer {
   // the layers compute this rank's heads and feed-forward slice, the embedding and LM head its vocabulary slice, and
   // every rank gets the whole model's logprobs and entropies. forward and backward are then collective over tp,
   // and backward leaves the gradients of parameters several ranks hold partial until tp->sum_partial_gradients.
+  // With a span, only its layers (and the embedding / head when it has them) are run and read from the weights.
   // With cp (which must outlive the Transformer; parallel/context_parallel.h), each batch is split over the
   // context-parallel group: this rank runs its rows (attention by the ring, parallel/ring_attention.h), every rank
   // gets the logprobs and entropies of all the caller's rows, and backward takes the gradients of all of them and
-  // leaves this rank's share of the parameter gradients (summed over the group by the optimizer).
+  // leaves this rank's share of the parameter gradients (summed over the group by the optimizer). cp needs the
+  // whole model (no span).
   Transformer(const ModelConfig& config, const ModelWeights& weights, TensorParallel* tp = nullptr,
-              ContextParallel* cp = nullptr);
+              ModelSpan span = {}, ContextParallel* cp = nullptr);
   ~Transformer();
 
   // Activation recompute (model/layer_recompute.h), every layer or one.
@@ -56,14 +64,26 @@ class Transformer {
   // hold [T] values (0 where targets < 0) until the next forward. Under sequence and context parallelism a batch
   // runs with a few padding tokens the caller never sees. Token ids must be in [0, vocab_size).
   // With need_entropy false, entropy is not computed and backward must get dentropy == nullptr.
-  void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true);
-  const Tensor& logprobs() const { return cp_ ? logprob_all_ : logprob_; }
+  // A span without the embedding reads its hidden state from `input` [boundary_rows(T), C] instead of the tokens.
+  void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true,
+               const float* input = nullptr);
+  const Tensor& logprobs() const { return cp_ ? logprob_all_ : logprob_; }  // a span with the head
   const Tensor& entropy() const { return cp_ ? entropy_all_ : entropy_; }
+  // A span without the head: its hidden state [boundary_rows(T), C] after the last forward.
+  const float* output() const;
+  // Rows of the hidden state that crosses a chunk boundary for a batch of T tokens: T, or with sequence parallelism
+  // this rank's share of T padded to a multiple of tp.
+  int boundary_rows(int T) const;
+  const ModelSpan& span() const { return span_; }
 
   // Gradient of sum_t dlogprob[t] * logprob[t] + dentropy[t] * entropy[t] for the last forward's batch,
   // ACCUMULATED into grads (allocate_weights(config) layout; a tied lm_head lands in embed_tokens).
-  // dentropy may be null. Can be called once per forward.
-  void backward(const float* dlogprob, const float* dentropy, ModelWeights& grads);
+  // dentropy may be null. Can be called once per forward. A span without the head takes the gradient of its output
+  // (output_grad, [boundary_rows(T), C]) instead of dlogprob and dentropy (then null).
+  void backward(const float* dlogprob, const float* dentropy, ModelWeights& grads,
+                const float* output_grad = nullptr);
+  // A span without the embedding: the gradient of its input [boundary_rows(T), C] after the last backward.
+  const float* input_grad() const;
 
   // Bytes held for activations and backward scratch now, and for the last forward's T alone (this rank's rows).
   size_t allocated_bytes() const { return (act_.nbytes() + grad_.nbytes()); }
@@ -87,6 +107,7 @@ class Transformer {
   TensorParallel* tp_ = nullptr;
   ContextParallel* cp_ = nullptr;
   std::unique_ptr<RingAttention> ring_;  // cp only
+  const ModelSpan span_;  // resolved
   const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ModelWeights& w_;
   PackedAttention attention_;
@@ -118,6 +139,7 @@ class Transformer {
 
   Tensor grad_;            // backward arena
   int64_t grad_used_ = 0;
+  float* dres_ = nullptr;  // the residual gradient, at the end of backward the input's
 };
 
 }  // namespace hone

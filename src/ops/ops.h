@@ -60,7 +60,7 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
 
 // ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias[OC]) ------------------------------------------------
 void linear_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
-// dx and dbias may be null.
+// dx, dw and dbias may each be null (the input gradient of some rows and the weight gradient in separate calls).
 void linear_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w, int T,
                      int IC, int OC);
 

@@ -42,7 +42,7 @@ Result run(const hone::ModelConfig& c, const hone::ModelWeights& w, const hone::
   }
   Result r;
   {
-    hone::GpuTransformer model(c, layout, g.ctx, 64, nullptr, cp.get());
+    hone::GpuTransformer model(c, layout, g.ctx, 64, nullptr, hone::ModelSpan{}, nullptr, cp.get());
     model.set_recompute(recompute);
     model.upload_weights(w);
     model.forward(batch, 0.9f, true);

@@ -47,7 +47,7 @@ void run(const ModelConfig& c, const std::vector<int>& lengths, const std::strin
     one.backward(dlp.data(), dent.data(), g_one);
 
     ContextParallel cp(world);
-    Transformer ring(c, w, nullptr, &cp);
+    Transformer ring(c, w, nullptr, hone::ModelSpan{}, &cp);
     ring.forward(batch, 0.7f, true);
     BOOST_TEST(ring.logprobs().numel() == T);
     check_close(ring.logprobs().f32(), one.logprobs().f32(), T, 1e-5, "logprob");
@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(second_batch_on_the_same_model) {
   ModelWeights w = allocate_weights(c);
   test::randomize(w, 5);
   ContextParallel cp(world);
-  Transformer ring(c, w, nullptr, &cp), one(c, w);
+  Transformer ring(c, w, nullptr, hone::ModelSpan{}, &cp), one(c, w);
   for (const std::vector<int>& lengths : {std::vector<int>{9, 4}, std::vector<int>{3, 3, 3, 3, 3}}) {
     PackedBatch batch;
     for (const auto& s : test::random_sequences(lengths, c.vocab_size, 3)) batch.append(s);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/model_config.h"
+#include "parallel/pipeline_layout.h"
 #include "rl/device_memory_plan.h"
 #include "runtime/error.h"
 
@@ -191,6 +192,46 @@ BOOST_AUTO_TEST_CASE(a_long_sequence_names_the_cheapest_recompute_that_fits) {
   BOOST_TEST(has(m128, "To fit: parallel.cp = 2 (splits each sequence's activations over 2 GPUs), the cheapest"));
   BOOST_TEST(!has(m128, "train.recompute = \"selective\""));  // nothing beyond full to suggest
   BOOST_TEST(plan_for(262144, 2).empty());
+}
+
+// Llama-3.1-70B at tp 4 x pp 4 with generation at tp 4: every stage's shard counted (the first and last hold the
+// embedding and the LM head: the largest), the generation copy (a quarter of every layer in bf16) in both phases,
+// and train.offload_during_generation taking the Adam moments and the training copy off the device for generation.
+BOOST_AUTO_TEST_CASE(pipeline_stages_and_a_generation_copy) {
+  hone::ModelConfig c = llama_8b_shape();
+  c.hidden_size = 8192;
+  c.intermediate_size = 28672;
+  c.num_hidden_layers = 80;
+  c.num_attention_heads = 64;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.rope.head_dim = 128;
+  BOOST_TEST(c.num_parameters() == 70553706496);
+  const hone::PipelineLayout pipe = hone::PipelineLayout::of(80, 4);
+  hone::rl::DeviceMemoryPlan p;
+  set_tensor_parallel(p, c, 4, &pipe);
+  BOOST_TEST(p.num_params == 4541194240);  // the last stage: 20 layers, the final norm, the LM head
+  set_generation_layout(p, c, 4, /*same_as_training=*/true);
+  BOOST_TEST(p.generation_copy == 0.0);
+  set_generation_layout(p, c, 4, /*same_as_training=*/false);
+  BOOST_TEST(p.generation_copy >= 2.0 * 17639415808);  // 35.3 GB of bf16, and the refit's staging
+  BOOST_TEST(p.generation_copy < 2.0 * 17639415808 + 2 * GiB);
+  p.dp = 4;
+  p.distributed = true;
+  p.activations = 10 * GiB;
+  p.microbatch_tokens = 16384;
+  p.kv_cache = 20 * GiB;
+  const double gen = p.generation(), train = p.training();
+  BOOST_TEST(train == p.optimizer_state() + p.gradients() + p.activations + p.generation_copy);
+  p.offload_during_generation = true;
+  BOOST_TEST(gen - p.generation() == p.optimizer_state() * 2 / 3 + p.training_weights);
+  // Refused where it cannot fit: the message names the generation copy and the keys that shrink it.
+  p.offload_during_generation = false;
+  const std::string m = device_memory_refusal(p, 60 * GiB);
+  BOOST_TEST_INFO(m);
+  BOOST_TEST(has(m, "for generation's own copy of the weights at generation.tp = 4"));
+  BOOST_TEST(has(m, "generation.tp = 5") == false);  // 5 does not divide the 64 heads: never offered
+  BOOST_TEST(has(m, "generation.tp = 8"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
