@@ -8,7 +8,7 @@
 #   make fuzz       the parsers' fuzz drivers, SECONDS=N each (mk/fuzz.mk); make test runs them 3 s each
 #   make soak       the CPU demo for 2,000 steps killed with SIGKILL 20 times and resumed, against one left alone
 #                   (mk/soak.py; SOAK_STEPS, SOAK_KILLS, SOAK_SEED; not part of make test)
-#   make bundle     dist/hone-<version>-linux-x86_64/ with bin/hone, its non-system libraries and env.sh
+#   make bundle     dist/hone-<version>-linux-x86_64/: bin/hone, an Open MPI for machines without one, env.sh
 #   make clean
 #
 # Knobs: CUDA=0|1, SM=90a (GPU architecture), CUDA_HOME=/usr/local/cuda, BUILD=build, DEBUG=1 (-O0), V=1 (echo commands),
@@ -58,19 +58,35 @@ ifneq ($(or $(if $(MAKECMDGOALS),,all),$(filter-out $(NODEP_GOALS),$(MAKECMDGOAL
     $(error missing libraries: $(MISSING_PKGS); run 'make deps' first)
   endif
 endif
-# Third-party include folders are -isystem so that -Wall -Wextra speak of our code only.
-PKG_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(PKGS) 2>/dev/null))
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# Third-party include folders are -isystem so that -Wall -Wextra speak of our code only. TOML++ is compiled into
+# hone (src/config/toml_impl.cpp), not used as Debian's shared library: no TOML_SHARED_LIB.
+PKG_CFLAGS := $(filter-out -DTOML_SHARED_LIB=1,$(patsubst -I%,-isystem %,$(shell pkg-config --cflags $(PKGS) 2>/dev/null)))
 MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile 2>/dev/null)) -DOMPI_SKIP_MPICXX=1
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+
+# ---- one binary (doc/building.md, "One binary") -----------------------------------------------------------
+# Every library Debian ships as a static archive is linked in, so that at run time hone needs only glibc, MPI and
+# the CUDA libraries: HDF5 with the filters it calls (szip/aec, zlib; its network drivers are never referenced, so
+# libcurl, TLS, Kerberos and LDAP stay out), PCRE2, utf8proc, OpenBLAS (with the Fortran runtime its LAPACK part
+# may pull), libgomp, libstdc++ and libgcc. MPI stays dynamic on purpose (the site's, matching its launcher and
+# fabric), and so do the CUDA libraries (the site's driver and toolkit; cudart is static). glibc stays dynamic:
+# tests/unit/test_one_binary.cpp checks that hone needs no GLIBC_ version above 2.34.
+STATIC_LDIRS := $(shell pkg-config --libs-only-L hdf5 openblas 2>/dev/null)
+STATIC_LIBS  := -Wl,-Bstatic -lhdf5 -lsz -laec -lz -lpcre2-8 -lutf8proc -lopenblas -lgfortran -lquadmath -Wl,-Bdynamic
+GOMP_STATIC  := $(shell g++ -print-file-name=libgomp.a)
 
 # ---- flags ------------------------------------------------------------------------------------------------
 OPT      := $(if $(filter 1,$(DEBUG)),-O0,-O2)
 DEFS     := -DHONE_VERSION=\"$(VERSION)\" -DHONE_CUDA=$(CUDA) -DBOOST_TEST_DYN_LINK
-INCLUDES := -Isrc -I. -Itests
+INCLUDES := -Isrc -Iinclude -I. -Itests
 CXXFLAGS := -std=c++20 $(OPT) -g -Wall -Wextra -fopenmp -MMD -MP $(DEFS) $(INCLUDES)
 HOSTDEP_CFLAGS := $(PKG_CFLAGS) $(MPI_CFLAGS)
-LDLIBS   := $(PKG_LIBS) $(MPI_LIBS) -fopenmp -lpthread -ldl
+# The test suites link Boost.Test's shared library, which brings its own libstdc++: they keep libstdc++ dynamic
+# (one copy of it in the process); hone and the test programs link it statically, with the one reference it makes
+# to a symbol newer than glibc 2.34 (arc4random) wrapped (src/runtime/glibc_compat.cpp). libgcc stays the system's
+# libgcc_s: its static unwinder calls _dl_find_object (glibc 2.35).
+LDLIBS   := $(STATIC_LDIRS) $(STATIC_LIBS) $(MPI_LIBS) $(GOMP_STATIC) -lpthread -ldl -lm
+STATIC_RUNTIME := -static-libstdc++ -Wl,--wrap=arc4random
 
 # Every finding stops the program (-fno-sanitize-recover), so a test that meets one fails.
 TEST_SUITES := unit mpi slurm gpu
@@ -117,7 +133,9 @@ MPI_BIN   := $(BUILD)/tests/mpi_tests
 GPU_BIN   := $(BUILD)/tests/gpu_tests
 SLURM_BIN := $(BUILD)/tests/slurm_tests
 PROG_BINS := $(PROG_SRC:tests/programs/%.cpp=$(BUILD)/tests/programs/%)
-TEST_BINS := $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(SLURM_BIN) $(PROG_BINS)
+# The example reward plug-in (examples/reward/exact_match.c), a C shared library against include/hone only.
+EXAMPLE_PLUGIN := $(BUILD)/examples/libexact_match_reward.so
+TEST_BINS := $(UNIT_BIN) $(MPI_BIN) $(GPU_BIN) $(SLURM_BIN) $(PROG_BINS) $(EXAMPLE_PLUGIN)
 
 .PHONY: all deps run test test-gpu tests bundle clean _run _test _test-gpu doc-deck soak
 
@@ -133,7 +151,7 @@ FORCE:
 
 $(HONE): $(MAIN_OBJ) $(LIB_OBJS)
 	@echo "  LINK    $@"
-	$(Q)$(CXX) -o $@ $^ $(LDLIBS)
+	$(Q)$(CXX) -o $@ $^ $(LDLIBS) $(STATIC_RUNTIME)
 
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
@@ -165,11 +183,15 @@ $(GPU_BIN): $(GPU_SRC:%.cpp=$(BUILD)/obj/%.o) $(GPU_CU:%.cu=$(BUILD)/obj/%.cu.o)
 	@mkdir -p $(@D); echo "  LINK    $@"
 	$(Q)$(CXX) -o $@ $^ $(LDLIBS) -lboost_unit_test_framework
 
+$(EXAMPLE_PLUGIN): examples/reward/exact_match.c include/hone/reward_plugin.h
+	@mkdir -p $(@D); echo "  CC      $@"
+	$(Q)cc -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -Iinclude -o $@ $<
+
 # Keep the test programs' objects (make would delete them as intermediates, after the test summary line).
 .SECONDARY: $(PROG_SRC:%.cpp=$(BUILD)/obj/%.o)
 $(BUILD)/tests/programs/%: $(BUILD)/obj/tests/programs/%.o $(LIB_OBJS)
 	@mkdir -p $(@D); echo "  LINK    $@"
-	$(Q)$(CXX) -o $@ $^ $(LDLIBS)
+	$(Q)$(CXX) -o $@ $^ $(LDLIBS) $(STATIC_RUNTIME)
 
 # ---- user-facing targets ----------------------------------------------------------------------------------
 deps:

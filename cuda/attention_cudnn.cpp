@@ -1,5 +1,6 @@
-// Packed variable-length causal GQA attention through cuDNN's fused SDPA (frontend graph API), and the dispatch
-// between it and the plain CUDA reference (see cuda/attention_cudnn.h for the HONE_ATTENTION switch).
+// Packed variable-length causal GQA attention through cuDNN's fused SDPA (frontend graph API), the full attention of
+// a ring attention block's segments (the same graphs without the causal mask, query and key rows of their own), and
+// the dispatch between them and the plain CUDA reference (see cuda/attention_cudnn.h for the HONE_ATTENTION switch).
 //
 // Layout: our packed q[T, Hq, D] is cuDNN's "THD" layout: a [B, H, S, D] tensor with strides (S*H*D, D, H*D, 1)
 // whose batch b starts at a ragged offset (cu_seqlens[b] * H * D elements), with a padding mask giving each batch
@@ -37,13 +38,17 @@ enum Uid : int64_t {
 
 enum class Direction { forward, backward };
 
+// S: the padded query rows of a batch, Skv its key rows (S for the causal packed attention). causal: the packed
+// attention's mask; a ring attention block is full (non-causal) attention of its segments.
 struct GraphKey {
   Direction direction;
   int B, S, Hq, Hkv, D;
   uint32_t scale_bits;
+  bool causal = true;
+  int Skv = 0;
   bool operator<(const GraphKey& o) const {
-    return std::tie(direction, B, S, Hq, Hkv, D, scale_bits) <
-           std::tie(o.direction, o.B, o.S, o.Hq, o.Hkv, o.D, o.scale_bits);
+    return std::tie(direction, B, S, Hq, Hkv, D, scale_bits, causal, Skv) <
+           std::tie(o.direction, o.B, o.S, o.Hq, o.Hkv, o.D, o.scale_bits, o.causal, o.Skv);
   }
 };
 
@@ -154,17 +159,17 @@ std::shared_ptr<fe::graph::Graph> new_graph() {
 
 void describe_forward(fe::graph::Graph& g, const GraphKey& k, float scale) {
   auto Q = thd_tensor(g, "Q", kQ, k.B, k.Hq, k.S, k.D, index_tensor(g, "off_q", kOffQ, k.B + 1));
-  auto K = thd_tensor(g, "K", kK, k.B, k.Hkv, k.S, k.D, index_tensor(g, "off_k", kOffK, k.B + 1));
-  auto V = thd_tensor(g, "V", kV, k.B, k.Hkv, k.S, k.D, index_tensor(g, "off_v", kOffV, k.B + 1));
+  auto K = thd_tensor(g, "K", kK, k.B, k.Hkv, k.Skv, k.D, index_tensor(g, "off_k", kOffK, k.B + 1));
+  auto V = thd_tensor(g, "V", kV, k.B, k.Hkv, k.Skv, k.D, index_tensor(g, "off_v", kOffV, k.B + 1));
   auto options = fe::graph::SDPA_attributes()
                      .set_name("attention_forward")
                      .set_generate_stats(true)
                      .set_attn_scale(scale)
-                     .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
-                     .set_diagonal_band_right_bound(0)
                      .set_padding_mask(true)
                      .set_seq_len_q(index_tensor(g, "seq_len_q", kSeqQ, k.B))
                      .set_seq_len_kv(index_tensor(g, "seq_len_kv", kSeqKV, k.B));
+  if (k.causal)
+    options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
   auto [O, Stats] = g.sdpa(Q, K, V, options);
   set_thd_output(O, "O", kO, k.B, k.Hq, k.S, k.D, index_tensor(g, "off_o", kOffO, k.B + 1));
   Stats->set_output(true)
@@ -177,23 +182,23 @@ void describe_forward(fe::graph::Graph& g, const GraphKey& k, float scale) {
 
 void describe_backward(fe::graph::Graph& g, const GraphKey& k, float scale) {
   auto Q = thd_tensor(g, "Q", kQ, k.B, k.Hq, k.S, k.D, index_tensor(g, "off_q", kOffQ, k.B + 1));
-  auto K = thd_tensor(g, "K", kK, k.B, k.Hkv, k.S, k.D, index_tensor(g, "off_k", kOffK, k.B + 1));
-  auto V = thd_tensor(g, "V", kV, k.B, k.Hkv, k.S, k.D, index_tensor(g, "off_v", kOffV, k.B + 1));
+  auto K = thd_tensor(g, "K", kK, k.B, k.Hkv, k.Skv, k.D, index_tensor(g, "off_k", kOffK, k.B + 1));
+  auto V = thd_tensor(g, "V", kV, k.B, k.Hkv, k.Skv, k.D, index_tensor(g, "off_v", kOffV, k.B + 1));
   auto O = thd_tensor(g, "O", kO, k.B, k.Hq, k.S, k.D, index_tensor(g, "off_o", kOffO, k.B + 1));
   auto dO = thd_tensor(g, "dO", kDO, k.B, k.Hq, k.S, k.D, index_tensor(g, "off_do", kOffDO, k.B + 1));
   auto Stats = stats_tensor(g, k.B, k.Hq, k.S);
   auto options = fe::graph::SDPA_backward_attributes()
                      .set_name("attention_backward")
                      .set_attn_scale(scale)
-                     .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
-                     .set_diagonal_band_right_bound(0)
                      .set_padding_mask(true)
                      .set_seq_len_q(index_tensor(g, "seq_len_q", kSeqQ, k.B))
                      .set_seq_len_kv(index_tensor(g, "seq_len_kv", kSeqKV, k.B));
+  if (k.causal)
+    options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
   auto [dQ, dK, dV] = g.sdpa_backward(Q, K, V, O, dO, Stats, options);
   set_thd_output(dQ, "dQ", kDQ, k.B, k.Hq, k.S, k.D, index_tensor(g, "off_dq", kOffDQ, k.B + 1));
-  set_thd_output(dK, "dK", kDK, k.B, k.Hkv, k.S, k.D, index_tensor(g, "off_dk", kOffDK, k.B + 1));
-  set_thd_output(dV, "dV", kDV, k.B, k.Hkv, k.S, k.D, index_tensor(g, "off_dv", kOffDV, k.B + 1));
+  set_thd_output(dK, "dK", kDK, k.B, k.Hkv, k.Skv, k.D, index_tensor(g, "off_dk", kOffDK, k.B + 1));
+  set_thd_output(dV, "dV", kDV, k.B, k.Hkv, k.Skv, k.D, index_tensor(g, "off_dv", kOffDV, k.B + 1));
 }
 
 // Builds the graph for a key once; a refusal is remembered too (and costs one build attempt).
@@ -240,9 +245,9 @@ const CachedGraph& graph_for(AttentionState& st, const GraphKey& key, float scal
     entry.refusal = cat(step, " threw: ", e.what());
   }
   if (!entry.graph)  // once per configuration: the refusal is cached with the key
-    std::fprintf(stderr, "hone: cuDNN refused the attention %s graph (B=%d S=%d Hq=%d Hkv=%d D=%d) at %s\n",
-                 key.direction == Direction::forward ? "forward" : "backward", key.B, key.S, key.Hq, key.Hkv, key.D,
-                 entry.refusal.c_str());
+    std::fprintf(stderr, "hone: cuDNN refused the %sattention %s graph (B=%d S=%d Skv=%d Hq=%d Hkv=%d D=%d) at %s\n",
+                 key.causal ? "" : "block ", key.direction == Direction::forward ? "forward" : "backward", key.B,
+                 key.S, key.Skv, key.Hq, key.Hkv, key.D, entry.refusal.c_str());
   return st.graphs.emplace(key, std::move(entry)).first->second;
 }
 
@@ -265,6 +270,24 @@ IndexArrays make_index_arrays(AttentionState& st, const int32_t* cu_seqlens, int
   auto* base = static_cast<int32_t*>(st.index.get(3 * slot * sizeof(int32_t), ctx.stream));
   IndexArrays a{base, base + slot, base + 2 * slot};
   attention_ragged_offsets(a.seq_len, a.q_offset, a.kv_offset, cu_seqlens, num_seqs, k.B, k.Hq, k.Hkv, k.D, ctx);
+  return a;
+}
+
+// The int32 index arrays of a block call: seq_len_q[B], seq_len_kv[B], q offsets[B+1], kv offsets[B+1].
+struct SegmentIndexArrays {
+  int32_t* seq_len_q;
+  int32_t* seq_len_kv;
+  int32_t* q_offset;
+  int32_t* kv_offset;
+};
+
+SegmentIndexArrays make_segment_index_arrays(AttentionState& st, const AttentionSegments& seg, const GraphKey& k,
+                                             int Tq, int Tkv, const GpuContext& ctx) {
+  const size_t slot = size_t((k.B + 1 + 3) / 4 * 4);
+  auto* base = static_cast<int32_t*>(st.index.get(4 * slot * sizeof(int32_t), ctx.stream));
+  SegmentIndexArrays a{base, base + slot, base + 2 * slot, base + 3 * slot};
+  attention_segment_offsets(a.seq_len_q, a.seq_len_kv, a.q_offset, a.kv_offset, seg, k.B, Tq, Tkv, k.Hq, k.Hkv, k.D,
+                            ctx);
   return a;
 }
 
@@ -292,8 +315,9 @@ bool attention_forward_cudnn(bf16* out, float* lse, const bf16* q, const bf16* k
              max_seqlen, ", T=", T);
   if (!fits_int32(T, Hq, D)) return false;
   AttentionState& st = state_of(ctx);
-  const GraphKey key{Direction::forward, attention_bucket_batch(num_seqs), attention_bucket_seqlen(max_seqlen),
-                     Hq, Hkv, D, bits_of(scale)};
+  GraphKey key{Direction::forward, attention_bucket_batch(num_seqs), attention_bucket_seqlen(max_seqlen),
+               Hq, Hkv, D, bits_of(scale)};
+  key.Skv = key.S;
   const CachedGraph& g = graph_for(st, key, scale, ctx);
   if (!g.graph) return false;
   const IndexArrays idx = make_index_arrays(st, cu_seqlens, num_seqs, key, ctx);
@@ -316,8 +340,9 @@ bool attention_backward_cudnn(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, co
              max_seqlen, ", T=", T);
   if (!fits_int32(T, Hq, D)) return false;
   AttentionState& st = state_of(ctx);
-  const GraphKey key{Direction::backward, attention_bucket_batch(num_seqs), attention_bucket_seqlen(max_seqlen),
-                     Hq, Hkv, D, bits_of(scale)};
+  GraphKey key{Direction::backward, attention_bucket_batch(num_seqs), attention_bucket_seqlen(max_seqlen),
+               Hq, Hkv, D, bits_of(scale)};
+  key.Skv = key.S;
   const CachedGraph& g = graph_for(st, key, scale, ctx);
   if (!g.graph) return false;
   const IndexArrays idx = make_index_arrays(st, cu_seqlens, num_seqs, key, ctx);
@@ -341,6 +366,76 @@ bool attention_backward_cudnn(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, co
       {kOffDV, idx.kv_offset}};
   auto status = g.graph->execute(ctx.impl->cudnn, pack, workspace);
   HONE_CHECK(status.is_good(), "cuDNN attention backward failed: ", status.get_message());
+  attention_accumulate_bf16(dq, gq, int64_t(nq), ctx);
+  attention_accumulate_bf16(dk, gk, int64_t(nkv), ctx);
+  attention_accumulate_bf16(dv, gv, int64_t(nkv), ctx);
+  return true;
+}
+
+GraphKey block_key(Direction direction, const AttentionSegments& seg, int Hq, int Hkv, int D, float scale) {
+  GraphKey key{direction, attention_bucket_batch(seg.count), attention_bucket_seqlen(seg.max_q), Hq, Hkv, D,
+               bits_of(scale)};
+  key.causal = false;
+  key.Skv = attention_bucket_seqlen(seg.max_kv);
+  return key;
+}
+
+bool attention_block_forward_cudnn(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                   const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D, float scale,
+                                   const GpuContext& ctx) {
+  HONE_CHECK(seg.count >= 1 && seg.max_q >= 1 && seg.max_kv >= 1, "bad attention block: ", seg.count,
+             " segments, max_q ", seg.max_q, ", max_kv ", seg.max_kv);
+  if (!fits_int32(Tq, Hq, D) || !fits_int32(Tkv, Hkv, D)) return false;
+  AttentionState& st = state_of(ctx);
+  const GraphKey key = block_key(Direction::forward, seg, Hq, Hkv, D, scale);
+  const CachedGraph& g = graph_for(st, key, scale, ctx);
+  if (!g.graph) return false;
+  const SegmentIndexArrays idx = make_segment_index_arrays(st, seg, key, Tq, Tkv, ctx);
+  auto* stats = static_cast<float*>(st.stats.get(size_t(key.B) * Hq * key.S * sizeof(float), ctx.stream));
+  void* workspace = g.workspace_bytes > 0 ? st.workspace.get(size_t(g.workspace_bytes), ctx.stream) : nullptr;
+  std::unordered_map<int64_t, void*> pack = {
+      {kQ, const_cast<bf16*>(q)}, {kK, const_cast<bf16*>(k)}, {kV, const_cast<bf16*>(v)}, {kO, out},
+      {kStats, stats},           {kSeqQ, idx.seq_len_q},      {kSeqKV, idx.seq_len_kv},   {kOffQ, idx.q_offset},
+      {kOffO, idx.q_offset},     {kOffK, idx.kv_offset},      {kOffV, idx.kv_offset}};
+  auto status = g.graph->execute(ctx.impl->cudnn, pack, workspace);
+  HONE_CHECK(status.is_good(), "cuDNN attention block forward failed: ", status.get_message());
+  attention_segment_stats_to_lse(lse, stats, seg, Tq, Hq, key.S, ctx);
+  return true;
+}
+
+bool attention_block_backward_cudnn(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out,
+                                    const float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                    const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D, float scale,
+                                    const GpuContext& ctx) {
+  HONE_CHECK(seg.count >= 1 && seg.max_q >= 1 && seg.max_kv >= 1, "bad attention block: ", seg.count,
+             " segments, max_q ", seg.max_q, ", max_kv ", seg.max_kv);
+  if (!fits_int32(Tq, Hq, D) || !fits_int32(Tkv, Hkv, D)) return false;
+  AttentionState& st = state_of(ctx);
+  const GraphKey key = block_key(Direction::backward, seg, Hq, Hkv, D, scale);
+  const CachedGraph& g = graph_for(st, key, scale, ctx);
+  if (!g.graph) return false;
+  const SegmentIndexArrays idx = make_segment_index_arrays(st, seg, key, Tq, Tkv, ctx);
+  auto* stats = static_cast<float*>(st.stats.get(size_t(key.B) * Hq * key.S * sizeof(float), ctx.stream));
+  attention_segment_lse_to_stats(stats, lse, seg, Tq, key.B, Hq, key.S, ctx);
+  // cuDNN writes the gradients of the segments' rows only: the scratch starts at zero, then all of it is added.
+  const size_t nq = size_t(Tq) * Hq * D, nkv = size_t(Tkv) * Hkv * D;
+  const size_t q_bytes = (nq * sizeof(bf16) + 255) / 256 * 256, kv_bytes = (nkv * sizeof(bf16) + 255) / 256 * 256;
+  auto* base = static_cast<char*>(st.grads.get(q_bytes + 2 * kv_bytes, ctx.stream));
+  CUDA_CHECK(cudaMemsetAsync(base, 0, q_bytes + 2 * kv_bytes, ctx.stream));
+  auto* gq = reinterpret_cast<bf16*>(base);
+  auto* gk = reinterpret_cast<bf16*>(base + q_bytes);
+  auto* gv = reinterpret_cast<bf16*>(base + q_bytes + kv_bytes);
+  void* workspace = g.workspace_bytes > 0 ? st.workspace.get(size_t(g.workspace_bytes), ctx.stream) : nullptr;
+  std::unordered_map<int64_t, void*> pack = {
+      {kQ, const_cast<bf16*>(q)},     {kK, const_cast<bf16*>(k)},    {kV, const_cast<bf16*>(v)},
+      {kO, const_cast<bf16*>(out)},   {kDO, const_cast<bf16*>(dout)}, {kStats, stats},
+      {kDQ, gq},                      {kDK, gk},                     {kDV, gv},
+      {kSeqQ, idx.seq_len_q},         {kSeqKV, idx.seq_len_kv},      {kOffQ, idx.q_offset},
+      {kOffO, idx.q_offset},          {kOffDO, idx.q_offset},        {kOffDQ, idx.q_offset},
+      {kOffK, idx.kv_offset},         {kOffV, idx.kv_offset},        {kOffDK, idx.kv_offset},
+      {kOffDV, idx.kv_offset}};
+  auto status = g.graph->execute(ctx.impl->cudnn, pack, workspace);
+  HONE_CHECK(status.is_good(), "cuDNN attention block backward failed: ", status.get_message());
   attention_accumulate_bf16(dq, gq, int64_t(nq), ctx);
   attention_accumulate_bf16(dk, gk, int64_t(nkv), ctx);
   attention_accumulate_bf16(dv, gv, int64_t(nkv), ctx);
@@ -378,6 +473,37 @@ void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
   auto* delta = static_cast<float*>(st.stats.get(size_t(Hq) * T * sizeof(float), ctx.stream));
   attention_backward_reference(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, num_seqs, T, Hq, Hkv, D, scale, delta,
                                ctx);
+}
+
+void attention_block_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                             const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D, float scale,
+                             const GpuContext& ctx) {
+  HONE_CHECK(Hkv > 0 && Hq % Hkv == 0, "query heads ", Hq, " must be a multiple of kv heads ", Hkv);
+  if (seg.count == 0 || seg.max_q == 0) return;
+  const Mode mode = mode_from_env();
+  if (mode != Mode::reference &&
+      attention_block_forward_cudnn(out, lse, q, k, v, seg, Tq, Tkv, Hq, Hkv, D, scale, ctx))
+    return;
+  HONE_CHECK(mode != Mode::cudnn, "HONE_ATTENTION=cudnn but cuDNN cannot run this attention block forward (Tq=", Tq,
+             " Hq=", Hq, " D=", D, ")");
+  attention_block_forward_reference(out, lse, q, k, v, seg, Tq, Tkv, Hq, Hkv, D, scale, ctx);
+}
+
+void attention_block_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out, const float* lse,
+                              const bf16* q, const bf16* k, const bf16* v, const AttentionSegments& seg, int Tq,
+                              int Tkv, int Hq, int Hkv, int D, float scale, const GpuContext& ctx) {
+  HONE_CHECK(Hkv > 0 && Hq % Hkv == 0, "query heads ", Hq, " must be a multiple of kv heads ", Hkv);
+  if (seg.count == 0 || seg.max_q == 0) return;
+  const Mode mode = mode_from_env();
+  if (mode != Mode::reference && attention_block_backward_cudnn(dq, dk, dv, dout, out, lse, q, k, v, seg, Tq, Tkv, Hq,
+                                                                Hkv, D, scale, ctx))
+    return;
+  HONE_CHECK(mode != Mode::cudnn, "HONE_ATTENTION=cudnn but cuDNN cannot run this attention block backward (Tq=",
+             Tq, " Hq=", Hq, " D=", D, ")");
+  AttentionState& st = state_of(ctx);
+  auto* delta = static_cast<float*>(st.stats.get(size_t(Hq) * Tq * sizeof(float), ctx.stream));
+  attention_block_backward_reference(dq, dk, dv, dout, out, lse, q, k, v, seg, Tq, Tkv, Hq, Hkv, D, scale, delta,
+                                     ctx);
 }
 
 }  // namespace hone::cuda

@@ -32,6 +32,24 @@ bool attention_backward_cudnn(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, co
                               const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens, int num_seqs,
                               int max_seqlen, int T, int Hq, int Hkv, int D, float scale, const GpuContext& ctx);
 
+// The blocks of ring attention (full attention of query segments against key segments, cuda/attention_block.cu):
+// cuDNN (false when it refuses; nothing written) and the plain CUDA reference.
+bool attention_block_forward_cudnn(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                   const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D, float scale,
+                                   const GpuContext& ctx);
+bool attention_block_backward_cudnn(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out,
+                                    const float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                    const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D, float scale,
+                                    const GpuContext& ctx);
+void attention_block_forward_reference(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                       const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D,
+                                       float scale, const GpuContext& ctx);
+// delta: scratch of Hq*Tq floats.
+void attention_block_backward_reference(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out,
+                                        const float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                        const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D,
+                                        float scale, float* delta, const GpuContext& ctx);
+
 // How many cuDNN graphs this context has built (forward and backward, refused ones included): the plan cache test
 // checks that a second call with the same bucketed shape builds none.
 int64_t attention_cudnn_graphs_built(const GpuContext& ctx);
@@ -64,6 +82,15 @@ void attention_stats_to_lse(float* lse, const float* stats, const int32_t* cu_se
                             int S, const GpuContext& ctx);
 void attention_lse_to_stats(float* stats, const float* lse, const int32_t* cu_seqlens, int num_seqs, int T, int B,
                             int H, int S, const GpuContext& ctx);
+// The same for the segments of a block: seq_len_q[B], seq_len_kv[B], q_offset[B+1], kv_offset[B+1] (elements; padded
+// batches have length 0 and start at the end), and the Stats <-> lse moves on the segments' query rows only.
+void attention_segment_offsets(int32_t* seq_len_q, int32_t* seq_len_kv, int32_t* q_offset, int32_t* kv_offset,
+                               const AttentionSegments& seg, int B, int Tq, int Tkv, int Hq, int Hkv, int D,
+                               const GpuContext& ctx);
+void attention_segment_stats_to_lse(float* lse, const float* stats, const AttentionSegments& seg, int Tq, int H,
+                                    int S, const GpuContext& ctx);
+void attention_segment_lse_to_stats(float* stats, const float* lse, const AttentionSegments& seg, int Tq, int B,
+                                    int H, int S, const GpuContext& ctx);
 // dst[i] = bf16(float(dst[i]) + float(src[i])): cuDNN writes gradients, the op contract accumulates them.
 void attention_accumulate_bf16(bf16* dst, const bf16* src, int64_t n, const GpuContext& ctx);
 

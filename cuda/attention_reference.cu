@@ -1,5 +1,6 @@
-// The plain CUDA attention over packed causal sequences with grouped-query heads: the fallback where cuDNN refuses
-// a configuration (or HONE_ATTENTION=reference) and a second GPU reference in the tests. Straightforward on
+// The plain CUDA attention over packed causal sequences with grouped-query heads, and over the segments of a ring
+// attention block: the fallback where cuDNN refuses a configuration (or HONE_ATTENTION=reference) and a second GPU
+// reference in the tests. Straightforward on
 // purpose: one warp per query row (forward, dq) or per key row (dk, dv), each lane holding D/32 features in fp32
 // registers, scores reduced across the warp, an online softmax in the forward. Every output element is written by
 // exactly one warp, so gradients accumulate without atomics (computed in fp32, added to the bf16 value once).
@@ -160,6 +161,112 @@ __global__ void dkdv_kernel(bf16* dk, bf16* dv, const bf16* dout, const float* l
   }
 }
 
+// ---- the blocks of ring attention: full attention of query segments against key segments -------------------------
+// Grid (warp blocks over max_q * Hq, segments): warp per (query row i of segment s, head h), h fastest.
+__global__ void block_forward_kernel(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                     AttentionSegments seg, int Tq, int Hq, int Hkv, int D, float scale) {
+  const int lane = threadIdx.x & 31, s = blockIdx.y;
+  const int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (r >= int64_t(seg.q_len[s]) * Hq) return;
+  const int t = seg.q_start[s] + int(r / Hq), h = int(r % Hq), g = h / (Hq / Hkv);
+  const int64_t row = int64_t(t) * Hq + h;
+  float qr[kChunks], acc[kChunks];
+  load_row(qr, q + row * D, D, lane);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) acc[c] = 0.f;
+  float m = -INFINITY, l = 0.f;
+  for (int j = seg.kv_start[s]; j < seg.kv_start[s] + seg.kv_len[s]; ++j) {
+    const int64_t kv = (int64_t(j) * Hkv + g) * D;
+    const float sc = scale * dot_row(qr, k + kv, D, lane);
+    const float m_new = fmaxf(m, sc);
+    const float corr = expf(m - m_new);
+    const float p = expf(sc - m_new);
+    l = l * corr + p;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int d = lane + 32 * c;
+      acc[c] = acc[c] * corr + (d < D ? p * __bfloat162float(v[kv + d]) : 0.f);
+    }
+    m = m_new;
+  }
+  const float inv_l = 1.f / l;  // kv_len >= 1
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int d = lane + 32 * c;
+    if (d < D) out[row * D + d] = __float2bfloat16(acc[c] * inv_l);
+  }
+  if (lane == 0) lse[int64_t(h) * Tq + t] = m + logf(l);
+}
+
+__global__ void block_dq_kernel(bf16* dq, const bf16* dout, const float* lse, const float* delta, const bf16* q,
+                                const bf16* k, const bf16* v, AttentionSegments seg, int Tq, int Hq, int Hkv, int D,
+                                float scale) {
+  const int lane = threadIdx.x & 31, s = blockIdx.y;
+  const int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (r >= int64_t(seg.q_len[s]) * Hq) return;
+  const int t = seg.q_start[s] + int(r / Hq), h = int(r % Hq), g = h / (Hq / Hkv);
+  const int64_t row = int64_t(t) * Hq + h;
+  const float li = lse[int64_t(h) * Tq + t], di = delta[int64_t(h) * Tq + t];
+  float qr[kChunks], gr[kChunks], acc[kChunks];
+  load_row(qr, q + row * D, D, lane);
+  load_row(gr, dout + row * D, D, lane);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) acc[c] = 0.f;
+  for (int j = seg.kv_start[s]; j < seg.kv_start[s] + seg.kv_len[s]; ++j) {
+    const int64_t kv = (int64_t(j) * Hkv + g) * D;
+    const float p = expf(scale * dot_row(qr, k + kv, D, lane) - li);
+    const float ds = p * (dot_row(gr, v + kv, D, lane) - di) * scale;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int d = lane + 32 * c;
+      if (d < D) acc[c] += ds * __bfloat162float(k[kv + d]);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int d = lane + 32 * c;
+    if (d < D) dq[row * D + d] = __float2bfloat16(__bfloat162float(dq[row * D + d]) + acc[c]);
+  }
+}
+
+// Grid (warp blocks over max_kv * Hkv, segments): warp per (key row j of segment s, kv head g).
+__global__ void block_dkdv_kernel(bf16* dk, bf16* dv, const bf16* dout, const float* lse, const float* delta,
+                                  const bf16* q, const bf16* k, const bf16* v, AttentionSegments seg, int Tq, int Hq,
+                                  int Hkv, int D, float scale) {
+  const int lane = threadIdx.x & 31, s = blockIdx.y, group = Hq / Hkv;
+  const int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (r >= int64_t(seg.kv_len[s]) * Hkv) return;
+  const int j = seg.kv_start[s] + int(r / Hkv), g = int(r % Hkv);
+  const int64_t row = int64_t(j) * Hkv + g;
+  float kr[kChunks], vr[kChunks], dk_acc[kChunks], dv_acc[kChunks];
+  load_row(kr, k + row * D, D, lane);
+  load_row(vr, v + row * D, D, lane);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) dk_acc[c] = dv_acc[c] = 0.f;
+  for (int h = g * group; h < (g + 1) * group; ++h)
+    for (int i = seg.q_start[s]; i < seg.q_start[s] + seg.q_len[s]; ++i) {
+      const int64_t qo = (int64_t(i) * Hq + h) * D;
+      const float p = expf(scale * dot_row(kr, q + qo, D, lane) - lse[int64_t(h) * Tq + i]);
+      const float ds = p * (dot_row(vr, dout + qo, D, lane) - delta[int64_t(h) * Tq + i]) * scale;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int d = lane + 32 * c;
+        if (d < D) {
+          dv_acc[c] += p * __bfloat162float(dout[qo + d]);
+          dk_acc[c] += ds * __bfloat162float(q[qo + d]);
+        }
+      }
+    }
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int d = lane + 32 * c;
+    if (d < D) {
+      dk[row * D + d] = __float2bfloat16(__bfloat162float(dk[row * D + d]) + dk_acc[c]);
+      dv[row * D + d] = __float2bfloat16(__bfloat162float(dv[row * D + d]) + dv_acc[c]);
+    }
+  }
+}
+
 unsigned warp_blocks(int64_t rows) { return unsigned((rows + kWarps - 1) / kWarps); }
 
 void check_shape(int num_seqs, int T, int Hq, int Hkv, int D) {
@@ -169,7 +276,39 @@ void check_shape(int num_seqs, int T, int Hq, int Hkv, int D) {
              kAttentionReferenceMaxD, ", got ", D);
 }
 
+void check_segments(const AttentionSegments& seg, int Hq, int Hkv, int D) {
+  HONE_CHECK(seg.count >= 0 && seg.count <= 65535, "attention block: ", seg.count, " segments (at most 65535)");
+  check_shape(1, 0, Hq, Hkv, D);
+}
+
 }  // namespace
+
+void attention_block_forward_reference(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                       const AttentionSegments& seg, int Tq, int, int Hq, int Hkv, int D,
+                                       float scale, const GpuContext& ctx) {
+  check_segments(seg, Hq, Hkv, D);
+  if (seg.count == 0 || seg.max_q == 0) return;
+  const dim3 grid{warp_blocks(int64_t(seg.max_q) * Hq), unsigned(seg.count)};
+  block_forward_kernel<<<grid, kWarps * 32, 0, ctx.stream>>>(out, lse, q, k, v, seg, Tq, Hq, Hkv, D, scale);
+  CUDA_CHECK_LAST();
+}
+
+void attention_block_backward_reference(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out,
+                                        const float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                        const AttentionSegments& seg, int Tq, int, int Hq, int Hkv, int D,
+                                        float scale, float* delta, const GpuContext& ctx) {
+  check_segments(seg, Hq, Hkv, D);
+  if (seg.count == 0 || seg.max_q == 0 || Tq == 0) return;
+  delta_kernel<<<warp_blocks(int64_t(Tq) * Hq), kWarps * 32, 0, ctx.stream>>>(delta, dout, out, Tq, Hq, D);
+  CUDA_CHECK_LAST();
+  const dim3 qgrid{warp_blocks(int64_t(seg.max_q) * Hq), unsigned(seg.count)};
+  block_dq_kernel<<<qgrid, kWarps * 32, 0, ctx.stream>>>(dq, dout, lse, delta, q, k, v, seg, Tq, Hq, Hkv, D, scale);
+  CUDA_CHECK_LAST();
+  const dim3 kgrid{warp_blocks(int64_t(seg.max_kv) * Hkv), unsigned(seg.count)};
+  block_dkdv_kernel<<<kgrid, kWarps * 32, 0, ctx.stream>>>(dk, dv, dout, lse, delta, q, k, v, seg, Tq, Hq, Hkv, D,
+                                                           scale);
+  CUDA_CHECK_LAST();
+}
 
 void attention_forward_reference(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
                                  const int32_t* cu_seqlens, int num_seqs, int T, int Hq, int Hkv, int D, float scale,

@@ -22,13 +22,13 @@ void linear_forward(bf16* out, const bf16* x, const bf16* w, const bf16* bias, i
 }
 
 // dx[T, IC] += dout[T, OC] W[OC, IC] (bf16, summed in fp32 with the old dx and rounded once);
-// dW[OC, IC] += dout^T x (fp32); dbias[OC] += column sums of dout (fp32, a reduction kernel).
+// dW[OC, IC] += dout^T x (fp32); dbias[OC] += column sums of dout (fp32, a reduction kernel). Each may be null.
 void linear_backward(bf16* dx, float* dw, float* dbias, const bf16* dout, const bf16* x, const bf16* w, int T, int IC,
                      int OC, const GpuContext& ctx) {
   check_shape(T, IC, OC);
   if (T == 0 || OC == 0) return;
   if (dx) gemm(false, false, T, IC, OC, 1.f, dout, OC, w, IC, 1.f, dx, GemmOut::bf16, IC, nullptr, ctx);
-  gemm(/*trans_a=*/true, false, OC, IC, T, 1.f, dout, OC, x, IC, 1.f, dw, GemmOut::f32, IC, nullptr, ctx);
+  if (dw) gemm(/*trans_a=*/true, false, OC, IC, T, 1.f, dout, OC, x, IC, 1.f, dw, GemmOut::f32, IC, nullptr, ctx);
   if (dbias) bias_grad_accumulate(dbias, dout, T, OC, ctx);
 }
 

@@ -53,7 +53,8 @@ void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const
 // ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias) through cuBLASLt (bf16 in, fp32 accumulate) ------------------
 void linear_forward(bf16* out, const bf16* x, const bf16* w, const bf16* bias, int T, int IC, int OC,
                     const GpuContext& ctx);
-// dx (bf16, accumulated; may be null), dw (fp32, accumulated), dbias (fp32, accumulated; may be null).
+// dx (bf16, accumulated), dw (fp32, accumulated), dbias (fp32, accumulated): each may be null (the input gradient
+// of some rows and the weight gradient in separate calls, as the tensor-parallel layers do).
 void linear_backward(bf16* dx, float* dw, float* dbias, const bf16* dout, const bf16* x, const bf16* w, int T, int IC,
                      int OC, const GpuContext& ctx);
 
@@ -73,6 +74,20 @@ void attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, cons
 void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out, const float* lse,
                         const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens, int num_seqs,
                         int max_seqlen, int T, int Hq, int Hkv, int D, float scale, const GpuContext& ctx);
+
+// ---- attention blocks and their merge (ring attention of context parallelism), as cpu::attention_block_forward,
+// attention_block_backward and attention_merge_forward. The segments' arrays are device memory; max_q and max_kv
+// (host) size the cuDNN graphs. out/lse are written on the segments' query rows only; dq/dk/dv ACCUMULATED.
+void attention_block_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                             const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D, float scale,
+                             const GpuContext& ctx);
+void attention_block_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out, const float* lse,
+                              const bf16* q, const bf16* k, const bf16* v, const AttentionSegments& seg, int Tq,
+                              int Tkv, int Hq, int Hkv, int D, float scale, const GpuContext& ctx);
+// The running result in fp32 (out[T, H, D], lse[H, T]: rounded to bf16 once, after the last block), the block's in
+// bf16 (cuDNN's output) with its fp32 lse.
+void attention_merge_forward(float* out, float* lse, const bf16* block_out, const float* block_lse,
+                             const AttentionSegments& seg, int T, int H, int D, const GpuContext& ctx);
 
 // ---- SwiGLU: out = silu(gate) * up -------------------------------------------------------------------------------------
 void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int64_t N, const GpuContext& ctx);

@@ -20,6 +20,9 @@ PACKAGES=(
   libhdf5-dev hdf5-tools
   libtomlplusplus-dev libboost-test-dev nlohmann-json3-dev
   libpcre2-dev libutf8proc-dev libopenblas-dev
+  # static archives linked into hone (doc/building.md, "One binary"): zlib and szip for HDF5, the Fortran runtime
+  # for OpenBLAS (most come with the packages above already)
+  zlib1g-dev libaec-dev gfortran
   ccache
   # the fuzz drivers (mk/fuzz.mk): clang with libFuzzer and the sanitizer runtimes
   clang libclang-rt-dev

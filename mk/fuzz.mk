@@ -43,7 +43,7 @@ $(FUZZ_DIR)/obj/%.o: %.cpp
 
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	@echo "  FUZZLD  $@"
-	$(Q)$(FUZZ_CXX) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) $(MPI_LIBS) -lpthread -ldl
+	$(Q)$(FUZZ_CXX) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(STATIC_LDIRS) $(STATIC_LIBS) $(MPI_LIBS) -lpthread -ldl
 
 # One driver at a time (-j1 inside): the fuzzing itself should leave the machine's other cores alone.
 fuzz: $(FUZZ_BINS)

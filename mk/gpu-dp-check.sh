@@ -17,7 +17,8 @@ mkdir -p "$logdir"
 # shellcheck source=mk/gpu-env.sh
 source mk/gpu-env.sh
 hone=$bundle/bin/hone
-mpi=(mpirun -np 2 --allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x OPAL_PREFIX -x PATH)
+# shellcheck disable=SC2206
+mpi=(mpirun -np 2 --allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x PATH $HONE_MPIRUN_ENV)
 steps=40
 common=(run.device=cuda "run.max_steps=$steps" output.sample_every=1 output.num_samples=256)
 

@@ -3,8 +3,9 @@
 # machine with a GPU, from a bundle made here:
 #   make bundle && mk/gpu-parity.sh LOGDIR [--lengths 300,200,257]
 # Runs tools/hf_reference.py compare --device cuda --grads at qwen3-0.6b and llama-3.2-1b with the first python3
-# on PATH (it needs torch, transformers, safetensors, numpy; h5py or h5dump). Logs: LOGDIR/{env,qwen3-0.6b,
-# llama-3.2-1b}.txt; the SUMMARY lines are also collected in LOGDIR/summary.txt.
+# on PATH (it needs torch, transformers, safetensors, numpy; h5py or h5dump), then its checkpoint mode (a hone
+# checkpoint's hf/ folder loaded by transformers). Logs: LOGDIR/{env,qwen3-0.6b,llama-3.2-1b,checkpoint}.txt; the
+# SUMMARY lines are also collected in LOGDIR/summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 logdir=${1:?usage: mk/gpu-parity.sh LOGDIR [compare options...]}
@@ -36,6 +37,11 @@ for run in "qwen3 qwen3-0.6b" "llama llama-3.2-1b"; do
     --arch "$arch" --shape "$shape" --device cuda --grads "$@" 2>&1 | tee -a "$logdir/$shape.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
+# A checkpoint's hf/ folder loaded by transformers as is (and by vLLM where it is installed).
+echo "== checkpoint" | tee "$logdir/checkpoint.txt"
+LD_LIBRARY_PATH=$python_ld_library_path python3 tools/hf_reference.py --hone "$hone_wrapper" checkpoint 2>&1 |
+  tee -a "$logdir/checkpoint.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 grep -h '^SUMMARY' "$logdir"/*.txt >"$logdir/summary.txt"
 cat "$logdir/summary.txt"
 exit $status

@@ -10,8 +10,20 @@
 #             two-GPU Llama-3.1-8B step, alone on GPU 0), and on two GPUs grpo-dp2 and grpo-dp2-zero (the Qwen3-0.6B
 #             step with twice the prompts, plain and with the distributed optimizer), grpo-8b (the Llama-3.1-8B shape),
 #             then report (hone-report of every step file)
-#   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU), grpo-8b-tp2 (the Llama-3.1-8B
-#             shape at tp=2)
+#   faults (two GPUs): rank-kill (mk/gpu-rank-kill.sh: one rank killed mid-run ends the job within the NCCL timeout)
+#   tensor parallel (two GPUs): tp-check (mk/gpu-tp-check.sh: tp=2 against one GPU over whole rows, with sequence
+#             parallelism and with its collectives overlapped; the Qwen3-0.6B step times of each), grpo-8b-tp2 (the
+#             Llama-3.1-8B shape at tp=2 with sequence parallelism)
+#   your own reward: reward (the demo deck on the GPU scored by examples/reward/exact_match.py, every rollout kept
+#             and listed by tools/hone-rollouts, a checkpoint with its hf/ folder)
+#   the bundle itself: bundle (mk/gpu-bundle-check.sh: the MPI env.sh picks, the demo on the GPU and on two CPU ranks
+#             with each MPI the machine offers; fails on any PMIx, dlopen or component warning); progress (two steps
+#             of the Qwen3-0.6B step benchmark with a progress line every 2 s: the lines of the generation phase)
+#   pipeline parallel (two GPUs): pp-check (mk/gpu-pp-check.sh: pp=2, interleaved, generation.tp=2 and the
+#             offload against one GPU; bubble, exchanges, refit bytes and phase times)
+#   long sequences (one GPU): cp-long (mk/gpu-cp-long.sh: the Qwen3-1.7B shape at 4k, 16k and 32k tokens with each
+#             train.recompute, and the attention's TFLOP/s); context parallel (two GPUs): cp-check
+#             (mk/gpu-cp-check.sh: cp=2 against one GPU)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -61,6 +73,13 @@ if want demo; then
   run_part 60 demo "$hone" run input/demo.toml run.device=cuda "output.dir=$logdir" \
     "checkpoint.dir=$logdir/demo-checkpoints"
 fi
+if want reward; then  # the GPU engine's rollouts through reward.command, kept whole; the demo must still learn
+  run_part 120 reward "$hone" run input/demo.toml run.device=cuda run.name=demo-reward \
+    'reward.command="python3 examples/reward/exact_match.py"' output.rollouts=all "output.dir=$logdir" \
+    "checkpoint.dir=$logdir/reward-checkpoints"
+  run_part 60 reward-rollouts python3 tools/hone-rollouts "$logdir/demo-reward.h5" --steps 75-80
+  ls -lR "$logdir/reward-checkpoints" >>"$logdir/reward-rollouts.txt" 2>&1
+fi
 if want grpo; then
   run_part 200 grpo "$hone" run input/bench-grpo-qwen3-0.6b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
@@ -72,7 +91,8 @@ if want grpo-llama; then
   run_part 200 grpo "$hone" run input/bench-grpo-llama-3.2-1b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-mpi_args=(--allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x OPAL_PREFIX -x PATH)
+# shellcheck disable=SC2206
+mpi_args=(--allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x PATH $HONE_MPIRUN_ENV)
 mpi=(mpirun -np 2 "${mpi_args[@]}")
 if want nccl; then
   run_part 150 nccl mpirun -np "$gpus" "${mpi_args[@]}" "$bundle/bin/nccl_check"
@@ -80,12 +100,24 @@ fi
 if want dp-check; then
   run_part 420 dp-check bash mk/gpu-dp-check.sh "$logdir/dp-check"
 fi
+if want rank-kill; then
+  run_part 150 rank-kill bash mk/gpu-rank-kill.sh "$logdir/rank-kill"
+fi
 if want tp-check; then
   run_part 600 tp-check bash mk/gpu-tp-check.sh "$logdir/tp-check"
 fi
-if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (whole rows), against grpo-8b at dp=2
+if want cp-long; then
+  run_part 1500 cp-long bash mk/gpu-cp-long.sh "$logdir/cp-long"
+fi
+if want cp-check; then
+  run_part 600 cp-check bash mk/gpu-cp-check.sh "$logdir/cp-check"
+fi
+if want pp-check; then
+  run_part 600 pp-check bash mk/gpu-pp-check.sh "$logdir/pp-check"
+fi
+if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (sequence parallel), against grpo-8b at dp=2
   run_part 420 grpo-8b-tp2 "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml run.name=llama-8b-tp2 \
-    parallel.tp=2 parallel.sequence_parallel=false "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+    parallel.tp=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 qwen=input/bench-grpo-qwen3-0.6b.toml
 if want grpo-1gpu; then
@@ -108,6 +140,13 @@ fi
 if want grpo-8b; then
   run_part 540 grpo-8b "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml "output.dir=$logdir" \
     "checkpoint.dir=$logdir/ck"
+fi
+if want progress; then
+  run_part 200 progress "$hone" run input/bench-grpo-qwen3-0.6b.toml run.name=progress run.max_steps=2 \
+    run.progress_every_s=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want bundle; then
+  run_part 300 bundle bash mk/gpu-bundle-check.sh "$logdir/bundle"
 fi
 if want report; then
   files=$(ls "$logdir"/*.h5 2>/dev/null | grep -v "/gen-")  # hone run files only

@@ -11,6 +11,11 @@ Modes:
   roundtrip  a tiny random checkpoint per architecture, rewritten by `hone convert` (f32, bf16, and sharded);
              transformers loads hone's output and must give the same logprobs (f32: bitwise; bf16: bitwise equal
              to the same model with its weights rounded to bf16).
+  checkpoint a model folder holding only config.json and a byte-level tokenizer per architecture, trained two steps
+             by `hone run` (model.init = "random"); the checkpoint's hf/ folder must load in transformers as is
+             (AutoModelForCausalLM and AutoTokenizer, dtype from its config.json: bfloat16), hold the checkpoint's fp32
+             master weights rounded to bf16 (the same logprobs, bitwise, as those weights rounded by torch), agree
+             with `hone logprobs` on it, and tokenize as hone does; vLLM loads it too when it is installed.
   compare    a random checkpoint at a real shape (qwen3-0.6b, llama-3.2-1b) or tiny, scored by
              `hone logprobs` and by transformers in fp32 on the same sequences; prints the logprob differences.
              --device cuda runs hone's bf16 GPU engine (transformers runs on the GPU too when torch has CUDA, still
@@ -42,7 +47,7 @@ import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen2Config, Qwen3Config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HONE = os.path.join(ROOT, "build", "hone")
@@ -169,8 +174,8 @@ def logprobs_of(model, sequences):
         return torch.cat([sequence_logprobs(model, s)[0] for s in sequences])
 
 
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def run(cmd, input_text=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, input=input_text)
     if r.returncode != 0:
         sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}{r.stderr}")
     return r.stdout
@@ -217,6 +222,96 @@ def roundtrip(args):
                 print(f"{arch} {name}: files {files}; max |logprob diff| {diff:.3g} {'OK' if ok else 'MISMATCH'}")
     if failures:
         sys.exit(f"{failures} round trip(s) differ")
+
+
+def byte_level_tokenizer(folder):
+    """A byte-level BPE tokenizer (256 byte tokens, no merges, <|endoftext|> = 256) saved as a transformers folder."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", model_max_length=64)
+    fast.add_special_tokens({"eos_token": "<|endoftext|>"})
+    fast.save_pretrained(folder)
+    return fast
+
+
+def checkpoint(args):
+    failures = 0
+    for arch, seed in (("llama", 21), ("qwen2", 22), ("qwen3", 23)):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "m")
+            config = tiny_config(arch)
+            config.vocab_size = 260
+            config.eos_token_id = 256
+            config.bos_token_id = None
+            config.save_pretrained(src)  # config.json only: no weights
+            byte_level_tokenizer(src)
+            deck = os.path.join(tmp, "deck.toml")
+            with open(deck, "w") as f:
+                f.write(f"""[run]\nname = "hf"\nseed = {seed}\nmax_steps = 2\n[model]\npath = "{src}"\ninit = "random"
+[tokenizer]\nchat_format = "none"\n[data]\ntask = "reverse"\nmin_length = 1\nmax_length = 3\nalphabet = "digits"
+[grpo]\nnum_prompts_per_step = 4\nnum_generations_per_prompt = 4\n[generation]\nmax_new_tokens = 4
+max_total_sequence_length = 32\n[train]\nlearning_rate = 1e-2\nmax_tokens_per_microbatch = 128
+[checkpoint]\ndir = "{tmp}/ck"\n[output]\ndir = "{tmp}/out"\n""")
+            run([args.hone, "run", deck])
+            hf = os.path.join(tmp, "ck", "step_00000002", "hf")
+            master = os.path.join(tmp, "ck", "step_00000002")
+            files = sorted(os.listdir(hf))
+            model = AutoModelForCausalLM.from_pretrained(hf, attn_implementation="eager", dtype="auto")
+            tok = AutoTokenizer.from_pretrained(hf)
+            problems = []
+            if model.dtype != torch.bfloat16:
+                problems.append(f"loaded as {model.dtype}, not torch.bfloat16")
+            # The master weights rounded to bf16 by torch, in a model built from the same config.json.
+            rounded = AutoModelForCausalLM.from_pretrained(master, attn_implementation="eager", dtype=torch.float32)
+            with torch.no_grad():
+                for p in rounded.parameters():
+                    p.copy_(p.to(torch.bfloat16).to(torch.float32))
+            model = model.to(torch.float32).eval()
+            rounded.eval()
+            rng = np.random.default_rng(seed)
+            sequences = [[int(t) for t in rng.integers(0, 257, size=n)] for n in (7, 25)]
+            got, want = logprobs_of(model, sequences), logprobs_of(rounded, sequences)
+            diff = (got - want).abs().max().item()
+            if diff != 0.0:
+                problems.append(f"hf/ logprobs differ from the rounded master by {diff:.3g}")
+            seqs = os.path.join(tmp, "seqs.jsonl")
+            with open(seqs, "w") as f:
+                for s_ in sequences:
+                    f.write(json.dumps({"tokens": s_}) + "\n")
+            run([args.hone, "logprobs", "--model", hf, "--input", seqs, "--output", os.path.join(tmp, "lp.h5")])
+            hone_lp = h5_dataset(os.path.join(tmp, "lp.h5"), "logprobs", np.float32)
+            hone_diff = float(np.abs(hone_lp - got.numpy()).max())
+            if hone_diff > 1e-4:
+                problems.append(f"hone logprobs differ from transformers' by {hone_diff:.3g}")
+            text = "rev:123=321"
+            hone_ids = run([args.hone, "tokenize", "--tokenizer", hf], input_text=text).split()
+            hf_ids = [str(i) for i in tok(text, add_special_tokens=False)["input_ids"]]
+            if hone_ids != hf_ids:
+                problems.append(f"tokenizer: hone {hone_ids}, transformers {hf_ids}")
+            if tok.eos_token_id != 256:
+                problems.append(f"eos token id {tok.eos_token_id}")
+            vllm_note = vllm_loads(hf)
+            failures += bool(problems)
+            print(f"{arch}: hf/ files {files}; logprob diff to the rounded master {diff:.3g}, to hone {hone_diff:.3g}; "
+                  f"{vllm_note}; {'OK' if not problems else 'FAILED: ' + '; '.join(problems)}")
+    if failures:
+        sys.exit(f"{failures} checkpoint folder(s) failed")
+
+
+def vllm_loads(folder):
+    """vLLM loads the folder and generates a token, when vLLM is installed (and has a GPU)."""
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return "vLLM not installed: not tried"
+    from vllm import LLM, SamplingParams
+    llm = LLM(model=folder, dtype="bfloat16", enforce_eager=True, gpu_memory_utilization=0.2)
+    out = llm.generate(["rev:12="], SamplingParams(max_tokens=2, temperature=0))
+    return f"vLLM generated {out[0].outputs[0].token_ids!r}"
 
 
 def h5_dataset(path, name, dtype):
@@ -329,6 +424,7 @@ def main():
     sub = ap.add_subparsers(dest="mode", required=True)
     sub.add_parser("goldens", help="write tests/data/hf/{llama,qwen2,qwen3}")
     sub.add_parser("roundtrip", help="hone convert output loaded by transformers")
+    sub.add_parser("checkpoint", help="a hone checkpoint's hf/ folder loaded by transformers (and vLLM)")
     c = sub.add_parser("compare", help="hone logprobs against transformers at a real shape")
     c.add_argument("--arch", choices=("qwen3", "llama"), required=True)
     c.add_argument("--shape", choices=("qwen3-0.6b", "llama-3.2-1b", "tiny"), required=True)
@@ -339,7 +435,7 @@ def main():
     ap.add_argument("--hone", default=HONE, help="the hone executable (default: build/hone)")
     args = ap.parse_args()
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
-    {"goldens": write_goldens, "roundtrip": roundtrip, "compare": compare}[args.mode](args)
+    {"goldens": write_goldens, "roundtrip": roundtrip, "checkpoint": checkpoint, "compare": compare}[args.mode](args)
 
 
 if __name__ == "__main__":

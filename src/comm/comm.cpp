@@ -10,6 +10,23 @@ std::string Comm::describe() const {
   return cat(name(), " group (world ranks ", detail::rank_ranges(world_ranks()), ")");
 }
 
+void Comm::exchange_raw(std::span<const PeerTransfer> ops, CommType type) {
+  const PeerTransfer* send = nullptr;
+  const PeerTransfer* recv = nullptr;
+  for (const PeerTransfer& t : ops) {
+    if (t.count == 0) continue;
+    check_peer("exchange", t.peer, /*self_allowed=*/false);
+    HONE_CHECK(t.count > 0 && t.buf, "exchange of ", t.count, " elements on the ", describe());
+    const PeerTransfer*& slot = t.send ? send : recv;
+    HONE_CHECK(!slot, "the ", describe(), " exchanges one send and one receive at a time");
+    slot = &t;
+  }
+  if (send && recv) send_recv_raw(send->buf, send->count, send->peer, const_cast<void*>(recv->buf), recv->count,
+                                  recv->peer, type);
+  else if (send) send_raw(send->buf, send->count, type, send->peer);
+  else if (recv) recv_raw(const_cast<void*>(recv->buf), recv->count, type, recv->peer);
+}
+
 void Comm::check_peer(const char* op, int peer, bool self_allowed) const {
   HONE_CHECK(peer >= 0 && peer < size(), op, ": peer ", peer, " outside the ", describe(), " of ", size(), " ranks");
   HONE_CHECK(self_allowed || peer != rank(), op, " to this rank itself (", peer, ") on the ", describe(),

@@ -19,6 +19,8 @@
 // Point to point: peers are ranks of this group. send and recv block until the message is handed over (MPI's
 // rendezvous, NCCL's stream semantics), so two ranks that both send first may wait for each other: order the pair
 // (e.g. the lower rank sends first) or use send_recv, which posts both at once (and may name this rank itself).
+// exchange posts any number of sends and receives at once (a pipeline stage's activations forward and gradients
+// back, with both neighbours); messages between one pair of ranks match in the order each side lists them.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +33,15 @@
 namespace hone {
 
 enum class CommType : uint8_t { f32, bf16, f64, i64, i32 };
+
+// One transfer of a batched point-to-point exchange: count elements sent to, or received from, peer (a rank of the
+// group, not this rank). A receive writes buf.
+struct PeerTransfer {
+  bool send = true;
+  const void* buf = nullptr;
+  int64_t count = 0;
+  int peer = 0;
+};
 
 constexpr size_t comm_type_size(CommType t) {
   return t == CommType::bf16 ? 2 : t == CommType::f32 || t == CommType::i32 ? 4 : 8;
@@ -90,6 +101,10 @@ class Comm {
   // needed between the pair; dest and source may be this rank).
   virtual void send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
                              int source, CommType type) = 0;
+  // Every transfer posted at once, then all waited for: no ordering between them is needed, and transfers of zero
+  // elements are left out (the peer leaves out its own). The default serves at most one send and one receive
+  // (through send_recv); MpiComm and NcclComm take any number.
+  virtual void exchange_raw(std::span<const PeerTransfer> ops, CommType type);
   // Block r of send (count elements at send + r*count) goes to rank r; block r of recv comes from rank r.
   virtual void all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) = 0;
   // Uneven blocks: send_counts[r] elements at send + send_displs[r] go to rank r, recv_counts[r] elements from rank

@@ -239,6 +239,27 @@ void MpiComm::send_recv_raw(const void* send, int64_t send_count, int dest, void
        cat("send_recv to rank ", dest, " and from rank ", source), send_count + recv_count, type);
 }
 
+// Every piece of every transfer posted at once (receives first), then waited for; messages to one peer match the
+// peer's receives in the order listed (one tag: MPI does not overtake them).
+void MpiComm::exchange_raw(std::span<const PeerTransfer> ops, CommType type) {
+  const size_t esize = comm_type_size(type);
+  std::vector<MPI_Request> requests;
+  for (bool sends : {false, true})
+    for (const PeerTransfer& t : ops) {
+      if (t.send != sends || t.count == 0) continue;
+      check_peer("exchange", t.peer, /*self_allowed=*/false);
+      HONE_CHECK(t.count > 0 && t.buf, "exchange of ", t.count, " elements on the ", describe());
+      for (int64_t off = 0; off < t.count; off += kChunk) {
+        requests.push_back(MPI_REQUEST_NULL);
+        const int n = static_cast<int>(std::min(kChunk, t.count - off));
+        char* p = static_cast<char*>(const_cast<void*>(t.buf)) + size_t(off) * esize;
+        if (sends) MPI_CHECK(MPI_Isend(p, n, mpi_type(type), t.peer, kTag, comm_, &requests.back()));
+        else MPI_CHECK(MPI_Irecv(p, n, mpi_type(type), t.peer, kTag, comm_, &requests.back()));
+      }
+    }
+  if (!requests.empty()) MPI_CHECK(MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+}
+
 // ---- all to all --------------------------------------------------------------------------------------------------
 
 void MpiComm::all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) {

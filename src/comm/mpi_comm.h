@@ -44,6 +44,7 @@ class MpiComm : public Comm {
   void recv_raw(void* buf, int64_t count, CommType type, int peer) override;
   void send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count, int source,
                      CommType type) override;
+  void exchange_raw(std::span<const PeerTransfer> ops, CommType type) override;
   void all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) override;
   void all_to_allv_raw(const void* send, std::span<const int64_t> send_counts, std::span<const int64_t> send_displs,
                        void* recv, std::span<const int64_t> recv_counts, std::span<const int64_t> recv_displs,

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "cuda/check.h"
 #include "runtime/error.h"
@@ -111,6 +112,7 @@ NcclComm::NcclComm(Comm& bootstrap, NcclOptions options)
 }
 
 NcclComm::~NcclComm() {
+  watchdog_.reset();  // stops watching; finalize below waits for what is still in flight
   if (comm_ && !aborted_) {
     // Finalize flushes outstanding work; on the non-blocking communicator it may answer ncclInProgress.
     ncclResult_t r = ncclCommFinalize(comm_);
@@ -130,23 +132,56 @@ NcclComm::~NcclComm() {
   if (own_stream_ && stream_) cudaStreamDestroy(stream_);
 }
 
+std::string NcclComm::failure_message(const std::string& what, const std::string& why) const {
+  return cat("NCCL ", what, " on the ", describe(), " ", why, "; the communicator was aborted (timeout ",
+             options_.timeout_s, " s, parallel.nccl_timeout_s)");
+}
+
+std::string NcclComm::background_message() const {
+  std::lock_guard<std::recursive_mutex> lock(nccl_mutex_);
+  return background_message_;
+}
+
+// On the main thread. A failure the watchdog thread found first was reported there: it is the one thrown.
 void NcclComm::fail(const std::string& what, const std::string& why) {
-  const std::string message =
-      cat("NCCL ", what, " on the ", describe(), " ", why, "; the communicator was aborted (timeout ",
-          options_.timeout_s, " s, parallel.nccl_timeout_s)");
-  if (comm_ && !aborted_) {
-    aborted_ = true;
+  std::string message = failure_message(what, why);
+  bool first = false;
+  {
+    std::lock_guard<std::recursive_mutex> lock(nccl_mutex_);
+    if (!background_message_.empty()) message = background_message_;
+    first = !aborted_.exchange(true);
+    if (first && comm_) ncclCommAbort(comm_);
+  }
+  if (first) {
+    if (options_.on_failure)
+      options_.on_failure(message);
+    else
+      fatal_exit(kExitFailure, message, /*collective=*/false);
+  }
+  throw Error(message);
+}
+
+// On the watchdog thread: abort (its kernels end, so the main thread does not wait on the device forever), keep
+// the message for the main thread's next call, and report it.
+void NcclComm::fail_in_background(const std::string& what, const std::string& why) {
+  const std::string message = failure_message(what, why);
+  {
+    std::lock_guard<std::recursive_mutex> lock(nccl_mutex_);
+    if (aborted_.exchange(true)) return;  // the main thread failed first and reported it
+    background_message_ = message;
     ncclCommAbort(comm_);
   }
   if (options_.on_failure)
     options_.on_failure(message);
   else
-    fatal_exit(kExitFailure, message, /*collective=*/false);
-  throw Error(message);
+    background_failure(kExitFailure, message, kBackgroundGraceSeconds);
 }
 
 void NcclComm::check_usable(const char* op) const {
-  HONE_CHECK(!aborted_, "NCCL ", op, " on the ", describe(), " after its communicator was aborted");
+  if (!aborted_.load()) return;
+  const std::string background = background_message();
+  if (!background.empty()) throw Error(background);
+  HONE_CHECK(false, "NCCL ", op, " on the ", describe(), " after its communicator was aborted");
 }
 
 void NcclComm::settle(ncclResult_t r, const std::string& what, Clock::time_point start) {
@@ -187,6 +222,7 @@ NcclWork NcclComm::launched(std::string what, cudaStream_t stream, Clock::time_p
 void NcclComm::wait(NcclWork& w) {
   int spins = 0;
   for (;;) {
+    if (aborted_.load()) fail(w.what_, "was aborted");  // by the watchdog thread: its failure is thrown
     const cudaError_t e = cudaEventQuery(w.event_);
     if (e == cudaSuccess) break;
     if (e != cudaErrorNotReady) fail(w.what_, cat("failed on the device: ", detail::cuda_status_text(e)));
@@ -204,6 +240,28 @@ void NcclComm::wait(NcclWork& w) {
   w.event_ = nullptr;
 }
 
+void NcclComm::watch(NcclWork&& w) {
+  if (!w.event_) return;  // nothing in flight (no data, or a collective captured into a graph)
+  if (!watchdog_) {
+    NcclWatchdog::Hooks hooks;
+    hooks.async_error = [this]() -> std::string {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+      if (q != ncclSuccess) return cat("failed: ", detail::nccl_status_text(q));
+      if (state != ncclSuccess && state != ncclInProgress) return cat("failed: ", detail::nccl_status_text(state));
+      return "";
+    };
+    hooks.failed = [this](const std::string& what, const std::string& why) { fail_in_background(what, why); };
+    watchdog_ = std::make_unique<NcclWatchdog>(device_, options_.timeout_s, std::move(hooks));
+  }
+  watchdog_->watch(std::exchange(w.event_, nullptr), std::move(w.what_), w.start_);
+}
+
+void NcclComm::finish(NcclWork&& w) {
+  if (options_.stream_ordered) watch(std::move(w));
+  else w.wait();
+}
+
 NcclWork NcclComm::all_reduce_sum_async(const void* send, void* recv, int64_t count, CommType type,
                                         cudaStream_t stream) {
   return all_reduce_async(send, recv, count, type, ncclSum, stream);
@@ -217,7 +275,11 @@ NcclWork NcclComm::all_reduce_async(const void* send, void* recv, int64_t count,
   if (count == 0) return {};
   const Clock::time_point start = Clock::now();
   std::string what = describe_op(name, count, type);
-  settle(ncclAllReduce(send, recv, size_t(count), nccl_type(type), op, comm_, stream), what, start);
+  {
+    std::lock_guard<std::recursive_mutex> lock(nccl_mutex_);
+    check_usable(name);
+    settle(ncclAllReduce(send, recv, size_t(count), nccl_type(type), op, comm_, stream), what, start);
+  }
   return launched(std::move(what), stream, start);
 }
 
@@ -227,7 +289,11 @@ NcclWork NcclComm::reduce_scatter_sum_async(const void* send, void* recv, int64_
   if (recv_count == 0) return {};
   const Clock::time_point start = Clock::now();
   std::string what = describe_op("reduce_scatter_sum", recv_count * size_, type);
-  settle(ncclReduceScatter(send, recv, size_t(recv_count), nccl_type(type), ncclSum, comm_, stream), what, start);
+  {
+    std::lock_guard<std::recursive_mutex> lock(nccl_mutex_);
+    check_usable("reduce_scatter_sum");
+    settle(ncclReduceScatter(send, recv, size_t(recv_count), nccl_type(type), ncclSum, comm_, stream), what, start);
+  }
   return launched(std::move(what), stream, start);
 }
 
@@ -237,7 +303,11 @@ NcclWork NcclComm::all_gather_async(const void* send, void* recv, int64_t send_c
   if (send_count == 0) return {};
   const Clock::time_point start = Clock::now();
   std::string what = describe_op("all_gather", send_count * size_, type);
-  settle(ncclAllGather(send, recv, size_t(send_count), nccl_type(type), comm_, stream), what, start);
+  {
+    std::lock_guard<std::recursive_mutex> lock(nccl_mutex_);
+    check_usable("all_gather");
+    settle(ncclAllGather(send, recv, size_t(send_count), nccl_type(type), comm_, stream), what, start);
+  }
   return launched(std::move(what), stream, start);
 }
 
@@ -247,7 +317,11 @@ NcclWork NcclComm::broadcast_async(void* buf, int64_t count, CommType type, int 
   if (count == 0) return {};
   const Clock::time_point start = Clock::now();
   std::string what = describe_op("broadcast", count, type);
-  settle(ncclBroadcast(buf, buf, size_t(count), nccl_type(type), root, comm_, stream), what, start);
+  {
+    std::lock_guard<std::recursive_mutex> lock(nccl_mutex_);
+    check_usable("broadcast");
+    settle(ncclBroadcast(buf, buf, size_t(count), nccl_type(type), root, comm_, stream), what, start);
+  }
   return launched(std::move(what), stream, start);
 }
 
@@ -256,6 +330,8 @@ NcclWork NcclComm::p2p_group(std::string what, const std::vector<P2p>& ops, Comm
   for (const P2p& op : ops) any = any || op.count > 0;
   if (!any) return {};
   const Clock::time_point start = Clock::now();
+  std::lock_guard<std::recursive_mutex> lock(nccl_mutex_);
+  check_usable("a point-to-point transfer");
   const ncclResult_t g = ncclGroupStart();
   if (g != ncclSuccess) fail(what, cat("failed: ncclGroupStart: ", detail::nccl_status_text(g)));
   // Inside the group the calls only record the transfers; the group is closed whatever they answer.
@@ -299,6 +375,20 @@ NcclWork NcclComm::send_recv_async(const void* send, int64_t send_count, int des
                    {{true, send, send_count, dest}, {false, recv, recv_count, source}}, type, stream);
 }
 
+NcclWork NcclComm::exchange_async(std::span<const PeerTransfer> ops, CommType type, cudaStream_t stream) {
+  check_usable("exchange");
+  std::vector<P2p> p2p;
+  int64_t sent = 0;
+  for (const PeerTransfer& t : ops) {
+    if (t.count == 0) continue;
+    check_peer("exchange", t.peer, /*self_allowed=*/false);
+    HONE_CHECK(t.count > 0 && t.buf, "exchange of ", t.count, " elements on the ", describe());
+    p2p.push_back({t.send, t.buf, t.count, t.peer});
+    if (t.send) sent += t.count;
+  }
+  return p2p_group(cat(describe_op("exchange", sent, type), " (", p2p.size(), " transfers)"), p2p, type, stream);
+}
+
 NcclWork NcclComm::all_to_all_async(const void* send, void* recv, int64_t count, CommType type, cudaStream_t stream) {
   check_usable("all_to_all");
   HONE_CHECK(count >= 0, "all_to_all of ", count, " elements per rank");
@@ -334,40 +424,50 @@ NcclWork NcclComm::all_to_allv_async(const void* send, std::span<const int64_t> 
 }
 
 void NcclComm::all_reduce_sum_raw(const void* send, void* recv, int64_t count, CommType type) {
-  all_reduce_sum_async(send, recv, count, type, stream_).wait();
+  finish(all_reduce_sum_async(send, recv, count, type, stream_));
 }
 void NcclComm::all_reduce_max_raw(const void* send, void* recv, int64_t count, CommType type) {
-  all_reduce_async(send, recv, count, type, ncclMax, stream_).wait();
+  finish(all_reduce_async(send, recv, count, type, ncclMax, stream_));
 }
 void NcclComm::all_reduce_min_raw(const void* send, void* recv, int64_t count, CommType type) {
-  all_reduce_async(send, recv, count, type, ncclMin, stream_).wait();
+  finish(all_reduce_async(send, recv, count, type, ncclMin, stream_));
 }
 void NcclComm::send_raw(const void* buf, int64_t count, CommType type, int peer) {
-  send_async(buf, count, type, peer, stream_).wait();
+  finish(send_async(buf, count, type, peer, stream_));
 }
 void NcclComm::recv_raw(void* buf, int64_t count, CommType type, int peer) {
-  recv_async(buf, count, type, peer, stream_).wait();
+  finish(recv_async(buf, count, type, peer, stream_));
 }
 void NcclComm::send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
                              int source, CommType type) {
-  send_recv_async(send, send_count, dest, recv, recv_count, source, type, stream_).wait();
+  finish(send_recv_async(send, send_count, dest, recv, recv_count, source, type, stream_));
+}
+void NcclComm::exchange_raw(std::span<const PeerTransfer> ops, CommType type) {
+  exchange_async(ops, type, stream_).wait();
 }
 void NcclComm::all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) {
-  all_to_all_async(send, recv, count, type, stream_).wait();
+  finish(all_to_all_async(send, recv, count, type, stream_));
 }
 void NcclComm::all_to_allv_raw(const void* send, std::span<const int64_t> send_counts,
                                std::span<const int64_t> send_displs, void* recv, std::span<const int64_t> recv_counts,
                                std::span<const int64_t> recv_displs, CommType type) {
-  all_to_allv_async(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, stream_).wait();
+  finish(all_to_allv_async(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, stream_));
 }
 void NcclComm::reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_count, CommType type) {
-  reduce_scatter_sum_async(send, recv, recv_count, type, stream_).wait();
+  finish(reduce_scatter_sum_async(send, recv, recv_count, type, stream_));
 }
 void NcclComm::all_gather_raw(const void* send, void* recv, int64_t send_count, CommType type) {
-  all_gather_async(send, recv, send_count, type, stream_).wait();
+  finish(all_gather_async(send, recv, send_count, type, stream_));
 }
 void NcclComm::broadcast_raw(void* buf, int64_t count, CommType type, int root) {
-  broadcast_async(buf, count, type, root, stream_).wait();
+  finish(broadcast_async(buf, count, type, root, stream_));
+}
+void NcclComm::all_gather_on_raw(const void* send, void* recv, int64_t send_count, CommType type, cudaStream_t s) {
+  watch(all_gather_async(send, recv, send_count, type, s));
+}
+void NcclComm::reduce_scatter_sum_on_raw(const void* send, void* recv, int64_t recv_count, CommType type,
+                                         cudaStream_t s) {
+  watch(reduce_scatter_sum_async(send, recv, recv_count, type, s));
 }
 void NcclComm::watch_stream(const std::string& what) {
   check_usable("watch_stream");

@@ -7,9 +7,18 @@
 // ncclCommGetAsyncError until it completes, NCCL reports an error, or timeout_s (parallel.nccl_timeout_s) passes
 // since the enqueue. On failure the communicator is aborted (ncclCommAbort) and on_failure gets one message naming
 // the collective, its byte count, the group and its world ranks, and the timeout; the default ends every rank
-// through fatal_exit. The synchronous collectives (the Comm interface) run on options.stream and wait; the *_async
-// ones return an NcclWork to wait() on later (overlap with compute). Collectives enqueued while the stream is being
-// captured into a CUDA graph are graph nodes: they are not waited on (watch_stream() after the replay).
+// through fatal_exit. The Comm interface's collectives run on options.stream and wait, unless the communicator is
+// stream-ordered (options.stream_ordered: the tensor-parallel group, whose collectives sit between the layers'
+// kernels): then they return at once, ordered on the stream like a kernel, and a watchdog thread (nccl_watchdog.h)
+// waits for them instead. The *_on collectives of DeviceComm (a stream of the caller's) are watched by that thread
+// too; the *_async ones return an NcclWork to wait() on later (overlap with compute). Collectives enqueued while
+// the stream is being captured into a CUDA graph are graph nodes: they are not waited on (watch_stream() after the
+// replay).
+//
+// A failure the watchdog thread finds aborts the communicator (which ends its kernels on the device) and is kept:
+// the main thread's next call on the communicator throws it, and fatal_exit reports it as the cause
+// (runtime.h's background_failure; MPI belongs to the main thread). If the main thread does not come within
+// kBackgroundGraceSeconds, the rank reports it alone and exits.
 // Point-to-point transfers (send, recv, send_recv, all_to_all(v)) are ncclSend/ncclRecv calls fused in one
 // ncclGroupStart/End, under the same watchdog.
 //
@@ -22,12 +31,16 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
+#include "comm/device_comm.h"
+#include "comm/nccl_watchdog.h"
 
 namespace hone {
 
@@ -35,8 +48,11 @@ struct NcclOptions {
   double timeout_s = 600;         // parallel.nccl_timeout_s
   cudaStream_t stream = nullptr;  // stream of the synchronous collectives; null: a stream of the NcclComm's own
   // Called once after ncclCommAbort with the failure's message. Default (empty): fatal_exit ends every rank.
-  // If it returns, the failing call throws hone::Error with the same message.
+  // If it returns, the failing call throws hone::Error with the same message. For a failure the watchdog thread
+  // finds, it is called on that thread, and the next call on the communicator throws.
   std::function<void(const std::string&)> on_failure = {};
+  // The Comm interface's collectives return once enqueued (the watchdog thread waits for them); barrier() waits.
+  bool stream_ordered = false;
 };
 
 class NcclComm;
@@ -65,7 +81,7 @@ class NcclWork {
   std::chrono::steady_clock::time_point start_;
 };
 
-class NcclComm : public Comm {
+class NcclComm : public DeviceComm {
  public:
   // Collective over bootstrap's members (a host Comm of the same group; one rank: no MPI needed). Makes the
   // communicator on the current CUDA device.
@@ -78,9 +94,8 @@ class NcclComm : public Comm {
   int size() const override { return size_; }
   const std::vector<int>& world_ranks() const override { return world_ranks_; }
   const std::string& name() const override { return name_; }
-  bool on_device() const override { return true; }
 
-  // Synchronous (enqueue on stream(), then wait with the watchdog).
+  // Enqueued on stream(), then waited for under the timeout (stream-ordered: watched by the watchdog thread).
   void all_reduce_sum_raw(const void* send, void* recv, int64_t count, CommType type) override;
   void reduce_scatter_sum_raw(const void* send, void* recv, int64_t recv_count, CommType type) override;
   void all_gather_raw(const void* send, void* recv, int64_t send_count, CommType type) override;
@@ -92,10 +107,16 @@ class NcclComm : public Comm {
   void recv_raw(void* buf, int64_t count, CommType type, int peer) override;
   void send_recv_raw(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count, int source,
                      CommType type) override;
+  void exchange_raw(std::span<const PeerTransfer> ops, CommType type) override;
   void all_to_all_raw(const void* send, void* recv, int64_t count, CommType type) override;
   void all_to_allv_raw(const void* send, std::span<const int64_t> send_counts, std::span<const int64_t> send_displs,
                        void* recv, std::span<const int64_t> recv_counts, std::span<const int64_t> recv_displs,
                        CommType type) override;
+
+  // DeviceComm: enqueued on s, watched by the watchdog thread (the host does not wait).
+  void all_gather_on_raw(const void* send, void* recv, int64_t send_count, CommType type, cudaStream_t s) override;
+  void reduce_scatter_sum_on_raw(const void* send, void* recv, int64_t recv_count, CommType type,
+                                 cudaStream_t s) override;
 
   // Asynchronous on `stream`: the collective starts after the work already queued there.
   NcclWork all_reduce_sum_async(const void* send, void* recv, int64_t count, CommType type, cudaStream_t stream);
@@ -110,6 +131,7 @@ class NcclComm : public Comm {
   NcclWork recv_async(void* buf, int64_t count, CommType type, int peer, cudaStream_t stream);
   NcclWork send_recv_async(const void* send, int64_t send_count, int dest, void* recv, int64_t recv_count,
                            int source, CommType type, cudaStream_t stream);
+  NcclWork exchange_async(std::span<const PeerTransfer> ops, CommType type, cudaStream_t stream);
   NcclWork all_to_all_async(const void* send, void* recv, int64_t count, CommType type, cudaStream_t stream);
   NcclWork all_to_allv_async(const void* send, std::span<const int64_t> send_counts,
                              std::span<const int64_t> send_displs, void* recv, std::span<const int64_t> recv_counts,
@@ -119,9 +141,16 @@ class NcclComm : public Comm {
   // collectives cannot be waited on one by one); `what` names it in a failure message.
   void watch_stream(const std::string& what);
 
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const override { return stream_; }
   double timeout_s() const { return options_.timeout_s; }
-  bool aborted() const { return aborted_; }
+  bool stream_ordered() const { return options_.stream_ordered; }
+  bool aborted() const { return aborted_.load(); }
+  // Collectives the watchdog thread still waits for (0 without one).
+  size_t watched() const { return watchdog_ ? watchdog_->pending() : 0; }
+
+  // How long a failure found by the watchdog thread waits for the main thread to report it.
+  static constexpr double kBackgroundGraceSeconds = 30;
+
   ncclComm_t handle() const { return comm_; }
   int device() const { return device_; }
 
@@ -132,6 +161,14 @@ class NcclComm : public Comm {
   void settle(ncclResult_t r, const std::string& what, std::chrono::steady_clock::time_point start);
   NcclWork launched(std::string what, cudaStream_t stream, std::chrono::steady_clock::time_point start);
   [[noreturn]] void fail(const std::string& what, const std::string& why);
+  // The watchdog thread's failure: abort, keep the message, tell on_failure or the runtime.
+  void fail_in_background(const std::string& what, const std::string& why);
+  std::string failure_message(const std::string& what, const std::string& why) const;
+  std::string background_message() const;
+  // A collective the Comm interface enqueued: waited for, or watched when stream-ordered.
+  void finish(NcclWork&& work);
+  // Hands work to the watchdog thread (made on first use).
+  void watch(NcclWork&& work);
   // One ncclSend (send) or ncclRecv of count elements with peer.
   struct P2p {
     bool send;
@@ -151,7 +188,12 @@ class NcclComm : public Comm {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   bool own_stream_ = false;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  // Held while calling NCCL on the communicator, so that the watchdog thread's ncclCommAbort never runs during
+  // an enqueue (NCCL calls on one communicator must not overlap); recursive: a failing enqueue aborts.
+  mutable std::recursive_mutex nccl_mutex_;
+  std::string background_message_;  // the watchdog thread's failure (under nccl_mutex_)
+  std::unique_ptr<NcclWatchdog> watchdog_;
   float* scratch_ = nullptr;  // one float for barrier()
 };
 

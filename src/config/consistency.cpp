@@ -56,6 +56,8 @@ void check_model(const Config& c) {
     if (!from_checkpoint && !k.required_when.empty() && !c.has_value(k.path))
       missing(c, k.path, "model.path", ": a random-init model needs its shape");
   }
+  if (from_checkpoint && c.get_string("model.init") == "pretrained" && c.get_float("model.init_std") != 0.02)
+    conflict(c, "model.init", "model.init_std", "the weights come from model.path; set model.init = \"random\" for random weights of its shape");
   if (from_checkpoint) return;
   const int64_t hidden = c.get_int("model.hidden_size");
   const int64_t heads = c.get_int("model.num_attention_heads");
@@ -82,6 +84,23 @@ void check_tokenizer_and_data(const Config& c) {
     conflict(c, "data.min_digits", "data.max_digits", "min_digits must be <= max_digits");
   if (c.get_int("data.min_length") > c.get_int("data.max_length"))
     conflict(c, "data.min_length", "data.max_length", "min_length must be <= max_length");
+}
+
+// Your own reward replaces the built-in one: the math checker's keys then have nothing to act on, and neither do
+// they with a synthetic task (scored by the task's own checker).
+void check_reward(const Config& c) {
+  const bool command = !c.get_string("reward.command").empty(), library = !c.get_string("reward.library").empty();
+  if (command && library) conflict(c, "reward.command", "reward.library", "choose one reward: a program or a plug-in");
+  const char* own = command ? "reward.command" : library ? "reward.library" : nullptr;
+  const bool math = own == nullptr && c.get_string("data.task") == "jsonl";
+  const std::string other = own ? own : "data.task";
+  const std::string why = own ? "your own reward replaces the math checker; remove the math checker's key"
+                              : "a synthetic task is scored by its own checker, not the math checker; remove the key";
+  if (math) return;
+  if (c.get_string("reward.format") != "boxed") conflict(c, other, "reward.format", why);
+  if (c.get_float("reward.format_reward") != 0.0) conflict(c, other, "reward.format_reward", why);
+  if (!c.get_bool("reward.fallback_last_number")) conflict(c, other, "reward.fallback_last_number", why);
+  if (c.get_float("reward.relative_tolerance") != 1e-6) conflict(c, other, "reward.relative_tolerance", why);
 }
 
 void check_generation(const Config& c) {
@@ -118,9 +137,36 @@ void check_grpo_and_train(const Config& c) {
     conflict(c, "loss.is_threshold_low", "loss.is_threshold_high", "is_threshold_low must be < is_threshold_high");
   if (c.get_float("train.min_learning_rate") > c.get_float("train.learning_rate"))
     conflict(c, "train.min_learning_rate", "train.learning_rate", "min_learning_rate must be <= learning_rate");
+  const std::string& recompute = c.get_string("train.recompute");
+  if (c.get_bool("train.activation_recompute") && recompute != "none" && recompute != "full")
+    conflict(c, "train.activation_recompute", "train.recompute",
+             "activation_recompute = true is the older spelling of recompute = \"full\": keep only train.recompute");
   if (c.get_int("train.max_tokens_per_microbatch") < c.get_int("generation.max_total_sequence_length"))
     conflict(c, "train.max_tokens_per_microbatch", "generation.max_total_sequence_length",
              "a micro-batch must hold the longest sequence");
+}
+
+void check_validation(const Config& c) {
+  const bool on = c.get_int("validation.every") > 0 || c.get_bool("validation.at_start");
+  if (c.get_float("validation.temperature") == 0.0 && c.get_float("validation.top_p") != 1.0)
+    conflict(c, "validation.temperature", "validation.top_p", "temperature 0 is greedy decoding, which does not sample");
+  if (!on || !c.get_string("validation.path").empty()) return;
+  if (c.get_string("data.task") == "jsonl")
+    missing(c, "validation.path", c.get_int("validation.every") > 0 ? "validation.every" : "validation.at_start",
+            " with data.task = 'jsonl': a JSONL dataset's held-out problems come from a file of their own");
+  if (c.get_int("validation.max_samples") == 0)
+    conflict(c, "validation.path", "validation.max_samples",
+             "synthetic validation problems are endless: give validation.max_samples > 0 (or a validation.path)");
+}
+
+// The overlap moves sequence parallelism's collectives: without it there is nothing to overlap (at tp = 1 both keys
+// are ignored).
+void check_parallel(const Config& c) {
+  if (c.get_int("parallel.tp") > 1 && c.get_bool("parallel.tp_comm_overlap") &&
+      !c.get_bool("parallel.sequence_parallel"))
+    conflict(c, "parallel.sequence_parallel", "parallel.tp_comm_overlap",
+             "the overlap moves the sequence-parallel all-gathers and reduce-scatters; turn sequence_parallel on or "
+             "tp_comm_overlap off");
 }
 
 }  // namespace
@@ -129,8 +175,11 @@ void resolve_and_check(Config& c) {
   fill_derived(c);
   check_model(c);
   check_tokenizer_and_data(c);
+  check_reward(c);
   check_generation(c);
   check_grpo_and_train(c);
+  check_validation(c);
+  check_parallel(c);
 }
 
 }  // namespace hone

@@ -11,7 +11,7 @@
 #include <optional>
 #include <sstream>
 
-#include <toml++/toml.h>
+#include "config/toml.h"
 
 #include "config/config.h"
 #include "config/toml_guard.h"
@@ -163,8 +163,8 @@ void read_section(const std::string& text, const std::string& file, const std::s
 }
 
 void read_deck(const std::string& text, const std::string& file, Config& c) {
-  const std::string too_deep = toml_nesting_problem(text);
-  if (!too_deep.empty()) throw UserError(cat(file, ":", too_deep));
+  const std::string problem = toml_guard_problem(text);
+  if (!problem.empty()) throw UserError(cat(file, ":", problem));
   toml::table root;
   try {
     root = toml::parse(text, file);
@@ -207,7 +207,7 @@ void read_deck(const std::string& text, const std::string& file, Config& c) {
 // Parses `text` as the value of a one-key TOML document "v = <text>"; nullopt when it is not one TOML value.
 std::optional<toml::table> parse_toml_value(const std::string& text) {
   if (text.find_first_of("\n\r") != std::string::npos) return std::nullopt;
-  if (!toml_nesting_problem(text).empty()) return std::nullopt;
+  if (!toml_guard_problem(text).empty()) return std::nullopt;
   try {
     toml::table t = toml::parse("v = " + text);
     if (t.size() != 1 || !t.contains("v")) return std::nullopt;

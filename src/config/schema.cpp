@@ -114,6 +114,8 @@ std::vector<KeySpec> build_schema() {
       e("run.resume", S{"never", "auto"}, "never", "auto: continue from the newest checkpoint in checkpoint.dir when there is one"),
       b("run.log_all_ranks", false, "every rank logs, with a [rank r] prefix (otherwise rank 0 alone)"),
       e("run.log_level", S{"debug", "info", "warn", "error"}, "info", "least severe log message printed"),
+      f("run.progress_every_s", 30.0, at_least(0), "seconds",
+        "rank 0 shows the progress of a long phase: a line every this many seconds in a log, one self-updating line on a terminal; 0 = off"),
 
       // [model]
       s("model.path", "", "Hugging Face checkpoint directory (config.json, *.safetensors); empty: random init from the shape keys below"),
@@ -130,7 +132,10 @@ std::vector<KeySpec> build_schema() {
       random_init(f("model.rope_theta", 1000000.0, above(0), "", "random init: rotary position embedding base")),
       random_init(f("model.rms_norm_eps", 1e-6, open(0, 1), "", "random init: epsilon of the RMS norms")),
       random_init(b("model.tie_word_embeddings", false, "random init: the LM head shares the embedding matrix")),
-      random_init(f("model.init_std", 0.02, open_closed(0, 1), "", "random init: standard deviation of the normal weight initialization")),
+      e("model.init", S{"pretrained", "random"}, "pretrained",
+        "pretrained: the weights in model.path; random: random weights (run.seed, model.init_std) of model.path's config.json shape, "
+        "so a folder with only config.json will do. Without model.path the model is always random-init from the shape keys"),
+      f("model.init_std", 0.02, open_closed(0, 1), "", "random init: standard deviation of the normal weight initialization"),
 
       // [tokenizer]
       e("tokenizer.kind", S{"hf", "chars"}, "hf", "hf: a Hugging Face tokenizer.json; chars: the built-in character tokenizer for synthetic tasks"),
@@ -159,6 +164,23 @@ std::vector<KeySpec> build_schema() {
       i("data.max_length", 6, closed(1, 256), "", "sort, reverse: longest sequence"),
       e("data.alphabet", S{"digits", "letters"}, "digits", "sort, reverse: symbols the sequences are made of"),
       i("data.prompt_tokens", 128, closed(1, 1 << 20), "tokens", "random_tokens: token ids per prompt (drawn uniformly from the model's vocabulary)"),
+
+      // [reward]
+      s("reward.command", "",
+        "your own reward: a program started once per scoring rank (`/bin/sh -c`), scoring batches of JSON lines on its "
+        "stdin/stdout (doc/data-and-rewards.md); empty: the built-in reward of the data"),
+      s("reward.library", "",
+        "your own reward: a shared library with the C ABI of include/hone/reward_plugin.h; empty: none"),
+      s("reward.library_options", "", "reward.library: a string handed to its hone_reward_create"),
+      f("reward.timeout_s", 600.0, above(0), "seconds", "reward.command: longest wait for one batch's replies; longer ends the run"),
+      i("reward.batch_size", 0, at_least(0), "rollouts",
+        "reward.command, reward.library: rollouts per batch; 0 = all of a rank's rollouts of a step (or of a dynamic-sampling batch) at once"),
+      e("reward.format", S{"boxed", "hashes", "any"}, "boxed",
+        "math checker (JSONL data): the answer format that earns reward.format_reward: \\boxed{}, #### X, or any of them and an answer phrase"),
+      f("reward.format_reward", 0.0, any(), "", "math checker: added to the reward when the answer is in reward.format, right or wrong"),
+      b("reward.fallback_last_number", true,
+        "math checker: without a boxed, #### or answer-phrase answer, take the last number of the completion"),
+      f("reward.relative_tolerance", 1e-6, closed(0, 1), "", "math checker: relative tolerance between numbers written with decimals"),
 
       // [grpo]
       i("grpo.num_prompts_per_step", 32, at_least(1), "prompts", "prompts drawn per step (over all data-parallel ranks)"),
@@ -200,6 +222,9 @@ std::vector<KeySpec> build_schema() {
       f("generation.kv_cache_gib", 0.0, at_least(0), "GiB", "KV cache size; 0 = use kv_cache_memory_fraction"),
       with_check(i("generation.kv_block_size", 16, closed(1, 1024), "tokens", "tokens per KV cache page (a power of two)"), check_power_of_two),
       b("generation.cuda_graphs", true, "capture the decode step in CUDA graphs"),
+      i("generation.tp", 0, at_least(0), "ranks",
+        "tensor-parallel size of a generation replica: every group of this many consecutive ranks holds the whole "
+        "model for decoding and refit reshards the training weights into it; 0 = parallel.tp (doc/parallelism.md)"),
 
       // [train]
       f("train.learning_rate", 1e-6, at_least(0), "", "peak learning rate"),
@@ -214,17 +239,36 @@ std::vector<KeySpec> build_schema() {
       i("train.max_nonfinite_updates", 3, at_least(0), "updates", "an optimizer update whose global gradient norm is NaN or Inf is skipped (weights and moments untouched); this many in a row end the run (exit 2); 0 = never end it"),
       i("train.global_batch_size", 0, at_least(0), "sequences", "rollouts per optimizer step; 0 = all rollouts of a step (one optimizer step per GRPO step)"),
       i("train.max_tokens_per_microbatch", 8192, at_least(1), "tokens", "sequences are packed into micro-batches of at most this many tokens"),
-      b("train.activation_recompute", false, "recompute each layer's activations in backward instead of keeping them"),
+      e("train.recompute", S{"none", "selective", "full"}, "none",
+        "activation recompute in backward: none keeps every activation; selective keeps the GEMM and attention "
+        "outputs and reruns the norms, RoPE and SwiGLU (no extra GEMM or attention); full keeps each layer's input "
+        "only and reruns its forward (doc/model-engine.md)"),
+      b("train.activation_recompute", false, "the older spelling of train.recompute: true is train.recompute = \"full\""),
       b("train.distributed_optimizer", false, "shard optimizer state and master weights over data-parallel ranks"),
       b("train.grad_reduce_in_fp32", true, "reduce gradients over data-parallel ranks in fp32"),
       b("train.optimizer_offload", false, "keep optimizer state in host memory"),
+      b("train.offload_during_generation", false,
+        "GPU: while generation runs, the Adam moments and (when generation has a weight copy of its own) the "
+        "training weights wait in pinned host memory; the moves are timed"),
 
       // [parallel]
       i("parallel.tp", 1, at_least(1), "ranks", "tensor-parallel size: must divide the attention heads and the intermediate size (doc/parallelism.md)"),
       b("parallel.sequence_parallel", true,
         "with parallel.tp > 1: norms and residual adds on a 1/tp slice of the tokens (all-gather before and "
         "reduce-scatter after the tensor-parallel GEMMs instead of all-reduces); ignored at tp = 1"),
-      i("parallel.pp", 1, at_least(1), "ranks", "pipeline-parallel size"),
+      b("parallel.tp_comm_overlap", false,
+        "with sequence parallelism: move the tensor-parallel layers' all-gathers and reduce-scatters in chunks of "
+        "tokens on a communication stream, overlapped with the GEMMs of the chunks already moved (GPU engine; the "
+        "CPU engine moves the same chunks one after the other)"),
+      i("parallel.tp_comm_overlap_chunks", 4, closed(1, 64), "",
+        "with parallel.tp_comm_overlap: the chunks of tokens each overlapped collective is cut into"),
+      i("parallel.pp", 1, at_least(1), "ranks",
+        "pipeline-parallel size: the layers split over this many stages, 1F1B schedule (doc/parallelism.md)"),
+      i("parallel.vpp", 1, at_least(1), "chunks",
+        "virtual pipeline stages per rank: interleaved 1F1B over pp x vpp chunks of the layers (needs parallel.pp > 1)"),
+      make("parallel.pp_layers", KeyType::int_list, std::vector<int64_t>{}, at_least(0), "layers",
+           "layers of each pipeline chunk in model order (pp x vpp entries, summing to the model's layers); empty = "
+           "an even split"),
       i("parallel.cp", 1, at_least(1), "ranks",
         "context-parallel size: every packed sequence split over this many ranks for training and logprob"),
       i("parallel.ep", 1, at_least(1), "ranks",
@@ -236,16 +280,36 @@ std::vector<KeySpec> build_schema() {
                    "GPU runs: an NCCL collective that takes longer ends the run; default: parallel.collective_timeout_s"),
               "parallel.collective_timeout_s"),
 
+      // [validation]
+      i("validation.every", 0, at_least(0), "steps", "validate every this many steps (after the step's refit); 0 = never"),
+      b("validation.at_start", false, "also validate before the first step (step 0)"),
+      s("validation.path", "",
+        "JSONL file of held-out problems (the data.prompt_key and data.answer_key fields); empty: problems of data.task (a synthetic task) drawn from validation.seed"),
+      int64_key(i("validation.seed", 1, at_least(0), "",
+                  "seed of the synthetic validation problems and of validation sampling (a stream apart from training's, whatever run.seed is)")),
+      i("validation.max_samples", 256, at_least(0), "problems", "problems per validation (the first ones of validation.path); 0 = every problem of validation.path"),
+      i("validation.num_generations", 1, at_least(1), "", "completions per problem (k of pass@k)"),
+      f("validation.temperature", 0.0, at_least(0), "", "sampling temperature of validation; 0 = greedy (the most likely token)"),
+      f("validation.top_p", 1.0, open_closed(0, 1), "", "nucleus sampling of validation (temperature > 0); 1 = off"),
+
       // [checkpoint]
       with_check(s("checkpoint.dir", "checkpoints", "directory of the checkpoints"), check_non_empty),
       i("checkpoint.every", 0, at_least(0), "steps", "save a checkpoint every this many steps; 0 = only at exit"),
       i("checkpoint.keep", 2, at_least(1), "", "newest checkpoints kept; older ones are deleted"),
       b("checkpoint.save_at_exit", true, "save a checkpoint when the run ends or is stopped by a signal"),
+      b("checkpoint.hf_folder", true,
+        "also write hf/ in every checkpoint: a ready Hugging Face model folder (config.json, generation_config.json, tokenizer files, "
+        "safetensors in checkpoint.dtype) that transformers and vLLM load as is"),
+      e("checkpoint.dtype", S{"bfloat16", "float32"}, "bfloat16",
+        "dtype of the weights in the checkpoint's hf/ folder (the resume state keeps fp32 master weights whatever this says)"),
 
       // [output]
       with_check(s("output.dir", "out", "directory of the output file <run.name>.h5"), check_non_empty),
       i("output.sample_every", 10, at_least(0), "steps", "store sample prompts and completions every this many steps; 0 = never"),
       i("output.num_samples", 4, at_least(0), "", "samples stored each time"),
+      e("output.rollouts", S{"none", "samples", "all"}, "samples",
+        "rollouts kept: none; samples: output.num_samples every output.sample_every steps (/samples); all: those and every rollout "
+        "of every step (prompt, completion, reward, sub-scores, lengths, finish reason, logprob sum), compressed, one file per step under /rollouts"),
       b("output.overwrite", false, "replace an existing output file (otherwise refuse to start)"),
 
       // [bench]
@@ -268,11 +332,13 @@ const std::vector<SectionSpec>& deck_sections() {
       {"model", "the policy model: a Hugging Face checkpoint, or a random-init shape"},
       {"tokenizer", "text to tokens and the chat format"},
       {"data", "the prompts: a JSONL dataset or a built-in synthetic task"},
+      {"reward", "scoring the completions: the data's built-in reward (with the math checker's options), or your own"},
       {"grpo", "prompts and generations per step, advantages, dynamic sampling"},
       {"loss", "the clipped policy-gradient loss, KL penalty, importance sampling"},
       {"generation", "sampling, lengths, stop conditions, KV cache"},
       {"train", "optimizer, learning rate schedule, batch sizes, packing, memory"},
       {"parallel", "tensor, pipeline, context and expert parallelism (data parallelism follows from the rank count)"},
+      {"validation", "accuracy on held-out problems every few steps, on the generation engine"},
       {"checkpoint", "where and how often checkpoints are saved"},
       {"output", "the HDF5 output file and its samples"},
       {"bench", "benchmark settings (hone bench-generation)"},

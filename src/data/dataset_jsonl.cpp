@@ -69,6 +69,10 @@ Prompt prompt_from_record(const JsonlRecord& rec, const std::string& path, const
                     "' must be a string or a number, got ", type_name(*a));
     p.answer = answer_text(*a);
   }
+  nlohmann::json extra = nlohmann::json::object();
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != options.prompt_key && it.key() != options.answer_key) extra[it.key()] = it.value();
+  p.extra_json = extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return p;
 }
 

@@ -23,6 +23,8 @@ struct Prompt {
   int64_t id = 0;                      // stable id: the line number in a JSONL file, the example index of a task
   std::string source;                  // where it came from, for messages: "data/math.jsonl:17", "countdown#12"
   std::vector<int32_t> token_ids;      // given token ids (the random_tokens benchmark task): used as they are
+  std::string extra_json = "{}";       // the JSONL row's other fields (all but the prompt and answer keys), a JSON
+                                       // object handed to external rewards as is
 };
 
 // Where the stream stands: the next prompt is number `position` of epoch `epoch`'s order.

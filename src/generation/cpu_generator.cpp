@@ -77,6 +77,7 @@ std::vector<Rollout> CpuGenerator::generate(const std::vector<GenerationRequest>
   max_total_ = max_total_sequence_length;
   stats_ = GenerationStats{};
   stats_.sequences = int64_t(requests.size());
+  finished_ = 0;
 
   std::vector<Rollout> out(requests.size());
   for (size_t b = 0; b < requests.size(); b += size_t(options_.max_batch))
@@ -102,6 +103,7 @@ void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests,
   const auto t1 = Clock::now();
   for (int i = 0; i < n; ++i)
     take_token(seqs[size_t(i)], out[begin + size_t(i)], logits_.data() + int64_t(distinct_of[size_t(i)]) * V);
+  report_progress();
   decode_until_done(seqs, begin, out);
   stats_.decode_seconds += seconds_since(t1);
 
@@ -197,6 +199,7 @@ void CpuGenerator::decode_until_done(std::vector<Sequence>& seqs, size_t begin, 
     for (int b = 0; b < B; ++b)
       take_token(seqs[size_t(active_[size_t(b)])], out[begin + size_t(active_[size_t(b)])],
                  logits_.data() + int64_t(b) * V);
+    report_progress();
   }
 }
 
@@ -218,10 +221,16 @@ void CpuGenerator::take_token(Sequence& seq, Rollout& r, const float* logits_row
     r.finish_reason = d.reason;
     seq.text_end = d.text_end;
     seq.done = true;
+    ++finished_;
   } else if (seq.prompt_len + int64_t(r.completion.size()) >= max_total_) {
     r.finish_reason = FinishReason::length;
     seq.done = true;
+    ++finished_;
   }
+}
+
+void CpuGenerator::report_progress() {
+  if (progress_) progress_({finished_, stats_.sequences, stats_.generated_tokens});
 }
 
 }  // namespace hone

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "generation/cached_forward.h"
+#include "generation/generation_progress.h"
 #include "generation/kv_cache.h"
 #include "generation/sampler.h"
 #include "generation/stop_conditions.h"
@@ -89,6 +90,8 @@ class CpuGenerator {
                                 int max_total_sequence_length, const DecodeFunction& decode = {});
 
   const GenerationStats& stats() const { return stats_; }
+  // Called after every batched pass of later generate() calls (empty: none).
+  void set_progress(GenerationProgressFn fn) { progress_ = std::move(fn); }
 
  private:
   struct Sequence;
@@ -102,6 +105,7 @@ class CpuGenerator {
   void decode_until_done(std::vector<Sequence>& seqs, size_t begin, std::vector<Rollout>& out);
   // Samples the next token of `seq` from its logits row and applies the stop rules.
   void take_token(Sequence& seq, Rollout& r, const float* logits_row);
+  void report_progress();
 
   const ModelConfig config_;  // a copy: the caller's may be a temporary
   const ModelWeights& weights_;
@@ -109,6 +113,8 @@ class CpuGenerator {
   CachedForward forward_;
   KvCache cache_;
   GenerationStats stats_;
+  GenerationProgressFn progress_;
+  int64_t finished_ = 0;  // sequences of the call in progress that have stopped
   // Settings of the call in progress.
   const SamplingParams* sampling_ = nullptr;
   const StopCriteria* stop_ = nullptr;

@@ -248,11 +248,12 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
   embed(pre_x_[0], d_tok, T);
   const GpuLayerBatch lb{d_pos, d_cu, T, S, max_seqlen, inv_freq_.get()};
   PrefillAttention attention(*this, d_slot);
+  LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;  // generation: whole rows
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations a = pre_act_;
     a.x_in = pre_x_[l % 2];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
-                      attention, tp_, pre_x_[(l + 1) % 2], ctx_, nullptr);
+                      attention, whole_rows, pre_x_[(l + 1) % 2], ctx_, nullptr);
   }
   // Logits only for the gathered rows (embedding_forward is a row gather: out[r] = table[gather[r]]).
   cuda::embedding_forward(pre_g_, d_gather, pre_x_[L % 2], R, C, ctx_);
@@ -309,11 +310,12 @@ void GpuGenerationForward::decode_layers(int B, const cuda::PagedDecodeArgs& arg
   PagedAttention attention(*this, args, din_.slots);
   const GpuLayerBatch lb{din_.positions, nullptr, B, B, 1, inv_freq_.get()};
   embed(dec_x_[0], din_.tokens, B);
+  LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations a = dec_act_;
     a.x_in = dec_x_[l % 2];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, dec_scratch_,
-                      attention, tp_, dec_x_[(l + 1) % 2], ctx_, nullptr);
+                      attention, whole_rows, dec_x_[(l + 1) % 2], ctx_, nullptr);
   }
   cuda::rmsnorm_forward(dec_h_, dec_rstd_, dec_x_[L % 2], w_ + layout_.norm, B, C, c_.rms_norm_eps, ctx_);
   lm_head_logits(dec_h_, B);

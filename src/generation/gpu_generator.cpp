@@ -107,6 +107,7 @@ class GenerationCall {
   void sample_next_tokens(const SamplerSettings& s, const DecodeFunction& decode);
   // After the last pass: the rollouts with their text, and the call's cache statistics.
   std::vector<Rollout> finish(const DecodeFunction& decode);
+  int64_t finished() const { return finished_; }  // sequences that have stopped
 
  private:
   int slot_of(int64_t seq, int pos) const;
@@ -123,6 +124,7 @@ class GenerationCall {
   const GpuGenerationOptions& options_;
   GpuGenerationStats& stats_;
   const StopCriteria& stop_;
+  int64_t finished_ = 0;
   const int vocab_size_;
   const int64_t block_bytes_;
   const int bs_;
@@ -326,6 +328,7 @@ void GenerationCall::append_sampled_token(int row, const DecodeFunction& decode)
   if (reason != FinishReason::none) {
     o.finish_reason = reason;
     sched_.finish(seq);
+    ++finished_;
   }
 }
 
@@ -408,6 +411,7 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
     else call.run_decode(st);
     call.sample_next_tokens(sampler, decode);
     (prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds_since(t0);
+    if (progress_) progress_({call.finished(), stats_.sequences, stats_.generated_tokens});
   }
   std::vector<Rollout> out = call.finish(decode);
   stats_.cuda_graph_replays = fwd_->graph_replays() - replays0;

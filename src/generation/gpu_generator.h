@@ -64,6 +64,8 @@ class GpuGenerator {
   void release();
 
   const GpuGenerationStats& stats() const { return stats_; }
+  // Called after every pass of later generate() calls (empty: none).
+  void set_progress(GenerationProgressFn fn) { progress_ = std::move(fn); }
 
  private:
   const ModelConfig config_;
@@ -71,6 +73,7 @@ class GpuGenerator {
   const cuda::GpuContext ctx_;
   std::unique_ptr<GpuGenerationForward> fwd_;
   GpuGenerationStats stats_;
+  GenerationProgressFn progress_;
 };
 
 }  // namespace hone

@@ -219,4 +219,17 @@ std::vector<std::string> list_datasets(hid_t group) {
   return names;
 }
 
+namespace {
+herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+}  // namespace
+
+std::vector<std::string> list_links(hid_t group) {
+  std::vector<std::string> names;
+  check(H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_link, &names), "H5Literate");
+  return names;
+}
+
 }  // namespace hone::h5out

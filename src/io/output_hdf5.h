@@ -65,5 +65,7 @@ std::optional<std::string> get_string_attr(hid_t obj, const std::string& name);
 
 // The paths (relative to the group, '/'-separated) of every dataset below group, sorted.
 std::vector<std::string> list_datasets(hid_t group);
+// The names of the links directly in group (of any kind: external links are not followed), sorted.
+std::vector<std::string> list_links(hid_t group);
 
 }  // namespace hone::h5out

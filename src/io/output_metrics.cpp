@@ -64,6 +64,29 @@ const MetricInfo* find_metric_info(const std::string& name) {
   return nullptr;
 }
 
+const std::vector<MetricInfo>& validation_metric_catalog() {
+  static const std::vector<MetricInfo> catalog = {
+      {"accuracy", "1", "fraction of validation samples whose answer is correct (pass@1, averaged over the k samples of each problem)"},
+      {"pass_at_k", "1", "fraction of validation problems with at least one correct answer among their k samples (k = validation.num_generations)"},
+      {"reward/mean", "1", "mean reward over the validation samples"},
+      {"generated_tokens/mean", "tokens", "mean generated tokens per validation sample"},
+      {"generated_tokens/max", "tokens", "most generated tokens of one validation sample"},
+      {"truncation_rate", "1", "fraction of validation samples stopped by the length limit"},
+      {"problems", "1", "validation problems generated for (over all ranks)"},
+      {"samples", "1", "validation samples (problems x k)"},
+      {"prompts_too_long", "1", "validation problems left out because prompt + max_new_tokens exceeds the length limit"},
+      {"time/validation", "s", "wall time of the validation (the slowest rank's); not part of any step's time"},
+      {"tokens_per_s/validation", "tokens/s", "generated tokens per second of the validation"},
+  };
+  return catalog;
+}
+
+const MetricInfo* find_validation_metric_info(const std::string& name) {
+  for (const auto& m : validation_metric_catalog())
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
 bool valid_metric_name(const std::string& name) {
   if (name.empty()) return false;
   size_t start = 0;

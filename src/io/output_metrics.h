@@ -20,6 +20,10 @@ const MetricInfo* find_metric_info(const std::string& name);
 // Every catalog entry, in the order of doc/output.md.
 const std::vector<MetricInfo>& metric_catalog();
 
+// The metrics of a validation (/validation in the output file), in the order of doc/output.md.
+const std::vector<MetricInfo>& validation_metric_catalog();
+const MetricInfo* find_validation_metric_info(const std::string& name);
+
 // The phase names of one GRPO step, in order: generation, reward, logprob, training, refit, total.
 const std::vector<std::string>& step_phases();
 

@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include "io/atomic_file.h"
 #include "io/output_hdf5.h"
 #include "io/output_metrics.h"
+#include "io/rollout_file.h"
 #include "runtime/error.h"
 #include "runtime/version.h"
 
@@ -95,6 +98,7 @@ StepOutput::StepOutput(StepOutputOptions options) : opt_(std::move(options)) {
                         "run.resume=auto to continue its run from the newest checkpoint, or choose another ",
                         "output.dir or run.name"));
   }
+  remove_rollout_files(opt_.resume_step >= 0 ? opt_.resume_step : -1);
   write_file();
 }
 
@@ -115,8 +119,8 @@ void StepOutput::check_output_dir() const {
 void StepOutput::declare_metric(const std::string& name, const std::string& unit, const std::string& description) {
   HONE_CHECK(valid_metric_name(name) && name != "step", "invalid metric name '", name, "'");
   declared_[name] = {unit, description};
-  auto it = metrics_.find(name);
-  if (it != metrics_.end()) {
+  auto it = steps_.metrics.find(name);
+  if (it != steps_.metrics.end()) {
     it->second.unit = unit;
     it->second.description = description;
   }
@@ -126,46 +130,118 @@ bool StepOutput::sample_due(int64_t step) const { return opt_.sample_every > 0 &
 
 std::vector<std::string> StepOutput::metric_names() const {
   std::vector<std::string> names;
-  for (const auto& [name, s] : metrics_) names.push_back(name);
+  for (const auto& [name, s] : steps_.metrics) names.push_back(name);
   return names;
 }
 
 const std::vector<double>& StepOutput::metric(const std::string& name) const {
-  auto it = metrics_.find(name);
-  HONE_CHECK(it != metrics_.end(), "no metric '", name, "' in the output");
+  auto it = steps_.metrics.find(name);
+  HONE_CHECK(it != steps_.metrics.end(), "no metric '", name, "' in the output");
   return it->second.values;
 }
 
-void StepOutput::add_metric(const std::string& name) {
-  for (const auto& [other, s] : metrics_)
+const std::vector<double>& StepOutput::validation_metric(const std::string& name) const {
+  auto it = validation_.metrics.find(name);
+  HONE_CHECK(it != validation_.metrics.end(), "no validation metric '", name, "' in the output");
+  return it->second.values;
+}
+
+void StepOutput::add_metric(Table& t, const std::string& name) {
+  for (const auto& [other, s] : t.metrics)
     HONE_CHECK(!nests(name, other), "metric '", name, "' and metric '", other,
                "' cannot both exist: one would be a group holding the other");
   Series s;
-  if (auto d = declared_.find(name); d != declared_.end()) {
+  const bool steps = &t == &steps_;
+  if (auto d = declared_.find(name); steps && d != declared_.end()) {
     s.unit = d->second.first;
     s.description = d->second.second;
-  } else if (const MetricInfo* info = find_metric_info(name)) {
+  } else if (const MetricInfo* info = steps ? find_metric_info(name) : find_validation_metric_info(name)) {
     s.unit = info->unit;
     s.description = info->description;
   } else {
-    HONE_CHECK(false, "metric '", name, "' has no unit: add it to the catalog in src/io/output_metrics.cpp ",
-               "(and doc/output.md) or declare it with StepOutput::declare_metric");
+    HONE_CHECK(false, "metric '", name, "' of /", t.group, " has no unit: add it to the catalog in ",
+               "src/io/output_metrics.cpp (and doc/output.md)", steps ? " or declare it with StepOutput::declare_metric" : "");
   }
-  s.values.assign(steps_.size(), kNaN);
-  metrics_.emplace(name, std::move(s));
+  s.values.assign(t.steps.size(), kNaN);
+  t.metrics.emplace(name, std::move(s));
+}
+
+void StepOutput::append_row(Table& t, const StepRow& row) {
+  for (const auto& [name, v] : row.values())
+    if (!t.metrics.count(name)) add_metric(t, name);
+  t.steps.push_back(row.step());
+  for (auto& [name, s] : t.metrics) {
+    auto v = row.get(name);
+    s.values.push_back(v ? *v : kNaN);
+  }
+}
+
+void StepOutput::remove_rollout_files(int64_t after) const {
+  const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return;
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    const std::string name = e.path().filename().string();
+    long long step = -1;
+    char tail = 0;
+    // step_<N>.h5, and the temporary siblings of one whose write was cut short
+    if (std::sscanf(name.c_str(), "step_%lld.h%c", &step, &tail) != 2 || tail != '5') continue;
+    if (step > after || name.find(".tmp-") != std::string::npos) fs::remove(e.path(), ec);
+  }
 }
 
 void StepOutput::append(const StepRow& row) {
   HONE_CHECK(row.step() > last_step(), "step ", row.step(), " does not follow step ", last_step());
-  for (const auto& [name, v] : row.values())
-    if (!metrics_.count(name)) add_metric(name);
-  steps_.push_back(row.step());
-  for (auto& [name, s] : metrics_) {
-    auto v = row.get(name);
-    s.values.push_back(v ? *v : kNaN);
+  if (const auto& r = row.rollouts()) {
+    const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    HONE_USER_CHECK(!ec, "output.dir: cannot create ", folder.string(), ": ", ec.message());
+    try {
+      write_rollout_file((folder / rollout_file_name(row.step())).string(), opt_.run_name, *r);
+    } catch (const Error& e) {
+      throw UserError(cat("cannot write the rollouts of step ", row.step(), " in ", folder.string(), ": ", e.what()));
+    }
   }
+  append_row(steps_, row);
   for (const auto& smp : row.samples()) samples_.push_back(smp);
+  if (row.rollouts()) rollout_steps_.push_back(row.step());
   write_file();
+}
+
+void StepOutput::append_validation(const StepRow& row) {
+  HONE_CHECK(row.step() >= 0, "validation at step ", row.step());
+  HONE_CHECK(validation_.steps.empty() || row.step() > validation_.steps.back(), "validation at step ", row.step(),
+             " does not follow the one at step ", validation_.steps.back());
+  append_row(validation_, row);
+  write_file();
+}
+
+// The rows of group t.group with a step <= keep_through (all of them when the group is missing: none).
+void StepOutput::load_table(hid_t f, Table& t, int64_t keep_through) {
+  const std::string step_path = t.group + "/step";
+  if (!h5out::exists(f, step_path)) return;
+  h5out::Handle g(H5Gopen2(f, t.group.c_str(), H5P_DEFAULT), H5Gclose, "H5Gopen2");
+  std::vector<int64_t> all_steps = h5out::read_int64s(g, "step");
+  size_t keep = 0;  // rows with step <= keep_through; the steps are increasing
+  while (keep < all_steps.size() && all_steps[keep] <= keep_through) {
+    HONE_USER_CHECK(keep == 0 || all_steps[keep] > all_steps[keep - 1], "cannot resume: the steps of /", t.group,
+                    " in '", path_, "' are not increasing");
+    ++keep;
+  }
+  t.steps.assign(all_steps.begin(), all_steps.begin() + static_cast<std::ptrdiff_t>(keep));
+  for (const auto& name : h5out::list_datasets(g)) {
+    if (name == "step") continue;
+    h5out::Handle d(H5Dopen2(g, name.c_str(), H5P_DEFAULT), H5Dclose, "H5Dopen2");
+    Series s;
+    s.unit = h5out::get_string_attr(d, "unit").value_or("");
+    s.description = h5out::get_string_attr(d, "description").value_or("");
+    s.values = h5out::read_doubles(g, name);
+    HONE_USER_CHECK(s.values.size() == all_steps.size(), "cannot resume: /", t.group, "/", name, " in '", path_,
+                    "' has ", s.values.size(), " elements but /", t.group, "/step has ", all_steps.size());
+    s.values.resize(keep);
+    t.metrics.emplace(name, std::move(s));
+  }
 }
 
 void StepOutput::load_for_resume() {
@@ -177,27 +253,10 @@ void StepOutput::load_for_resume() {
     if (auto t = h5out::get_string_attr(f, "start_time")) start_time_ = *t;
     if (auto r = h5out::get_string_attr(f, "resume_history")) resume_history_ = *r;
     HONE_USER_CHECK(h5out::exists(f, "steps/step"), "cannot resume: '", path_, "' has no /steps/step dataset");
-    h5out::Handle steps(H5Gopen2(f, "steps", H5P_DEFAULT), H5Gclose, "H5Gopen2(steps)");
-    std::vector<int64_t> all_steps = h5out::read_int64s(steps, "step");
-    size_t keep = 0;  // rows with step <= resume_step; the steps are increasing
-    while (keep < all_steps.size() && all_steps[keep] <= opt_.resume_step) {
-      HONE_USER_CHECK(keep == 0 || all_steps[keep] > all_steps[keep - 1], "cannot resume: the steps in '", path_,
-                      "' are not increasing");
-      ++keep;
-    }
-    steps_.assign(all_steps.begin(), all_steps.begin() + static_cast<std::ptrdiff_t>(keep));
-    for (const auto& name : h5out::list_datasets(steps)) {
-      if (name == "step") continue;
-      h5out::Handle d(H5Dopen2(steps, name.c_str(), H5P_DEFAULT), H5Dclose, "H5Dopen2");
-      Series s;
-      s.unit = h5out::get_string_attr(d, "unit").value_or("");
-      s.description = h5out::get_string_attr(d, "description").value_or("");
-      s.values = h5out::read_doubles(steps, name);
-      HONE_USER_CHECK(s.values.size() == all_steps.size(), "cannot resume: /steps/", name, " in '", path_, "' has ",
-                      s.values.size(), " elements but /steps/step has ", all_steps.size());
-      s.values.resize(keep);
-      metrics_.emplace(name, std::move(s));
-    }
+    load_table(f, steps_, opt_.resume_step);
+    // A validation runs after its step and before that step's checkpoint, so the checkpoint's step keeps its
+    // validation; without a checkpoint (resume_step 0) a validation at the start is run again.
+    load_table(f, validation_, opt_.resume_step > 0 ? opt_.resume_step : -1);
     if (h5out::exists(f, "samples/step")) {
       h5out::Handle g(H5Gopen2(f, "samples", H5P_DEFAULT), H5Gclose, "H5Gopen2(samples)");
       auto st = h5out::read_int64s(g, "step");
@@ -208,6 +267,15 @@ void StepOutput::load_for_resume() {
                       "cannot resume: the /samples datasets in '", path_, "' differ in length");
       for (size_t i = 0; i < st.size(); ++i)
         if (st[i] <= opt_.resume_step) samples_.push_back({st[i], pr[i], co[i], re[i]});
+    }
+    if (h5out::exists(f, "rollouts")) {
+      h5out::Handle g(H5Gopen2(f, "rollouts", H5P_DEFAULT), H5Gclose, "H5Gopen2(rollouts)");
+      for (const std::string& name : h5out::list_links(g)) {
+        long long step = -1;
+        if (std::sscanf(name.c_str(), "step_%lld", &step) == 1 && step <= opt_.resume_step)
+          rollout_steps_.push_back(step);
+      }
+      std::sort(rollout_steps_.begin(), rollout_steps_.end());
     }
   } catch (const Error& e) {
     throw UserError(cat("cannot resume from the output file '", path_, "': ", e.what()));
@@ -241,16 +309,19 @@ void StepOutput::write_contents(hid_t f) const {
   h5out::set_attr(f, "resume_history", resume_history_);
   h5out::set_attr(f, "last_write_time", iso8601_utc_now());
 
-  h5out::Handle steps = h5out::create_group(f, "steps");
-  {
-    h5out::Handle d = h5out::write_int64s(steps, "step", steps_);
-    h5out::set_attr(d, "unit", std::string("step"));
-    h5out::set_attr(d, "description", std::string("GRPO step number of each row"));
-  }
-  for (const auto& [name, s] : metrics_) {
-    h5out::Handle d = h5out::write_doubles(steps, name, s.values);
-    h5out::set_attr(d, "unit", s.unit);
-    h5out::set_attr(d, "description", s.description);
+  for (const Table* t : {&steps_, &validation_}) {
+    h5out::Handle g = h5out::create_group(f, t->group);
+    {
+      h5out::Handle d = h5out::write_int64s(g, "step", t->steps);
+      h5out::set_attr(d, "unit", std::string("step"));
+      h5out::set_attr(d, "description", std::string(t == &steps_ ? "GRPO step number of each row"
+                                                                   : "steps trained before each validation (0: before the first)"));
+    }
+    for (const auto& [name, s] : t->metrics) {
+      h5out::Handle d = h5out::write_doubles(g, name, s.values);
+      h5out::set_attr(d, "unit", s.unit);
+      h5out::set_attr(d, "description", s.description);
+    }
   }
 
   h5out::Handle samples = h5out::create_group(f, "samples");
@@ -269,6 +340,20 @@ void StepOutput::write_contents(hid_t f) const {
   h5out::Handle d4 = h5out::write_doubles(samples, "reward", re);
   h5out::set_attr(d1, "unit", std::string("step"));
   h5out::set_attr(d4, "unit", std::string("1"));
+
+  // Every rollout of a step: an external link to the step's own file, by a path relative to this file's folder
+  // (where HDF5 looks first), so the pair can be moved together.
+  if (!rollout_steps_.empty()) {
+    h5out::Handle g = h5out::create_group(f, "rollouts");
+    const std::string folder = rollout_folder_name(opt_.run_name);
+    for (int64_t step : rollout_steps_) {
+      const std::string file = rollout_file_name(step);
+      const std::string target = folder + "/" + file;
+      h5out::check(H5Lcreate_external(target.c_str(), "/", g, file.substr(0, file.size() - 3).c_str(), H5P_DEFAULT,
+                                      H5P_DEFAULT),
+                   "H5Lcreate_external");
+    }
+  }
 }
 
 }  // namespace hone

@@ -2,6 +2,8 @@
 //   /steps/<metric>  one float64 element per step (/steps/step: the step numbers, int64); '/' in a metric name
 //                    makes nested groups (/steps/time/generation); every dataset carries `unit` and `description`
 //   /samples/{step,prompt,completion,reward}   a few samples every output.sample_every steps
+//   /rollouts/step_<N>  every rollout of step N (output.rollouts = "all"): an external link to its own file
+//   /validation/<metric>  one float64 element per validation (/validation/step: the steps it followed, int64)
 //   root attributes  the resolved deck, version, git commit, ranks, GPUs, start time
 //
 // The history lives in memory; after every step the whole file is written to a temporary sibling, fsynced and
@@ -17,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +27,7 @@
 namespace hone {
 
 class Config;
+struct RolloutTable;
 
 struct OutputSample {
   int64_t step = 0;
@@ -42,11 +46,15 @@ class StepRow {
   const std::map<std::string, double>& values() const { return values_; }
   void add_sample(std::string prompt, std::string completion, double reward);
   const std::vector<OutputSample>& samples() const { return samples_; }
+  // Every rollout of the step (output.rollouts = "all"): written to its own file, linked from /rollouts.
+  void set_rollouts(std::shared_ptr<const RolloutTable> rollouts) { rollouts_ = std::move(rollouts); }
+  const std::shared_ptr<const RolloutTable>& rollouts() const { return rollouts_; }
 
  private:
   int64_t step_;
   std::map<std::string, double> values_;
   std::vector<OutputSample> samples_;
+  std::shared_ptr<const RolloutTable> rollouts_;
 };
 
 struct StepOutputOptions {
@@ -83,25 +91,44 @@ class StepOutput {
   bool sample_due(int64_t step) const;
 
   // Adds one step (its step number must exceed every earlier one) and rewrites the file. Metrics seen for the first
-  // time are back-filled with NaN for earlier steps; metrics known but absent from the row get NaN.
+  // time are back-filled with NaN for earlier steps; metrics known but absent from the row get NaN. A row with
+  // rollouts has them written first to <dir>/<run_name>.rollouts/step_<N>.h5 (io/rollout_file.h), then linked.
   void append(const StepRow& row);
+  // Adds one validation (row.step(): the steps trained before it, 0 before the first; increasing) to /validation
+  // and rewrites the file. Units from the validation catalog (io/output_metrics.h); its samples are not stored.
+  void append_validation(const StepRow& row);
 
   // The history as written (after resume: as loaded and truncated).
-  const std::vector<int64_t>& steps() const { return steps_; }
-  int64_t last_step() const { return steps_.empty() ? -1 : steps_.back(); }
+  const std::vector<int64_t>& steps() const { return steps_.steps; }
+  int64_t last_step() const { return steps_.steps.empty() ? -1 : steps_.steps.back(); }
   std::vector<std::string> metric_names() const;
   const std::vector<double>& metric(const std::string& name) const;  // hone::Error for an unknown name
   const std::vector<OutputSample>& samples() const { return samples_; }
+  const std::vector<int64_t>& rollout_steps() const { return rollout_steps_; }  // steps linked under /rollouts
   const std::string& start_time() const { return start_time_; }
+  // The validations as written (after resume: as loaded and truncated).
+  const std::vector<int64_t>& validation_steps() const { return validation_.steps; }
+  const std::vector<double>& validation_metric(const std::string& name) const;  // hone::Error for an unknown name
 
  private:
   struct Series {
     std::string unit, description;
     std::vector<double> values;
   };
+  // One group of the file: a step column and one series per metric, all of its length.
+  struct Table {
+    std::string group;  // "steps" or "validation"
+    std::vector<int64_t> steps;
+    std::map<std::string, Series> metrics;
+  };
   void check_output_dir() const;
   void load_for_resume();
-  void add_metric(const std::string& name);
+  // Removes the rollout files of steps after `after` (all of them when after < 0): another run's, or steps a
+  // resume drops.
+  void remove_rollout_files(int64_t after) const;
+  void load_table(int64_t file, Table& t, int64_t keep_through);
+  void add_metric(Table& t, const std::string& name);
+  void append_row(Table& t, const StepRow& row);
   void write_file() const;
   void write_contents(int64_t file) const;  // an hid_t (int64_t), without hdf5.h in this header
 
@@ -109,10 +136,11 @@ class StepOutput {
   std::string path_;
   std::string start_time_;      // of the first run that wrote this file
   std::string resume_history_;  // "step <N> at <time>" lines, one per resume
-  std::vector<int64_t> steps_;
-  std::map<std::string, Series> metrics_;
+  Table steps_{"steps", {}, {}};
+  Table validation_{"validation", {}, {}};
   std::map<std::string, std::pair<std::string, std::string>> declared_;
   std::vector<OutputSample> samples_;
+  std::vector<int64_t> rollout_steps_;
 };
 
 // The current time as ISO 8601 UTC: "2026-11-22T02:30:00Z".

@@ -1,22 +1,28 @@
 // `hone bench`: the GPU engine's speed at a real model shape with random weights: a bf16 GEMM ceiling and the
 // device copy bandwidth (the roofline), then the logprob pass, the training step (forward + backward + clip +
 // AdamW) and the refit cast over 512 sequences of 640 tokens packed into micro-batches, all timed with CUDA events
-// after a warm-up. Prints a table and writes out/bench-<shape>.h5. See doc/performance.md.
+// after a warm-up; then the causal attention of one sequence of seq-len tokens alone (cuDNN forward and backward, the
+// best of the repetitions) against the attention inside the model (with --profile). Prints a table and writes
+// out/bench-<shape>.h5. See doc/performance.md.
 //
 //   hone bench [deck.toml | qwen3-0.6b | qwen3-1.7b | llama-3.2-1b] [--micro-batch-tokens 16384]
-//              [--sequences 512] [--seq-len 640] [--reps 10] [--recompute] [--profile] [--output-dir out]
+//              [--sequences 512] [--seq-len 640] [--reps 10] [--recompute [none|selective|full]] [--profile]
+//              [--output-dir out]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include <toml++/toml.h>
+#include "config/toml.h"
 
 #include "io/hdf5_file.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
+#include "model/recompute.h"
 #include "model/weights.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
@@ -33,9 +39,10 @@ namespace {
 
 const char* kUsage =
     "usage: hone bench [deck.toml | qwen3-0.6b | qwen3-1.7b | llama-3.2-1b] [--micro-batch-tokens 16384]\n"
-    "                  [--sequences 512] [--seq-len 640] [--reps 10] [--recompute] [--profile] [--output-dir out]\n"
-    "  GPU engine speed at a model shape (a deck's, or a named one): logprob pass, training step, refit.\n"
-    "  Needs a CUDA build and a GPU.\n";
+    "                  [--sequences 512] [--seq-len 640] [--reps 10] [--recompute [none|selective|full]]\n"
+    "                  [--profile] [--output-dir out]\n"
+    "  GPU engine speed at a model shape (a deck's, or a named one): logprob pass, training step, refit, and the\n"
+    "  attention of one sequence alone. --recompute alone is full. Needs a CUDA build and a GPU.\n";
 
 struct BenchArgs {
   std::string shape = "qwen3-0.6b";
@@ -43,7 +50,7 @@ struct BenchArgs {
   int sequences = 512;
   int seq_len = 640;
   int reps = 10;
-  bool recompute = false;
+  Recompute recompute = Recompute::none;
   bool profile = false;
   std::string output_dir = "out";
 };
@@ -133,8 +140,15 @@ void read_deck(const std::string& path, BenchArgs& a) {
     } else if (k == "sequences" || k == "seq_len" || k == "reps") {
       positive(n);
       (k == "sequences" ? a.sequences : k == "seq_len" ? a.seq_len : a.reps) = int(n);
-    } else if (k == "recompute") {
-      flag(a.recompute);
+    } else if (k == "recompute") {  // true / false (the older form) or "none" | "selective" | "full"
+      if (const auto b = node.value<bool>()) {
+        a.recompute = *b ? Recompute::full : Recompute::none;
+      } else {
+        const auto v = node.value<std::string>();
+        HONE_USER_CHECK(v && (*v == "none" || *v == "selective" || *v == "full"), path,
+                        ": bench.recompute must be \"none\", \"selective\" or \"full\"");
+        a.recompute = parse_recompute(*v);
+      }
     } else if (k == "profile") {
       flag(a.profile);
     } else {
@@ -149,8 +163,10 @@ BenchArgs parse_args(const std::vector<std::string>& args) {
   BenchArgs a;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& k = args[i];
-    if (k == "--recompute") {
-      a.recompute = true;
+    if (k == "--recompute") {  // alone: full
+      a.recompute = Recompute::full;
+      if (i + 1 < args.size() && (args[i + 1] == "none" || args[i + 1] == "selective" || args[i + 1] == "full"))
+        a.recompute = parse_recompute(args[++i]);
     } else if (k == "--profile") {
       a.profile = true;
     } else if (k.rfind("--", 0) == 0) {
@@ -313,8 +329,13 @@ int run_bench_cuda(const BenchArgs& a) {
     tokens += n;
     attn_fwd_flops += 2.0 * double(D) * double(n) * double(n + 1) * double(Hq) * double(L);
   }
-  std::printf("  %d sequences x %d tokens in %zu micro-batches of <= %lld tokens%s\n", a.sequences, a.seq_len,
-              batches.size(), (long long)a.micro_batch_tokens, a.recompute ? ", activation recompute on" : "");
+  std::printf("  %d sequences x %d tokens in %zu micro-batches of <= %lld tokens, recompute %s\n", a.sequences,
+              a.seq_len, batches.size(), (long long)a.micro_batch_tokens, recompute_name(a.recompute));
+  // The memory planner's count of one micro-batch's training arenas under each choice (rl/device_memory_plan.h).
+  std::printf("  planned training arenas for %d tokens:", max_T);
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+    std::printf(" %s %.2f GiB", recompute_name(r), double(model->training_bytes(max_T, r)) / double(1 << 30));
+  std::printf("\n");
 
   std::vector<float> dl(size_t(max_T), -1.f / float(tokens));
   DeviceArray<float> dlogprob(max_T);
@@ -398,7 +419,8 @@ int run_bench_cuda(const BenchArgs& a) {
   put("/config/sequences", a.sequences);
   put("/config/seq_len", a.seq_len);
   put("/config/micro_batch_tokens", double(a.micro_batch_tokens));
-  put("/config/recompute", a.recompute ? 1 : 0);
+  put("/config/recompute", double(int(a.recompute)));  // 0 none, 1 selective, 2 full
+  h5.set_attribute("/", "recompute", recompute_name(a.recompute));
   put("/config/matmul_params", matmul_params);
   put("/roofline/gemm_ms", gemm_ms);
   put("/roofline/gemm_tflops", gemm_tflops);
@@ -413,6 +435,12 @@ int run_bench_cuda(const BenchArgs& a) {
   put("/refit/ms", refit_ms);
   put("/refit/gbps", refit_gbps);
 
+  // Attention FLOPs: the causal forward over every layer (attn_fwd_flops) and a backward of 2.5 times it.
+  auto family_ms = [](const GpuOpProfiler& p, const char* name) {
+    for (const auto& [n, ms] : p.totals_ms())
+      if (n == name) return ms;
+    return 0.0;
+  };
   if (a.profile) {
     GpuOpProfiler prof(ctx.stream);
     model->set_profiler(&prof);
@@ -422,6 +450,7 @@ int run_bench_cuda(const BenchArgs& a) {
     }
     std::printf("\n");
     print_profile("logprob", prof, h5);
+    const double fwd_ms = family_ms(prof, "attention");
     prof.clear();
     opt_ptr->zero_grads();
     for (const PackedBatch& b : batches) {
@@ -430,14 +459,61 @@ int run_bench_cuda(const BenchArgs& a) {
       prof.collect();
     }
     print_profile("training", prof, h5);
+    const double bwd_ms = family_ms(prof, "attention_backward");
     model->set_profiler(nullptr);
+    if (fwd_ms > 0 && bwd_ms > 0) {
+      const double fwd = attn_fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd = 2.5 * attn_fwd_flops / (bwd_ms * 1e-3) / 1e12;
+      std::printf("  attention in the model: forward %.1f TFLOP/s, backward %.1f TFLOP/s\n", fwd, bwd);
+      put("/attention/model_forward_tflops", fwd);
+      put("/attention/model_backward_tflops", bwd);
+    }
+  }
+  model.reset();
+  opt.reset();
+  // The same attention alone: one causal sequence of seq_len tokens through cuDNN, the best of the repetitions.
+  {
+    const int S = a.seq_len;
+    const int64_t nq = int64_t(S) * Hq * D, nkv = int64_t(S) * c.num_key_value_heads * D;
+    DeviceArray<bf16> q(nq), k(nkv), v(nkv), o(nq), dout(nq), dq(nq), dk(nkv), dv(nkv);
+    DeviceArray<float> lse(int64_t(Hq) * S), tmp(std::max(nq, nkv));
+    DeviceArray<int32_t> cu(2);
+    const int32_t cu_host[2] = {0, S};
+    CUDA_CHECK(cudaMemcpy(cu.get(), cu_host, sizeof cu_host, cudaMemcpyHostToDevice));
+    for (auto [dst, n, seed] : {std::tuple{&q, nq, 11}, std::tuple{&k, nkv, 12}, std::tuple{&v, nkv, 13},
+                                std::tuple{&dout, nq, 14}}) {
+      fill_random(tmp.get(), n, 1.f, uint64_t(seed), ctx.stream);
+      cuda::f32_to_bf16(dst->get(), tmp.get(), n, ctx);
+    }
+    const int Hkv = c.num_key_value_heads;
+    const float scale = 1.f / std::sqrt(float(D));
+    auto best_ms = [&](auto fn) {
+      fn();  // plan and warm-up
+      double best = 1e30;
+      for (int r = 0; r < a.reps; ++r) best = std::min(best, median_ms(1, 0, ctx.stream, fn));
+      return best;
+    };
+    const double f_ms = best_ms([&] {
+      cuda::attention_forward(o.get(), lse.get(), q.get(), k.get(), v.get(), cu.get(), 1, S, S, int(Hq), Hkv, int(D),
+                              scale, ctx);
+    });
+    const double b_ms = best_ms([&] {
+      cuda::attention_backward(dq.get(), dk.get(), dv.get(), dout.get(), o.get(), lse.get(), q.get(), k.get(), v.get(),
+                               cu.get(), 1, S, S, int(Hq), Hkv, int(D), scale, ctx);
+    });
+    const double flops = 2.0 * double(D) * double(S) * double(S + 1) * double(Hq);  // one layer's causal forward
+    const double fwd = flops / (f_ms * 1e-3) / 1e12, bwd = 2.5 * flops / (b_ms * 1e-3) / 1e12;
+    std::printf("  attention alone (cuDNN, one sequence of %d tokens, %lld heads): forward %.3f ms = %.1f TFLOP/s, "
+                "backward %.3f ms = %.1f TFLOP/s\n",
+                S, (long long)Hq, f_ms, fwd, b_ms, bwd);
+    put("/attention/alone_forward_ms", f_ms);
+    put("/attention/alone_backward_ms", b_ms);
+    put("/attention/alone_forward_tflops", fwd);
+    put("/attention/alone_backward_tflops", bwd);
   }
   h5.close();
   std::printf("\n  wrote %s\n", path.c_str());
   cudaEventDestroy(ev0);
   cudaEventDestroy(ev1);
-  model.reset();
-  opt.reset();
   cuda::destroy_gpu_context(ctx);
   return 0;
 }

@@ -1,11 +1,14 @@
 // `hone convert`: reads a Hugging Face checkpoint and writes it back through hone's own writer (f32 or bf16,
 // optionally sharded). Useful to change a checkpoint's dtype or sharding, and to check that a checkpoint loads.
+// With --init random it needs only the folder's config.json and writes seeded random weights of that shape (a model
+// folder to start from, as `model.init = "random"` does in a deck).
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "model/hf_folder.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 #include "runtime/command.h"
@@ -18,9 +21,13 @@ namespace fs = std::filesystem;
 
 const char* kUsage =
     "usage: hone convert --model DIR --output DIR [--dtype f32|bf16] [--max-shard-size BYTES]\n"
+    "                    [--init pretrained|random] [--seed N] [--init-std X]\n"
     "  Reads a Hugging Face checkpoint and writes it back (another dtype or sharding; also checks that it loads).\n"
     "  --model DIR            a Hugging Face checkpoint (config.json + safetensors)\n"
     "  --output DIR           where to write; must not exist or be empty\n"
+    "  --init random          write random weights of DIR's config.json shape instead (DIR needs no weights):\n"
+    "                         normal(0, --init-std, default 0.02) matrices, norms 1, biases 0, seeded by --seed\n"
+    "                         (default 1234), the weights `hone run` draws with model.init = \"random\"\n"
     "  --dtype f32|bf16       dtype of the written weights (default: bf16 when the config says bfloat16, else f32)\n"
     "  --max-shard-size SIZE  shard above this size, in bytes or with a suffix KB, MB, GB (10^3) or KiB, MiB, GiB\n"
     "                         (default 5GB)\n";
@@ -46,7 +53,7 @@ int64_t parse_size(const std::string& text) {
 }
 
 int run_convert(const std::vector<std::string>& args) {
-  std::string model, output, dtype_arg, shard_arg;
+  std::string model, output, dtype_arg, shard_arg, init = "pretrained", seed_arg = "1234", std_arg = "0.02";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::string {
@@ -57,6 +64,9 @@ int run_convert(const std::vector<std::string>& args) {
     else if (a == "--output") output = value();
     else if (a == "--dtype") dtype_arg = value();
     else if (a == "--max-shard-size") shard_arg = value();
+    else if (a == "--init") init = value();
+    else if (a == "--seed") seed_arg = value();
+    else if (a == "--init-std") std_arg = value();
     else throw UserError(cat("convert: unknown argument '", a, "' (see hone convert --help)"));
   }
   HONE_USER_CHECK(!model.empty() && !output.empty(), "convert: --model and --output are required (see hone convert --help)");
@@ -70,15 +80,34 @@ int run_convert(const std::vector<std::string>& args) {
   else HONE_USER_CHECK(dtype_arg.empty(), "convert: --dtype must be f32 or bf16 (got '", dtype_arg, "')");
   const int64_t max_shard = shard_arg.empty() ? int64_t(5) * 1000 * 1000 * 1000 : parse_size(shard_arg);
 
+  HONE_USER_CHECK(init == "pretrained" || init == "random", "convert: --init must be pretrained or random (got '",
+                  init, "')");
   ModelWeights w = allocate_weights(config);
-  load_weights(w, config, model);
+  if (init == "random") {
+    size_t used = 0;
+    uint64_t seed = 0;
+    double init_std = 0;
+    try {
+      seed = std::stoull(seed_arg, &used);
+      HONE_USER_CHECK(used == seed_arg.size() && seed_arg[0] != '-', "");
+      init_std = std::stod(std_arg, &used);
+      HONE_USER_CHECK(used == std_arg.size(), "");
+    } catch (const std::exception&) {
+      throw UserError(cat("convert: --seed must be an integer >= 0 and --init-std a number (got '", seed_arg, "', '",
+                          std_arg, "')"));
+    }
+    HONE_USER_CHECK(init_std > 0 && init_std <= 1, "convert: --init-std must be in (0, 1], got ", std_arg);
+    init_random_weights(w, config, seed, float(init_std));
+  } else {
+    load_weights(w, config, model);
+  }
   save_model(w, config, output, dtype, max_shard);
   // Tokenizer and generation settings travel along unchanged, so the output is a complete model folder.
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"})
-    if (fs::exists(fs::path(model) / f)) fs::copy_file(fs::path(model) / f, fs::path(output) / f);
+  write_hf_side_files(output, config, model, model, -1);
 
-  std::printf("converted %s (%s, %lld parameters) to %s in %s\n", model.c_str(), architecture_hf_name(config.arch),
-              static_cast<long long>(config.num_parameters()), output.c_str(), dtype_name(dtype));
+  std::printf("%s %s (%s, %lld parameters) to %s in %s\n", init == "random" ? "random weights of" : "converted",
+              model.c_str(), architecture_hf_name(config.arch), static_cast<long long>(config.num_parameters()),
+              output.c_str(), dtype_name(dtype));
   return kExitOk;
 }
 

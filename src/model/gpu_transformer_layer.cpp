@@ -1,5 +1,7 @@
 // The GPU decoder layer body (Llama / Qwen2 / Qwen3), forward and backward, written against cuda/ops_cuda.h in the
-// order of model/transformer_layer.cpp. The post-attention residual add and RMSNorm run as one fused op.
+// order of model/transformer_layer.cpp. The post-attention residual add and RMSNorm run as one fused op. The GEMMs
+// that a tensor-parallel collective brackets go to the collectives hook as functions of their rows (the hook may
+// move the rows in chunks and run the GEMMs chunk by chunk); at tp = 1 they run directly on all rows.
 #include "model/gpu_transformer_layer.h"
 
 #if HONE_CUDA
@@ -13,16 +15,16 @@
 namespace hone {
 namespace {
 
-// Bump allocation of per-token regions (T * per_token elements of `bytes` each), 256-byte aligned; with
+// Bump allocation of per-token regions (T rows unless given, per_token elements each), 256-byte aligned; with
 // base == nullptr it only counts.
 struct ByteCarver {
   char* base;
   int T;
   size_t used = 0;
   template <typename E>
-  E* take(int64_t per_token) {
+  E* take(int64_t per_token, int rows = -1) {
     E* r = base ? reinterpret_cast<E*>(base + used) : nullptr;
-    used += (size_t(per_token) * size_t(T) * sizeof(E) + 255) / 256 * 256;
+    used += (size_t(per_token) * size_t(rows < 0 ? T : rows) * sizeof(E) + 255) / 256 * 256;
     return r;
   }
 };
@@ -34,11 +36,15 @@ void zero(bf16* p, int64_t n, const cuda::GpuContext& ctx) {
 
 }  // namespace
 
-size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const LayerShape& s, int T) {
+size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const LayerShape& s, int T, int local_rows) {
   const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
+  const int Tl = local_rows < 0 ? T : local_rows;
+  const bool sp = Tl != T;
   ByteCarver cv{base, T};
-  a.rstd1 = cv.take<float>(1);
-  a.h1 = cv.take<bf16>(C);
+  a.rstd1 = cv.take<float>(1, Tl);
+  // Under sequence parallelism the gathered rows are not kept per layer (carve_gpu_gathered_rows).
+  a.h1 = sp ? nullptr : cv.take<bf16>(C);
+  a.h1_local = sp ? cv.take<bf16>(C, Tl) : a.h1;
   a.q = cv.take<bf16>(Q);
   a.k = cv.take<bf16>(K);
   a.v = cv.take<bf16>(K);
@@ -56,25 +62,39 @@ size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const Lay
   a.k_r = cv.take<bf16>(K);
   a.attn = cv.take<bf16>(Q);
   a.lse = cv.take<float>(s.heads);
-  a.x_mid = cv.take<bf16>(C);
-  a.rstd2 = cv.take<float>(1);
-  a.h2 = cv.take<bf16>(C);
+  a.x_mid = cv.take<bf16>(C, Tl);
+  a.rstd2 = cv.take<float>(1, Tl);
+  a.h2 = sp ? nullptr : cv.take<bf16>(C);
+  a.h2_local = sp ? cv.take<bf16>(C, Tl) : a.h2;
   a.gate = cv.take<bf16>(I);
   a.up = cv.take<bf16>(I);
   a.act = cv.take<bf16>(I);
   return cv.used;
 }
 
-size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& sh, int T) {
+size_t carve_gpu_gathered_rows(GpuLayerActivations& a, char* base, const LayerShape& s, int T) {
   ByteCarver cv{base, T};
-  scratch.branch = cv.take<bf16>(sh.hidden);
+  a.h1 = cv.take<bf16>(s.hidden);
+  a.h2 = cv.take<bf16>(s.hidden);
   return cv.used;
 }
 
-size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const LayerShape& sh, int T) {
+size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& sh, int T,
+                                       int local_rows) {
+  const int Tl = local_rows < 0 ? T : local_rows;
+  ByteCarver cv{base, T};
+  scratch.branch = cv.take<bf16>(sh.hidden);
+  scratch.branch_local = Tl != T ? cv.take<bf16>(sh.hidden, Tl) : scratch.branch;
+  return cv.used;
+}
+
+size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const LayerShape& sh, int T, int local_rows) {
   const int64_t C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
+  const int Tl = local_rows < 0 ? T : local_rows;
   ByteCarver cv{base, T};
   s.dh = cv.take<bf16>(C);
+  s.dh_local = Tl != T ? cv.take<bf16>(C, Tl) : s.dh;
+  s.dy = Tl != T ? cv.take<bf16>(C) : nullptr;
   s.dact = cv.take<bf16>(I);
   s.dgate = cv.take<bf16>(I);
   s.dup = cv.take<bf16>(I);
@@ -95,25 +115,38 @@ void GpuPackedAttention::forward(int, const LayerShape& s, const GpuLayerBatch& 
                           s.head_dim, s.attention_scale(), ctx);
 }
 
+void GpuLayerAttention::backward(const LayerShape&, const GpuLayerBatch&, const GpuLayerActivations&, const bf16*,
+                                 bf16*, bf16*, bf16*, const cuda::GpuContext&) {
+  HONE_CHECK(false, "this attention seam has no backward (only training's attention has one)");
+}
+
+void GpuPackedAttention::backward(const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
+                                  const bf16* dattn, bf16* dq_r, bf16* dk_r, bf16* dv, const cuda::GpuContext& ctx) {
+  cuda::attention_backward(dq_r, dk_r, dv, dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.max_seqlen,
+                           b.T, s.heads, s.kv_heads, s.head_dim, s.attention_scale(), ctx);
+}
+
 void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
                        const GpuLayerActivations& a, const GpuLayerScratch& s, GpuLayerAttention& attention,
                        LayerCollectives<bf16>* collectives, bf16* x_out, const cuda::GpuContext& ctx,
                        GpuOpProfiler* prof) {
   const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
+  const int Tl = collectives ? collectives->local_rows(T) : T;  // rows of the residual stream here
   const float eps = sh.eps;
-  HONE_CHECK(!collectives || !collectives->sequence_parallel_for(T),
-             "the GPU layer body computes whole token rows: no sequence parallelism");
   {
     ProfileScope ps(prof, "rmsnorm");
-    cuda::rmsnorm_forward(a.h1, a.rstd1, a.x_in, w.input_layernorm, T, C, eps, ctx);
+    cuda::rmsnorm_forward(a.h1_local, a.rstd1, a.x_in, w.input_layernorm, Tl, C, eps, ctx);
   }
-  {
+  auto qkv = [&](int r0, int n) {
     ProfileScope ps(prof, "linear");
-    cuda::linear_forward(a.q, a.h1, w.q_proj, w.q_bias, T, C, Q, ctx);
-    cuda::linear_forward(a.k, a.h1, w.k_proj, w.k_bias, T, C, K, ctx);
-    cuda::linear_forward(a.v, a.h1, w.v_proj, w.v_bias, T, C, K, ctx);
-  }
+    const bf16* h = a.h1 + int64_t(r0) * C;
+    cuda::linear_forward(a.q + int64_t(r0) * Q, h, w.q_proj, w.q_bias, n, C, Q, ctx);
+    cuda::linear_forward(a.k + int64_t(r0) * K, h, w.k_proj, w.k_bias, n, C, K, ctx);
+    cuda::linear_forward(a.v + int64_t(r0) * K, h, w.v_proj, w.v_bias, n, C, K, ctx);
+  };
+  if (collectives) collectives->column_parallel_forward(a.h1_local, a.h1, T, C, qkv);
+  else qkv(0, T);
   if (sh.qk_norm) {
     ProfileScope ps(prof, "rmsnorm");
     cuda::rmsnorm_forward(a.q_n, a.rstd_q, a.q, w.q_norm, T * Hq, D, eps, ctx);
@@ -128,36 +161,65 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
     ProfileScope ps(prof, "attention");
     attention.forward(layer, sh, b, a, ctx);
   }
-  {
+  auto o_proj = [&](int r0, int n) {
     ProfileScope ps(prof, "linear");
-    cuda::linear_forward(s.branch, a.attn, w.o_proj, nullptr, T, Q, C, ctx);
-  }
-  if (collectives) collectives->reduce_row_parallel_output(s.branch, s.branch, int64_t(T) * C);
+    cuda::linear_forward(s.branch + int64_t(r0) * C, a.attn + int64_t(r0) * Q, w.o_proj, nullptr, n, Q, C, ctx);
+  };
+  if (collectives) collectives->row_parallel_forward(s.branch, s.branch_local, T, C, o_proj);
+  else o_proj(0, T);
   {
     ProfileScope ps(prof, "add_rmsnorm");
-    cuda::add_rmsnorm_forward(a.x_mid, a.h2, a.rstd2, s.branch, a.x_in, w.post_attention_layernorm, T, C, eps, ctx);
+    cuda::add_rmsnorm_forward(a.x_mid, a.h2_local, a.rstd2, s.branch_local, a.x_in, w.post_attention_layernorm, Tl,
+                              C, eps, ctx);
   }
-  {
+  auto gate_up = [&](int r0, int n) {
     ProfileScope ps(prof, "linear");
-    cuda::linear_forward(a.gate, a.h2, w.gate_proj, nullptr, T, C, I, ctx);
-    cuda::linear_forward(a.up, a.h2, w.up_proj, nullptr, T, C, I, ctx);
-  }
+    const bf16* h = a.h2 + int64_t(r0) * C;
+    cuda::linear_forward(a.gate + int64_t(r0) * I, h, w.gate_proj, nullptr, n, C, I, ctx);
+    cuda::linear_forward(a.up + int64_t(r0) * I, h, w.up_proj, nullptr, n, C, I, ctx);
+  };
+  if (collectives) collectives->column_parallel_forward(a.h2_local, a.h2, T, C, gate_up);
+  else gate_up(0, T);
   {
     ProfileScope ps(prof, "swiglu");
     cuda::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * I, ctx);
   }
-  {
+  auto down = [&](int r0, int n) {
     ProfileScope ps(prof, "linear");
-    cuda::linear_forward(s.branch, a.act, w.down_proj, nullptr, T, I, C, ctx);
-  }
-  if (collectives) collectives->reduce_row_parallel_output(s.branch, s.branch, int64_t(T) * C);
+    cuda::linear_forward(s.branch + int64_t(r0) * C, a.act + int64_t(r0) * I, w.down_proj, nullptr, n, I, C, ctx);
+  };
+  if (collectives) collectives->row_parallel_forward(s.branch, s.branch_local, T, C, down);
+  else down(0, T);
   {
     ProfileScope ps(prof, "add");
-    cuda::add_forward(x_out, s.branch, a.x_mid, int64_t(T) * C, ctx);
+    cuda::add_forward(x_out, s.branch_local, a.x_mid, int64_t(Tl) * C, ctx);
   }
 }
 
 namespace {
+
+// The backward of a row-parallel projection y = x W^T (o_proj, down_proj; x [T, IC] holds this rank's slice of the
+// features): the input gradient dx from the residual gradient dres [local rows, C], gathered to all T rows in dy
+// under sequence parallelism (dy is dres without), then the weight gradient.
+void row_parallel_linear_backward(bf16* dx, float* dw, const bf16* x, const bf16* w, int T, int IC, int C, bf16* dres,
+                                  bf16* dy, LayerCollectives<bf16>* collectives, const cuda::GpuContext& ctx,
+                                  GpuOpProfiler* prof) {
+  auto dgrad = [&](int r0, int n) {
+    ProfileScope ps(prof, "linear_backward");
+    cuda::linear_backward(dx + int64_t(r0) * IC, nullptr, nullptr, dy + int64_t(r0) * C, x + int64_t(r0) * IC, w, n,
+                          IC, C, ctx);
+  };
+  auto wgrad = [&] {
+    ProfileScope ps(prof, "linear_backward");
+    cuda::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C, ctx);
+  };
+  if (collectives) {
+    collectives->row_parallel_backward(dres, dy, T, C, dgrad, wgrad);
+  } else {
+    dgrad(0, T);
+    wgrad();
+  }
+}
 
 // The feed-forward branch of the backward: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid).
 void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
@@ -165,9 +227,11 @@ void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>&
                          LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
                          GpuOpProfiler* prof) {
   const int T = b.T, C = sh.hidden, I = sh.intermediate;
+  const int Tl = collectives ? collectives->local_rows(T) : T;
   const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I;
-  // dres is read as d(x_out) by the down projection before rmsnorm_backward adds the branch's share of d(x_mid)
-  // into it.
+  // The residual gradient as the down projection's backward reads it: all T rows (gathered under sequence
+  // parallelism). dres is read as d(x_out) before rmsnorm_backward adds the branch's share of d(x_mid) into it.
+  bf16* dy = Tl != T ? s.dy : dres;
   {
     ProfileScope ps(prof, "memset");
     zero(s.dact, TI, ctx);
@@ -175,36 +239,46 @@ void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>&
     zero(s.dup, TI, ctx);
     zero(s.dh, TC, ctx);
   }
-  {
-    ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(s.dact, g.down_proj, nullptr, dres, a.act, w.down_proj, T, I, C, ctx);
-  }
+  row_parallel_linear_backward(s.dact, g.down_proj, a.act, w.down_proj, T, I, C, dres, dy, collectives, ctx, prof);
   {
     ProfileScope ps(prof, "swiglu_backward");
     cuda::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI, ctx);
   }
-  {
+  auto gate_up_dgrad = [&](int r0, int n) {
     ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(s.dh, g.gate_proj, nullptr, s.dgate, a.h2, w.gate_proj, T, C, I, ctx);
-    cuda::linear_backward(s.dh, g.up_proj, nullptr, s.dup, a.h2, w.up_proj, T, C, I, ctx);
+    bf16* dh = s.dh + int64_t(r0) * C;
+    const bf16* h = a.h2 + int64_t(r0) * C;
+    cuda::linear_backward(dh, nullptr, nullptr, s.dgate + int64_t(r0) * I, h, w.gate_proj, n, C, I, ctx);
+    cuda::linear_backward(dh, nullptr, nullptr, s.dup + int64_t(r0) * I, h, w.up_proj, n, C, I, ctx);
+  };
+  auto gate_up_wgrad = [&] {  // under sequence parallelism a.h2 is the layers' shared place, gathered again
+    ProfileScope ps(prof, "linear_backward");
+    cuda::linear_backward(nullptr, g.gate_proj, nullptr, s.dgate, a.h2, w.gate_proj, T, C, I, ctx);
+    cuda::linear_backward(nullptr, g.up_proj, nullptr, s.dup, a.h2, w.up_proj, T, C, I, ctx);
+  };
+  if (collectives) {
+    collectives->column_parallel_backward(a.h2_local, a.h2, s.dh, s.dh_local, T, C, gate_up_dgrad, gate_up_wgrad);
+  } else {
+    gate_up_dgrad(0, T);
+    gate_up_wgrad();
   }
-  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, s.dh, TC);
   {
     ProfileScope ps(prof, "rmsnorm_backward");
-    cuda::rmsnorm_backward(dres, g.post_attention_layernorm, s.dh, a.x_mid, w.post_attention_layernorm, a.rstd2, T,
-                           C, ctx);
+    cuda::rmsnorm_backward(dres, g.post_attention_layernorm, s.dh_local, a.x_mid, w.post_attention_layernorm,
+                           a.rstd2, Tl, C, ctx);
   }
-
 }
 
 // The attention branch: x_mid = x_in + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
 void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
                                const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
-                               LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
-                               GpuOpProfiler* prof) {
+                               GpuLayerAttention& attention, LayerCollectives<bf16>* collectives, bf16* dres,
+                               const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
   const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim();
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
+  const int Tl = collectives ? collectives->local_rows(T) : T;
   const int64_t TC = int64_t(T) * C, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
+  bf16* dy = Tl != T ? s.dy : dres;
   {
     ProfileScope ps(prof, "memset");
     zero(s.dattn, TQ, ctx);
@@ -219,14 +293,10 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
     }
     zero(s.dh, TC, ctx);
   }
-  {
-    ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(s.dattn, g.o_proj, nullptr, dres, a.attn, w.o_proj, T, Q, C, ctx);
-  }
+  row_parallel_linear_backward(s.dattn, g.o_proj, a.attn, w.o_proj, T, Q, C, dres, dy, collectives, ctx, prof);
   {
     ProfileScope ps(prof, "attention_backward");
-    cuda::attention_backward(s.dq_r, s.dk_r, s.dv, s.dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S,
-                             b.max_seqlen, T, Hq, Hkv, D, sh.attention_scale(), ctx);
+    attention.backward(sh, b, a, s.dattn, s.dq_r, s.dk_r, s.dv, ctx);
   }
   if (sh.qk_norm) {
     {
@@ -242,16 +312,29 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
     cuda::rope_backward(s.dq, s.dq_r, b.positions, b.inv_freq, T, Hq, D, ctx);
     cuda::rope_backward(s.dk, s.dk_r, b.positions, b.inv_freq, T, Hkv, D, ctx);
   }
-  {
+  auto qkv_dgrad = [&](int r0, int n) {
     ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(s.dh, g.q_proj, g.q_bias, s.dq, a.h1, w.q_proj, T, C, Q, ctx);
-    cuda::linear_backward(s.dh, g.k_proj, g.k_bias, s.dk, a.h1, w.k_proj, T, C, K, ctx);
-    cuda::linear_backward(s.dh, g.v_proj, g.v_bias, s.dv, a.h1, w.v_proj, T, C, K, ctx);
+    bf16* dh = s.dh + int64_t(r0) * C;
+    const bf16* h = a.h1 + int64_t(r0) * C;
+    cuda::linear_backward(dh, nullptr, nullptr, s.dq + int64_t(r0) * Q, h, w.q_proj, n, C, Q, ctx);
+    cuda::linear_backward(dh, nullptr, nullptr, s.dk + int64_t(r0) * K, h, w.k_proj, n, C, K, ctx);
+    cuda::linear_backward(dh, nullptr, nullptr, s.dv + int64_t(r0) * K, h, w.v_proj, n, C, K, ctx);
+  };
+  auto qkv_wgrad = [&] {
+    ProfileScope ps(prof, "linear_backward");
+    cuda::linear_backward(nullptr, g.q_proj, g.q_bias, s.dq, a.h1, w.q_proj, T, C, Q, ctx);
+    cuda::linear_backward(nullptr, g.k_proj, g.k_bias, s.dk, a.h1, w.k_proj, T, C, K, ctx);
+    cuda::linear_backward(nullptr, g.v_proj, g.v_bias, s.dv, a.h1, w.v_proj, T, C, K, ctx);
+  };
+  if (collectives) {
+    collectives->column_parallel_backward(a.h1_local, a.h1, s.dh, s.dh_local, T, C, qkv_dgrad, qkv_wgrad);
+  } else {
+    qkv_dgrad(0, T);
+    qkv_wgrad();
   }
-  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, s.dh, TC);
   {
     ProfileScope ps(prof, "rmsnorm_backward");
-    cuda::rmsnorm_backward(dres, g.input_layernorm, s.dh, a.x_in, w.input_layernorm, a.rstd1, T, C, ctx);
+    cuda::rmsnorm_backward(dres, g.input_layernorm, s.dh_local, a.x_in, w.input_layernorm, a.rstd1, Tl, C, ctx);
   }
 }
 
@@ -259,10 +342,10 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
 
 void gpu_layer_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
                         const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
-                        LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
-                        GpuOpProfiler* prof) {
+                        GpuLayerAttention& attention, LayerCollectives<bf16>* collectives, bf16* dres,
+                        const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
   mlp_branch_backward(sh, w, g, b, a, s, collectives, dres, ctx, prof);
-  attention_branch_backward(sh, w, g, b, a, s, collectives, dres, ctx, prof);
+  attention_branch_backward(sh, w, g, b, a, s, attention, collectives, dres, ctx, prof);
 }
 
 }  // namespace hone

@@ -35,46 +35,64 @@ struct GpuLayerBatch {
 };
 
 // Saved activations, as LayerActivations on the CPU (bf16 unless marked fp32). Without qk_norm, q_n/k_n alias
-// q/k and rstd_q/rstd_k are unused.
+// q/k and rstd_q/rstd_k are unused. Rows: T tokens, except those marked [local]: local_rows(T) rows under sequence
+// parallelism (model/layer_collectives.h). Without it h1_local/h2_local alias h1/h2; with it h1 and h2 are one
+// place shared by the layers (carve_gpu_gathered_rows), gathered again where they are read.
 struct GpuLayerActivations {
-  const bf16* x_in = nullptr;  // (C) layer input, owned by the caller
-  float* rstd1 = nullptr;      // (1) fp32
-  bf16* h1 = nullptr;          // (C)
+  const bf16* x_in = nullptr;  // (C) [local] layer input, owned by the caller
+  float* rstd1 = nullptr;      // (1) [local] fp32
+  bf16* h1_local = nullptr;    // (C) [local] the input RMSNorm's output
+  bf16* h1 = nullptr;          // (C) the same on all T rows
   bf16* q = nullptr, *k = nullptr, *v = nullptr;
   bf16* q_n = nullptr, *k_n = nullptr;
   float* rstd_q = nullptr, *rstd_k = nullptr;  // (Hq), (Hkv) fp32
   bf16* q_r = nullptr, *k_r = nullptr;
   bf16* attn = nullptr;        // (Q)
   float* lse = nullptr;        // (Hq) fp32, [Hq, T]
-  bf16* x_mid = nullptr;       // (C)
-  float* rstd2 = nullptr;      // (1) fp32
+  bf16* x_mid = nullptr;       // (C) [local]
+  float* rstd2 = nullptr;      // (1) [local] fp32
+  bf16* h2_local = nullptr;    // (C) [local]
   bf16* h2 = nullptr;          // (C)
   bf16* gate = nullptr, *up = nullptr, *act = nullptr;  // (I)
 };
 
-// Points a's buffers (all but x_in) into `base` for T tokens and returns the bytes they take (every region
-// 256-byte aligned). With base == nullptr it only counts.
-size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const LayerShape& s, int T);
+// Points a's buffers (all but x_in) into `base` for T tokens of which local_rows are this rank's residual rows (T
+// without sequence parallelism: the default) and returns the bytes they take (every region 256-byte aligned).
+// With base == nullptr it only counts. Under sequence parallelism h1 and h2 stay null: carve_gpu_gathered_rows.
+size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const LayerShape& s, int T,
+                                   int local_rows = -1);
+// Sequence parallelism: points a.h1 and a.h2 ([T, C] each) into `base`, as above.
+size_t carve_gpu_gathered_rows(GpuLayerActivations& a, char* base, const LayerShape& s, int T);
 
 // Scratch inside a layer: the o_proj / down_proj output before the residual add (forward), and the activation
-// gradients (backward). Contents are not kept between layers.
+// gradients (backward). Contents are not kept between layers. [local] as above; without sequence parallelism
+// branch_local aliases branch, dh_local dh, and dy is null.
 struct GpuLayerScratch {
-  bf16* branch = nullptr;  // (C)
-  bf16* dh = nullptr;      // (C)
+  bf16* branch = nullptr;        // (C) a row-parallel GEMM's output (partial sums under tensor parallelism)
+  bf16* branch_local = nullptr;  // (C) [local] their sum over the group, this rank's rows
+  bf16* dh = nullptr;            // (C)
+  bf16* dh_local = nullptr;      // (C) [local]
+  bf16* dy = nullptr;            // (C) the residual gradient gathered to all T rows
   bf16* dact = nullptr, *dgate = nullptr, *dup = nullptr;                 // (I)
   bf16* dattn = nullptr, *dq_r = nullptr, *dq_n = nullptr, *dq = nullptr;  // (Q)
   bf16* dk_r = nullptr, *dk_n = nullptr, *dk = nullptr, *dv = nullptr;     // (K)
 };
-size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& s, int T);
-size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& s, int T);
+size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& s, int T,
+                                       int local_rows = -1);
+size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& s, int T,
+                                        int local_rows = -1);
 
 // The attention seam: reads a.q_r [T, Q], a.k_r and a.v [T, K] of layer `layer`'s rows and writes a.attn [T, Q]
-// (and a.lse [heads, T] where a backward follows), on ctx's stream.
+// (and a.lse [heads, T] where a backward follows), on ctx's stream. Its backward, from dattn [T, Q] and what forward
+// saved, ACCUMULATES into dq_r [T, Q], dk_r and dv [T, K]; generation's seams have none and refuse it. Context
+// parallelism is an implementation of this seam (parallel/gpu_ring_attention.h).
 class GpuLayerAttention {
  public:
   virtual ~GpuLayerAttention() = default;
   virtual void forward(int layer, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
                        const cuda::GpuContext& ctx) = 0;
+  virtual void backward(const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a, const bf16* dattn,
+                        bf16* dq_r, bf16* dk_r, bf16* dv, const cuda::GpuContext& ctx);
 };
 
 // Training, logprob and prefill: causal attention within each packed sequence (cuDNN over b.cu_seqlens).
@@ -82,19 +100,23 @@ class GpuPackedAttention : public GpuLayerAttention {
  public:
   void forward(int layer, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
                const cuda::GpuContext& ctx) override;
+  void backward(const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a, const bf16* dattn,
+                bf16* dq_r, bf16* dk_r, bf16* dv, const cuda::GpuContext& ctx) override;
 };
 
-// Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (bf16).
+// Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (bf16; under
+// sequence parallelism x_in and x_out hold this rank's local rows).
 void gpu_layer_forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
                        const GpuLayerActivations& a, const GpuLayerScratch& scratch, GpuLayerAttention& attention,
                        LayerCollectives<bf16>* collectives, bf16* x_out, const cuda::GpuContext& ctx,
                        GpuOpProfiler* prof);
-// dres [T, C] (bf16) holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on return; fp32 parameter gradients
-// accumulate into g. The attention's backward is the packed one (only training runs a backward).
+// dres [T, C] (bf16; [local rows, C] under sequence parallelism) holds d(loss)/d(x_out) on entry and
+// d(loss)/d(x_in) on return; fp32 parameter gradients accumulate into g (the norm weights' partial under sequence
+// parallelism). `attention` is the seam the forward ran.
 void gpu_layer_backward(const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
                         const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& scratch,
-                        LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
-                        GpuOpProfiler* prof);
+                        GpuLayerAttention& attention, LayerCollectives<bf16>* collectives, bf16* dres,
+                        const cuda::GpuContext& ctx, GpuOpProfiler* prof);
 
 }  // namespace hone
 

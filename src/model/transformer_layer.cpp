@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ops/ops.h"
+#include "runtime/error.h"
 
 namespace hone {
 namespace {
@@ -95,9 +96,20 @@ int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const LayerSh
   return cv.used;
 }
 
+void LayerAttention::backward(const LayerShape&, const LayerBatch&, const LayerActivations&, const float*, float*,
+                              float*, float*) {
+  HONE_CHECK(false, "this attention seam has no backward (only training's attention has one)");
+}
+
 void PackedAttention::forward(int, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) {
   cpu::attention_forward(a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.T, s.heads, s.kv_heads, s.head_dim,
                          s.attention_scale());
+}
+
+void PackedAttention::backward(const LayerShape& s, const LayerBatch& b, const LayerActivations& a,
+                               const float* dattn, float* dq_r, float* dk_r, float* dv) {
+  cpu::attention_backward(dq_r, dk_r, dv, dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.T, s.heads,
+                          s.kv_heads, s.head_dim, s.attention_scale());
 }
 
 void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
@@ -107,14 +119,18 @@ void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const 
   const int Hq = s.heads, Hkv = s.kv_heads, D = s.head_dim;
   const int Tl = collectives ? collectives->local_rows(T) : T;  // rows of the residual stream here
   const bool sp = Tl != T;
-  const int64_t TC = int64_t(T) * C, TlC = int64_t(Tl) * C;
+  const int64_t TlC = int64_t(Tl) * C;
   const float eps = s.eps;
 
   cpu::rmsnorm_forward(a.h1_local, a.rstd1, a.x_in, w.input_layernorm.f32(), Tl, C, eps);
-  if (sp) collectives->gather_sequence(a.h1_local, a.h1, TlC);
-  cpu::linear_forward(a.q, a.h1, w.q_proj.f32(), opt(w.q_bias), T, C, Q);
-  cpu::linear_forward(a.k, a.h1, w.k_proj.f32(), opt(w.k_bias), T, C, K);
-  cpu::linear_forward(a.v, a.h1, w.v_proj.f32(), opt(w.v_bias), T, C, K);
+  auto qkv = [&](int r0, int n) {
+    const float* h = a.h1 + int64_t(r0) * C;
+    cpu::linear_forward(a.q + int64_t(r0) * Q, h, w.q_proj.f32(), opt(w.q_bias), n, C, Q);
+    cpu::linear_forward(a.k + int64_t(r0) * K, h, w.k_proj.f32(), opt(w.k_bias), n, C, K);
+    cpu::linear_forward(a.v + int64_t(r0) * K, h, w.v_proj.f32(), opt(w.v_bias), n, C, K);
+  };
+  if (collectives) collectives->column_parallel_forward(a.h1_local, a.h1, T, C, qkv);
+  else qkv(0, T);
   if (s.qk_norm) {
     cpu::rmsnorm_forward(a.q_n, a.rstd_q, a.q, w.q_norm.f32(), T * Hq, D, eps);
     cpu::rmsnorm_forward(a.k_n, a.rstd_k, a.k, w.k_norm.f32(), T * Hkv, D, eps);
@@ -123,61 +139,99 @@ void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const 
   cpu::rope_forward(a.k_r, a.k_n, b.positions, b.inv_freq, T, Hkv, D);
   attention.forward(layer, s, b, a);
   float* o = sp ? a.row_out : a.x_mid;
-  cpu::linear_forward(o, a.attn, w.o_proj.f32(), nullptr, T, Q, C);
-  if (collectives) collectives->reduce_row_parallel_output(o, a.x_mid, TC);
+  auto o_proj = [&](int r0, int n) {
+    cpu::linear_forward(o + int64_t(r0) * C, a.attn + int64_t(r0) * Q, w.o_proj.f32(), nullptr, n, Q, C);
+  };
+  if (collectives) collectives->row_parallel_forward(o, a.x_mid, T, C, o_proj);
+  else o_proj(0, T);
   cpu::add_forward(a.x_mid, a.x_mid, a.x_in, TlC);
 
   cpu::rmsnorm_forward(a.h2_local, a.rstd2, a.x_mid, w.post_attention_layernorm.f32(), Tl, C, eps);
-  if (sp) collectives->gather_sequence(a.h2_local, a.h2, TlC);
-  cpu::linear_forward(a.gate, a.h2, w.gate_proj.f32(), nullptr, T, C, I);
-  cpu::linear_forward(a.up, a.h2, w.up_proj.f32(), nullptr, T, C, I);
+  auto gate_up = [&](int r0, int n) {
+    const float* h = a.h2 + int64_t(r0) * C;
+    cpu::linear_forward(a.gate + int64_t(r0) * I, h, w.gate_proj.f32(), nullptr, n, C, I);
+    cpu::linear_forward(a.up + int64_t(r0) * I, h, w.up_proj.f32(), nullptr, n, C, I);
+  };
+  if (collectives) collectives->column_parallel_forward(a.h2_local, a.h2, T, C, gate_up);
+  else gate_up(0, T);
   cpu::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * I);
   float* y = sp ? a.row_out : x_out;
-  cpu::linear_forward(y, a.act, w.down_proj.f32(), nullptr, T, I, C);
-  if (collectives) collectives->reduce_row_parallel_output(y, x_out, TC);
+  auto down = [&](int r0, int n) {
+    cpu::linear_forward(y + int64_t(r0) * C, a.act + int64_t(r0) * I, w.down_proj.f32(), nullptr, n, I, C);
+  };
+  if (collectives) collectives->row_parallel_forward(y, x_out, T, C, down);
+  else down(0, T);
   cpu::add_forward(x_out, x_out, a.x_mid, TlC);
 }
 
+namespace {
+
+// The backward of a row-parallel projection y = x W^T (o_proj, down_proj; x [T, IC] holds this rank's slice of the
+// features): the input gradient dx from the residual gradient dres [local rows, C], gathered to all T rows in dy
+// under sequence parallelism (dy is dres without), then the weight gradient.
+void row_parallel_linear_backward(float* dx, float* dw, const float* x, const float* w, int T, int IC, int C,
+                                  float* dres, float* dy, LayerCollectives<float>* collectives) {
+  auto dgrad = [&](int r0, int n) {
+    cpu::linear_backward(dx + int64_t(r0) * IC, nullptr, nullptr, dy + int64_t(r0) * C, x + int64_t(r0) * IC, w, n,
+                         IC, C);
+  };
+  auto wgrad = [&] { cpu::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C); };
+  if (collectives) {
+    collectives->row_parallel_backward(dres, dy, T, C, dgrad, wgrad);
+  } else {
+    dgrad(0, T);
+    wgrad();
+  }
+}
+
+}  // namespace
+
 void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
-                    const LayerActivations& a, const LayerGradScratch& s, LayerCollectives<float>* collectives,
-                    float* dres) {
+                    const LayerActivations& a, const LayerGradScratch& s, LayerAttention& attention,
+                    LayerCollectives<float>* collectives, float* dres) {
   const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
   const int Tl = collectives ? collectives->local_rows(T) : T;
   const bool sp = Tl != T;
-  const int64_t TlC = int64_t(Tl) * C;
   // The residual gradient as the row-parallel GEMMs' backward reads it: all T rows (gathered under sequence
   // parallelism: the gradient of a reduce-scatter is an all-gather).
-  auto residual_grad = [&]() -> const float* {
-    if (!sp) return dres;
-    collectives->gather_sequence(dres, s.dy, TlC);
-    return s.dy;
-  };
+  float* dy = sp ? s.dy : dres;
 
   // MLP branch: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid). dres is read as
   // d(x_out) by the down projection before rmsnorm_backward adds the branch's share of d(x_mid) into it.
   zero(s.dact, TI);
-  cpu::linear_backward(s.dact, g.down_proj.f32(), nullptr, residual_grad(), a.act, w.down_proj.f32(), T, I, C);
+  row_parallel_linear_backward(s.dact, g.down_proj.f32(), a.act, w.down_proj.f32(), T, I, C, dres, dy, collectives);
   zero(s.dgate, TI);
   zero(s.dup, TI);
   cpu::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI);
   zero(s.dh, TC);
-  if (sp) collectives->gather_sequence(a.h2_local, a.h2, TlC);  // the shared gathered rows hold another layer's
-  cpu::linear_backward(s.dh, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I);
-  cpu::linear_backward(s.dh, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I);
-  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, s.dh_local, TC);
+  auto gate_up_dgrad = [&](int r0, int n) {
+    float* dh = s.dh + int64_t(r0) * C;
+    const float* h = a.h2 + int64_t(r0) * C;
+    cpu::linear_backward(dh, nullptr, nullptr, s.dgate + int64_t(r0) * I, h, w.gate_proj.f32(), n, C, I);
+    cpu::linear_backward(dh, nullptr, nullptr, s.dup + int64_t(r0) * I, h, w.up_proj.f32(), n, C, I);
+  };
+  auto gate_up_wgrad = [&] {  // under sequence parallelism a.h2 is the shared place, gathered again
+    cpu::linear_backward(nullptr, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I);
+    cpu::linear_backward(nullptr, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I);
+  };
+  if (collectives) {
+    collectives->column_parallel_backward(a.h2_local, a.h2, s.dh, s.dh_local, T, C, gate_up_dgrad, gate_up_wgrad);
+  } else {
+    gate_up_dgrad(0, T);
+    gate_up_wgrad();
+  }
   cpu::rmsnorm_backward(dres, g.post_attention_layernorm.f32(), s.dh_local, a.x_mid, w.post_attention_layernorm.f32(),
                         a.rstd2, Tl, C);
 
   // Attention branch: x_mid = x_in + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
   zero(s.dattn, TQ);
-  cpu::linear_backward(s.dattn, g.o_proj.f32(), nullptr, residual_grad(), a.attn, w.o_proj.f32(), T, Q, C);
+  row_parallel_linear_backward(s.dattn, g.o_proj.f32(), a.attn, w.o_proj.f32(), T, Q, C, dres, dy, collectives);
   zero(s.dq_r, TQ);
   zero(s.dk_r, TK);
   zero(s.dv, TK);
-  cpu::attention_backward(s.dq_r, s.dk_r, s.dv, s.dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, T, Hq,
-                          Hkv, D, sh.attention_scale());
+  attention.backward(sh, b, a, s.dattn, s.dq_r, s.dk_r, s.dv);
   zero(s.dq, TQ);
   zero(s.dk, TK);
   if (sh.qk_norm) {
@@ -192,11 +246,24 @@ void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g
     cpu::rope_backward(s.dk, s.dk_r, b.positions, b.inv_freq, T, Hkv, D);
   }
   zero(s.dh, TC);
-  if (sp) collectives->gather_sequence(a.h1_local, a.h1, TlC);
-  cpu::linear_backward(s.dh, g.q_proj.f32(), opt_mut(g.q_bias), s.dq, a.h1, w.q_proj.f32(), T, C, Q);
-  cpu::linear_backward(s.dh, g.k_proj.f32(), opt_mut(g.k_bias), s.dk, a.h1, w.k_proj.f32(), T, C, K);
-  cpu::linear_backward(s.dh, g.v_proj.f32(), opt_mut(g.v_bias), s.dv, a.h1, w.v_proj.f32(), T, C, K);
-  if (collectives) collectives->reduce_column_parallel_input_grad(s.dh, s.dh_local, TC);
+  auto qkv_dgrad = [&](int r0, int n) {
+    float* dh = s.dh + int64_t(r0) * C;
+    const float* h = a.h1 + int64_t(r0) * C;
+    cpu::linear_backward(dh, nullptr, nullptr, s.dq + int64_t(r0) * Q, h, w.q_proj.f32(), n, C, Q);
+    cpu::linear_backward(dh, nullptr, nullptr, s.dk + int64_t(r0) * K, h, w.k_proj.f32(), n, C, K);
+    cpu::linear_backward(dh, nullptr, nullptr, s.dv + int64_t(r0) * K, h, w.v_proj.f32(), n, C, K);
+  };
+  auto qkv_wgrad = [&] {
+    cpu::linear_backward(nullptr, g.q_proj.f32(), opt_mut(g.q_bias), s.dq, a.h1, w.q_proj.f32(), T, C, Q);
+    cpu::linear_backward(nullptr, g.k_proj.f32(), opt_mut(g.k_bias), s.dk, a.h1, w.k_proj.f32(), T, C, K);
+    cpu::linear_backward(nullptr, g.v_proj.f32(), opt_mut(g.v_bias), s.dv, a.h1, w.v_proj.f32(), T, C, K);
+  };
+  if (collectives) {
+    collectives->column_parallel_backward(a.h1_local, a.h1, s.dh, s.dh_local, T, C, qkv_dgrad, qkv_wgrad);
+  } else {
+    qkv_dgrad(0, T);
+    qkv_wgrad();
+  }
   cpu::rmsnorm_backward(dres, g.input_layernorm.f32(), s.dh_local, a.x_in, w.input_layernorm.f32(), a.rstd1, Tl, C);
 }
 

@@ -75,17 +75,24 @@ struct LayerGradScratch {
 int64_t carve_layer_grad_scratch(LayerGradScratch& g, float* base, const LayerShape& s, int T, int local_rows = -1);
 
 // The attention seam: reads a.q_r [T, Q], a.k_r and a.v [T, K] of layer `layer`'s rows and writes a.attn [T, Q]
-// (and a.lse [heads, T] where a backward follows).
+// (and a.lse [heads, T] where a backward follows). Its backward, from dattn = d(loss)/d(a.attn) [T, Q] and what
+// forward saved (a.attn, a.lse), ACCUMULATES into dq_r [T, Q], dk_r and dv [T, K]. Only training runs a backward:
+// the seams of generation (the KV cache's attention) have none and refuse it. Context parallelism is an
+// implementation of this seam (parallel/ring_attention.h).
 class LayerAttention {
  public:
   virtual ~LayerAttention() = default;
   virtual void forward(int layer, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) = 0;
+  virtual void backward(const LayerShape& s, const LayerBatch& b, const LayerActivations& a, const float* dattn,
+                        float* dq_r, float* dk_r, float* dv);
 };
 
 // Training and logprob: causal attention within each packed sequence (b.cu_seqlens), keeping lse for backward.
 class PackedAttention final : public LayerAttention {
  public:
   void forward(int layer, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) override;
+  void backward(const LayerShape& s, const LayerBatch& b, const LayerActivations& a, const float* dattn, float* dq_r,
+                float* dk_r, float* dv) override;
 };
 
 // Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (under
@@ -93,10 +100,10 @@ class PackedAttention final : public LayerAttention {
 void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
                    const LayerActivations& a, LayerAttention& attention, LayerCollectives<float>* collectives,
                    float* x_out);
-// dres [T, C] ([local rows, C] under sequence parallelism) holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on return; parameter gradients accumulate
-// into g (same shapes as w). The attention's backward is the packed one (only training runs a backward).
+// dres [T, C] ([local rows, C] under sequence parallelism) holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on
+// return; parameter gradients accumulate into g (same shapes as w). `attention` is the seam the forward ran.
 void layer_backward(const LayerShape& s, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
-                    const LayerActivations& a, const LayerGradScratch& scratch, LayerCollectives<float>* collectives,
-                    float* dres);
+                    const LayerActivations& a, const LayerGradScratch& scratch, LayerAttention& attention,
+                    LayerCollectives<float>* collectives, float* dres);
 
 }  // namespace hone

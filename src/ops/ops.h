@@ -27,6 +27,20 @@ struct RopeParams {
   int original_max_position_embeddings = 8192;
 };
 
+// The segments of one attention block (ring attention, parallel/ring_attention.h): segment s lets query rows
+// [q_start[s], q_start[s] + q_len[s]) attend to key rows [kv_start[s], kv_start[s] + kv_len[s]). Segments are in
+// ascending order of q_start; neither their query rows nor their key rows overlap; kv_len[s] >= 1. max_q and max_kv
+// bound q_len and kv_len (the GPU sizes its attention graphs by them). The arrays are host memory for the CPU ops
+// and device memory for the CUDA ones.
+struct AttentionSegments {
+  const int32_t* q_start = nullptr;
+  const int32_t* q_len = nullptr;
+  const int32_t* kv_start = nullptr;
+  const int32_t* kv_len = nullptr;
+  int count = 0;
+  int max_q = 0, max_kv = 0;
+};
+
 namespace cpu {
 
 // ---- embedding: out[t, :] = wte[ids[t], :] ---------------------------------------------------------------
@@ -46,7 +60,7 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
 
 // ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias[OC]) ------------------------------------------------
 void linear_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
-// dx and dbias may be null.
+// dx, dw and dbias may each be null (the input gradient of some rows and the weight gradient in separate calls).
 void linear_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w, int T,
                      int IC, int OC);
 
@@ -64,6 +78,26 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                         const float* q, const float* k, const float* v, const int32_t* cu_seqlens, int num_seqs,
                         int T, int Hq, int Hkv, int D, float scale);
+
+// ---- attention blocks and their merge (ring attention of context parallelism) ---------------------------------
+// Full (non-causal) attention of the query rows of each segment against all its key rows (GQA as above):
+// q[Tq, Hq, D], k/v[Tkv, Hkv, D]; out[Tq, Hq, D] and lse[Hq, Tq] are written on the segments' query rows only.
+void attention_block_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D, float scale);
+// A block's share of the gradients of the whole attention, ACCUMULATED into dq[Tq, Hq, D], dk and dv[Tkv, Hkv, D].
+// out and lse are the whole attention's (merged over all blocks): P_ij = exp(scale q_i.k_j - lse_i) is then this
+// block's part of each row's softmax and rowsum(dout * out) its correction, as flash attention's backward.
+void attention_block_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                              const float* q, const float* k, const float* v, const AttentionSegments& seg, int Tq,
+                              int Tkv, int Hq, int Hkv, int D, float scale);
+// Merges a block's partial attention (block_out[T, H, D], block_lse[H, T]) into the running one (out, lse) on the
+// query rows of the segments, by their log-sum-exp:
+//   lse' = log(exp(lse) + exp(block_lse)),  out' = exp(lse - lse') out + exp(block_lse - lse') block_out;
+// a row whose lse is -inf (nothing merged yet) takes the block's values. Exact in exact arithmetic: merging the
+// blocks of a row's keys gives the attention over all of them. No backward: the blocks' backward reads the merged
+// out and lse (attention_block_backward), so no gradient flows through the merge.
+void attention_merge_forward(float* out, float* lse, const float* block_out, const float* block_lse,
+                             const AttentionSegments& seg, int T, int H, int D);
 
 // ---- decode attention: one new query row per sequence against its KV cache (generation; no backward) ----------
 // Cache layout: k_cache/v_cache[num_slots, max_len, Hkv, D], one contiguous slot per sequence; position p of the

@@ -11,15 +11,25 @@
 
 namespace hone {
 
-GpuTensorParallel::GpuTensorParallel(const ModelConfig& c, Comm& tp, const cuda::GpuContext& ctx)
-    : tp_(tp), ctx_(ctx), layout_(ShardLayout::of(c, tp.size(), tp.rank())) {
+GpuTensorParallel::GpuTensorParallel(const ModelConfig& c, DeviceComm& tp, const cuda::GpuContext& ctx,
+                                     SequenceParallelism sp, const ShardLayout* stage)
+    : tp_(tp), ctx_(ctx), layout_(stage ? *stage : ShardLayout::of(c, tp.size(), tp.rank())), whole_rows_(*this) {
   HONE_CHECK(tp.on_device(), "the GPU tensor-parallel group needs a device Comm (NCCL)");
+  if (sp.on && tp.size() > 1)
+    sequence_ = std::make_unique<GpuSequenceParallel>(tp, ctx, c.hidden_size, sp.overlap, sp.chunks);
+}
+
+LayerCollectives<bf16>* GpuTensorParallel::layers() {
+  if (sequence_) return sequence_.get();
+  return &whole_rows_;
 }
 
 void GpuTensorParallel::sum_partial_gradients(float* grads) {
   for (const ParamShard& p : layout_.params()) {
     float* g = grads + p.offset;
-    if (!p.partial_grad) continue;
+    // Under sequence parallelism every rank normed its own tokens: the norm weights' gradients are partial too.
+    const bool token_norm = sequence_ && p.spec.split == Split::replicated;
+    if (!p.partial_grad && !token_norm) continue;
     if (p.slice.dim < 0) {
       tp_.all_reduce_sum(g, p.local_numel());
     } else {
@@ -109,17 +119,28 @@ void GpuTensorParallel::all_reduce_bf16(bf16* x, int64_t n) {
   tp_.all_reduce_sum(reinterpret_cast<uint16_t*>(x), n);
 }
 
-void GpuTensorParallel::gather_sequence(const bf16*, bf16*, int64_t) {
-  HONE_CHECK(false, "sequence parallelism is not implemented on the GPU engine");
+void GpuTensorParallel::WholeRows::gather_sequence(const bf16*, bf16*, int64_t) {
+  HONE_CHECK(false, "whole token rows are never gathered");
 }
 
-void GpuTensorParallel::reduce_row_parallel_output(bf16* y, bf16* out, int64_t n) {
-  all_reduce_bf16(y, n);
-  if (out != y) CUDA_CHECK(cudaMemcpyAsync(out, y, size_t(n) * sizeof(bf16), cudaMemcpyDeviceToDevice, ctx_.stream));
+void GpuTensorParallel::WholeRows::reduce_row_parallel_output(bf16* y, bf16* out, int64_t n) {
+  tp_.all_reduce_bf16(y, n);
+  if (out != y)
+    CUDA_CHECK(cudaMemcpyAsync(out, y, size_t(n) * sizeof(bf16), cudaMemcpyDeviceToDevice, tp_.ctx_.stream));
 }
 
-void GpuTensorParallel::reduce_column_parallel_input_grad(bf16* dx, bf16* out, int64_t n) {
-  reduce_row_parallel_output(dx, out, n);
+bf16* GpuTensorParallel::rows_scratch(int64_t n) {
+  if (rows_.size() < n) {
+    rows_ = DeviceArray<bf16>();
+    rows_ = DeviceArray<bf16>(n, "tensor-parallel rows");
+  }
+  return rows_.get();
+}
+
+void GpuTensorParallel::gather_rows(const bf16* local, bf16* full, int T) {
+  HONE_CHECK(sequence_ && T % size() == 0, "gather_rows needs sequence parallelism and a multiple of ", size(),
+             " tokens, got ", T);
+  sequence_->gather_sequence(local, full, int64_t(T / size()) * shape().hidden);
 }
 
 int GpuTensorParallel::vocab_valid() const {
@@ -127,14 +148,27 @@ int GpuTensorParallel::vocab_valid() const {
   return std::clamp(s.vocab_total - s.vocab_begin, 0, s.vocab);
 }
 
-void GpuTensorParallel::embedding_forward(bf16* out, const int32_t* ids, const bf16* wte, int T) {
+void GpuTensorParallel::embedding_forward(bf16* out, const int32_t* ids, const bf16* wte, int T, bool local) {
   const LayerShape& s = shape();
-  cuda::embedding_slice_forward(out, ids, wte, T, s.hidden, s.vocab_begin, s.vocab, ctx_);
-  all_reduce_bf16(out, int64_t(T) * s.hidden);
+  const int64_t n = int64_t(T) * s.hidden;
+  if (!local) {
+    cuda::embedding_slice_forward(out, ids, wte, T, s.hidden, s.vocab_begin, s.vocab, ctx_);
+    all_reduce_bf16(out, n);
+    return;
+  }
+  HONE_CHECK(sequence_ && T % size() == 0, "sequence parallelism needs a multiple of ", size(), " tokens, got ", T);
+  bf16* full = rows_scratch(n);
+  cuda::embedding_slice_forward(full, ids, wte, T, s.hidden, s.vocab_begin, s.vocab, ctx_);
+  sequence_->scatter_sum(full, out, n);
 }
 
-void GpuTensorParallel::embedding_backward(float* dwte, const bf16* dout, const int32_t* ids, int T) {
+void GpuTensorParallel::embedding_backward(float* dwte, const bf16* dout, const int32_t* ids, int T, bool local) {
   const LayerShape& s = shape();
+  if (local) {
+    bf16* full = rows_scratch(int64_t(T) * s.hidden);
+    gather_rows(dout, full, T);
+    dout = full;
+  }
   cuda::embedding_slice_backward(dwte, dout, ids, T, s.hidden, s.vocab_begin, s.vocab, ctx_);
 }
 
@@ -153,17 +187,28 @@ void GpuTensorParallel::lm_head_forward(float* logprob, float* entropy, float* l
 
 void GpuTensorParallel::lm_head_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy,
                                          const bf16* h, const bf16* w, const int32_t* targets, const float* lse,
-                                         const float* entropy, int T, float temperature, int chunk_v) {
+                                         const float* entropy, int T, float temperature, int chunk_v, bool local) {
   const LayerShape& s = shape();
-  // The slice's partial input gradient is summed over the group in place: dh must start without other ranks'
-  // partials, so it is formed here from zero and added in.
+  // The slice's partial input gradient is summed over the group: dh must start without other ranks' partials, so
+  // it is formed here from zero and added in.
   const int64_t n = int64_t(T) * s.hidden;
-  if (dh_.size() < n) dh_ = DeviceArray<bf16>(n);
-  CUDA_CHECK(cudaMemsetAsync(dh_.get(), 0, size_t(n) * sizeof(bf16), ctx_.stream));
-  cuda::lm_head_vocab_slice_backward(dh_.get(), dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, s.hidden,
+  bf16* partial = rows_scratch(n);
+  CUDA_CHECK(cudaMemsetAsync(partial, 0, size_t(n) * sizeof(bf16), ctx_.stream));
+  cuda::lm_head_vocab_slice_backward(partial, dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, s.hidden,
                                      s.vocab, s.vocab_begin, vocab_valid(), temperature, chunk_v, ctx_);
-  all_reduce_bf16(dh_.get(), n);
-  cuda::add_forward(dh, dh, dh_.get(), n, ctx_);
+  if (!local) {
+    all_reduce_bf16(partial, n);
+    cuda::add_forward(dh, dh, partial, n, ctx_);
+    return;
+  }
+  HONE_CHECK(sequence_ && T % size() == 0, "sequence parallelism needs a multiple of ", size(), " tokens, got ", T);
+  const int64_t m = n / size();
+  if (dh_local_.size() < m) {
+    dh_local_ = DeviceArray<bf16>();
+    dh_local_ = DeviceArray<bf16>(m, "LM head input gradient rows");
+  }
+  sequence_->scatter_sum(partial, dh_local_.get(), n);
+  cuda::add_forward(dh, dh, dh_local_.get(), m, ctx_);
 }
 
 }  // namespace hone

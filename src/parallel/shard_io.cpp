@@ -34,7 +34,8 @@ void load_shard_weights(ModelWeights& local, const ShardLayout& layout, const Mo
   if (!local.flat.defined()) local = allocate_shard_weights(layout, c);
   check_shard_weights(local, layout);
   const SafetensorsCheckpoint ckpt(dir);
-  check_checkpoint_params(ckpt, whole_specs(layout), c, dir);  // before any read: nothing below throws for the file
+  // The whole model's tensors (a pipeline stage reads only its own), before any read: nothing below throws for it.
+  check_checkpoint_params(ckpt, param_table(c), c, dir);
   for (const ParamShard& p : layout.params()) {
     const std::string& name = p.spec.name;
     float* dst = local.param(p.spec).f32();
@@ -53,6 +54,7 @@ void load_shard_weights(ModelWeights& local, const ShardLayout& layout, const Mo
 void save_model_from_shards(const ModelWeights& local, const ShardLayout& layout, const ModelConfig& c, Comm& tp,
                             const std::string& dir, DType dtype, int64_t max_shard_bytes) {
   check_shard_weights(local, layout);
+  HONE_CHECK(layout.whole_model(), "saving from the shards of one pipeline stage (gather_model_flat gathers stages)");
   // Checked on every rank before any message, so that a bad argument fails every rank alike instead of leaving the
   // senders waiting for a writer that gave up.
   HONE_USER_CHECK(dtype == DType::f32 || dtype == DType::bf16, "models are saved in f32 or bf16, not ",

@@ -14,7 +14,7 @@
 
 namespace hone {
 
-// Loads this rank's shard (layout) of every parameter from <dir>/model.safetensors or the shards listed in
+// Loads this rank's shard (layout) of every parameter of its stage (the whole model without pipeline parallelism) from <dir>/model.safetensors or the shards listed in
 // <dir>/model.safetensors.index.json, converting bf16/f16/f32 to f32; vocabulary padding rows are zero. `local` is
 // allocated with allocate_shard_weights when empty. The checkpoint is checked as load_weights checks it (missing or
 // extra tensors, whole shapes, dtypes: the same UserErrors by name). At tp = 1 the result is load_weights' bitwise.

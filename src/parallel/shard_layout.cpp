@@ -68,12 +68,41 @@ ShardSlice slice_of(const ModelConfig& c, const LayerShape& s, const ParamSpec& 
 
 }  // namespace
 
-ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank) {
+bool stage_holds(const PipelineLayout& pipe, int pp_rank, const ModelConfig& c, const ParamSpec& spec) {
+  if (spec.layer >= 0) return pipe.holds_layer(pp_rank, spec.layer);
+  switch (spec.global) {
+    case GlobalParam::embed_tokens:
+      return pipe.holds_embedding(pp_rank) || (c.tie_word_embeddings && pipe.holds_head(pp_rank));
+    case GlobalParam::norm:
+    case GlobalParam::lm_head: return pipe.holds_head(pp_rank);
+  }
+  return false;
+}
+
+ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank, const PipelineLayout* pipe, int pp_rank) {
   ShardLayout L;
   L.shape_ = layer_shape(c, tp, tp_rank);
+  if (pipe) {
+    HONE_CHECK(pipe->num_layers() == c.num_hidden_layers, "a pipeline of ", pipe->num_layers(),
+               " layers for a model of ", c.num_hidden_layers);
+    HONE_CHECK(pp_rank >= 0 && pp_rank < pipe->pp(), "pipeline rank ", pp_rank, " of ", pipe->pp());
+    L.pipe_ = *pipe;
+    L.pp_rank_ = pp_rank;
+  } else {
+    L.pipe_ = PipelineLayout::of(c.num_hidden_layers);
+  }
+  int64_t whole = 0;
   for (const ParamSpec& spec : param_table(c)) {
+    const int64_t whole_offset = whole;
+    whole += spec.numel();
+    if (!stage_holds(L.pipe_, L.pp_rank_, c, spec)) continue;
     ParamShard p;
     p.spec = spec;
+    p.whole_offset = whole_offset;
+    p.stage_copies = spec.layer < 0 && spec.global == GlobalParam::embed_tokens && c.tie_word_embeddings &&
+                             L.pipe_.pp() > 1
+                         ? 2
+                         : 1;
     p.slice = slice_of(c, L.shape_, spec);
     p.local_shape = spec.shape;
     if (p.slice.dim >= 0) p.local_shape[size_t(p.slice.dim)] = p.slice.count;
@@ -94,9 +123,9 @@ ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank) {
 ParamLayout ShardLayout::param_layout() const {
   ParamLayout p;
   p.num_params = num_local_;
+  p.layers.assign(size_t(pipe_.num_layers()), LayerOffsets::filled(-1));  // a stage's other layers: absent
   for (const ParamShard& s : params_) {
     if (s.spec.layer >= 0) {
-      if (p.layers.size() <= size_t(s.spec.layer)) p.layers.resize(size_t(s.spec.layer) + 1, LayerOffsets::filled(-1));
       p.layers[size_t(s.spec.layer)][s.spec.param] = s.offset;
     } else if (s.spec.global == GlobalParam::embed_tokens) {
       p.embed_tokens = s.offset;
@@ -106,7 +135,7 @@ ParamLayout ShardLayout::param_layout() const {
       p.lm_head = s.offset;
     }
   }
-  if (p.lm_head < 0) p.lm_head = p.embed_tokens;  // tied: the table lists no lm_head
+  if (p.lm_head < 0 && holds_head()) p.lm_head = p.embed_tokens;  // tied: the table lists no lm_head
   return p;
 }
 
@@ -116,16 +145,25 @@ double ShardLayout::weighted_sum_squares(int64_t begin, int64_t n,
   const int64_t end = begin + n;
   for (const ParamShard& p : params_) {
     const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.local_numel());
-    if (lo < hi) total += sum_squares(lo - begin, hi - lo) / double(p.holders);
+    if (lo < hi) total += sum_squares(lo - begin, hi - lo) / double(p.holders * p.stage_copies);
   }
   return total;
 }
 
-const ParamShard& ShardLayout::find(const std::string& name) const {
+ShardLayout ShardLayout::for_tp_rank(const ModelConfig& c, int tp_rank) const {
+  return of(c, tp(), tp_rank, &pipe_, pp_rank_);
+}
+
+const ParamShard* ShardLayout::try_find(const std::string& name) const {
   for (const ParamShard& p : params_)
-    if (p.spec.name == name) return p;
-  HONE_CHECK(false, "no parameter named ", name, " in the shard layout");
-  return params_.front();
+    if (p.spec.name == name) return &p;
+  return nullptr;
+}
+
+const ParamShard& ShardLayout::find(const std::string& name) const {
+  const ParamShard* p = try_find(name);
+  HONE_CHECK(p, "no parameter named ", name, " in the shard layout");
+  return *p;
 }
 
 std::vector<ShardRun> ShardLayout::runs(const ParamShard& p) {

@@ -1,7 +1,13 @@
-// The layout of one rank's shard of the model under tensor parallelism, described once: for every parameter of the
-// parameter table (model/param_table.h), which dimension of the Hugging Face tensor is split, which slice this rank
-// owns and the shape it holds. Loading safetensors (a rank reads only its slices), saving whole HF tensors, the
-// optimizer's flat buffer of the shard, the memory planner and a resharding refit read it; none re-derives a split.
+// The layout of one rank's shard of the model under tensor and pipeline parallelism, described once: for every
+// parameter of the parameter table (model/param_table.h) this rank holds, which dimension of the Hugging Face tensor
+// is split, which slice this rank owns and the shape it holds. Loading safetensors (a rank reads only its slices),
+// saving whole HF tensors, the optimizer's flat buffer of the shard, the memory planner and the resharding refit
+// (parallel/reshard.h) read it; none re-derives a split.
+//
+// Under pipeline parallelism (parallel/pipeline_layout.h) a rank holds only its stage's parameters: the layers of its
+// chunks, the embedding on the first stage, the final norm and LM head on the last. With tied embeddings the last
+// stage holds a copy of the tied weight (model.embed_tokens.weight) as its LM head: two stage copies, whose
+// gradients are summed over the two stages and which count once in the gradient norm (Megatron's embedding group).
 //
 // Megatron's split over T ranks (the same as LayerShape's, model/layer_shape.h):
 //   column  (q/k/v and gate/up weights and biases): output rows; rank r owns rows [r*n, (r+1)*n) of q, gate, up;
@@ -21,6 +27,7 @@
 
 #include "model/layer_shape.h"
 #include "model/param_table.h"
+#include "parallel/pipeline_layout.h"
 
 namespace hone {
 
@@ -47,8 +54,13 @@ struct ParamShard {
   // The gradient is partial on each rank and must be summed over the group: the q/k norm weights (one [head_dim]
   // weight shared by every rank's heads), and a replicated KV head's k/v (summed over the ranks sharing it).
   bool partial_grad = false;
+  // Pipeline stages holding a copy of this parameter: 2 for a tied embedding split over the first and last stage
+  // (the copies' gradients are summed over them: tied_across_stages), else 1.
+  int stage_copies = 1;
+  int64_t whole_offset = 0;         // element offset of the whole parameter in the whole model's flat buffer
 
   int64_t local_numel() const;
+  bool tied_across_stages() const { return stage_copies > 1; }
 };
 
 // A contiguous run of a slice: n elements at `whole` in the HF tensor (row-major) and at `local` in the shard;
@@ -61,11 +73,19 @@ struct ShardRun {
 class ShardLayout {
  public:
   // This rank's shard of c's parameters at tensor-parallel size tp; the UserError of layer_shape when tp does not
-  // divide the model.
-  static ShardLayout of(const ModelConfig& c, int tp, int tp_rank);
+  // divide the model. With a pipeline, only pipeline rank pp_rank's stage (pipe == nullptr: the whole model).
+  static ShardLayout of(const ModelConfig& c, int tp, int tp_rank, const PipelineLayout* pipe = nullptr,
+                        int pp_rank = 0);
+  // The same stage's layout for another tensor-parallel rank.
+  ShardLayout for_tp_rank(const ModelConfig& c, int tp_rank) const;
 
   int tp() const { return shape_.tp; }
   int tp_rank() const { return shape_.tp_rank; }
+  const PipelineLayout& pipeline() const { return pipe_; }
+  int pp_rank() const { return pp_rank_; }
+  bool whole_model() const { return pipe_.pp() == 1; }  // every parameter of the table is here
+  bool holds_embedding() const { return pipe_.holds_embedding(pp_rank_); }
+  bool holds_head() const { return pipe_.holds_head(pp_rank_); }
   const LayerShape& shape() const { return shape_; }
   const std::vector<ParamShard>& params() const { return params_; }
   int64_t num_local_params() const { return num_local_; }
@@ -73,12 +93,13 @@ class ShardLayout {
   // at tp = 1 the same as ParamLayout::of(config)).
   ParamLayout param_layout() const;
   // Sum over the parameters overlapping [begin, begin + n) of this shard's flat buffer of
-  // sum_squares(offset - begin, count) / holders: a rank's share of the global gradient norm's square, such that
-  // the sum over the group counts every value once.
+  // sum_squares(offset - begin, count) / (holders x stage_copies): a rank's share of the global gradient norm's
+  // square, such that the sum over the tensor- and pipeline-parallel groups counts every value once.
   double weighted_sum_squares(int64_t begin, int64_t n,
                               const std::function<double(int64_t offset, int64_t count)>& sum_squares) const;
-  // The shard of the parameter named `name` (HF name); Error when there is none.
+  // The shard of the parameter named `name` (HF name); Error when there is none (or null from try_find).
   const ParamShard& find(const std::string& name) const;
+  const ParamShard* try_find(const std::string& name) const;
 
   // The runs of p's slice in order of the local shard: a whole tensor or a dimension-0 slice is one run of real
   // rows (and one of padding rows); a dimension-1 slice is one run per row. What a loader reads from a file.
@@ -91,8 +112,14 @@ class ShardLayout {
 
  private:
   LayerShape shape_;
+  PipelineLayout pipe_ = PipelineLayout::of(1);
+  int pp_rank_ = 0;
   std::vector<ParamShard> params_;
   int64_t num_local_ = 0;
 };
+
+// Whether pipeline rank pp_rank's stage holds parameter spec: its layer is one of the stage's, or it is the embedding
+// (first stage; with tied embeddings also the last), the final norm or the LM head (last stage).
+bool stage_holds(const PipelineLayout& pipe, int pp_rank, const ModelConfig& c, const ParamSpec& spec);
 
 }  // namespace hone

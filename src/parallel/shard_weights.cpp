@@ -8,21 +8,6 @@
 
 namespace hone {
 
-namespace {
-
-// The element offset of every parameter of the whole model's flat buffer (the table's order, as the shard's).
-std::vector<int64_t> whole_offsets(const ShardLayout& layout) {
-  std::vector<int64_t> out;
-  int64_t off = 0;
-  for (const ParamShard& p : layout.params()) {
-    out.push_back(off);
-    off += p.spec.numel();
-  }
-  return out;
-}
-
-}  // namespace
-
 ModelWeights allocate_shard_weights(const ShardLayout& layout, const ModelConfig& c) {
   c.validate();
   ModelWeights w;
@@ -39,11 +24,7 @@ ModelWeights allocate_shard_weights(const ShardLayout& layout, const ModelConfig
 }
 
 void extract_shard_flat(const ShardLayout& layout, const float* whole, float* local) {
-  const std::vector<int64_t> offsets = whole_offsets(layout);
-  for (size_t i = 0; i < layout.params().size(); ++i) {
-    const ParamShard& p = layout.params()[i];
-    ShardLayout::extract(p, whole + offsets[i], local + p.offset);
-  }
+  for (const ParamShard& p : layout.params()) ShardLayout::extract(p, whole + p.whole_offset, local + p.offset);
 }
 
 void extract_shard(const ShardLayout& layout, const ModelWeights& whole, ModelWeights& local) {
@@ -59,7 +40,7 @@ ShardGatherer::ShardGatherer(const ModelConfig& c, const ShardLayout& layout, Co
              ")");
   HONE_CHECK(root >= 0 && root < tp.size(), "gathering on rank ", root, " of a group of ", tp.size());
   if (tp.rank() == root)
-    for (int r = 0; r < tp.size(); ++r) ranks_.push_back(r == root ? layout : ShardLayout::of(c, tp.size(), r));
+    for (int r = 0; r < tp.size(); ++r) ranks_.push_back(r == root ? layout : layout.for_tp_rank(c, r));
 }
 
 void ShardGatherer::gather(size_t i, const float* local, float* whole) {
@@ -84,9 +65,47 @@ void gather_shards_flat(const ModelConfig& c, const ShardLayout& layout, const f
                         int root) {
   ShardGatherer g(c, layout, tp, root);
   HONE_CHECK(tp.rank() != root || whole != nullptr, "the gathering rank needs a whole buffer");
-  const std::vector<int64_t> offsets = whole_offsets(layout);
-  for (size_t i = 0; i < layout.params().size(); ++i)
-    g.gather(i, local + layout.params()[i].offset, tp.rank() == root ? whole + offsets[i] : nullptr);
+  for (size_t i = 0; i < layout.params().size(); ++i) {
+    const ParamShard& p = layout.params()[i];
+    g.gather(i, local + p.offset, tp.rank() == root ? whole + p.whole_offset : nullptr);
+  }
+}
+
+void gather_model_flat(const ModelConfig& c, const ShardLayout& layout, const float* local, Comm& tp, Comm& pp,
+                       float* whole) {
+  HONE_CHECK(pp.size() == layout.pipeline().pp() && pp.rank() == layout.pp_rank(), "the communicator (rank ",
+             pp.rank(), " of ", pp.size(), ") is not the layout's pipeline group (rank ", layout.pp_rank(), " of ",
+             layout.pipeline().pp(), ")");
+  if (pp.size() == 1) return gather_shards_flat(c, layout, local, tp, whole, 0);
+  const bool root = tp.rank() == 0 && pp.rank() == 0;
+  HONE_CHECK(!root || whole != nullptr, "the gathering rank needs a whole buffer");
+  // Every parameter's owner: the first stage holding it (a tied embedding's two copies are equal).
+  const std::vector<ParamSpec> table = param_table(c);
+  std::vector<int> owner(table.size(), 0);
+  std::vector<int64_t> whole_offset(table.size(), 0);
+  for (size_t k = 0, off = 0; k < table.size(); off += size_t(table[k].numel()), ++k) {
+    while (!stage_holds(layout.pipeline(), owner[k], c, table[k])) ++owner[k];
+    whole_offset[k] = int64_t(off);
+  }
+  ShardGatherer g(c, layout, tp, 0);
+  std::vector<float> piece;  // one whole parameter, on a later stage's tensor-parallel rank 0
+  for (size_t i = 0; i < layout.params().size(); ++i) {
+    const ParamShard& p = layout.params()[i];
+    size_t k = 0;
+    while (table[k].name != p.spec.name) ++k;
+    if (owner[k] != pp.rank()) continue;
+    if (pp.rank() == 0) {
+      g.gather(i, local + p.offset, root ? whole + p.whole_offset : nullptr);
+      continue;
+    }
+    if (tp.rank() == 0) piece.resize(size_t(p.spec.numel()));
+    g.gather(i, local + p.offset, tp.rank() == 0 ? piece.data() : nullptr);
+    // Each owner sends in the table's order; the root receives in that order (blocking sends wait, never cross).
+    if (tp.rank() == 0) pp.send(piece.data(), p.spec.numel(), 0);
+  }
+  if (!root) return;
+  for (size_t k = 0; k < table.size(); ++k)
+    if (owner[k] != 0) pp.recv(whole + whole_offset[k], table[k].numel(), owner[k]);
 }
 
 }  // namespace hone

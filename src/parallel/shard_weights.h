@@ -1,5 +1,5 @@
-// One tensor-parallel rank's weights (ModelWeights whose tensors have the rank's local shapes, in the shard layout's
-// flat order, parallel/shard_layout.h) and the moves between whole and sharded flat buffers: a rank's slices out of
+// One tensor- and pipeline-parallel rank's weights (ModelWeights whose tensors have the rank's local shapes, in the
+// shard layout's flat order, parallel/shard_layout.h; a pipeline stage's other layers are left undefined) and the moves between whole and sharded flat buffers: a rank's slices out of
 // the whole model (loading, resuming a checkpoint at another tp), and the slices of every rank gathered back into
 // the whole model on one rank (checkpoints and HF files are whole, independent of tp).
 #pragma once
@@ -44,5 +44,12 @@ class ShardGatherer {
 
 void gather_shards_flat(const ModelConfig& c, const ShardLayout& layout, const float* local, Comm& tp, float* whole,
                         int root = 0);
+
+// Collective over tp and pp (the layout's tensor- and pipeline-parallel groups): every rank passes its local flat
+// shard of its stage; `whole` [num_params] on tp rank 0 of pipeline rank 0 receives the whole model. Each stage's
+// tp rank 0 gathers the parameters it owns one at a time and sends them to the root over pp (a tied embedding is
+// taken from the first stage). At pp = 1: gather_shards_flat onto tp rank 0.
+void gather_model_flat(const ModelConfig& c, const ShardLayout& layout, const float* local, Comm& tp, Comm& pp,
+                       float* whole);
 
 }  // namespace hone

@@ -9,33 +9,43 @@
 
 namespace hone {
 
-TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel)
+TensorParallel::TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel, int sequence_chunks,
+                               const ShardLayout* stage)
     : c_(c),
       tp_(tp),
       sp_(sequence_parallel && tp.size() > 1),
-      layout_(ShardLayout::of(c, tp.size(), tp.rank())),
-      whole_rows_(tp, false),
-      sequence_rows_(tp, true) {
+      chunks_(std::max(1, sequence_chunks)),
+      layout_(stage ? *stage : ShardLayout::of(c, tp.size(), tp.rank())),
+      whole_rows_(tp, false, 1, c.hidden_size),
+      sequence_rows_(tp, true, chunks_, c.hidden_size) {
   HONE_CHECK(!tp.on_device(), "the CPU tensor-parallel group needs a host Comm");
 }
 
+// Chunk j of every rank's local rows lands in the gathered block of chunk j (parallel/sequence_chunks.h).
 void TensorParallel::Rows::gather_sequence(const float* local, float* full, int64_t n) {
-  tp_.all_gather(local, full, n);
+  const int64_t C = hidden_;
+  const SequenceChunks ch(int(n / C) * tp_.size(), tp_.size(), chunks_);
+  for (int j = 0; j < ch.count(); ++j)
+    tp_.all_gather(local + ch.local_begin(j) * C, full + ch.global_begin(j) * C, ch.rows(j) * C);
+}
+
+void TensorParallel::Rows::scatter_sum(const float* full, float* local, int64_t n) {
+  const int64_t C = hidden_;
+  const SequenceChunks ch(int(n / C), tp_.size(), chunks_);
+  for (int j = 0; j < ch.count(); ++j)
+    tp_.reduce_scatter_sum(full + ch.global_begin(j) * C, local + ch.local_begin(j) * C, ch.rows(j) * C);
 }
 
 void TensorParallel::Rows::reduce(float* partial, float* out, int64_t n) {
-  if (!sequence_) {
-    tp_.all_reduce_sum(partial, n);
-    if (out != partial) std::memcpy(out, partial, size_t(n) * sizeof(float));
-    return;
-  }
-  tp_.reduce_scatter_sum(partial, out, n / tp_.size());
+  if (sequence_) return scatter_sum(partial, out, n);
+  tp_.all_reduce_sum(partial, n);
+  if (out != partial) std::memcpy(out, partial, size_t(n) * sizeof(float));
 }
 
 void TensorParallel::gather_rows(const float* local, float* full, int T) {
   HONE_CHECK(T % size() == 0, "sequence parallelism over ", size(), " ranks needs a multiple of ", size(),
              " tokens, got ", T);
-  tp_.all_gather(local, full, int64_t(T / size()) * shape().hidden);
+  sequence_rows_.gather_sequence(local, full, int64_t(T / size()) * shape().hidden);
 }
 
 void TensorParallel::embedding_forward(float* out, const int32_t* ids, const float* wte, int T, bool local) {
@@ -49,7 +59,7 @@ void TensorParallel::embedding_forward(float* out, const int32_t* ids, const flo
   HONE_CHECK(T % size() == 0, "sequence parallelism needs a multiple of ", size(), " tokens, got ", T);
   full_.resize(size_t(n));
   cpu::embedding_slice_forward(full_.data(), ids, wte, T, s.hidden, s.vocab_begin, s.vocab);
-  tp_.reduce_scatter_sum(full_.data(), out, n / size());
+  sequence_rows_.scatter_sum(full_.data(), out, n);
 }
 
 void TensorParallel::embedding_backward(float* dwte, const float* dout, const int32_t* ids, int T, bool local) {
@@ -90,7 +100,7 @@ void TensorParallel::lm_head_backward(float* dh, float* dw, const float* dlogpro
   if (local) {
     m = n / size();
     dh_local_.resize(size_t(m));
-    tp_.reduce_scatter_sum(dh_.data(), dh_local_.data(), m);
+    sequence_rows_.scatter_sum(dh_.data(), dh_local_.data(), n);
     sum = dh_local_.data();
   } else {
     tp_.all_reduce_sum(dh_.data(), n);

@@ -7,7 +7,9 @@
 //               column-parallel input gradients (q/k/v, gate/up) in the backward: [T, C] floats each. Under
 //               sequence parallelism (training and logprobs; generation keeps whole rows, layers_whole_rows()) the
 //               residual stream holds T / tp rows: all-gather of the normed rows before the column-parallel GEMMs,
-//               reduce-scatter after the row-parallel ones, and the reverse in the backward
+//               reduce-scatter after the row-parallel ones, and the reverse in the backward; each collective in
+//               `sequence_chunks` pieces of rows (parallel/sequence_chunks.h: the layout the GPU engine overlaps
+//               with its GEMMs; here they run one after the other)
 //   embedding   each rank looks up the ids of its vocabulary slice (zero rows elsewhere), one all-reduce of [T, C]
 //               (a reduce-scatter under sequence parallelism)
 //   LM head     per row: max over the slices (all-reduce max of T floats), then the rescaled sum of exp, entropy
@@ -28,14 +30,19 @@
 #include "model/layer_collectives.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "parallel/sequence_chunks.h"
 #include "parallel/shard_layout.h"
 
 namespace hone {
 
 class TensorParallel {
  public:
-  // tp must outlive this object; the layout is ShardLayout::of(c, tp.size(), tp.rank()).
-  TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel = false);
+  // tp must outlive this object; the layout is ShardLayout::of(c, tp.size(), tp.rank()), or `stage` (a copy is
+  // kept: this rank's pipeline stage, parallel/shard_layout.h), whose flat offsets the gradient sums and the norm
+  // then read. sequence_chunks: the pieces each sequence-parallel collective moves (parallel.tp_comm_overlap_chunks
+  // when parallel.tp_comm_overlap).
+  TensorParallel(const ModelConfig& c, Comm& tp, bool sequence_parallel = false, int sequence_chunks = 1,
+                 const ShardLayout* stage = nullptr);
   TensorParallel(const TensorParallel&) = delete;
   TensorParallel& operator=(const TensorParallel&) = delete;
 
@@ -60,6 +67,8 @@ class TensorParallel {
   void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int T, bool local);
   // Sequence parallelism: full [T, C] from every rank's local rows.
   void gather_rows(const float* local, float* full, int T);
+  // The chunks of the sequence-parallel layout of T tokens (T a multiple of tp).
+  SequenceChunks sequence_chunks(int T) const { return SequenceChunks(T, size(), chunks_); }
 
   // ---- vocabulary-parallel LM head fused with logprob and entropy (as cpu::lm_head_logprob_forward/backward, w
   // this rank's slice): every rank gets the whole vocabulary's logprob, entropy and lse of every row.
@@ -82,24 +91,30 @@ class TensorParallel {
   double weighted_sum_squares(const float* g, int64_t begin, int64_t n) const;
 
  private:
-  // The layer hooks over the group, whole rows (all-reduce) or this rank's rows (all-gather, reduce-scatter).
+  // The layer hooks over the group, whole rows (all-reduce) or this rank's rows (all-gather, reduce-scatter, in
+  // the chunks of the sequence-parallel layout; rows of `hidden` floats).
   class Rows final : public LayerCollectives<float> {
    public:
-    Rows(Comm& tp, bool sequence) : tp_(tp), sequence_(sequence) {}
+    Rows(Comm& tp, bool sequence, int chunks, int hidden)
+        : tp_(tp), sequence_(sequence), chunks_(chunks), hidden_(hidden) {}
     int local_rows(int T) const override { return sequence_ ? T / tp_.size() : T; }
     void gather_sequence(const float* local, float* full, int64_t n) override;
     void reduce_row_parallel_output(float* y, float* out, int64_t n) override { reduce(y, out, n); }
     void reduce_column_parallel_input_grad(float* dx, float* out, int64_t n) override { reduce(dx, out, n); }
+    // Sequence parallelism: this rank's rows of the sum over the group of full [T, C] (n: its elements).
+    void scatter_sum(const float* full, float* local, int64_t n);
 
    private:
     void reduce(float* partial, float* out, int64_t n);
     Comm& tp_;
     bool sequence_;
+    int chunks_, hidden_;
   };
 
   ModelConfig c_;
   Comm& tp_;
   bool sp_;
+  int chunks_;
   ShardLayout layout_;
   Rows whole_rows_, sequence_rows_;
   std::vector<float> full_;  // [T, C] scratch of the sequence-parallel embedding

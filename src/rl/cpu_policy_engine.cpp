@@ -7,13 +7,32 @@
 // models and the generator compute over the tp group (parallel/tensor_parallel.h), the optimizer works on the
 // shard's flat buffer over dp with the gradient norm spanning the group, and checkpoints stay whole: read_state
 // gathers the shards onto world rank 0, write_state takes this rank's slices of the whole state.
+// Under context parallelism (parallel.cp > 1) the models split every micro-batch over the cp group
+// (parallel/context_parallel.h: each rank runs its rows, attention by the ring) and every rank gets all the rows'
+// logprobs, so the loss is computed whole; the ranks of a cp group hold the same weights and see other tokens, so the
+// optimizer sums the gradients over dp x cp (ParallelState::dp_cp(), ZeRO-1 included) instead of dp.
+// Under pipeline parallelism (parallel.pp > 1) the training and reference roles hold this rank's stage
+// (parallel/pipeline_model.h runs the schedule over the pp group; the loss and the logprobs are the last stage's,
+// broadcast over the group), a tied embedding's gradient is summed over its two stages, and the gradient norm spans
+// tp and pp. Generation then runs on a layout of its own (parallel/generation_layout.h: replicas of generation.tp
+// ranks holding the whole model), and refit reshards the training stages into it (parallel/reshard.h); so does
+// any generation.tp other than parallel.tp.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "comm/comm.h"
+#include "comm/host_collectives.h"
 #include "model/transformer.h"
+#include "parallel/context_parallel.h"
+#include "ops/ops.h"
+#include "parallel/generation_layout.h"
+#include "parallel/pipeline_model.h"
+#include "parallel/pipeline_simulation.h"
+#include "parallel/reshard.h"
 #include "parallel/shard_weights.h"
 #include "parallel/tensor_parallel.h"
+#include "rl/pipeline_broadcast.h"
 #include "rl/policy_engine.h"
 #include "runtime/error.h"
 #include "train/adamw.h"
@@ -25,25 +44,39 @@ namespace {
 class CpuPolicyEngine final : public PolicyEngine {
  public:
   CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
-      : s_(s), mc_(mc), ps_(ps) {
-    if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel);
-    train_w_ = allocate();
+      : s_(s),
+        mc_(mc),
+        ps_(ps),
+        pipe_(PipelineLayout::of(mc.num_hidden_layers, ps.pp_size(), s.vpp, s.pp_layers)),
+        stage_(ShardLayout::of(mc, ps.tp_size(), ps.tp_rank(), &pipe_, ps.pp_rank())),
+        gen_layout_(GenerationLayout::of(ps.grid(), s.generation_tp)) {
+    if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel,
+                                             s.tp_comm_overlap ? s.tp_comm_overlap_chunks : 1, &stage_);
+    if (ps_.cp_size() > 1) cp_ = std::make_unique<ContextParallel>(ps_.cp());
+    train_w_ = allocate_shard_weights(stage_, mc_);
     HONE_CHECK(initial.flat.numel() == train_w_.flat.numel(), "initial weights of ", initial.flat.numel(),
                " parameters, this rank's shard has ", train_w_.flat.numel());
     std::memcpy(train_w_.flat.f32(), initial.flat.f32(), train_w_.flat.nbytes());
-    gen_w_ = allocate();
-    std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
     if (s.loss.kl_coef > 0) {
-      ref_w_ = allocate();
+      ref_w_ = allocate_shard_weights(stage_, mc_);
       std::memcpy(ref_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
-      ref_model_ = std::make_unique<Transformer>(mc_, ref_w_, tp_.get());
     }
-    grads_ = allocate();
-    train_model_ = std::make_unique<Transformer>(mc_, train_w_, tp_.get());
-    train_model_->set_recompute(s.activation_recompute);
-    GenerationOptions go;
-    go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s.rollouts_per_step() / ps_.dp_size())));
-    generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go, tp_.get());
+    grads_ = allocate_shard_weights(stage_, mc_);
+    if (pipe_.split()) {
+      pipeline_ = std::make_unique<PipelineModel>(mc_, stage_, train_w_, tp_.get(), ps_.pp());
+      pipeline_->set_recompute(s.recompute);
+      if (ref_w_.flat.defined()) ref_pipeline_ = std::make_unique<PipelineModel>(mc_, stage_, ref_w_, tp_.get(), ps_.pp());
+    } else {
+      train_model_ = std::make_unique<Transformer>(mc_, train_w_, tp_.get(), ModelSpan{}, cp_.get());
+      train_model_->set_recompute(s.recompute);
+      if (ref_w_.flat.defined()) ref_model_ = std::make_unique<Transformer>(mc_, ref_w_, tp_.get(), ModelSpan{}, cp_.get());
+    }
+    if (gen_layout_.same_as_training) {
+      // Generation runs on a copy of the training shard (refit: a flat copy).
+      gen_w_ = allocate_shard_weights(stage_, mc_);
+      std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+      make_generator(tp_.get());
+    }
   }
 
   std::string describe() const override {
@@ -51,31 +84,67 @@ class CpuPolicyEngine final : public PolicyEngine {
     if (tp_)
       d += cat(", tensor parallel over ", tp_->size(), " ranks",
                tp_->sequence_parallel() ? " with sequence parallelism" : "");
-    if (zero_) d += cat(", distributed optimizer (ZeRO-1) over ", ps_.dp_size(), " ranks");
+    if (pipe_.split())
+      d += cat(", pipeline parallel over ", pipe_.pp(), " stages",
+               pipe_.vpp() > 1 ? cat(" (interleaved 1F1B, ", pipe_.vpp(), " chunks each)") : std::string(" (1F1B)"));
+    if (cp_) d += cat(", context parallel over ", cp_->size(), " ranks");
+    if (!gen_layout_.same_as_training)
+      d += cat(", generation on ", gen_layout_.replicas(), gen_layout_.replicas() == 1 ? " replica" : " replicas",
+               " of ", gen_layout_.tg, " rank",
+               gen_layout_.tg > 1 ? "s" : "", " (resharding refit)");
+    if (zero_) d += cat(", distributed optimizer (ZeRO-1) over ", optimizer_comm().size(), " ranks");
     return d;
   }
 
   void connect(const ModelWeights&) override {
-    Comm& dp = ps_.dp();
+    Comm& dp = optimizer_comm();
     ShardedNorm norm;
-    if (tp_) {
-      norm.group = &tp_->comm();
-      norm.weighted_sum_squares = [tp = tp_.get()](const float* g, int64_t begin, int64_t n) {
-        return tp->weighted_sum_squares(g, begin, n);
+    // The gradient norm spans the model's shards: the tensor-parallel group, then the pipeline stages; each value
+    // counted once (replicated over tp, or a tied embedding's two stage copies).
+    if (tp_ || pipe_.split()) {
+      norm.group = tp_ ? &tp_->comm() : &ps_.pp();
+      if (tp_)
+        norm.weighted_sum_squares = [tp = tp_.get()](const float* g, int64_t begin, int64_t n) {
+          return tp->weighted_sum_squares(g, begin, n);
+        };
+      else
+        norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
+          return stage_.weighted_sum_squares(begin, n, [g](int64_t off, int64_t count) {
+            return cpu::sum_squares(g + off, count);
+          });
+        };
+      norm.sum = [this](double x) {
+        if (tp_) x = all_reduce_sum_value(tp_->comm(), x);
+        if (pipe_.split()) x = all_reduce_sum_value(ps_.pp(), x);
+        return x;
       };
     }
     if (s_.distributed_optimizer && dp.size() > 1)
       zero_ = std::make_unique<DistributedAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm);
     else
       plain_ = std::make_unique<DataParallelAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm);
+    if (!gen_layout_.same_as_training) {
+      // Collective over the world: the replica's communicator, its shard of the whole model, the resharding plan.
+      gen_group_ = std::make_unique<GenerationGroup>(ps_.grid(), gen_layout_.tg);
+      const ShardLayout gen = ShardLayout::of(mc_, gen_layout_.tg, gen_layout_.rank_in_replica(ps_.world_rank()));
+      if (gen_layout_.tg > 1) gen_tp_ = std::make_unique<TensorParallel>(mc_, gen_group_->host(), false);
+      gen_w_ = allocate_shard_weights(gen, mc_);
+      resharder_ = std::make_unique<HostResharder>(
+          plan_reshard(mc_, ps_.grid(), pipe_, gen_layout_.tg, ps_.world_rank()));
+      make_generator(gen_tp_.get());
+      resharder_->run(train_w_.flat.f32(), gen_w_.flat.f32(), ps_.world());
+    }
     // Every fp32 parameter copy: training, generation, reference, gradients; the AdamW state (whole, or this
-    // rank's shard of master weights and moments plus the reduced shard and the padded staging of ZeRO-1).
+    // rank's shard of master weights and moments plus the reduced shard and the padded staging of ZeRO-1); the
+    // resharding staging.
     const double param = double(train_w_.flat.nbytes());
-    persistent_ = param * (3 + (ref_model_ ? 1 : 0));
+    persistent_ = param * (2 + (ref_w_.flat.defined() ? 1 : 0)) + double(gen_w_.flat.nbytes());
     if (zero_)
       persistent_ += double(zero_->layout().shard_size()) * 4 * 4 + double(zero_->layout().padded_size()) * 4;
     else
       persistent_ += 2 * param;
+    if (resharder_)
+      persistent_ += double(resharder_->plan().send_capacity + resharder_->plan().recv_capacity) * 4;
   }
 
   std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
@@ -86,34 +155,64 @@ class CpuPolicyEngine final : public PolicyEngine {
     return r;
   }
 
+  void set_generation_progress(GenerationProgressFn fn) override { generator_->set_progress(std::move(fn)); }
+
   std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) override {
+    HONE_CHECK(role == Role::policy || ref_w_.flat.defined(), "no reference model (loss.kl_coef = 0)");
+    if (pipeline_) {
+      lp_ = logprobs_batches(role, {&batch}, temperature).front();
+      return lp_;
+    }
     Transformer& m = role == Role::policy ? *train_model_ : *ref_model_;
-    HONE_CHECK(role == Role::policy || ref_model_, "no reference model (loss.kl_coef = 0)");
     m.forward(batch, temperature, /*need_entropy=*/false);
     logprob_bytes_ = std::max(logprob_bytes_, m.allocated_bytes());
     return {m.logprobs().f32(), size_t(batch.num_tokens())};
   }
 
-  // The loss runs through the policy_loss op on the host arrays the forward wrote.
+  // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
+  std::vector<std::vector<float>> logprobs_batches(Role role, const std::vector<const PackedBatch*>& batches,
+                                                   float temperature) override {
+    if (!pipeline_) return PolicyEngine::logprobs_batches(role, batches, temperature);
+    HONE_CHECK(role == Role::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
+    PipelineModel& m = role == Role::policy ? *pipeline_ : *ref_pipeline_;
+    std::vector<std::vector<float>> out;
+    m.logprobs(batches, temperature, out);
+    std::vector<int> sizes;
+    for (const PackedBatch* b : batches) sizes.push_back(b->num_tokens());
+    broadcast_logprobs(ps_.pp(), out, sizes, pipe_.pp() - 1);
+    logprob_bytes_ = std::max(logprob_bytes_, m.allocated_bytes());
+    return out;
+  }
+
+  // The loss runs through the policy_loss op on the host arrays the forward wrote (the last stage's, under a
+  // pipeline: its metrics are then broadcast over the stages).
   std::vector<PolicyLossMetrics> train(const std::vector<MicroBatch>& mbs, const TrainLoss& loss) override {
     grads_.flat.fill_zero();
-    std::vector<PolicyLossMetrics> metrics;
     const bool entropy_grad = loss.config.entropy_coef != 0;
+    if (pipeline_) {
+      std::vector<const PackedBatch*> batches;
+      for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
+      std::vector<PolicyLossMetrics> metrics(mbs.size());
+      auto fn = [&](int i, const Transformer& head, std::vector<float>& dlp, std::vector<float>& dent) {
+        metrics[size_t(i)] = micro_batch_loss(mbs[size_t(i)], loss, head, dlp, dent, entropy_grad);
+      };
+      const PipelineRunStats r = pipeline_->train(batches, loss.temperature, fn, grads_);
+      stats_.pipeline_compute_s += r.compute_s;
+      stats_.pipeline_exchange_s += r.exchange_s;
+      const PipelineSimulation sim = simulate_pipeline(pipeline_->last_schedule());
+      stats_.pipeline_passes += 1;
+      stats_.pipeline_microbatches += int(mbs.size());
+      stats_.pipeline_makespan += sim.makespan;
+      stats_.pipeline_busy += sim.busy;
+
+      broadcast_loss_metrics(ps_.pp(), metrics, pipe_.pp() - 1);
+      training_bytes_ = std::max(training_bytes_, pipeline_->allocated_bytes());
+      return metrics;
+    }
+    std::vector<PolicyLossMetrics> metrics;
     for (const MicroBatch& mb : mbs) {
-      const size_t T = size_t(mb.batch.num_tokens());
       train_model_->forward(mb.batch, loss.temperature, /*need_entropy=*/true);
-      PolicyLossBatch<float> pb;
-      pb.new_logprobs = {train_model_->logprobs().f32(), T};
-      pb.old_logprobs = loss.on_policy ? pb.new_logprobs : std::span<const float>(mb.old);  // on-policy: detached
-      pb.gen_logprobs = mb.gen;
-      if (loss.config.kl_coef > 0) pb.ref_logprobs = mb.ref;
-      pb.entropy = {train_model_->entropy().f32(), T};
-      pb.mask = mb.mask;
-      pb.seq_offsets = mb.seq_offsets;
-      pb.advantages = mb.advantages;
-      dlogprob_.assign(T, 0.f);
-      dentropy_.assign(entropy_grad ? T : 0, 0.f);
-      metrics.push_back(policy_loss<float>(loss.config, pb, loss.denominator, dlogprob_, dentropy_));
+      metrics.push_back(micro_batch_loss(mb, loss, *train_model_, dlogprob_, dentropy_, entropy_grad));
       train_model_->backward(dlogprob_.data(), entropy_grad ? dentropy_.data() : nullptr, grads_);
       training_bytes_ = std::max(training_bytes_, train_model_->allocated_bytes());
     }
@@ -125,13 +224,21 @@ class CpuPolicyEngine final : public PolicyEngine {
   double optimizer_step(float lr, double max_grad_norm, bool) override {
     HONE_CHECK(zero_ || plain_, "optimizer step before connect()");
     if (tp_) tp_->sum_partial_gradients(grads_);  // parameters several ranks hold: their gradients add up
+    if (pipeline_) pipeline_->sum_tied_gradients(grads_);  // a tied embedding's two stage copies
     const OptimizerStepResult r = zero_ ? zero_->step(train_w_, grads_, lr, max_grad_norm)
                                         : plain_->step(train_w_, grads_, lr, max_grad_norm);
     return r.grad_norm;
   }
   int optimizer_step_count() const override { return zero_ ? zero_->step_count() : plain_->adamw().step_count(); }
 
-  void refit() override { std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes()); }
+  void refit() override {
+    if (!resharder_) {
+      std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+      return;
+    }
+    resharder_->run(train_w_.flat.f32(), gen_w_.flat.f32(), ps_.world());
+    stats_.refit_bytes += double(resharder_->plan().elements_received) * sizeof(float);
+  }
 
   EngineMemory memory() const override {
     EngineMemory m;
@@ -141,51 +248,58 @@ class CpuPolicyEngine final : public PolicyEngine {
     m.training = persistent_ + double(training_bytes_);
     return m;
   }
-  void reset_memory() override { peak_kv_ = 0, logprob_bytes_ = training_bytes_ = 0; }
+  void reset_memory() override {
+    peak_kv_ = 0, logprob_bytes_ = training_bytes_ = 0;
+    stats_ = EngineStepStats{};
+    if (pipe_.split()) stats_.schedule = PipelineSchedule{pipe_.pp(), pipe_.vpp(), 0, false}.name();
+  }
+  EngineStepStats stats() const override { return stats_; }
 
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     FullOptimizerState full;
-    if (zero_) full = zero_->full_state();  // collective over dp: this tp rank's shard of the moments
-    if (ps_.dp_rank() != 0) return;
+    if (zero_) full = zero_->full_state();  // collective over dp (x cp): this tp rank's shard of the moments
+    if (optimizer_comm().rank() != 0) return;
     const float* src_m = zero_ ? full.exp_avg.data() : plain_->adamw().exp_avg().f32();
     const float* src_v = zero_ ? full.exp_avg_sq.data() : plain_->adamw().exp_avg_sq().f32();
-    const bool root = ps_.tp_rank() == 0;
-    if (root && master.flat.numel() != count_parameters(mc_)) master = allocate_weights(mc_);
+    const bool root = ps_.tp_rank() == 0 && ps_.pp_rank() == 0;
     const int64_t n = count_parameters(mc_);
     if (root) {
+      if (master.flat.numel() != n) master = allocate_weights(mc_);
       m = Tensor::empty({n});
       v = Tensor::empty({n});
     }
-    if (!tp_) {
+    if (!tp_ && !pipe_.split()) {
       std::memcpy(master.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
       std::memcpy(m.f32(), src_m, m.nbytes());
       std::memcpy(v.f32(), src_v, v.nbytes());
       return;
     }
-    // Collective over tp (the dp-rank-0 ranks): the whole state onto tp rank 0, one parameter at a time.
-    Comm& tp = tp_->comm();
-    gather_shards_flat(mc_, tp_->layout(), train_w_.flat.f32(), tp, root ? master.flat.f32() : nullptr);
-    gather_shards_flat(mc_, tp_->layout(), src_m, tp, root ? m.f32() : nullptr);
-    gather_shards_flat(mc_, tp_->layout(), src_v, tp, root ? v.f32() : nullptr);
+    // Collective over tp and pp (the dp-rank-0 ranks): the whole state onto world rank 0, one parameter at a time.
+    Comm& tp = ps_.tp();
+    gather_model_flat(mc_, stage_, train_w_.flat.f32(), tp, ps_.pp(), root ? master.flat.f32() : nullptr);
+    gather_model_flat(mc_, stage_, src_m, tp, ps_.pp(), root ? m.f32() : nullptr);
+    gather_model_flat(mc_, stage_, src_v, tp, ps_.pp(), root ? v.f32() : nullptr);
   }
   void write_state(const ModelWeights& whole, const float* whole_m, const float* whole_v, int step_count) override {
     HONE_CHECK(whole.flat.numel() == count_parameters(mc_), "checkpoint weights do not match the model");
-    // This rank's slices of the whole state (at tp = 1, the whole state itself).
-    ModelWeights master = tp_ ? allocate() : whole;
+    // This rank's slices of its stage of the whole state (at tp = pp = 1, the whole state itself).
+    const bool sliced = tp_ || pipe_.split();
+    ModelWeights master = sliced ? allocate_shard_weights(stage_, mc_) : whole;
     std::vector<float> shard_m, shard_v;
     const float* m = whole_m;
     const float* v = whole_v;
-    if (tp_) {
-      extract_shard(tp_->layout(), whole, master);
+    if (sliced) {
+      extract_shard(stage_, whole, master);
       shard_m.resize(size_t(master.flat.numel()));
       shard_v.resize(size_t(master.flat.numel()));
-      extract_shard_flat(tp_->layout(), whole_m, shard_m.data());
-      extract_shard_flat(tp_->layout(), whole_v, shard_v.data());
+      extract_shard_flat(stage_, whole_m, shard_m.data());
+      extract_shard_flat(stage_, whole_v, shard_v.data());
       m = shard_m.data(), v = shard_v.data();
     }
     const int64_t n = train_w_.flat.numel();
     std::memcpy(train_w_.flat.f32(), master.flat.f32(), train_w_.flat.nbytes());
-    std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+    refit();  // the generation copy (a collective reshard under differing layouts: every rank restores)
+    stats_.refit_bytes = 0;
     if (zero_) {
       FullOptimizerState full;
       full.step = step_count;
@@ -201,21 +315,59 @@ class CpuPolicyEngine final : public PolicyEngine {
   }
 
  private:
-  ModelWeights allocate() const { return tp_ ? allocate_shard_weights(tp_->layout(), mc_) : allocate_weights(mc_); }
+  // The ranks over which the gradients are summed and the optimizer state is sharded: dp, or dp x cp.
+  Comm& optimizer_comm() const { return cp_ ? ps_.dp_cp() : ps_.dp(); }
+
+  void make_generator(TensorParallel* tp) {
+    GenerationOptions go;
+    // A replica generates its share of the step's groups: the rollouts over the replicas.
+    go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s_.rollouts_per_step() / gen_layout_.replicas())));
+    generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go, tp);
+  }
+
+  // The policy loss of one micro-batch from the forward of `m` (its logprobs and entropies); dlogprob and
+  // dentropy receive its gradients (dentropy only with an entropy gradient).
+  static PolicyLossMetrics micro_batch_loss(const MicroBatch& mb, const TrainLoss& loss, const Transformer& m,
+                                            std::vector<float>& dlogprob, std::vector<float>& dentropy,
+                                            bool entropy_grad) {
+    const size_t T = size_t(mb.batch.num_tokens());
+    PolicyLossBatch<float> pb;
+    pb.new_logprobs = {m.logprobs().f32(), T};
+    pb.old_logprobs = loss.on_policy ? pb.new_logprobs : std::span<const float>(mb.old);  // on-policy: detached
+    pb.gen_logprobs = mb.gen;
+    if (loss.config.kl_coef > 0) pb.ref_logprobs = mb.ref;
+    pb.entropy = {m.entropy().f32(), T};
+    pb.mask = mb.mask;
+    pb.seq_offsets = mb.seq_offsets;
+    pb.advantages = mb.advantages;
+    dlogprob.assign(T, 0.f);
+    dentropy.assign(entropy_grad ? T : 0, 0.f);
+    return policy_loss<float>(loss.config, pb, loss.denominator, dlogprob, dentropy);
+  }
 
   GrpoSettings s_;
   ModelConfig mc_;
   const ParallelState& ps_;
+  PipelineLayout pipe_;
+  ShardLayout stage_;  // this rank's shard of its stage (the whole model's shard at pp = 1)
+  GenerationLayout gen_layout_;
   std::unique_ptr<TensorParallel> tp_;  // parallel.tp > 1
+  std::unique_ptr<ContextParallel> cp_;  // parallel.cp > 1
   ModelWeights train_w_, gen_w_, ref_w_, grads_;
-  std::unique_ptr<Transformer> train_model_, ref_model_;
+  std::unique_ptr<Transformer> train_model_, ref_model_;      // pp = 1
+  std::unique_ptr<PipelineModel> pipeline_, ref_pipeline_;    // pp > 1
+  std::unique_ptr<GenerationGroup> gen_group_;                // a generation layout of its own
+  std::unique_ptr<TensorParallel> gen_tp_;
+  std::unique_ptr<HostResharder> resharder_;
   std::unique_ptr<CpuGenerator> generator_;
   std::unique_ptr<DataParallelAdamW> plain_;
   std::unique_ptr<DistributedAdamW> zero_;
   std::vector<float> dlogprob_, dentropy_;  // the loss's gradients of the current micro-batch
+  std::vector<float> lp_;
   double persistent_ = 0;
   int64_t peak_kv_ = 0;
   size_t logprob_bytes_ = 0, training_bytes_ = 0;
+  EngineStepStats stats_;
 };
 
 }  // namespace

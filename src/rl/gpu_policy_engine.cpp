@@ -11,11 +11,27 @@
 // and the KV cache after it; with train.optimizer_offload the Adam moments wait in pinned host memory while
 // generation runs.
 // Under tensor parallelism (parallel.tp > 1) every role holds this rank's shard (parallel/shard_layout.h), the models
-// and the generator compute over the tp group's NcclComm on the engine's stream (parallel/gpu_tensor_parallel.h),
+// and the generator compute over the tp group's stream-ordered NcclComm on the engine's stream
+// (parallel/gpu_tensor_parallel.h; sequence parallelism for training and logprobs, generation on whole rows),
 // the optimizer works on the shard's flat buffer over dp with the clipping norm spanning the group, and checkpoints
 // stay whole: read_state gathers the shards onto world rank 0 over the host tp group, write_state keeps this rank's
 // slices.
+// Under context parallelism (parallel.cp > 1) the models split every micro-batch over the cp group's NcclComm
+// (parallel/gpu_context_parallel.h; attention by the ring, parallel/gpu_ring_attention.h) and every rank gets all
+// the rows' logprobs on the device, so the loss runs whole; the optimizer sums the gradients over dp x cp
+// (CommGroup::dp_cp, ZeRO-1 included) instead of dp.
+// Under pipeline parallelism (parallel.pp > 1) the training and reference roles hold this rank's stage and run the
+// schedule over the pp group's NcclComm on the engine's stream (parallel/gpu_pipeline_model.h): the loss runs on the
+// last stage, its metrics and the logprob pass's logprobs are broadcast over the host pp group, the tied
+// embedding's two copies are summed over the embedding group (parallel/embedding_group.h), and the clipping norm
+// spans tp and pp. Generation then has weights of its own (parallel/generation_layout.h: replicas of
+// generation.tp ranks holding every layer; so does any generation.tp other than parallel.tp), and refit casts the
+// master weights into the training copy, then reshards it into the generation copy over NCCL
+// (parallel/gpu_reshard.h); with train.offload_during_generation the idle training copies and the Adam moments
+// wait in pinned host memory while generation runs.
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstring>
 
 #include "rl/device_memory_plan.h"
@@ -25,14 +41,22 @@
 
 #if HONE_CUDA
 
-#include "cuda/check.h"
-#include "runtime/gpu_device_select.h"
+#include "comm/host_collectives.h"
 #include "comm/nccl_comm.h"
+#include "cuda/check.h"
 #include "generation/gpu_generator.h"
-#include "parallel/gpu_tensor_parallel.h"
-#include "parallel/shard_weights.h"
+#include "parallel/gpu_context_parallel.h"
 #include "model/gpu_transformer.h"
+#include "parallel/embedding_group.h"
+#include "parallel/generation_layout.h"
+#include "parallel/gpu_pipeline_model.h"
+#include "parallel/gpu_reshard.h"
+#include "parallel/gpu_tensor_parallel.h"
+#include "parallel/pipeline_simulation.h"
+#include "parallel/shard_weights.h"
 #include "rl/gpu_policy_loss.h"
+#include "rl/pipeline_broadcast.h"
+#include "runtime/gpu_device_select.h"
 #include "train/gpu_data_parallel_adamw.h"
 #include "train/gpu_distributed_adamw.h"
 #include "train/grad_reducer.h"
@@ -40,65 +64,170 @@
 namespace hone::rl {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// Host fp32 weights -> device bf16, through a bounded fp32 staging buffer.
+void upload_bf16(const ModelWeights& w, bf16* dst, int64_t n, const cuda::GpuContext& ctx) {
+  HONE_CHECK(w.flat.numel() == n, "weights of ", w.flat.numel(), " parameters for a buffer of ", n);
+  const int64_t chunk = std::min<int64_t>(std::max<int64_t>(n, 1), int64_t(1) << 26);
+  DeviceArray<float> staging(chunk);
+  for (int64_t off = 0; off < n; off += chunk) {
+    const int64_t k = std::min(chunk, n - off);
+    CUDA_CHECK(cudaMemcpyAsync(staging.get(), w.flat.f32() + off, size_t(k) * sizeof(float), cudaMemcpyHostToDevice,
+                               ctx.stream));
+    cuda::f32_to_bf16(dst + off, staging.get(), k, ctx);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+}
+
+// A device buffer that can wait in pinned host memory (train.offload_during_generation): its device memory is
+// freed while offloaded and allocated again (at another address) when it comes back.
+class OffloadableWeights {
+ public:
+  explicit OffloadableWeights(int64_t n) : n_(n), device_(n, "bf16 weights") {}
+  ~OffloadableWeights() {
+    if (host_) cudaFreeHost(host_);
+  }
+  bf16* get() const { return device_.get(); }
+  int64_t size() const { return n_; }
+  size_t bytes() const { return device_.bytes(); }
+  bool offloaded() const { return offloaded_; }
+  void offload(cudaStream_t stream) {
+    if (offloaded_) return;
+    if (!host_) CUDA_CHECK(cudaMallocHost(&host_, size_t(n_) * sizeof(bf16)));
+    CUDA_CHECK(cudaMemcpyAsync(host_, device_.get(), size_t(n_) * sizeof(bf16), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    device_ = DeviceArray<bf16>();
+    offloaded_ = true;
+  }
+  void reload(cudaStream_t stream) {
+    if (!offloaded_) return;
+    device_ = DeviceArray<bf16>(n_, "bf16 weights");
+    CUDA_CHECK(cudaMemcpyAsync(device_.get(), host_, size_t(n_) * sizeof(bf16), cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    offloaded_ = false;
+  }
+
+ private:
+  int64_t n_;
+  DeviceArray<bf16> device_;
+  bf16* host_ = nullptr;
+  bool offloaded_ = false;
+};
+
 class GpuPolicyEngine final : public PolicyEngine {
  public:
   GpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
-      : s_(s), mc_(mc), ps_(ps), device_(select_rank_device().device), ctx_(cuda::create_gpu_context(device_)),
-        layout_(ParamLayout::of(mc)) {
+      : s_(s),
+        mc_(mc),
+        ps_(ps),
+        device_(select_rank_device().device),
+        ctx_(cuda::create_gpu_context(device_)),
+        pipe_(PipelineLayout::of(mc.num_hidden_layers, ps.pp_size(), s.vpp, s.pp_layers)),
+        stage_(ShardLayout::of(mc, ps.tp_size(), ps.tp_rank(), &pipe_, ps.pp_rank())),
+        gen_layout_(GenerationLayout::of(ps.grid(), s.generation_tp)),
+        layout_(stage_.param_layout()) {
+    NcclOptions o;
+    o.timeout_s = s.nccl_timeout_s;
+    o.stream = ctx_.stream;  // the groups' collectives are ordered with the layers' kernels
     if (ps_.tp_size() > 1) {
-      // The tp group's collectives are ordered with the layers' kernels: they run on the engine's stream.
+      // The tp group's collectives are ordered with the layers' kernels: they run on the engine's stream, and the
+      // host does not wait for each (stream-ordered; the watchdog thread watches them).
+      NcclOptions to = o;
+      to.stream_ordered = true;
+      tp_comm_ = ps_.device(CommGroup::tp, to);
+      SequenceParallelism sp;
+      sp.on = s.sequence_parallel;
+      sp.overlap = s.tp_comm_overlap;
+      sp.chunks = s.tp_comm_overlap_chunks;
+      tp_ = std::make_unique<GpuTensorParallel>(mc_, *tp_comm_, ctx_, sp, &stage_);
+    }
+    if (ps_.cp_size() > 1) {  // the ring's transfers run on a stream of its own; the all-gathers on the engine's
       NcclOptions o;
       o.timeout_s = s.nccl_timeout_s;
       o.stream = ctx_.stream;
-      tp_comm_ = ps_.device(CommGroup::tp, o);
-      tp_ = std::make_unique<GpuTensorParallel>(mc_, *tp_comm_, ctx_);
-      layout_ = tp_->layout().param_layout();
-      if (s.sequence_parallel)
-        log_info("parallel.sequence_parallel: the GPU engine runs tensor parallelism over whole token rows (no "
-                 "sequence parallelism yet); set parallel.sequence_parallel = false to silence this line");
+      cp_comm_ = ps_.device(CommGroup::cp, o);
+      cp_ = std::make_unique<GpuContextParallel>(*cp_comm_, ctx_);
     }
     HONE_CHECK(initial.flat.numel() == layout_.num_params, "initial weights of ", initial.flat.numel(),
-               " parameters, this rank's ", tp_ ? "shard" : "model", " has ", layout_.num_params);
+               " parameters, this rank's ", tp_ || pipe_.split() ? "shard" : "model", " has ", layout_.num_params);
     const int max_tokens = int(s.max_tokens_per_microbatch);
-    policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get());
-    policy_->set_recompute(s.activation_recompute);
-    policy_->upload_weights(initial);
+    train_w_ = std::make_unique<OffloadableWeights>(layout_.num_params);
+    upload_bf16(initial, train_w_->get(), layout_.num_params, ctx_);
     if (s.loss.kl_coef > 0) {
-      reference_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get());
-      reference_->upload_weights(initial);
+      ref_w_ = std::make_unique<OffloadableWeights>(layout_.num_params);
+      upload_bf16(initial, ref_w_->get(), layout_.num_params, ctx_);
     }
-    GpuGenerationOptions go;
-    go.kv_cache_gib = s.kv_cache_gib;
-    go.kv_cache_memory_fraction = s.kv_cache_memory_fraction;
-    go.block_size = s.kv_block_size;
-    go.cuda_graphs = s.cuda_graphs;
-    go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s.rollouts_per_step() / ps_.dp_size())));
-    generator_ = std::make_unique<GpuGenerator>(mc_, layout_, policy_->weights(), ctx_, go, tp_.get());
+    if (pipe_.split()) {
+      pp_comm_ = ps_.device(CommGroup::pp, o);
+      pipeline_ = std::make_unique<GpuPipelineModel>(mc_, stage_, train_w_->get(), ctx_, max_tokens, tp_.get(),
+                                                     *pp_comm_);
+      pipeline_->set_recompute(s.recompute);
+      if (ref_w_)
+        ref_pipeline_ = std::make_unique<GpuPipelineModel>(mc_, stage_, ref_w_->get(), ctx_, max_tokens, tp_.get(),
+                                                           *pp_comm_);
+    } else {
+      policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get(), ModelSpan{},
+                                                 train_w_->get(), cp_.get());
+      policy_->set_recompute(s.recompute);
+      if (ref_w_)
+        reference_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get(), ModelSpan{},
+                                                      ref_w_->get(), cp_.get());
+    }
+    if (gen_layout_.same_as_training) make_generator(layout_, train_w_->get(), tp_.get());
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
-    weights_bytes_ = double(layout_.num_params) * 2 * (reference_ ? 2 : 1);
     loss_ = std::make_unique<GpuPolicyLoss>(ctx_);
+    if (pipe_.split()) stats_.schedule = PipelineSchedule{pipe_.pp(), pipe_.vpp(), 0, false}.name();
   }
 
   ~GpuPolicyEngine() override {
     reducer_.reset();
     loss_.reset();
     generator_.reset();
+    resharder_.reset();
+    gen_w_.reset();
+    gen_tp_.reset();
+    gen_comm_.reset();
+    world_comm_.reset();
+    gen_group_.reset();
     optimizer_.reset();
     dp_comm_.reset();
+    emb_comm_.reset();
+    emb_group_.reset();
+    ref_pipeline_.reset();
+    pipeline_.reset();
     reference_.reset();
     policy_.reset();
+    cp_.reset();
+    cp_comm_.reset();
+    ref_w_.reset();
+    train_w_.reset();
     tp_.reset();
     tp_comm_.reset();
+    pp_comm_.reset();
     cuda::destroy_gpu_context(ctx_);
   }
 
   std::string describe() const override {
     std::string d = cat("cuda:", device_, " ", name_, ", bf16");
-    if (tp_) d += cat(", tensor parallel over ", tp_->size(), " GPUs (NCCL)");
-    if (ps_.dp_size() > 1)
-      d += cat(", gradients over NCCL (", ps_.dp_size(), " ranks, ",
+    if (tp_) {
+      d += cat(", tensor parallel over ", tp_->size(), " GPUs (NCCL");
+      if (tp_->sequence_parallel())
+        d += s_.tp_comm_overlap ? cat("; sequence parallel, overlapped in ", s_.tp_comm_overlap_chunks, " chunks")
+                                : std::string("; sequence parallel");
+      d += ")";
+    }
+    if (pipe_.split())
+      d += cat(", pipeline parallel over ", pipe_.pp(), " stages",
+               pipe_.vpp() > 1 ? cat(" (interleaved 1F1B, ", pipe_.vpp(), " chunks each)") : std::string(" (1F1B)"));
+    if (cp_) d += cat(", context parallel over ", cp_->size(), " GPUs (ring attention over NCCL)");
+    if (!gen_layout_.same_as_training)
+      d += cat(", generation on ", gen_layout_.replicas(), gen_layout_.replicas() == 1 ? " replica" : " replicas",
+               " of ", gen_layout_.tg, " GPU", gen_layout_.tg > 1 ? "s" : "", " (resharding refit)");
+    if (optimizer_ranks() > 1)
+      d += cat(", gradients over NCCL (", optimizer_ranks(), " ranks, ",
                zero_ ? "distributed optimizer: reduce-scatter, sharded AdamW, bf16 all-gather"
                      : "all-reduce, AdamW on every rank",
                s_.grad_reduce_in_fp32 ? ", fp32" : ", bf16", " reduction)");
@@ -109,24 +238,64 @@ class GpuPolicyEngine final : public PolicyEngine {
   // With one data-parallel rank the distributed optimizer is the plain one (one rank's shard is everything).
   void connect(const ModelWeights& initial) override {
     HONE_CHECK(!optimizer_, "connect() twice");
-    const int ranks = ps_.dp_size();
+    const int ranks = optimizer_ranks();
     zero_ = s_.distributed_optimizer && ranks > 1;
     check_memory_fits(ranks);
-    if (ranks > 1) {
-      NcclOptions o;
-      o.timeout_s = s_.nccl_timeout_s;
-      dp_comm_ = ps_.device(CommGroup::dp, o);
-    }
+    NcclOptions o;
+    o.timeout_s = s_.nccl_timeout_s;
+    // dp, or dp x cp: the ranks holding the same weights
+    if (ranks > 1) dp_comm_ = ps_.device(cp_ ? CommGroup::dp_cp : CommGroup::dp, o);
     GpuDataParallelOptions po;
     po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
     if (tp_) po.norm = tp_->sharded_norm();
+    if (pipe_.split()) {
+      // The clipping norm spans the stages too: each value once (a tied embedding's two copies weighted 1/2).
+      if (!tp_) {
+        po.norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
+          return stage_.weighted_sum_squares(begin, n, [&](int64_t off, int64_t count) {
+            return cuda::sum_squares(g + off, count, ctx_);
+          });
+        };
+      }
+      po.norm.sum = [this](double x) {
+        if (tp_) x = tp_->sum_over_group(x);
+        return all_reduce_sum_value(ps_.pp(), x);
+      };
+    }
     if (zero_)
       optimizer_ = std::make_unique<GpuDistributedAdamW>(initial, layout_, s_.adamw, ctx_, *dp_comm_, po);
     else
       optimizer_ = std::make_unique<GpuDataParallelAdamW>(initial, layout_, s_.adamw, ctx_, dp_comm_.get(), po);
     if (optimizer_->reduces()) {
       reducer_ = std::make_unique<GradReducer>(*optimizer_, layout_, ctx_);
-      reducer_->attach(*policy_);
+      if (policy_) reducer_->attach(*policy_);
+    }
+    o.stream = ctx_.stream;
+    if (pipe_.split()) {
+      // Collective over the world: the first and last stages' pairs (a tied embedding's two copies).
+      emb_group_ = std::make_unique<EmbeddingGroup>(ps_.grid(), ps_.world_rank());
+      const ParamShard* tied = stage_.try_find("model.embed_tokens.weight");
+      if (emb_group_->member() && tied && tied->tied_across_stages()) {
+        emb_comm_ = std::make_unique<NcclComm>(emb_group_->host(), o);
+        tied_ = tied;
+      }
+    }
+    if (!gen_layout_.same_as_training) {
+      // Collective over the world: the replica's communicator, its shard of every layer, the resharding plan.
+      gen_group_ = std::make_unique<GenerationGroup>(ps_.grid(), gen_layout_.tg);
+      const ShardLayout gen = ShardLayout::of(mc_, gen_layout_.tg, gen_layout_.rank_in_replica(ps_.world_rank()));
+      if (gen_layout_.tg > 1) {
+        gen_comm_ = std::make_unique<NcclComm>(gen_group_->host(), o);
+        gen_tp_ = std::make_unique<GpuTensorParallel>(mc_, *gen_comm_, ctx_);
+      }
+      gen_w_ = std::make_unique<DeviceArray<bf16>>(gen.num_local_params(), "generation weights");
+      CUDA_CHECK(cudaMemsetAsync(gen_w_->get(), 0, gen_w_->bytes(), ctx_.stream));  // vocabulary padding stays 0
+      world_comm_ = ps_.device(CommGroup::world, o);
+      resharder_ = std::make_unique<GpuResharder>(
+          plan_reshard(mc_, ps_.grid(), pipe_, gen_layout_.tg, ps_.world_rank()), *world_comm_, ctx_);
+      make_generator(gen.param_layout(), gen_w_->get(), gen_tp_.get());
+      resharder_->run(train_w_->get(), gen_w_->get());
+      CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
     }
     log_debug("GPU optimizer: ", optimizer_->zero_layout().buckets().size(), " gradient buckets, ",
               optimizer_->device_bytes() / double(1 << 30), " GiB of optimizer state and gradients on the device");
@@ -137,23 +306,46 @@ class GpuPolicyEngine final : public PolicyEngine {
                                 const DecodeFunction& decode) override {
     // The activation arenas and the (zero) gradients are not needed until the logprob and training phases: their
     // memory goes to the KV cache.
-    policy_->release_arenas();
-    if (reference_) reference_->release_arenas();
+    release_arenas();
     loss_->release();
     optimizer_->release_grads();
-    if (s_.optimizer_offload) optimizer_->offload_state();
+    const Clock::time_point t0 = Clock::now();
+    if (s_.optimizer_offload || s_.offload_during_generation) optimizer_->offload_state();
+    if (s_.offload_during_generation && !gen_layout_.same_as_training) {
+      // The training (and reference) copies are idle until the logprob phase: generation has its own.
+      train_w_->offload(ctx_.stream);
+      if (ref_w_) ref_w_->offload(ctx_.stream);
+    }
+    if (s_.offload_during_generation) stats_.offload_s += seconds_since(t0);
     auto r = generator_->generate(requests, sampling, stop, seed, step, max_total, decode);
     mem_.generation = std::max(mem_.generation, persistent() + double(generator_->stats().peak_kv_bytes));
     note_device_use();
     return r;
   }
+  void set_generation_progress(GenerationProgressFn fn) override { generator_->set_progress(std::move(fn)); }
   void end_generation() override {
     generator_->release();
+    const Clock::time_point t0 = Clock::now();
     if (optimizer_->state_offloaded()) optimizer_->reload_state();
+    if (train_w_->offloaded()) {
+      train_w_->reload(ctx_.stream);
+      if (policy_) policy_->set_shared_weights(train_w_->get());
+      if (pipeline_) pipeline_->set_weights(train_w_->get());
+    }
+    if (ref_w_ && ref_w_->offloaded()) {
+      ref_w_->reload(ctx_.stream);
+      if (reference_) reference_->set_shared_weights(ref_w_->get());
+      if (ref_pipeline_) ref_pipeline_->set_weights(ref_w_->get());
+    }
+    if (s_.offload_during_generation) stats_.offload_s += seconds_since(t0);
   }
 
   std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) override {
-    HONE_CHECK(role == Role::policy || reference_, "no reference model (loss.kl_coef = 0)");
+    HONE_CHECK(role == Role::policy || ref_w_, "no reference model (loss.kl_coef = 0)");
+    if (pipeline_) {
+      lp_ = logprobs_batches(role, {&batch}, temperature).front();
+      return lp_;
+    }
     GpuTransformer& m = role == Role::policy ? *policy_ : *reference_;
     m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false);
     lp_ = m.logprobs_host();
@@ -162,14 +354,32 @@ class GpuPolicyEngine final : public PolicyEngine {
     return lp_;
   }
 
+  // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
+  std::vector<std::vector<float>> logprobs_batches(Role role, const std::vector<const PackedBatch*>& batches,
+                                                   float temperature) override {
+    if (!pipeline_) return PolicyEngine::logprobs_batches(role, batches, temperature);
+    HONE_CHECK(role == Role::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
+    GpuPipelineModel& m = role == Role::policy ? *pipeline_ : *ref_pipeline_;
+    std::vector<std::vector<float>> out;
+    m.logprobs(batches, temperature, out);
+    std::vector<int> sizes;
+    for (const PackedBatch* b : batches) sizes.push_back(b->num_tokens());
+    broadcast_logprobs(ps_.pp(), out, sizes, pipe_.pp() - 1);
+    mem_.logprob = std::max(mem_.logprob, persistent() + arena_bytes());
+    note_device_use();
+    return out;
+  }
+
   // Training starts: the reference model's arena (logprob phase only) goes back first. The loss runs on the device
   // between each forward and backward; the host waits once, for the metrics, after the last backward.
   std::vector<PolicyLossMetrics> train(const std::vector<MicroBatch>& mbs, const TrainLoss& loss) override {
     validate_policy_loss_config(loss.config);
     if (reference_) reference_->release_arenas();
+    if (ref_pipeline_) ref_pipeline_->release();
     optimizer_->zero_grads();
     loss_->reserve(mbs);
     const bool entropy_grad = loss.config.entropy_coef != 0;
+    if (pipeline_) return train_pipeline(mbs, loss, entropy_grad);
     for (size_t i = 0; i < mbs.size(); ++i) {
       policy_->forward(mbs[i].batch, loss.temperature, /*need_entropy=*/true, /*need_backward=*/true);
       const GpuPolicyLoss::Gradients g = loss_->run(i, mbs[i], loss, policy_->logprobs(), policy_->entropy());
@@ -187,14 +397,22 @@ class GpuPolicyEngine final : public PolicyEngine {
     // them all inside update(), in the same bucket order.
     if (reducer_ && reducer_->armed()) reducer_->wait_all();
     if (tp_) tp_->sum_partial_gradients(optimizer_->grads());  // parameters several ranks hold: gradients add up
+    if (emb_comm_) {  // a tied embedding's two stage copies: their gradients summed over the pair
+      float* g = optimizer_->grads() + tied_->offset;
+      emb_comm_->all_reduce_sum(g, tied_->local_numel());
+    }
     const GpuStepResult r = optimizer_->update(lr, max_grad_norm);
-    if (!last_of_step) optimizer_->refit(policy_->weights());  // the next micro-batches train on the new weights
+    if (!last_of_step) optimizer_->refit(train_w_->get());  // the next micro-batches train on the new weights
     return r.grad_norm;
   }
   int optimizer_step_count() const override { return optimizer_->step_count(); }
 
   void refit() override {
-    optimizer_->refit(policy_->weights());
+    optimizer_->refit(train_w_->get());
+    if (resharder_) {
+      resharder_->run(train_w_->get(), gen_w_->get());
+      stats_.refit_bytes += double(resharder_->plan().elements_received) * sizeof(bf16);
+    }
     mem_.refit = std::max(mem_.refit, persistent());
   }
 
@@ -204,14 +422,20 @@ class GpuPolicyEngine final : public PolicyEngine {
     m.refit = std::max(m.refit, m.idle);
     return m;
   }
-  void reset_memory() override { mem_ = EngineMemory{}; }
+  void reset_memory() override {
+    mem_ = EngineMemory{};
+    const std::string schedule = stats_.schedule;
+    stats_ = EngineStepStats{};
+    stats_.schedule = schedule;
+  }
+  EngineStepStats stats() const override { return stats_; }
 
-  // Checkpoints are whole and independent of tp and dp: the dp-rank-0 ranks download their shard and, under tp,
-  // gather the shards over the host tp group onto tp rank 0 (world rank 0), one parameter at a time.
+  // Checkpoints are whole and independent of tp, pp and dp: the dp-rank-0 ranks download their shard and, under tp
+  // or pp, gather the shards over the host tp and pp groups onto world rank 0, one parameter at a time.
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     const int64_t n = optimizer_->num_params();
-    const bool dp_root = ps_.dp_rank() == 0;
-    if (!tp_) {
+    const bool dp_root = (cp_ ? ps_.dp_cp_rank() : ps_.dp_rank()) == 0;  // rank 0 of the optimizer's group
+    if (!tp_ && !pipe_.split()) {
       if (dp_root) {
         if (master.flat.numel() != n) master = allocate_weights(mc_);
         m = Tensor::empty({n});
@@ -223,13 +447,13 @@ class GpuPolicyEngine final : public PolicyEngine {
     ModelWeights shard;
     std::vector<float> shard_m, shard_v;
     if (dp_root) {
-      shard = allocate_shard_weights(tp_->layout(), mc_);
+      shard = allocate_shard_weights(stage_, mc_);
       shard_m.resize(size_t(n));
       shard_v.resize(size_t(n));
     }
     optimizer_->read_state(dp_root ? &shard : nullptr, shard_m.data(), shard_v.data(), 0);
     if (!dp_root) return;
-    const bool root = ps_.tp_rank() == 0;
+    const bool root = ps_.tp_rank() == 0 && ps_.pp_rank() == 0;
     const int64_t whole = count_parameters(mc_);
     if (root) {
       if (master.flat.numel() != whole) master = allocate_weights(mc_);
@@ -237,49 +461,126 @@ class GpuPolicyEngine final : public PolicyEngine {
       v = Tensor::empty({whole});
     }
     Comm& tp = ps_.tp();
-    gather_shards_flat(mc_, tp_->layout(), shard.flat.f32(), tp, root ? master.flat.f32() : nullptr);
-    gather_shards_flat(mc_, tp_->layout(), shard_m.data(), tp, root ? m.f32() : nullptr);
-    gather_shards_flat(mc_, tp_->layout(), shard_v.data(), tp, root ? v.f32() : nullptr);
+    gather_model_flat(mc_, stage_, shard.flat.f32(), tp, ps_.pp(), root ? master.flat.f32() : nullptr);
+    gather_model_flat(mc_, stage_, shard_m.data(), tp, ps_.pp(), root ? m.f32() : nullptr);
+    gather_model_flat(mc_, stage_, shard_v.data(), tp, ps_.pp(), root ? v.f32() : nullptr);
   }
   void write_state(const ModelWeights& master, const float* m, const float* v, int step_count) override {
     HONE_CHECK(master.flat.numel() == count_parameters(mc_), "checkpoint weights do not match the model");
-    if (!tp_) {
+    if (!tp_ && !pipe_.split()) {
       optimizer_->write_state(master, m, v, step_count);
     } else {
-      // This rank's slices of the whole state.
-      ModelWeights shard = allocate_shard_weights(tp_->layout(), mc_);
-      extract_shard(tp_->layout(), master, shard);
+      // This rank's slices of its stage of the whole state.
+      ModelWeights shard = allocate_shard_weights(stage_, mc_);
+      extract_shard(stage_, master, shard);
       std::vector<float> shard_m(size_t(shard.flat.numel())), shard_v(size_t(shard.flat.numel()));
-      extract_shard_flat(tp_->layout(), m, shard_m.data());
-      extract_shard_flat(tp_->layout(), v, shard_v.data());
+      extract_shard_flat(stage_, m, shard_m.data());
+      extract_shard_flat(stage_, v, shard_v.data());
       optimizer_->write_state(shard, shard_m.data(), shard_v.data(), step_count);
     }
-    optimizer_->refit(policy_->weights());
+    optimizer_->refit(train_w_->get());
+    if (resharder_) resharder_->run(train_w_->get(), gen_w_->get());  // collective: every rank restores
     CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
 
  private:
+  void make_generator(const ParamLayout& layout, const bf16* weights, GpuTensorParallel* tp) {
+    GpuGenerationOptions go;
+    go.kv_cache_gib = s_.kv_cache_gib;
+    go.kv_cache_memory_fraction = s_.kv_cache_memory_fraction;
+    go.block_size = s_.kv_block_size;
+    go.cuda_graphs = s_.cuda_graphs;
+    // A replica generates its share of the step's groups.
+    go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s_.rollouts_per_step() / gen_layout_.replicas())));
+    generator_ = std::make_unique<GpuGenerator>(mc_, layout, weights, ctx_, go, tp);
+  }
+
+  std::vector<PolicyLossMetrics> train_pipeline(const std::vector<MicroBatch>& mbs, const TrainLoss& loss,
+                                                 bool entropy_grad) {
+    std::vector<const PackedBatch*> batches;
+    for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
+    auto fn = [&](int i, const GpuTransformer& head) {
+      const GpuPolicyLoss::Gradients g = loss_->run(size_t(i), mbs[size_t(i)], loss, head.logprobs(), head.entropy());
+      return GpuPipelineModel::LossGrads{g.dlogprob, entropy_grad ? g.dentropy : nullptr};
+    };
+    // The data-parallel reduction overlaps this rank's last backward, except on the stages whose tied embedding is
+    // summed over its two copies first (they reduce in the optimizer step).
+    auto before_last = [&](GpuTransformer& x) {
+      if (!reducer_ || emb_comm_) return;
+      reducer_->attach(x);
+      reducer_->arm();
+    };
+    const PipelineRunStats r = pipeline_->train(batches, loss.temperature, fn, optimizer_->grads(), before_last);
+    std::vector<PolicyLossMetrics> metrics(mbs.size());
+    if (pipeline_->last_stage()) metrics = loss_->metrics(mbs.size());
+    broadcast_loss_metrics(ps_.pp(), metrics, pipe_.pp() - 1);
+    const PipelineSimulation sim = simulate_pipeline(pipeline_->last_schedule());
+    stats_.pipeline_passes += 1;
+    stats_.pipeline_microbatches += int(mbs.size());
+    stats_.pipeline_makespan += sim.makespan;
+    stats_.pipeline_busy += sim.busy;
+    stats_.pipeline_compute_s += r.compute_s;
+    stats_.pipeline_exchange_s += r.exchange_s;
+    mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->device_bytes()));
+    note_device_use();
+    return metrics;
+  }
+
+  void release_arenas() {
+    if (policy_) policy_->release_arenas();
+    if (reference_) reference_->release_arenas();
+    if (pipeline_) pipeline_->release();
+    if (ref_pipeline_) ref_pipeline_->release();
+  }
+
+  static double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
   // Before the optimizer is allocated: a run whose optimizer state, gradients and largest phase cannot fit next to
   // the weights ends now, on this rank (the runtime ends the others), with the numbers and the keys to change.
   void check_memory_fits(int ranks) const {
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     DeviceMemoryPlan plan;
-    set_tensor_parallel(plan, mc_, ps_.tp_size());  // this rank's shard of the parameters, not the model
+    // This rank's shard of its stage's parameters, not the model's.
+    set_tensor_parallel(plan, mc_, ps_.tp_size(), &pipe_);
+    set_generation_layout(plan, mc_, gen_layout_.tg, gen_layout_.same_as_training);
     plan.dp = ranks;
+    plan.cp = ps_.cp_size();
     plan.distributed = zero_;
     plan.offload = s_.optimizer_offload;
+    plan.offload_during_generation = s_.offload_during_generation;
     plan.microbatch_tokens = s_.max_tokens_per_microbatch;
-    const int T = int(s_.max_tokens_per_microbatch);
-    plan.activations = double(policy_->forward_bytes(T, true) + policy_->backward_bytes(T));
+    plan.recompute = s_.recompute;
+    if (pipeline_) {  // the stage's micro-batches in flight under its schedule, at the recompute chosen
+      plan.activations = double(pipeline_->activation_bytes_bound(int(s_.max_tokens_per_microbatch)));
+    } else {
+      const int T = policy_->local_tokens(int(s_.max_tokens_per_microbatch));  // this rank's rows
+      std::array<double, 3> bytes{};
+      for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+        bytes[size_t(r)] = double(policy_->training_bytes(T, r));
+      plan.set_activations(bytes, T);
+    }
     plan.kv_cache = s_.kv_cache_gib * double(int64_t(1) << 30);
     const std::string refusal = device_memory_refusal(plan, double(free_b));
     if (!refusal.empty()) throw UserError(cat("cuda:", device_, " ", name_, ": ", refusal));
   }
-  double persistent() const { return weights_bytes_ + double(optimizer_->device_bytes()); }
+  double persistent() const {
+    double w = train_w_->offloaded() ? 0.0 : double(train_w_->bytes());
+    if (ref_w_ && !ref_w_->offloaded()) w += double(ref_w_->bytes());
+    if (gen_w_) w += double(gen_w_->bytes());
+    if (resharder_) w += double(resharder_->device_bytes());
+    return w + double(optimizer_->device_bytes());
+  }
+  // The ranks the gradients are summed over: dp, or dp x cp.
+  int optimizer_ranks() const { return cp_ ? ps_.dp_cp_size() : ps_.dp_size(); }
   double arena_bytes() const {
-    double b = double(policy_->forward_arena_capacity() + policy_->backward_arena_capacity());
+    double b = 0;
+    if (policy_) b += double(policy_->forward_arena_capacity() + policy_->backward_arena_capacity());
     if (reference_) b += double(reference_->forward_arena_capacity() + reference_->backward_arena_capacity());
+    if (pipeline_) b += double(pipeline_->device_bytes());
+    if (ref_pipeline_) b += double(ref_pipeline_->device_bytes());
     return b;
   }
   // The driver's count of device memory in use (libraries' workspaces and the CUDA context included).
@@ -290,19 +591,31 @@ class GpuPolicyEngine final : public PolicyEngine {
   const ParallelState& ps_;
   int device_ = 0;
   cuda::GpuContext ctx_;
+  PipelineLayout pipe_;
+  ShardLayout stage_;  // this rank's shard of its stage (the whole model's shard at pp = 1)
+  GenerationLayout gen_layout_;
   ParamLayout layout_;
   std::string name_;
-  std::unique_ptr<GpuTransformer> policy_, reference_;
+  std::unique_ptr<OffloadableWeights> train_w_, ref_w_;           // bf16 compute weights of the roles
+  std::unique_ptr<GpuTransformer> policy_, reference_;            // pp = 1
+  std::unique_ptr<GpuPipelineModel> pipeline_, ref_pipeline_;     // pp > 1
   std::unique_ptr<GpuGenerator> generator_;
-  std::unique_ptr<NcclComm> dp_comm_, tp_comm_;
-  std::unique_ptr<GpuTensorParallel> tp_;  // parallel.tp > 1
+  std::unique_ptr<NcclComm> dp_comm_, tp_comm_, cp_comm_, pp_comm_, emb_comm_, gen_comm_, world_comm_;
+  std::unique_ptr<GpuTensorParallel> tp_;      // parallel.tp > 1
+  std::unique_ptr<GpuContextParallel> cp_;     // parallel.cp > 1
+  std::unique_ptr<EmbeddingGroup> emb_group_;  // pp > 1
+  const ParamShard* tied_ = nullptr;           // the tied embedding of this stage, summed over emb_comm_
+  std::unique_ptr<GenerationGroup> gen_group_;  // a generation layout of its own
+  std::unique_ptr<GpuTensorParallel> gen_tp_;
+  std::unique_ptr<DeviceArray<bf16>> gen_w_;
+  std::unique_ptr<GpuResharder> resharder_;
   std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<GpuPolicyLoss> loss_;
   bool zero_ = false;
   std::vector<float> lp_;
-  double weights_bytes_ = 0;
   EngineMemory mem_;
+  EngineStepStats stats_;
 };
 
 }  // namespace

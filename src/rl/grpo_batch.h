@@ -9,6 +9,7 @@
 
 #include "generation/cpu_generator.h"
 #include "model/packed_batch.h"
+#include "reward/reward.h"
 #include "rl/packing.h"
 #include "rl/policy_loss.h"
 
@@ -20,6 +21,7 @@ struct GrpoSample {
   Rollout rollout;           // prompt ids, completion ids, generation logprobs, finish reason, text
   double reward = 0;
   bool correct = false;
+  std::vector<RewardScore> scores;  // the reward's named sub-scores (user rewards; empty for the built-in ones)
   float advantage = 0;
   bool trained = true;                 // loss mask of its tokens (false: truncated under overlong filtering)
   std::vector<float> old_logprobs;     // previous policy, one per completion token (empty until computed)

@@ -1,6 +1,7 @@
 // Reading and checking the loop's deck keys (see grpo_settings.h).
 #include "rl/grpo_settings.h"
 
+#include "parallel/pp_check.h"
 #include "parallel/tp_check.h"
 
 #include "config/config.h"
@@ -10,14 +11,11 @@ namespace hone::rl {
 
 namespace {
 
-// The parallelism hone run supports today: data and tensor parallelism.
+// The parallelism hone run supports today: data, tensor, pipeline and context parallelism.
 void check_parallel_supported(const Config& c) {
-  const int64_t pp = c.get_int("parallel.pp");
-  HONE_USER_CHECK(pp == 1, "parallel.pp = ", pp,
-                  ": pipeline parallelism is not supported yet (set it to 1; data parallelism follows from the rank "
-                  "count)");
-  const int64_t cp = c.get_int("parallel.cp");
-  HONE_USER_CHECK(cp == 1, "parallel.cp = ", cp, ": context parallelism is not supported yet (set it to 1)");
+  const int64_t pp = c.get_int("parallel.pp"), cp = c.get_int("parallel.cp");
+  HONE_USER_CHECK(pp == 1 || cp == 1, "parallel.pp = ", pp, " with parallel.cp = ", cp,
+                  ": pipeline and context parallelism together are not supported yet (set one of them to 1)");
   const int64_t ep = c.get_int("parallel.ep");
   HONE_USER_CHECK(ep == 1, "parallel.ep = ", ep, ": expert parallelism is not supported yet (set it to 1)");
 }
@@ -76,6 +74,7 @@ void read_generation_keys(const Config& c, GrpoSettings& s) {
   s.kv_cache_memory_fraction = c.get_float("generation.kv_cache_memory_fraction");
   s.kv_block_size = int(c.get_int("generation.kv_block_size"));
   s.cuda_graphs = c.get_bool("generation.cuda_graphs");
+  s.generation_tp = deck_generation_tp(c);
 }
 
 // [train], and parallel.nccl_timeout_s.
@@ -92,20 +91,37 @@ void read_train_keys(const Config& c, GrpoSettings& s) {
   s.max_nonfinite_updates = c.get_int("train.max_nonfinite_updates");
   s.global_batch_size = c.get_int("train.global_batch_size");
   s.max_tokens_per_microbatch = c.get_int("train.max_tokens_per_microbatch");
-  s.activation_recompute = c.get_bool("train.activation_recompute");
+  s.recompute = parse_recompute(c.get_string("train.recompute"));
+  if (c.get_bool("train.activation_recompute")) s.recompute = Recompute::full;  // the older spelling
   s.distributed_optimizer = c.get_bool("train.distributed_optimizer");
   s.sequence_parallel = c.get_bool("parallel.sequence_parallel");
+  s.tp_comm_overlap = c.get_bool("parallel.tp_comm_overlap");
+  s.tp_comm_overlap_chunks = int(c.get_int("parallel.tp_comm_overlap_chunks"));
   s.grad_reduce_in_fp32 = c.get_bool("train.grad_reduce_in_fp32");
   s.optimizer_offload = c.get_bool("train.optimizer_offload");
+  s.offload_during_generation = c.get_bool("train.offload_during_generation");
+  s.tp = int(c.get_int("parallel.tp"));
+  s.pp = int(c.get_int("parallel.pp"));
+  s.vpp = int(c.get_int("parallel.vpp"));
+  s.pp_layers = c.get_int_list("parallel.pp_layers");
   s.nccl_timeout_s = c.get_float("parallel.nccl_timeout_s");
+  // The GPU layer's selective rerun works on whole token rows; under sequence parallelism its norms would need
+  // the rank's rows and a second all-gather.
+  HONE_USER_CHECK(!(s.cuda && s.recompute == Recompute::selective && s.tp > 1 && s.sequence_parallel),
+                  "train.recompute = \"selective\" with parallel.sequence_parallel at parallel.tp = ", s.tp,
+                  " is not supported on the GPU engine yet: use \"full\", or parallel.sequence_parallel = false");
 }
 
 // [checkpoint] and [output].
 void read_output_keys(const Config& c, GrpoSettings& s) {
   s.checkpoint_every = c.get_int("checkpoint.every");
   s.checkpoint_at_exit = c.get_bool("checkpoint.save_at_exit");
-  s.sample_every = c.get_int("output.sample_every");
+  s.checkpoint_hf_folder = c.get_bool("checkpoint.hf_folder");
+  s.checkpoint_bf16 = c.get_string("checkpoint.dtype") == "bfloat16";
+  const std::string rollouts = c.get_string("output.rollouts");
+  s.sample_every = rollouts == "none" ? 0 : c.get_int("output.sample_every");
   s.num_samples = c.get_int("output.num_samples");
+  s.all_rollouts = rollouts == "all";
   s.overwrite = c.get_bool("output.overwrite");
 }
 
@@ -134,8 +150,14 @@ void check_batch_sizes(GrpoSettings& s, int dp) {
 RankGrid read_rank_grid(const Config& c, int world_size) {
   check_parallel_supported(c);
   check_tp_fits_model(c);  // a tp that does not divide the model: named where parallel.tp is written
-  return RankGrid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")),
-                  int(c.get_int("parallel.cp")), int(c.get_int("parallel.ep")));
+  check_pipeline_fits_model(c);  // the layers' split and generation.tp, likewise
+  RankGrid grid(world_size, int(c.get_int("parallel.tp")), int(c.get_int("parallel.pp")),
+                int(c.get_int("parallel.cp")), int(c.get_int("parallel.ep")));
+  const int tg = deck_generation_tp(c);
+  HONE_USER_CHECK(world_size % tg == 0, key_location(c, "generation.tp"), ": generation.tp = ", tg,
+                  " does not divide the ", world_size, " ranks: generation replicas are groups of generation.tp "
+                  "consecutive ranks");
+  return grid;
 }
 
 GrpoSettings read_grpo_settings(const Config& c, int dp) {

@@ -22,19 +22,23 @@
 
 #include "generation/cpu_generator.h"
 #include "io/step_output.h"
+#include "parallel/generation_layout.h"
 #include "model/model_config.h"
 #include "comm/parallel_state.h"
 #include "model/weights.h"
 #include "data/data_setup.h"
+#include "reward/batch_reward.h"
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
 #include "rl/policy_engine.h"
+#include "rl/validation.h"
 #include "runtime/timer.h"
 #include "tokenizer/chat_setup.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hone {
 class Config;
+class ProgressLine;
 }
 
 namespace hone::rl {
@@ -57,6 +61,13 @@ class GrpoTrainer {
   PolicyEngine& engine() { return *engine_; }
   const PromptSource& prompts() const { return *data_.source; }
   std::string describe() const;  // one line: model, parameters, data, ranks
+  // The last step's parallel layouts at work, for the line under the step line ("" without pipeline or
+  // resharding): the schedule and its bubble, the time in exchanges, the refit's bytes.
+  const std::string& step_note() const { return step_note_; }
+
+  // Where the progress of long phases goes (rank 0's ProgressLine; null elsewhere and by default: none). Must
+  // outlive the trainer's steps.
+  void set_progress(ProgressLine* progress);
 
   // Collective over the data-parallel ranks, once after construction (outside agreed(): it communicates):
   // NCCL communicators and the data-parallel optimizer. Releases the host copy of the initial weights.
@@ -73,9 +84,19 @@ class GrpoTrainer {
     Tensor exp_avg, exp_avg_sq;
     int optimizer_step = 0;
   };
+  // Validation ([validation]; rl/validation.h): its settings and the held-out problems read at construction.
+  const ValidationSettings& validation() const { return val_; }
+  int64_t validation_problems() const { return int64_t(val_prompts_.size()); }
+  // Collective: generates the held-out problems' completions with the current generation weights (sharded over the
+  // data-parallel ranks like a step's prompts), scores them with the training reward and returns the metrics
+  // (meaningful on rank 0) for the row of `step` (the steps trained so far). Touches neither the training data's
+  // cursor nor any random stream of training.
+  StepRow validate(int64_t step);
+
   // Collective: the whole training state onto rank 0 (the distributed optimizer gathers its shards).
   Snapshot snapshot();
-  // Rank 0: the checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json.
+  // Rank 0: the checkpoint payload: config.json + model.safetensors (f32), optimizer.safetensors, state.json, and
+  // (checkpoint.hf_folder) hf/, a ready Hugging Face model folder.
   void save(const std::string& folder, int64_t step, const Snapshot& snap) const;
   // Collective: restores weights (training and generation copies), optimizer and data cursor; returns the
   // checkpoint's step.
@@ -85,33 +106,61 @@ class GrpoTrainer {
   struct StepState;
   void build_model(const Config& c);
   void build_data(const Config& c);
+  DataOptions data_options(const Config& c) const;  // [data] as make_data takes it
+  void build_validation(const Config& c);
   std::vector<int32_t> encode_prompt(const Prompt& p) const;
   void phase_generation(StepState& st);
   void phase_reward(StepState& st);
+  // Scores st.samples[begin..] on the generation replica that made them (rl/grpo_trainer_reward.cpp): collective
+  // over the world (a failing reward ends every rank with its message) and over the replica (its first rank scores,
+  // the others take its results).
+  void score_samples(StepState& st, size_t begin);
+  // The step's reward (the user's program or plug-in, or the data's own) on the replica's first rank, its results
+  // on every rank of the replica. Collective as score_samples.
+  std::vector<RewardResult> score_queries(const std::vector<RewardQuery>& queries);
   void phase_logprob(StepState& st);
   void phase_training(StepState& st);
   void phase_refit(StepState& st);
+  // A generation layout of its own: the replica's counts made world totals, then the samples moved to the
+  // data-parallel ranks that train them (rl/rollout_exchange.h).
+  void move_rollouts_to_trainers(StepState& st);
   // An optimizer step whose gradient norm was not finite (the engine skipped it): counted, logged, and the end of
   // the run after train.max_nonfinite_updates in a row.
   void note_nonfinite_update(StepState& st, double norm);
   void record(StepState& st, StepRow& row, int64_t num_samples);
+  void set_layout_metrics(StepRow& row);
+  void write_hf_folder(const std::string& hf, const std::string& folder, const Snapshot& snap) const;
   void record_samples(const StepState& st, StepRow& row, int64_t num_samples);
+  void record_rollouts(const StepState& st, StepRow& row);  // rl/grpo_trainer_rollouts.cpp
 
   const ParallelState& ps_;
   GrpoSettings s_;
+  GenerationLayout gen_;  // the generation replicas (parallel/generation_layout.h)
+  // The replica's ranks when they are not a training tp group (generation.tp > 1 on a layout of its own): the
+  // group over which the replica's leader hands out its rewards.
+  std::unique_ptr<GenerationGroup> gen_group_;
+  Comm* scoring_group() const;  // the ranks that hold the same rollouts as this one where they are scored
   int64_t nonfinite_in_a_row_ = 0;  // skipped optimizer updates since the last applied one
   ModelConfig mc_;
   std::string model_path_;
+  bool random_weights_ = false;  // model.init = "random": model_path_'s shape, seeded random weights
+  std::string tokenizer_dir_;    // tokenizer.path of an hf tokenizer (its files go into checkpoints' hf/); else empty
   std::unique_ptr<Tokenizer> tok_;
   ChatSetup chat_;
   ChatOptions chat_options_;  // add_generation_prompt, enable_thinking
   std::string system_prompt_;
   DataSetup data_;
+  std::unique_ptr<BatchReward> reward_;  // on the ranks that score (a generation replica's first); null elsewhere
+  int64_t reward_batch_size_ = 0;        // reward.batch_size
+  ValidationSettings val_;
+  std::vector<Prompt> val_prompts_;  // every validation problem (each rank generates its shard)
 
   ModelWeights initial_;  // the initial fp32 weights, until connect()
   std::unique_ptr<PolicyEngine> engine_;
   StopCriteria stop_;
   PhaseTimer timer_;
+  std::string step_note_;
+  ProgressLine* progress_ = nullptr;
 };
 
 }  // namespace hone::rl

@@ -3,6 +3,8 @@
 //   config.json + model.safetensors   training weights in f32 (a Hugging Face folder; bitwise resume)
 //   optimizer.safetensors             AdamW exp_avg and exp_avg_sq, f32
 //   state.json                        step, data cursor, seed, optimizer step count (= the LR schedule position)
+//   hf/                               a ready Hugging Face folder (checkpoint.hf_folder): config.json, weights in
+//                                     checkpoint.dtype, generation_config.json, tokenizer files; never read back
 // The generation copy is restored from the training weights (they are equal after every refit); the reference
 // model is rebuilt from its source (model.path or the seeded random init), never checkpointed. Sampling needs no
 // RNG state: its counter-based draws are keyed by (seed, step, sample, position).
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "model/hf_folder.h"
 #include "model/safetensors.h"
 #include "rl/checkpoint_state.h"
 #include "rl/grpo_trainer.h"
@@ -67,6 +70,27 @@ void GrpoTrainer::save(const std::string& folder, int64_t step, const Snapshot& 
   st["optimizer_step"] = snap.optimizer_step;
   st["lr_schedule_step"] = snap.optimizer_step;
   write_file_durable((fs::path(folder) / "state.json").string(), st.dump(2) + "\n");
+  if (s_.checkpoint_hf_folder) write_hf_folder((fs::path(folder) / "hf").string(), folder, snap);
+}
+
+// The whole weights of the snapshot, as the checkpoint's own model.safetensors are written: in bf16 a second copy;
+// in f32 the same bytes, so hard links to them (a copy where the file system has no links).
+void GrpoTrainer::write_hf_folder(const std::string& hf, const std::string& folder, const Snapshot& snap) const {
+  if (s_.checkpoint_bf16) {
+    save_model(snap.master, mc_, hf, DType::bf16);
+  } else {
+    fs::create_directories(hf);
+    for (const auto& e : fs::directory_iterator(folder)) {
+      const std::string name = e.path().filename().string();
+      const bool weights = name.rfind("model", 0) == 0 &&
+                           (e.path().extension() == ".safetensors" || name == "model.safetensors.index.json");
+      if (!weights && name != "config.json") continue;
+      std::error_code ec;
+      fs::create_hard_link(e.path(), fs::path(hf) / name, ec);
+      if (ec) fs::copy_file(e.path(), fs::path(hf) / name, fs::copy_options::overwrite_existing);
+    }
+  }
+  write_hf_side_files(hf, mc_, model_path_, tokenizer_dir_, tok_->eos_id());
 }
 
 // Reading and checking the files is local to each rank (agreed: a bad file ends every rank with one message);

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "comm/host_collectives.h"
+#include "runtime/error.h"
 #include "io/output_metrics.h"
 #include "rl/grpo_trainer_state.h"
 
@@ -14,6 +16,12 @@ namespace hone::rl {
 namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
 
 // Indices of the sums over ranks.
 enum SumIndex {
@@ -127,10 +135,10 @@ void set_phase_metrics(StepRow& row, const StepTotals& t, const std::vector<std:
 // Memory (the largest rank's): what the engine held at the peak of each phase: every parameter copy, gradients
 // and optimizer state, plus the KV cache for generation and the activation arenas for logprob and training; on
 // the GPU also the driver's count of device memory in use (workspaces and the CUDA context included).
-void set_memory_metrics(StepRow& row, const EngineMemory& em, Comm& dp) {
+void set_memory_metrics(StepRow& row, const EngineMemory& em, Comm& world) {
   double mem[7] = {em.generation, em.idle, em.logprob, em.training, em.refit, 0, em.device};
   mem[5] = std::max({mem[0], mem[2], mem[3], mem[4]});
-  dp.all_reduce_max(mem, 7);
+  world.all_reduce_max(mem, 7);
   row.set("memory/peak_generation", mem[0]);
   row.set("memory/peak_reward", mem[1]);
   row.set("memory/peak_logprob", mem[2]);
@@ -138,6 +146,44 @@ void set_memory_metrics(StepRow& row, const EngineMemory& em, Comm& dp) {
   row.set("memory/peak_refit", mem[4]);
   row.set("memory/peak_total", mem[5]);
   if (mem[6] > 0) row.set("memory/device_peak", mem[6]);
+}
+
+// The reward's sub-scores: scores/<name>, the mean over the step's rollouts that have it. The names are whatever the
+// reward gave on any rank, so each rank sends its (name, sum, count) list to rank 0.
+void set_score_metrics(StepRow& row, const std::vector<GrpoSample>& samples, Comm& dp) {
+  std::map<std::string, std::pair<double, double>> mine;
+  for (const GrpoSample& s : samples)
+    for (const RewardScore& sc : s.scores) {
+      auto& [sum, count] = mine[sc.name];
+      sum += sc.value;
+      count += 1;
+    }
+  std::string bytes;
+  for (const auto& [name, sc] : mine) {
+    const uint32_t len = uint32_t(name.size());
+    bytes.append(reinterpret_cast<const char*>(&len), sizeof len);
+    bytes += name;
+    bytes.append(reinterpret_cast<const char*>(&sc.first), sizeof(double));
+    bytes.append(reinterpret_cast<const char*>(&sc.second), sizeof(double));
+  }
+  std::map<std::string, std::pair<double, double>> all;
+  for (const std::string& part : gather_strings(dp, bytes)) {
+    size_t at = 0;
+    while (at < part.size()) {
+      uint32_t len = 0;
+      std::memcpy(&len, part.data() + at, sizeof len);
+      at += sizeof len;
+      const std::string name = part.substr(at, len);
+      at += len;
+      double sum = 0, count = 0;
+      std::memcpy(&sum, part.data() + at, sizeof sum);
+      std::memcpy(&count, part.data() + at + sizeof sum, sizeof count);
+      at += 2 * sizeof(double);
+      all[name].first += sum;
+      all[name].second += count;
+    }
+  }
+  for (const auto& [name, sc] : all) row.set("scores/" + name, sc.first / sc.second);
 }
 
 }  // namespace
@@ -158,10 +204,10 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   add_loss(t, st.loss, st.entropy_sum);
   reduce_over_ranks(t, ps_.dp());
 
-  // Phase times: the slowest rank's.
+  // Phase times: the slowest rank's (of any stage and shard).
   std::vector<double> times;
   for (const auto& p : step_phases()) times.push_back(timer_.seconds(p));
-  ps_.dp().all_reduce_max(times.data(), int64_t(times.size()));
+  ps_.world().all_reduce_max(times.data(), int64_t(times.size()));
 
   set_sample_metrics(row, t);
   set_loss_metrics(row, t, st.optimizer_steps, st.skipped_updates, st.grad_norm_sum, st.lr, s_.loss.kl_coef > 0);
@@ -175,10 +221,37 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   row.set("dynamic_sampling/groups", double(st.groups_kept_global));
   row.set("prompts_too_long", sum[kTooLong]);
   row.set("microbatches", double(st.microbatches));
+  set_score_metrics(row, st.samples, ps_.dp());
   set_phase_metrics(row, t, step_phases(), times);
-  set_memory_metrics(row, engine_->memory(), ps_.dp());
+  set_memory_metrics(row, engine_->memory(), ps_.world());
+  set_layout_metrics(row);
 
   if (num_samples > 0) record_samples(st, row, num_samples);
+  if (s_.all_rollouts) record_rollouts(st, row);
+}
+
+// The pipeline's bubble and exchanges, the resharding refit's bytes, the offload's time. Collective over the world.
+void GrpoTrainer::set_layout_metrics(StepRow& row) {
+  const EngineStepStats e = engine_->stats();
+  const double passes = e.pipeline_compute_s + e.pipeline_exchange_s;
+  const double bubble = e.pipeline_makespan > 0 ? 1.0 - e.pipeline_busy / e.pipeline_makespan : 0.0;
+  double mx[3] = {bubble, passes > 0 ? e.pipeline_exchange_s / passes : 0.0, e.offload_s};
+  ps_.world().all_reduce_max(mx, 3);
+  const double bytes = all_reduce_sum_value(ps_.world(), e.refit_bytes);
+  step_note_.clear();
+  if (ps_.pp_size() > 1) {
+    row.set("pipeline/bubble", mx[0]);
+    row.set("pipeline/exchange_fraction", mx[1]);
+    step_note_ = cat("pipeline: ", e.schedule, " over ", ps_.pp_size(), " stages, ", e.pipeline_microbatches,
+                     " micro-batches in ", e.pipeline_passes, e.pipeline_passes == 1 ? " pass" : " passes",
+                     " (rank 0): bubble ", fixed(mx[0], 3), " by the schedule, ", fixed(100 * mx[1], 1),
+                     "% of training in exchanges");
+  }
+  if (!gen_.same_as_training) {
+    row.set("refit/bytes", bytes);
+    step_note_ += cat(step_note_.empty() ? "" : "; ", "refit resharded ", fixed(bytes / 1e6, 3), " MB");
+  }
+  if (s_.offload_during_generation) row.set("time/offload", mx[2]);
 }
 
 namespace {

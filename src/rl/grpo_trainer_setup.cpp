@@ -5,8 +5,10 @@
 
 #include "config/config.h"
 #include "model/deck_model.h"
+#include "parallel/pp_check.h"
 #include "parallel/shard_io.h"
 #include "parallel/shard_weights.h"
+#include "reward/reward_setup.h"
 #include "rl/grpo_trainer.h"
 #include "rl/host_memory_plan.h"
 #include "runtime/error.h"
@@ -27,6 +29,18 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
       {"pg_loss", "1", "policy-gradient part of the loss"},
       {"kl_loss", "1", "kl_coef times the KL part of the loss"},
       {"microbatches", "1", "training micro-batches of this step on rank 0"},
+      {"pipeline/bubble", "1",
+       "pipeline parallelism: idle fraction of a stage's training time under the schedule this step ran (1F1B or "
+       "interleaved over its micro-batches; equal chunks, transfers free)"},
+      {"pipeline/exchange_fraction", "1",
+       "pipeline parallelism: share of the training passes a stage spent in activation and gradient exchanges, "
+       "waiting for its neighbours included (the largest rank's)"},
+      {"refit/bytes", "bytes",
+       "bytes the resharding refit moved between ranks this step (all ranks; 0 when generation runs on the "
+       "training layout)"},
+      {"time/offload", "s",
+       "train.offload_during_generation: seconds moving the idle training state to host memory and back (the "
+       "slowest rank's)"},
       {"memory/device_peak", "bytes",
        "GPU: device memory in use at the step's fullest point as the driver counts it (workspaces, CUDA context; the largest rank's)"},
   };
@@ -34,26 +48,33 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
 }
 
 GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
-    : ps_(parallel), s_(read_grpo_settings(c, parallel.dp_size())) {
+    : ps_(parallel),
+      s_(read_grpo_settings(c, parallel.dp_size())),
+      gen_(GenerationLayout::of(parallel.grid(), s_.generation_tp)) {
   build_model(c);
   // Before anything of the model is allocated: a CPU run that cannot fit in host memory ends now, with the numbers.
   if (!s_.cuda) check_host_memory(host_memory_plan(s_, mc_, ps_, model_path_.empty()));
   build_data(c);
+  build_validation(c);
 
   // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its
-  // roles (training/master, generation, reference when the KL term needs it).
-  // Under tensor parallelism, this rank's shard of them (parallel/shard_layout.h): read as slices of the files,
-  // so that no rank holds the whole model; a random init is drawn whole (the same values at every tp) and sliced.
-  if (ps_.tp_size() == 1) {
+  // roles (training/master, generation, reference when the KL term needs it). model.init = "random" draws them
+  // for model.path's config.json shape: its folder need hold no weights.
+  // Under tensor and pipeline parallelism, this rank's shard of its stage (parallel/shard_layout.h): read as slices
+  // of the files, so that no rank holds the whole model; a random init is drawn whole (the same values at every
+  // tp and pp) and sliced.
+  const bool load = !model_path_.empty() && !random_weights_;
+  if (ps_.tp_size() == 1 && ps_.pp_size() == 1) {
     initial_ = allocate_weights(mc_);
-    if (!model_path_.empty())
+    if (load)
       load_weights(initial_, mc_, model_path_);
     else
       init_random_weights(initial_, mc_, s_.seed, float(c.get_float("model.init_std")));
   } else {
-    const ShardLayout layout = ShardLayout::of(mc_, ps_.tp_size(), ps_.tp_rank());
+    const PipelineLayout pipe = deck_pipeline_layout(c, mc_.num_hidden_layers);
+    const ShardLayout layout = ShardLayout::of(mc_, ps_.tp_size(), ps_.tp_rank(), &pipe, ps_.pp_rank());
     initial_ = allocate_shard_weights(layout, mc_);
-    if (!model_path_.empty()) {
+    if (load) {
       load_shard_weights(initial_, layout, mc_, model_path_);
     } else {
       ModelWeights whole = allocate_weights(mc_);
@@ -77,6 +98,7 @@ void GrpoTrainer::build_model(const Config& c) {
   // Tokenizer first: a random-init vocabulary of 0 takes its size.
   const std::string kind = c.get_string("tokenizer.kind");
   model_path_ = c.get_string("model.path");
+  random_weights_ = c.get_string("model.init") == "random";
   std::string tok_path = c.has_value("tokenizer.path") ? c.get_string("tokenizer.path") : "";
   if (kind == "hf") {
     HONE_USER_CHECK(!tok_path.empty(), "tokenizer.path is empty: tokenizer.kind = \"hf\" needs a folder holding tokenizer.json (or a model.path)");
@@ -85,6 +107,7 @@ void GrpoTrainer::build_model(const Config& c) {
                     "\": no tokenizer.json in it");
   }
   tok_ = load_tokenizer(kind, tok_path);
+  if (kind == "hf") tokenizer_dir_ = tok_path;
   chat_ = ChatSetup(c.get_string("tokenizer.chat_format"), *tok_, kind == "hf" ? tok_path : "");
   system_prompt_ = c.get_string("tokenizer.system_prompt");
   if (const std::string thinking = c.get_string("tokenizer.enable_thinking"); thinking != "default")
@@ -95,6 +118,11 @@ void GrpoTrainer::build_model(const Config& c) {
     HONE_USER_CHECK(fs::exists(fs::path(model_path_) / "config.json"), "model.path = \"", model_path_,
                     "\": no config.json in it (a Hugging Face checkpoint folder is expected)");
     mc_ = load_model_config(model_path_);
+    const fs::path dir(model_path_);
+    HONE_USER_CHECK(random_weights_ || fs::exists(dir / "model.safetensors") ||
+                        fs::exists(dir / "model.safetensors.index.json"),
+                    "model.path = \"", model_path_, "\": no weights in it (model.safetensors or model.safetensors.index.json); "
+                    "set model.init = \"random\" to start from random weights of its config.json");
   } else {
     mc_ = random_init_model_config(c);
     if (mc_.vocab_size == 0) mc_.vocab_size = tok_->vocab_size();
@@ -139,6 +167,17 @@ std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
 }
 
 void GrpoTrainer::build_data(const Config& c) {
+  data_ = make_data(data_options(c), [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
+
+  // The step's reward: started (a program) or loaded (a plug-in) on the ranks that score: the first rank of each
+  // generation replica, where the rollouts are scored (rl/grpo_trainer_reward.cpp).
+  const RewardOptions ro = RewardOptions::from_config(c);
+  reward_batch_size_ = ro.batch_size;
+  if (gen_.tg > 1 && !gen_.same_as_training) gen_group_ = std::make_unique<GenerationGroup>(ps_.grid(), gen_.tg);
+  if (gen_.rank_in_replica(ps_.world_rank()) == 0) reward_ = make_reward(ro, data_.reward, ps_.world_rank());
+}
+
+DataOptions GrpoTrainer::data_options(const Config& c) const {
   DataOptions o;
   const std::string task = c.get_string("data.task");
   if (task == "jsonl") {
@@ -168,14 +207,17 @@ void GrpoTrainer::build_data(const Config& c) {
     o.synthetic.vocab_size = mc_.vocab_size;
     o.synthetic.seed = s_.seed;
   }
-  data_ = make_data(o, [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
+  o.math = math_reward_options(c);
+  return o;
 }
 
 std::string GrpoTrainer::describe() const {
-  return cat(model_path_.empty() ? std::string("random-init ") : "model " + model_path_ + ", ",
+  return cat(model_path_.empty() ? std::string("random-init ")
+             : random_weights_    ? "random-init model of " + model_path_ + "/config.json, "
+                                  : "model " + model_path_ + ", ",
              architecture_hf_name(mc_.arch), " with ", mc_.num_parameters(), " parameters (", mc_.num_hidden_layers,
              " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, ") on ", engine_->describe(), "; prompts: ",
-             data_.source->describe(), "; chat format: ", chat_.describe(), "; reward: ", data_.reward->name(), "; ", ps_.dp_size(), " data-parallel rank",
+             data_.source->describe(), "; chat format: ", chat_.describe(), "; reward: ", reward_ ? reward_->name() : data_.reward->name(), "; ", ps_.dp_size(), " data-parallel rank",
              ps_.dp_size() > 1 ? "s" : "");
 }
 

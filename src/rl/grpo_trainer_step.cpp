@@ -5,10 +5,19 @@
 
 #include "comm/host_collectives.h"
 #include "rl/grpo_trainer_state.h"
+#include "rl/rollout_exchange.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/progress.h"
 
 namespace hone::rl {
+
+void GrpoTrainer::set_progress(ProgressLine* progress) {
+  progress_ = progress;
+  GenerationProgressFn fn;
+  if (progress) fn = [progress](const GenerationProgress& g) { progress->update(g.finished, g.total, g.generated_tokens); };
+  engine_->set_generation_progress(std::move(fn));
+}
 
 StepRow GrpoTrainer::step(int64_t step, int64_t num_samples) {
   timer_.clear();
@@ -30,31 +39,30 @@ StepRow GrpoTrainer::step(int64_t step, int64_t num_samples) {
 
 namespace {
 
-void score_samples(const RewardFunction& reward, const std::vector<Prompt>& prompts, std::vector<GrpoSample>& samples,
-                   size_t begin) {
-  for (size_t i = begin; i < samples.size(); ++i) {
-    GrpoSample& s = samples[i];
-    const RewardResult r = reward.score(prompts[size_t(s.prompt_index)], s.rollout.text);
-    s.reward = r.reward;
-    s.correct = r.correct;
-  }
-}
-
 bool group_has_signal(const std::vector<GrpoSample>& samples, size_t begin, size_t G) {
   for (size_t g = 1; g < G; ++g)
     if (samples[begin + g].reward != samples[begin].reward) return true;
   return false;
 }
 
+// A value of every generation replica, in replica order (its members hold the same: the leader's is taken).
+std::vector<int64_t> per_replica(Comm& world, const GenerationLayout& gen, int64_t v) {
+  const std::vector<int64_t> all = all_gather_value(world, v);
+  std::vector<int64_t> out;
+  for (int j = 0; j < gen.replicas(); ++j) out.push_back(all[size_t(gen.leader(j))]);
+  return out;
+}
+
 }  // namespace
 
-// Generation: this rank's share of the step's prompts, G samples each, every sample keyed by its global index so
-// a rollout does not depend on the rank count. Dynamic sampling scores each batch at once and keeps only groups
-// with signal, drawing more batches until num_prompts_per_step groups are collected (over all ranks) or the
-// batch limit is reached.
+// Generation: this replica's share of the step's prompts (parallel/generation_layout.h: the data-parallel ranks'
+// share, when generation runs on the training layout), G samples each, every sample keyed by its global index so
+// a rollout does not depend on the layout. Dynamic sampling scores each batch at once and keeps only groups with
+// signal, drawing more batches until num_prompts_per_step groups are collected (over all replicas) or the batch
+// limit is reached. A generation layout of its own then moves the samples to the ranks that train them.
 void GrpoTrainer::phase_generation(StepState& st) {
   const int64_t P = s_.prompts_per_step, G = s_.generations;
-  const int rank = ps_.dp_rank(), size = ps_.dp_size();
+  const int rank = gen_.replica(ps_.world_rank()), size = gen_.replicas();
   const ShardRange shard = shard_range(P, rank, size);
   const DecodeFunction decode = [this](const std::vector<int32_t>& ids) { return tok_->decode(ids, true); };
   const int64_t max_batches = s_.dynamic_sampling ? s_.dynamic_max_batches : 1;
@@ -77,9 +85,12 @@ void GrpoTrainer::phase_generation(StepState& st) {
       st.prompts.push_back(std::move(batch[i]));
     }
     std::vector<Rollout> rollouts;
+    if (progress_) progress_->begin(cat("step ", st.step, " generation", b > 0 ? cat(" (batch ", b + 1, ")") : "",
+                                        size > 1 ? " on rank 0" : ""), "sequences");
     if (!requests.empty())
       rollouts = engine_->generate(requests, s_.sampling, stop_, s_.seed, uint32_t(st.step),
                                    int(s_.max_total_sequence_length), decode);
+    if (progress_) progress_->end();
     const size_t first_sample = st.samples.size();
     for (size_t k = 0; k < rollouts.size(); ++k) {
       GrpoSample s;
@@ -96,13 +107,13 @@ void GrpoTrainer::phase_generation(StepState& st) {
     // Dynamic sampling: score now, keep the groups with signal whose global order is below P.
     timer_.stop("generation");
     timer_.start("reward");
-    score_samples(*data_.reward, st.prompts, st.samples, first_sample);
+    score_samples(st, first_sample);
     timer_.stop("reward");
     std::vector<int64_t> signal;  // group index within this batch
     for (int64_t gi = 0; gi < groups; ++gi)
       if (group_has_signal(st.samples, first_sample + size_t(gi * G), size_t(G))) signal.push_back(gi);
     st.groups_zero_variance += groups - int64_t(signal.size());
-    const std::vector<int64_t> counts = all_gather_value(ps_.dp(), int64_t(signal.size()));
+    const std::vector<int64_t> counts = per_replica(ps_.world(), gen_, int64_t(signal.size()));
     int64_t order = st.groups_kept_global;
     for (int r = 0; r < rank; ++r) order += counts[size_t(r)];
     int64_t total_signal = 0;
@@ -124,10 +135,40 @@ void GrpoTrainer::phase_generation(StepState& st) {
     if (st.groups_kept_global >= P) break;
   }
   engine_->end_generation();
-  timer_.stop("generation");
   st.scored = s_.dynamic_sampling;
-  if (!s_.dynamic_sampling) st.groups_kept_global = all_reduce_sum_value(ps_.dp(), int64_t(st.groups_generated));
+  if (!s_.dynamic_sampling) {
+    int64_t groups = 0;
+    for (int64_t n : per_replica(ps_.world(), gen_, st.groups_generated)) groups += n;
+    st.groups_kept_global = groups;
+  }
+  if (!gen_.same_as_training) move_rollouts_to_trainers(st);
+  timer_.stop("generation");
   for (size_t i = 0; i < st.samples.size(); i += size_t(G)) st.prompt_tokens += int64_t(st.samples[i].rollout.prompt.size());
+}
+
+void GrpoTrainer::move_rollouts_to_trainers(StepState& st) {
+  const int64_t G = s_.generations;
+  if (!st.scored) {  // scored where the prompts are (their answers stay on the replica)
+    timer_.stop("generation");
+    timer_.start("reward");
+    score_samples(st, 0);
+    for (size_t i = 0; i < st.samples.size(); i += size_t(G))
+      if (!group_has_signal(st.samples, i, size_t(G))) ++st.groups_zero_variance;
+    st.scored = true;
+    timer_.stop("reward");
+    timer_.start("generation");
+  }
+  // The replica's counts as world totals, kept by data-parallel rank 0 alone: the step's metrics sum them over dp.
+  int64_t counts[4] = {st.groups_generated, st.groups_zero_variance, st.prompts_too_long, st.generated_tokens_all};
+  for (int64_t& c : counts) {
+    int64_t total = 0;
+    for (int64_t n : per_replica(ps_.world(), gen_, c)) total += n;
+    c = ps_.dp_rank() == 0 ? total : 0;
+  }
+  st.groups_generated = counts[0], st.groups_zero_variance = counts[1];
+  st.prompts_too_long = counts[2], st.generated_tokens_all = counts[3];
+  st.samples = exchange_rollouts(st.samples, gen_, ps_.grid(), s_.prompts_per_step, G, ps_.world());
+  st.prompts.clear();
 }
 
 // Reward: score the completions (unless dynamic sampling did already), then group-relative advantages.
@@ -135,7 +176,7 @@ void GrpoTrainer::phase_reward(StepState& st) {
   auto scope = timer_.scope("reward");
   const int64_t G = s_.generations;
   if (!st.scored) {
-    score_samples(*data_.reward, st.prompts, st.samples, 0);
+    score_samples(st, 0);
     for (size_t i = 0; i < st.samples.size(); i += size_t(G))
       if (!group_has_signal(st.samples, i, size_t(G))) ++st.groups_zero_variance;
   }
@@ -150,7 +191,8 @@ void GrpoTrainer::phase_reward(StepState& st) {
 }
 
 // Logprob: previous-policy logprobs with the training weights (skipped when exactly on-policy) and reference
-// logprobs with the frozen reference weights (only when kl_coef > 0), over packed micro-batches.
+// logprobs with the frozen reference weights (only when kl_coef > 0), over packed micro-batches: one pass of all of
+// them per role (under pipeline parallelism a forward-only pipelined pass).
 void GrpoTrainer::phase_logprob(StepState& st) {
   auto scope = timer_.scope("logprob");
   const bool need_old = !s_.skip_prev_logprobs(), need_ref = s_.loss.kl_coef > 0;
@@ -158,20 +200,31 @@ void GrpoTrainer::phase_logprob(StepState& st) {
   std::vector<int64_t> all(st.samples.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
   const float T = s_.sampling.temperature;
+  std::vector<MicroBatch> mbs;
+  std::vector<const PackedBatch*> batches;
   for (const auto& bin : pack_samples(st.samples, all, s_.max_tokens_per_microbatch)) {
-    const MicroBatch mb = build_micro_batch(st.samples, bin);
-    st.logprob_tokens += mb.batch.num_tokens();
-    if (need_old) {
-      const float* lp = engine_->logprobs(PolicyEngine::Role::policy, mb.batch, T).data();
-      for (int q = 0; q < mb.batch.num_seqs(); ++q)
-        st.samples[size_t(mb.samples[size_t(q)])].old_logprobs = completion_values(mb, q, lp, st.samples);
-    }
-    if (need_ref) {
-      const float* lp = engine_->logprobs(PolicyEngine::Role::reference, mb.batch, T).data();
-      for (int q = 0; q < mb.batch.num_seqs(); ++q)
-        st.samples[size_t(mb.samples[size_t(q)])].ref_logprobs = completion_values(mb, q, lp, st.samples);
+    mbs.push_back(build_micro_batch(st.samples, bin));
+    st.logprob_tokens += mbs.back().batch.num_tokens();
+  }
+  for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
+  const int passes = int(need_old) + int(need_ref);
+  if (progress_ && passes > 0)
+    progress_->begin(cat("step ", st.step, " logprob", ps_.dp_size() > 1 ? " on rank 0" : ""), "passes");
+  int pass = 0;
+  for (const auto role : {PolicyEngine::Role::policy, PolicyEngine::Role::reference}) {
+    if (role == PolicyEngine::Role::policy ? !need_old : !need_ref) continue;
+    if (progress_) progress_->update(pass++, passes, 0);
+    const std::vector<std::vector<float>> lp = engine_->logprobs_batches(role, batches, T);
+    for (size_t i = 0; i < mbs.size(); ++i) {
+      const MicroBatch& mb = mbs[i];
+      for (int q = 0; q < mb.batch.num_seqs(); ++q) {
+        GrpoSample& s = st.samples[size_t(mb.samples[size_t(q)])];
+        (role == PolicyEngine::Role::policy ? s.old_logprobs : s.ref_logprobs) =
+            completion_values(mb, q, lp[i].data(), st.samples);
+      }
     }
   }
+  if (progress_) progress_->end();
 }
 
 // Training: the step's rollouts in train.global_batch_size chunks (by global position), one optimizer step each:
@@ -184,7 +237,9 @@ void GrpoTrainer::phase_training(StepState& st) {
   loss.config = s_.loss;
   loss.temperature = s_.sampling.temperature;
   loss.on_policy = s_.skip_prev_logprobs();
+  if (progress_) progress_->begin(cat("step ", st.step, " training"), "optimizer steps");
   for (int64_t k = 0; k < K; ++k) {
+    if (progress_) progress_->update(k, K, st.training_tokens);
     std::vector<int64_t> which;
     for (size_t i = 0; i < st.samples.size(); ++i)
       if (st.samples[i].position >= k * B && st.samples[i].position < (k + 1) * B) which.push_back(int64_t(i));
@@ -219,6 +274,7 @@ void GrpoTrainer::phase_training(StepState& st) {
       note_nonfinite_update(st, norm);
     }
   }
+  if (progress_) progress_->end();
 }
 
 void GrpoTrainer::note_nonfinite_update(StepState& st, double norm) {

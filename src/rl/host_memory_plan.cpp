@@ -93,11 +93,11 @@ HostMemoryPlan host_memory_plan(const GrpoSettings& s, const ModelConfig& c, int
   const bool sp = tp > 1 && s.sequence_parallel;
   const int Tl = sp ? (T + tp - 1) / tp : T;  // a batch tp does not divide is padded
   const LayerShape shape = layer_shape(c, tp, 0);
-  const int recomputed = s.activation_recompute ? c.num_hidden_layers : 0;
   p.microbatch_tokens = T;
-  p.activations = 4.0 * double(Transformer::forward_floats(c, shape, T, Tl, recomputed) +
+  p.activations = 4.0 * double(Transformer::forward_floats(c, shape, T, Tl, s.recompute) +
                                Transformer::backward_floats(c, shape, T, Tl));
-  if (p.reference) p.reference_activations = 4.0 * double(Transformer::forward_floats(c, shape, T, Tl, 0));
+  if (p.reference)
+    p.reference_activations = 4.0 * double(Transformer::forward_floats(c, shape, T, Tl, Recompute::none));
   // The generator's wave: up to 256 sequences of this rank, each at least one prompt token and max_new_tokens long.
   const int64_t slots = std::min<int64_t>(256, rollouts);
   const int64_t len = std::min(s.max_total_sequence_length, 1 + s.max_new_tokens);
@@ -150,7 +150,7 @@ std::string host_memory_refusal(const HostMemoryPlan& p, double available, const
                   : "more ranks with train.distributed_optimizer = true, ";
   if (p.reference) m += "loss.kl_coef = 0 (no reference copy), ";
   if (p.ranks_on_host > 1) m += "fewer ranks per host, ";
-  m += "train.activation_recompute = true or a smaller train.max_tokens_per_microbatch, or a smaller model";
+  m += "train.recompute = \"full\" or a smaller train.max_tokens_per_microbatch, or a smaller model";
   return m;
 }
 

@@ -18,6 +18,7 @@
 
 #include "comm/parallel_state.h"
 #include "generation/cpu_generator.h"
+#include "generation/generation_progress.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
 #include "model/weights.h"
@@ -33,6 +34,19 @@ namespace hone::rl {
 struct EngineMemory {
   double generation = 0, logprob = 0, training = 0, refit = 0, idle = 0;
   double device = 0;  // GPU: the driver's count of device memory in use at the fullest point seen (0 on the CPU)
+};
+
+// What the parallel layouts cost this rank in the last step (zeros without pipeline or resharding).
+struct EngineStepStats {
+  int pipeline_passes = 0;           // training passes (optimizer steps) through the pipeline
+  int pipeline_microbatches = 0;     // their micro-batches
+  double pipeline_makespan = 0;      // their schedules simulated (parallel/pipeline_simulation.h): time units
+  double pipeline_busy = 0;          // ... of which a stage computes (the bubble: 1 - busy / makespan)
+  double pipeline_compute_s = 0;     // training passes: time in forwards and backwards
+  double pipeline_exchange_s = 0;    // ... and in activation and gradient exchanges (waiting included)
+  double refit_bytes = 0;            // received from other ranks by the resharding refit
+  double offload_s = 0;              // train.offload_during_generation: moving idle state out and back
+  std::string schedule;              // "1F1B", "interleaved 1F1B (vpp 2)"; empty without pipeline
 };
 
 class PolicyEngine {
@@ -52,11 +66,24 @@ class PolicyEngine {
                                         const StopCriteria& stop, uint64_t seed, uint32_t step,
                                         int max_total_sequence_length, const DecodeFunction& decode) = 0;
   virtual void end_generation() {}  // frees what generation held (the GPU KV cache)
+  // Called after every batched pass of later generate() calls, with the call's progress (empty: none).
+  virtual void set_generation_progress(GenerationProgressFn fn) = 0;
 
   // ---- logprob phase: per-row logprobs of the packed batch (0 where targets < 0), host memory valid until the
   // next call.
   enum class Role { policy, reference };
   virtual std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) = 0;
+  // The logprobs of every micro-batch of a pass, on every rank (under pipeline parallelism one forward-only pass
+  // through the stages, broadcast from the last). The default calls logprobs() per batch.
+  virtual std::vector<std::vector<float>> logprobs_batches(Role role, const std::vector<const PackedBatch*>& batches,
+                                                           float temperature) {
+    std::vector<std::vector<float>> out;
+    for (const PackedBatch* b : batches) {
+      const std::span<const float> lp = logprobs(role, *b, temperature);
+      out.emplace_back(lp.begin(), lp.end());
+    }
+    return out;
+  }
 
   // ---- training ----
   // One optimizer step's gradient: zeroes the gradients, then per micro-batch the forward (with entropy), the
@@ -77,7 +104,8 @@ class PolicyEngine {
   virtual void refit() = 0;
 
   virtual EngineMemory memory() const = 0;
-  virtual void reset_memory() = 0;  // start of a step
+  virtual void reset_memory() = 0;  // start of a step (also resets stats())
+  virtual EngineStepStats stats() const { return {}; }
 
   // ---- checkpoints (the dp-independent state: whole weights and moments, whatever the optimizer's sharding) ----
   // Collective over the data-parallel ranks: host copies of the fp32 master weights and the AdamW moments

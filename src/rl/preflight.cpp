@@ -21,6 +21,8 @@
 #include "model/model_config.h"
 #include "model/param_table.h"
 #include "model/safetensors.h"
+#include "parallel/generation_layout.h"
+#include "parallel/pp_check.h"
 #include "rl/device_memory_plan.h"
 #include "rl/grpo_settings.h"
 #include "rl/host_memory_plan.h"
@@ -98,7 +100,8 @@ std::string writable_folder_problem(const std::string& dir) {
 std::string check_weight_files(const std::string& dir, const ModelConfig& m, std::string* problem) {
   const bool indexed = fs::exists(fs::path(dir) / "model.safetensors.index.json");
   if (!indexed && !fs::exists(fs::path(dir) / "model.safetensors")) {
-    *problem = "no model.safetensors (or model.safetensors.index.json) in it";
+    *problem = "no model.safetensors (or model.safetensors.index.json) in it; set model.init = \"random\" to start "
+               "from random weights of its config.json";
     return {};
   }
   try {
@@ -146,6 +149,8 @@ class Preflight {
     attempt([&] { check_model(); });
     if (model_ && tokenizer_) check_model_against_deck();
     attempt([&] { check_data(); });
+    attempt([&] { check_reward(); });
+    attempt([&] { check_validation_data(); });
     attempt([&] { check_folders(); });
     attempt([&] { check_layout(); });
     if (model_ && grid_) attempt([&] { report_memory(); });
@@ -189,8 +194,7 @@ class Preflight {
       throw UserError(about(c_, "model.path", e.what()));
     }
     std::string weights = "weights not read: the run starts from random weights";
-    const KeySpec* init = find_key_spec("model.init");  // a config.json alone may start from random weights
-    if (!init || !c_.has_value("model.init") || c_.get_string("model.init") != "random") {
+    if (c_.get_string("model.init") != "random") {  // a config.json alone may start from random weights
       std::string problem;
       weights = check_weight_files(path, *model_, &problem);
       HONE_USER_CHECK(problem.empty(), about(c_, "model.path", problem));
@@ -274,6 +278,35 @@ class Preflight {
                      skipped ? cat(", ", skipped, " bad lines skipped") : std::string()));
   }
 
+  // The user's reward is neither started nor loaded here (nothing runs): the plug-in must be a readable file.
+  void check_reward() {
+    const std::string command = c_.get_string("reward.command"), library = c_.get_string("reward.library");
+    if (!library.empty()) {
+      std::error_code ec;
+      HONE_USER_CHECK(fs::exists(library, ec), about(c_, "reward.library", "no such file"));
+      std::string why;
+      HONE_USER_CHECK(readable_file(library, &why), about(c_, "reward.library", why));
+      line("reward", cat("plug-in ", library, " (loaded when the run starts)"));
+    } else if (!command.empty()) {
+      line("reward", cat("the program `", command, "` (started when the run starts; not tried here)"));
+    } else {
+      line("reward", c_.get_string("data.task") == "jsonl" ? std::string("the math answer checker")
+                                                          : cat("the ", c_.get_string("data.task"), " task's checker"));
+    }
+  }
+
+  // The held-out problems' file, when validation is on and reads one (a synthetic task needs none).
+  void check_validation_data() {
+    const std::string path = c_.get_string("validation.path");
+    if (!(c_.get_int("validation.every") > 0 || c_.get_bool("validation.at_start")) || path.empty()) return;
+    std::error_code ec;
+    HONE_USER_CHECK(fs::exists(path, ec), about(c_, "validation.path", "no such file"));
+    std::string why;
+    HONE_USER_CHECK(readable_file(path, &why), about(c_, "validation.path", why));
+    line("validation", cat(path, ", every ", c_.get_int("validation.every"), " steps",
+                           c_.get_bool("validation.at_start") ? " and at the start" : ""));
+  }
+
   void check_folders() {
     const std::string out = c_.get_string("output.dir"), ck = c_.get_string("checkpoint.dir");
     std::string problem = writable_folder_problem(out);
@@ -292,8 +325,9 @@ class Preflight {
   void check_layout() {
     grid_ = read_rank_grid(c_, ranks_);  // tp and pp supported, tp divides the model, the ranks divide
     read_grpo_settings(c_, grid_->dp());  // the batch sizes against the data-parallel ranks
-    line("layout", cat(ranks_, ranks_ == 1 ? " rank" : " ranks", ": dp ", grid_->dp(), " x tp ", grid_->tp(), " x pp ",
-                       grid_->pp(), ", run.device = ", c_.get_string("run.device")));
+    line("layout", cat(ranks_, ranks_ == 1 ? " rank" : " ranks", ": dp ", grid_->dp(), " x tp ", grid_->tp(),
+                       grid_->cp() > 1 ? cat(" x cp ", grid_->cp()) : std::string(), " x pp ", grid_->pp(),
+                       ", run.device = ", c_.get_string("run.device")));
   }
 
   // The GPU memory planner's count for one rank (rl/device_memory_plan.h), without the activations: their size
@@ -302,16 +336,23 @@ class Preflight {
     const ModelConfig& m = *model_;
     if (c_.get_string("run.device") == "cpu") return report_host_memory();
     DeviceMemoryPlan plan;
-    set_tensor_parallel(plan, m, grid_->tp());
-    plan.dp = grid_->dp();
+    const PipelineLayout pipe = deck_pipeline_layout(c_, m.num_hidden_layers);
+    set_tensor_parallel(plan, m, grid_->tp(), &pipe);
+    set_generation_layout(plan, m, deck_generation_tp(c_),
+                          GenerationLayout::of(*grid_, deck_generation_tp(c_)).same_as_training);
+    plan.dp = grid_->dp() * grid_->cp();  // the optimizer's group: dp, x cp under context parallelism
+    plan.cp = grid_->cp();
     plan.distributed = c_.get_bool("train.distributed_optimizer") && plan.dp > 1;
     plan.offload = c_.get_bool("train.optimizer_offload");
+    plan.offload_during_generation = c_.get_bool("train.offload_during_generation");
     plan.microbatch_tokens = c_.get_int("train.max_tokens_per_microbatch");
     plan.kv_cache = c_.get_float("generation.kv_cache_gib") * double(int64_t(1) << 30);
     const double weights = 2.0 * double(plan.num_params);
     line("memory", cat("per GPU rank, at least: ", gib(weights), " bf16 weights + ", gib(plan.optimizer_state()),
                        " optimizer state", plan.distributed ? cat(" (1/", plan.dp, " shard)") : std::string(), " + ",
-                       gib(plan.gradients()), " fp32 gradients = ", gib(weights + plan.training()),
+                       gib(plan.gradients()), " fp32 gradients",
+                       plan.generation_copy > 0 ? cat(" + ", gib(plan.generation_copy), " generation copy") : std::string(),
+                       " = ", gib(weights + plan.training()),
                        " before the activations of a ", plan.microbatch_tokens,
                        "-token micro-batch; generation: ", gib(weights + plan.generation()),
                        plan.kv_cache > 0 ? " with the KV cache" : " before the KV cache"));

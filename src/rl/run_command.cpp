@@ -30,6 +30,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/mpi_watchdog.h"
+#include "runtime/progress.h"
 #include "runtime/runtime.h"
 #include "runtime/signals.h"
 #include "runtime/version.h"
@@ -120,7 +121,7 @@ std::string resolved_deck_text(const Config& cfg) {
 std::string run_header(const Config& cfg, const ParallelState& ps) {
   const std::string path = cfg.get_string("model.path");
   const std::string model =
-      !path.empty() ? path
+      !path.empty() ? path + (cfg.get_string("model.init") == "random" ? " (its config.json; random weights)" : "")
                     : cat("random init, ", cfg.get_string("model.architecture"), " (", cfg.get_int("model.num_layers"),
                           " layers, hidden ", cfg.get_int("model.hidden_size"), ")");
   const std::string h5 = cat(cfg.get_string("output.dir"), "/", cfg.get_string("run.name"), ".h5");
@@ -155,12 +156,17 @@ int run_run(const std::vector<std::string>& args) {
   const ParallelState ps(agreed([&] { return read_rank_grid(cfg, world_size()); }));
   print_rank0(run_header(cfg, ps));
   if (echo_deck) print_rank0(resolved_deck_text(cfg) + "\n");
+  // Rank 0 alone shows the progress of long phases (declared before the trainer, which points to it).
+  std::unique_ptr<ProgressLine> progress;
+  if (ps.world_rank() == 0 && cfg.get_float("run.progress_every_s") > 0)
+    progress = std::make_unique<ProgressLine>(ProgressOptions::for_stdout(cfg.get_float("run.progress_every_s")));
   // Every input is read and checked before anything on disk changes.
   std::unique_ptr<GrpoTrainer> trainer = agreed([&] {
     const Activity activity("setting up the run (tokenizer, model, prompts)");
     return std::make_unique<GrpoTrainer>(cfg, ps);
   });
   const GrpoSettings& s = trainer->settings();
+  trainer->set_progress(progress.get());
   trainer->connect();  // every rank built its trainer: now the communicators and the data-parallel optimizer
 
   const CheckpointOptions copt = CheckpointOptions::from_config(cfg);
@@ -178,6 +184,12 @@ int run_run(const std::vector<std::string>& args) {
     log_info("resuming from ", resume_from, " (step ", done, ")");
   }
   log_info(trainer->describe());
+  const ValidationSettings& val = trainer->validation();
+  if (val.enabled())
+    log_info("validation: ", trainer->validation_problems(), " problems x ", val.generations, ", ",
+             val.sampling.greedy ? std::string("greedy") : cat("temperature ", val.sampling.temperature), ", from ",
+             val.path.empty() ? cat("data.task under validation.seed ", val.seed) : val.path,
+             val.at_start ? ", at the start" : "", val.every > 0 ? cat(", every ", val.every, " steps") : "");
   if (out) log_info("output: ", out->path());
 
   install_stop_handlers();
@@ -194,6 +206,14 @@ int run_run(const std::vector<std::string>& args) {
     log_info("checkpoint: ", where.empty() ? copt.dir : where);
   };
 
+  // A validation follows its step (and precedes the step's checkpoint, so a resumed run keeps it).
+  auto validate = [&](int64_t step) {
+    const Activity activity(cat("validating after step ", step));
+    const StepRow vrow = trainer->validate(step);  // collective
+    if (out) out->append_validation(vrow);
+    print_rank0(format_validation_line(vrow, val.generations) + "\n");
+  };
+  if (val.at_start && done == 0) validate(0);
   print_rank0(step_line_header() + "\n");
   int64_t last_saved = done;
   for (int64_t step = done + 1; step <= s.max_steps; ++step) {
@@ -201,8 +221,16 @@ int run_run(const std::vector<std::string>& args) {
     const int64_t nsamples = s.sample_every > 0 && step % s.sample_every == 0 ? s.num_samples : 0;
     const Activity activity(cat("running GRPO step ", step));
     const StepRow row = trainer->step(step, nsamples);
-    if (out) out->append(row);
+    if (out) {
+      for (const auto& [name, value] : row.values())  // the reward's sub-scores, named by the reward
+        if (name.rfind("scores/", 0) == 0)
+          out->declare_metric(name, "1", cat("mean of the reward's sub-score '", name.substr(7),
+                                             "' over the step's rollouts that have it"));
+      out->append(row);
+    }
     print_rank0(format_step_line(row) + "\n");
+    if (!trainer->step_note().empty()) print_rank0("         " + trainer->step_note() + "\n");
+    if (val.due(step)) validate(step);
     if (s.checkpoint_every > 0 && step % s.checkpoint_every == 0) {
       checkpoint(step);
       last_saved = step;

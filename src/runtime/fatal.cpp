@@ -4,11 +4,14 @@
 #include <mpi.h>
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "runtime/activity.h"
 #include "runtime/agree.h"
@@ -52,10 +55,45 @@ bool all_ranks_arrive(MPI_Comm comm, double seconds) {
   }
 }
 
+// A failure noted by another thread (background_failure), and whether the main thread has reached fatal_exit.
+struct BackgroundFailure {
+  std::mutex mutex;
+  std::optional<std::string> message;
+  std::atomic<bool> main_exiting{false};
+};
+BackgroundFailure& background() {
+  static BackgroundFailure b;
+  return b;
+}
+
 }  // namespace
 
-void fatal_exit(int exit_code, const std::string& message, bool collective) {
+void background_failure(int exit_code, const std::string& message, double grace_s) {
+  BackgroundFailure& b = background();
+  {
+    std::lock_guard<std::mutex> lock(b.mutex);
+    if (!b.message) b.message = message;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+  while (!b.main_exiting.load()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fflush(stdout);
+      print_error(world_size() > 1 ? cat("[rank ", world_rank(), "] ") : std::string(), message);
+      std::_Exit(exit_code);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void fatal_exit(int exit_code, const std::string& reported, bool collective) {
   std::fflush(stdout);
+  std::string message = reported;
+  {
+    BackgroundFailure& b = background();
+    std::lock_guard<std::mutex> lock(b.mutex);
+    b.main_exiting = true;
+    if (b.message) message = *b.message;  // the cause, found by another thread
+  }
   if (!mpi_active() || world_size() <= 1) {
     print_error("", message);
     std::exit(exit_code);

@@ -54,6 +54,14 @@ int run_guarded(bool uses_mpi, int* argc, char*** argv, const std::function<int(
 // With one rank (or no MPI) it prints and exits at once.
 [[noreturn]] void fatal_exit(int exit_code, const std::string& message, bool collective);
 
+// A fatal failure found on a thread other than the main one (the NCCL watchdog of a stream-ordered communicator),
+// which may not end the run itself: MPI belongs to the main thread. The message is kept, and the main thread's
+// fatal_exit reports it in place of the error the main thread ends with (most likely a consequence of it, such as
+// values read after an aborted collective). Returns once the main thread has reached fatal_exit; if it has not
+// within grace_s seconds (it may wait on the device for work that never ends), this rank prints the message with
+// its "[rank r] " prefix and exits with exit_code alone (the launcher then ends the other ranks).
+void background_failure(int exit_code, const std::string& message, double grace_s);
+
 namespace detail {
 // Merges per-rank error messages for printing once: identical messages become one line, prefixed with the ranks
 // that had it ("[ranks 1-3,5] ") unless every rank of world_size had it. ranks[i] sent messages[i]; ranks ascend.

@@ -10,7 +10,14 @@ namespace hone {
 
 std::vector<int64_t> backward_ready_offsets(const ParamLayout& layout) {
   std::vector<int64_t> r;
-  for (int l = int(layout.layers.size()) - 1; l >= 0; --l) r.push_back(layout.layer_begin(l));
+  // A pipeline stage's layout lacks the other stages' layers: their backward never runs here, so the frontier
+  // stays where it was (the end of the buffer above the stage's last layer).
+  int64_t frontier = layout.num_params;
+  for (int l = int(layout.layers.size()) - 1; l >= 0; --l) {
+    const int64_t b = layout.layer_begin(l);
+    if (b < frontier) frontier = b;
+    r.push_back(frontier);
+  }
   r.push_back(0);
   return r;
 }

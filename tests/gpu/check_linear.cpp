@@ -66,8 +66,9 @@ struct BackwardResult {
   double dx, dw, dbias;
 };
 
-// Runs both backward passes with pre-filled accumulators; with_dx = false passes a null dx to the GPU.
-BackwardResult run_linear_backward(const test::OpShape& s, bool with_dx, std::mt19937_64& rng) {
+// Runs both backward passes with pre-filled accumulators; with_dx = false passes a null dx to the GPU, with_dw =
+// false a null dw and dbias (the input gradient alone, as the tensor-parallel layers ask for a few rows of it).
+BackwardResult run_linear_backward(const test::OpShape& s, bool with_dx, std::mt19937_64& rng, bool with_dw = true) {
   const int T = int(s[0]), IC = int(s[1]), OC = int(s[2]);
   const bool with_bias = s[3] != 0;
   auto x = test::random_vector(int64_t(T) * IC, rng);
@@ -87,12 +88,13 @@ BackwardResult run_linear_backward(const test::OpShape& s, bool with_dx, std::mt
   d_dw.upload(dw0);
   d_db.upload(db0);
   CUDA_CHECK(cudaDeviceSynchronize());
-  hone::cuda::linear_backward(with_dx ? d_dx.get() : nullptr, d_dw.get(), with_bias ? d_db.get() : nullptr,
-                              d_dout.get(), d_x.get(), d_w.get(), T, IC, OC, gpu());
+  hone::cuda::linear_backward(with_dx ? d_dx.get() : nullptr, with_dw ? d_dw.get() : nullptr,
+                              with_bias && with_dw ? d_db.get() : nullptr, d_dout.get(), d_x.get(), d_w.get(), T, IC,
+                              OC, gpu());
   BackwardResult r{};
   r.dx = err(d_dx.download(), with_dx ? plus(dx0, inc_dx) : dx0);  // a null dx must stay untouched
-  r.dw = err(d_dw.download(), plus(dw0, inc_dw));
-  r.dbias = err(d_db.download(), with_bias ? plus(db0, inc_db) : db0);
+  r.dw = err(d_dw.download(), with_dw ? plus(dw0, inc_dw) : dw0);  // and a null dw
+  r.dbias = err(d_db.download(), with_bias && with_dw ? plus(db0, inc_db) : db0);
   return r;
 }
 
@@ -105,12 +107,20 @@ double check_linear_backward_params(const test::OpShape& s, std::mt19937_64& rng
   return std::max({r.dw, r.dbias, r.dx});
 }
 
+// The input gradient alone: dx as with the weights, dw and dbias untouched.
+double check_linear_backward_dx_only(const test::OpShape& s, std::mt19937_64& rng) {
+  const BackwardResult r = run_linear_backward(s, /*with_dx=*/true, rng, /*with_dw=*/false);
+  return std::max({r.dx, r.dw, r.dbias});
+}
+
 const std::vector<test::OpShape> kShapes = {
     {1, 33, 64, 1}, {7, 64, 33, 0}, {7, 33, 33, 1}, {256, 1024, 3072, 1}, {1000, 3072, 1024, 0}, {1000, 64, 1024, 1},
 };
 
 const test::OpCheckRegistration reg_fwd{{"linear_forward", 1e-2, kShapes, &check_linear_forward}};
 const test::OpCheckRegistration reg_bwd_dx{{"linear_backward_dx", 1e-2, kShapes, &check_linear_backward_dx}};
+const test::OpCheckRegistration reg_bwd_dx_only{
+    {"linear_backward_dx_only", 1e-2, kShapes, &check_linear_backward_dx_only}};
 const test::OpCheckRegistration reg_bwd_params{
     {"linear_backward_dw_dbias", 1e-4, kShapes, &check_linear_backward_params}};
 

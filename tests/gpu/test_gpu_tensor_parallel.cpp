@@ -1,9 +1,12 @@
 // The GPU engine's tensor-parallel model on one GPU: two shards of a small model (Megatron's split, the
-// vocabulary-parallel embedding and LM head), run by two threads with their own streams, whose device Comm sums
-// and maxes through the host (pair_device_comm.h), against the whole model on the same GPU: logprobs, entropies, every gradient slice
-// (the partial ones summed on the device) and the gradient norm over the shards. This proves the GPU layer body's hooks,
-// GpuTensorParallel's collectives and the shard's parameter layout with one GPU; NCCL between GPUs is the only
-// part it leaves to a machine with several.
+// vocabulary-parallel embedding and LM head), run by two threads with their own streams, whose device Comm sums,
+// maxes, gathers and scatters through the host (pair_device_comm.h), against the whole model on the same GPU:
+// logprobs, entropies, every gradient slice (the partial ones summed on the device), the gradient norm over the
+// shards and one clipped AdamW step. Whole rows, and sequence parallelism (131 tokens: one of padding) without and
+// with the overlapped collectives (four uneven chunks on a communication stream), with activation recompute too.
+// This proves the GPU layer body's hooks, GpuTensorParallel's and GpuSequenceParallel's collectives and their stream
+// order, and the shard's parameter layout with one GPU; NCCL between GPUs is the only part it leaves to a machine
+// with several (mk/gpu-tp-check.sh).
 #include <boost/test/unit_test.hpp>
 
 #include "common/gpu.h"
@@ -32,20 +35,28 @@ struct Result {
   double sum_squares = 0;                      // shards: weighted (replicated values count once over the pair)
   double grad_norm = 0;                        // the optimizer's clipping norm (over the pair for shards)
   std::vector<float> stepped;                  // master weights after one clipped AdamW step
+  int collectives = 0;                         // shards: collectives issued over the pair
+};
+
+// How a case runs the shards.
+struct Case {
+  hone::SequenceParallelism sp;
+  bool recompute = false;
 };
 
 constexpr double kMaxNorm = 0.05;  // below the gradient norm: the step clips
 
 // One model pass on this thread's stream: the whole model (tp == nullptr) or this rank's shard.
 Result run(const hone::ModelConfig& c, const hone::ModelWeights& whole, const hone::PackedBatch& batch, Pair* pair,
-           int rank) {
+           int rank, const Case& how = {}) {
   test::ScopedGpuContext g;
   const int T = batch.num_tokens();
-  const test::PairRank me(c, whole, pair, rank, g.ctx);
+  const test::PairRank me(c, whole, pair, rank, g.ctx, how.sp);
   hone::GpuTensorParallel* tp = me.tp.get();
   const hone::ParamLayout& layout = me.layout;
   const hone::ModelWeights& w = me.weights;
   hone::GpuTransformer model(c, layout, g.ctx, 64, tp);
+  model.set_recompute(how.recompute);
   model.upload_weights(w);
   model.forward(batch, 0.9f, true);
   Result r;
@@ -70,10 +81,12 @@ Result run(const hone::ModelConfig& c, const hone::ModelWeights& whole, const ho
   opt.read_state(&stepped, std::vector<float>(size_t(layout.num_params)).data(),
                  std::vector<float>(size_t(layout.num_params)).data(), 0);
   r.stepped.assign(stepped.flat.f32(), stepped.flat.f32() + stepped.flat.numel());
+  if (me.comm) r.collectives = me.comm->collectives();
   return r;
 }
 
-void check(hone::Architecture arch, bool tied, int kv_heads = 2) {
+// Runs the pair; returns rank 0's collectives count.
+int check(hone::Architecture arch, bool tied, int kv_heads = 2, const Case& how = {}) {
   hone::ModelConfig c = test::gpu_tiny_config(arch, tied);
   c.num_key_value_heads = kv_heads;  // 1: one KV head replicated over the two ranks
   const hone::ModelWeights w = test::gpu_test_weights(c, 13);
@@ -82,9 +95,13 @@ void check(hone::Architecture arch, bool tied, int kv_heads = 2) {
   const Result one = run(c, w, batch, nullptr, 0);
   Pair pair;
   Result part[2];
-  std::thread t1([&] { part[1] = run(c, w, batch, &pair, 1); });
-  part[0] = run(c, w, batch, &pair, 0);
+  std::thread t1([&] { part[1] = run(c, w, batch, &pair, 1, how); });
+  part[0] = run(c, w, batch, &pair, 0, how);
   t1.join();
+  std::printf("tp=2%s%s%s: %d collectives a rank\n", how.sp.on ? ", sequence parallel" : "",
+              how.sp.on && how.sp.overlap ? ", overlapped" : "", how.recompute ? ", recompute" : "",
+              part[0].collectives);
+  BOOST_TEST(part[0].collectives == part[1].collectives);
 
   for (int r = 0; r < 2; ++r) {
     double max_lp = 0, max_ent = 0;
@@ -133,6 +150,16 @@ void check(hone::Architecture arch, bool tied, int kv_heads = 2) {
     // AdamW's first step moves each weight by about lr * sign(g): a sign flip of a tiny gradient is 2 * lr.
     BOOST_TEST(max_diff <= 2.5e-2, "rank " << r << " stepped weights differ by " << max_diff);
   }
+  return part[0].collectives;
+}
+
+Case sequence_parallel(bool overlap, bool recompute = false) {
+  Case how;
+  how.sp.on = true;
+  how.sp.overlap = overlap;
+  how.sp.chunks = 4;  // 131 tokens padded to 132: 66 rows a rank, in chunks of 17, 17, 16 and 16
+  how.recompute = recompute;
+  return how;
 }
 
 }  // namespace
@@ -147,6 +174,21 @@ BOOST_AUTO_TEST_CASE(qwen2_two_shards_match_the_whole_model, *boost::unit_test::
 }
 BOOST_AUTO_TEST_CASE(replicated_kv_head_matches_the_whole_model, *boost::unit_test::precondition(test::needs_gpu)) {
   check(hone::Architecture::qwen3, false, 1);
+}
+
+// Sequence parallelism: the residual stream on 66 of the 132 rows each, the same numbers as the whole model.
+BOOST_AUTO_TEST_CASE(sequence_parallel_shards_match_the_whole_model, *boost::unit_test::precondition(test::needs_gpu)) {
+  const int plain = check(hone::Architecture::qwen3, true, 2, sequence_parallel(false));
+  // Overlapped: every layer collective in four chunks on the communication stream.
+  const int chunked = check(hone::Architecture::qwen3, true, 2, sequence_parallel(true));
+  BOOST_TEST(chunked > plain);
+}
+BOOST_AUTO_TEST_CASE(overlapped_sequence_parallel_qwen2_matches, *boost::unit_test::precondition(test::needs_gpu)) {
+  check(hone::Architecture::qwen2, false, 2, sequence_parallel(true));
+}
+BOOST_AUTO_TEST_CASE(overlapped_sequence_parallel_with_recompute_and_a_replicated_kv_head,
+                     *boost::unit_test::precondition(test::needs_gpu)) {
+  check(hone::Architecture::qwen3, false, 1, sequence_parallel(true, /*recompute=*/true));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,8 @@
 // NcclComm on one GPU with a one-rank communicator: every collective and type (sums, max, min; all_to_all,
 // all_to_allv and send_recv as transfers of the rank with itself, which NCCL allows inside one group; plain send and
-// recv need another rank and are refused), the asynchronous form, the watchdog's timeout path (a stream blocked by a spinning kernel), and the GPU data-parallel optimizers with the
+// recv need another rank and are refused), the asynchronous form, the watchdog's timeout path (a stream blocked by a
+// spinning kernel), a stream-ordered communicator (its collectives return while the stream is blocked, the watchdog
+// thread sees them complete, and reports one that times out), and the GPU data-parallel optimizers with the
 // overlapped GradReducer against GpuAdamW. (Two ranks on two GPUs: tests/programs/nccl_check.cpp.)
 #include <boost/test/unit_test.hpp>
 
@@ -10,7 +12,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <cstdlib>
 #include <random>
@@ -201,6 +205,130 @@ BOOST_AUTO_TEST_CASE(a_collective_that_times_out_is_reported_and_aborted,
   CUDA_CHECK(cudaFree(x));
   CUDA_CHECK(cudaStreamDestroy(s));
   CUDA_CHECK(cudaFreeHost(flag));
+}
+
+// Mapped pinned memory the host sets to release launch_spin_until_flag's kernel.
+struct SpinFlag {
+  int* host = nullptr;
+  int* device = nullptr;
+  SpinFlag() {
+    CUDA_CHECK(cudaHostAlloc(&host, sizeof(int), cudaHostAllocMapped));
+    *host = 0;
+    CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device), host, 0));
+  }
+  ~SpinFlag() { cudaFreeHost(host); }
+  void release() { *reinterpret_cast<volatile int*>(host) = 1; }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+BOOST_AUTO_TEST_CASE(stream_ordered_collectives_return_at_once_and_are_watched,
+                     *boost::unit_test::precondition(test::needs_gpu)) {
+  CUDA_CHECK(cudaSetDevice(0));
+  SpinFlag flag;
+  cudaStream_t s = nullptr, other = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  hone::MpiComm local;
+  hone::NcclComm c(local, {.timeout_s = 60, .stream = s, .stream_ordered = true});
+  BOOST_TEST(c.stream_ordered());
+  const std::vector<float> in = values<float>(4096, 2.0);
+  const int64_t n = int64_t(in.size());
+  float* a = to_device(in);
+  float* b = to_device(std::vector<float>(in.size(), 0.f));
+  float* g = to_device(std::vector<float>(in.size(), 0.f));
+  float* r = to_device(std::vector<float>(in.size(), 0.f));
+
+  launch_spin_until_flag(flag.device, 30.0, s);  // holds the stream
+  const auto t0 = std::chrono::steady_clock::now();
+  c.all_reduce_sum(a, b, n);
+  c.all_gather(b, g, n);
+  // On another stream, ordered after s by an event (as the sequence-parallel layers order their communication
+  // stream): the one-rank reduce-scatter is a copy of g.
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(e, s));
+  CUDA_CHECK(cudaStreamWaitEvent(other, e, 0));
+  c.reduce_scatter_sum_on(g, r, n, other);
+  const double returned = seconds_since(t0);
+  BOOST_TEST(returned < 1.0);  // none waited for the spinning kernel
+  BOOST_TEST(c.watched() == 3u);
+  flag.release();
+  CUDA_CHECK(cudaStreamSynchronize(other));
+  BOOST_TEST(to_host(r, n) == in);
+  const auto t1 = std::chrono::steady_clock::now();
+  while (c.watched() > 0 && seconds_since(t1) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  BOOST_TEST(c.watched() == 0u);  // the watchdog saw every one complete
+  c.barrier();  // waits on the host
+  BOOST_TEST(!c.aborted());
+  CUDA_CHECK(cudaEventDestroy(e));
+  for (float* p : {a, b, g, r}) CUDA_CHECK(cudaFree(p));
+  CUDA_CHECK(cudaStreamDestroy(s));
+  CUDA_CHECK(cudaStreamDestroy(other));
+}
+
+BOOST_AUTO_TEST_CASE(a_stream_ordered_collective_that_times_out_is_reported_by_the_watchdog,
+                     *boost::unit_test::precondition(test::needs_gpu)) {
+  CUDA_CHECK(cudaSetDevice(0));
+  SpinFlag flag;
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::mutex mutex;
+  std::string reported;
+  std::atomic<bool> done{false};
+  const double timeout = 1.0;
+  hone::MpiComm local;
+  hone::NcclComm c(local, {.timeout_s = timeout,
+                           .stream = s,
+                           .on_failure =
+                               [&](const std::string& m) {  // on the watchdog's thread
+                                 std::lock_guard<std::mutex> lock(mutex);
+                                 reported = m;
+                                 done = true;
+                               },
+                           .stream_ordered = true});
+  float* x = nullptr;
+  CUDA_CHECK(cudaMalloc(&x, 1024 * sizeof(float)));
+  CUDA_CHECK(cudaMemset(x, 0, 1024 * sizeof(float)));
+
+  launch_spin_until_flag(flag.device, 30.0, s);
+  const auto t0 = std::chrono::steady_clock::now();
+  c.all_reduce_sum(x, 1024);
+  const double returned = seconds_since(t0);
+  // ncclCommAbort waits for the spinning kernel queued ahead (not NCCL's, so the abort does not end it): released
+  // half a second after the timeout, as in the synchronous test.
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 0.5));
+    flag.release();
+  });
+  while (!done.load() && seconds_since(t0) < 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double waited = seconds_since(t0);
+  releaser.join();
+  CUDA_CHECK(cudaStreamSynchronize(s));
+
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    message = reported;
+  }
+  BOOST_TEST_MESSAGE("returned after " << returned << " s, reported after " << waited << " s: " << message);
+  BOOST_TEST(returned < 0.5);
+  BOOST_TEST(waited >= timeout);
+  BOOST_TEST(waited < timeout + 3.0);
+  BOOST_TEST(message.find("all_reduce_sum of 4096 bytes") != std::string::npos);
+  BOOST_TEST(message.find("did not complete within 1 s") != std::string::npos);
+  BOOST_TEST(c.aborted());
+  std::string thrown;  // the main thread's next call throws the watchdog's failure
+  try {
+    c.all_reduce_sum(x, 1024);
+  } catch (const hone::Error& e) {
+    thrown = e.what();
+  }
+  BOOST_TEST(thrown == message);
+  CUDA_CHECK(cudaFree(x));
+  CUDA_CHECK(cudaStreamDestroy(s));
 }
 
 BOOST_AUTO_TEST_CASE(data_parallel_optimizers_on_one_rank_match_gpu_adamw,

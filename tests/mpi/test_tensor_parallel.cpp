@@ -1,8 +1,10 @@
 // Tensor parallelism on the CPU engine against one rank: the world (2 ranks) as one tp group, each rank holding its
 // shard of a tiny model, the same packed batch on every rank; logprobs and entropies within 1e-5 of the whole model
 // computed on each rank alone, and every gradient (gathered from the shards after the partial sums) within 1e-5
-// relative; without and with sequence parallelism (21 tokens: the sequence-parallel run pads one). Models: Qwen3 (q/k norm, tied), Llama with Llama 3 rope scaling (untied), Qwen2 (q/k/v biases), and a
-// Qwen3 with one KV head (replicated over the two ranks) and a vocabulary that tp does not divide (padded).
+// relative; without and with sequence parallelism (21 tokens: the sequence-parallel run pads one), and with the
+// sequence-parallel collectives in three uneven chunks of rows (the layout parallel.tp_comm_overlap uses). Models:
+// Qwen3 (q/k norm, tied), Llama with Llama 3 rope scaling (untied), Qwen2 (q/k/v biases), and a Qwen3 with one KV
+// head (replicated over the two ranks) and a vocabulary that tp does not divide (padded).
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -53,8 +55,8 @@ void check_close(const float* got, const float* want, int64_t n, double tol, con
   BOOST_TEST_CONTEXT(what << ": worst relative error " << worst << " at " << at) { BOOST_TEST(worst <= tol); }
 }
 
-void run_one(const ModelConfig& c, const char* name, bool sp) {
-  BOOST_TEST_CONTEXT(name << (sp ? ", sequence parallel" : "")) {
+void run_one(const ModelConfig& c, const char* name, bool sp, int chunks = 1) {
+  BOOST_TEST_CONTEXT(name << (sp ? ", sequence parallel" : "") << (chunks > 1 ? ", chunked" : "")) {
     MpiComm world(MPI_COMM_WORLD, "tp");
     BOOST_REQUIRE(world.size() == 2);
     ModelWeights whole = allocate_weights(c);
@@ -74,8 +76,9 @@ void run_one(const ModelConfig& c, const char* name, bool sp) {
     one.backward(dlp.data(), dent.data(), g_one);
 
     // tp = 2: this rank's shard.
-    TensorParallel tp(c, world, sp);
+    TensorParallel tp(c, world, sp, chunks);
     BOOST_TEST(tp.local_rows(22) == (sp ? 11 : 22));
+    BOOST_TEST(tp.sequence_chunks(22).count() == chunks);
     ModelWeights shard = allocate_shard_weights(tp.layout(), c);
     extract_shard(tp.layout(), whole, shard);
     Transformer two(c, shard, &tp);
@@ -108,6 +111,7 @@ void run_one(const ModelConfig& c, const char* name, bool sp) {
 void run(const ModelConfig& c, const char* name) {
   run_one(c, name, false);
   run_one(c, name, true);
+  run_one(c, name, true, 3);  // 11 rows a rank: chunks of 4, 4 and 3
 }
 
 }  // namespace

@@ -10,11 +10,17 @@
 //     peer-stops           rank 1 stops itself (SIGSTOP, as kill -STOP) between two all-reduces; rank 0's MPI
 //                          watchdog (timeout 1 s) ends every rank                           (abort, exit 1)
 //     peer-stops-agree     the same inside hone::agreed (the agreement's own all-reduce)   (abort, exit 1)
+//     background-cause     a thread of every rank notes a failure, then the main thread throws another error
+//                          (as after an aborted collective): the noted one is reported    (clean exit 1)
+//     background-stuck     a thread of rank 1 notes a failure while its main thread never ends and rank 0 waits
+//                          in MPI_Barrier: rank 1 reports it alone after the grace         (exit 1)
 #include <mpi.h>
 
 #include <csignal>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "comm/mpi_comm.h"
 
@@ -61,6 +67,21 @@ int main(int argc, char** argv) {
       else
         hone::agreed([] {});
       std::printf("rank %d passed the collective\n", rank);
+      return 0;
+    }
+    if (scenario == "background-cause") {
+      std::thread watchdog([] { hone::background_failure(1, "NCCL all_reduce_sum timed out (test)", 30.0); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the failure is noted first
+      watchdog.detach();  // it returns once this thread reaches fatal_exit
+      throw hone::Error("non-finite values after the abort (test)");
+    }
+    if (scenario == "background-stuck") {
+      if (rank == 1) {
+        std::thread([] { hone::background_failure(1, "NCCL all_gather timed out (test)", 1.0); }).detach();
+        std::this_thread::sleep_for(std::chrono::seconds(50));  // a device wait that never ends
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      std::printf("rank %d passed the barrier\n", rank);
       return 0;
     }
     throw hone::UserError(hone::cat("unknown scenario '", scenario, "'"));

@@ -4,7 +4,9 @@
 // all_to_all; send/recv, send_recv around a ring and all_to_allv with uneven blocks), compares the
 // distributed optimizer (ZeRO-1) with the plain all-reduce + AdamW on a small GpuTransformer (each rank its own
 // batch, overlapped bucket reduction; fp32 and bf16 reduction), round-trips the sharded state through rank 0 (as a
-// checkpoint does), offload and gradient release, and prints the bus bandwidth of a 256 MB fp32 all-reduce as
+// checkpoint does), offload and gradient release, checks a stream-ordered communicator (the tensor-parallel group's
+// kind: bf16 all-gathers and reduce-scatters in chunks on a second stream, as the overlapped sequence-parallel
+// layers issue them, the host not waiting), and prints the bus bandwidth of a 256 MB fp32 all-reduce as
 // nccl-tests defines it (algorithm bandwidth bytes / time, times 2 (n - 1) / n). Prints PASS/FAIL lines (rank 0,
 // results agreed over all ranks); exits 1 when anything failed.
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/comm_factory.h"
@@ -378,6 +381,56 @@ void check_optimizers(hone::Comm& world, hone::NcclComm& dp, const hone::cuda::G
   report(world, rel_b < 5e-2, hone::cat("bf16 vs fp32 reduction: the 3-step update differs by relative L2 ", rel_b));
 }
 
+// A stream-ordered communicator: four chunks of rows gathered on a communication stream (after an event of the
+// compute stream), then reduce-scattered back, bf16 small integers (exact); the host waits only at the end.
+void check_stream_ordered(hone::Comm& world, hone::NcclComm& c, cudaStream_t compute) {
+  const int P = c.size(), me = c.rank();
+  const int64_t chunk = 4097, chunks = 4, local = chunk * chunks;
+  std::vector<uint16_t> mine(static_cast<size_t>(local));
+  for (int64_t i = 0; i < local; ++i) mine[size_t(i)] = make<uint16_t>(value(me, i));
+  uint16_t *d_local = nullptr, *d_full = nullptr, *d_back = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_local, size_t(local) * 2));
+  CUDA_CHECK(cudaMalloc(&d_full, size_t(local * P) * 2));
+  CUDA_CHECK(cudaMalloc(&d_back, size_t(local) * 2));
+  CUDA_CHECK(cudaMemcpyAsync(d_local, mine.data(), size_t(local) * 2, cudaMemcpyHostToDevice, compute));
+  cudaStream_t comm = nullptr;
+  cudaEvent_t ready = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(ready, compute));
+  CUDA_CHECK(cudaStreamWaitEvent(comm, ready, 0));
+  const auto t0 = std::chrono::steady_clock::now();
+  // Chunk j of every rank lands side by side: block j of the gathered rows holds P blocks of `chunk` values.
+  for (int64_t j = 0; j < chunks; ++j)
+    c.all_gather_on(d_local + j * chunk, d_full + j * chunk * P, chunk, comm);
+  for (int64_t j = 0; j < chunks; ++j)
+    c.reduce_scatter_sum_on(d_full + j * chunk * P, d_back + j * chunk, chunk, comm);
+  const double enqueue_ms = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3;
+  CUDA_CHECK(cudaStreamSynchronize(comm));
+  std::vector<uint16_t> full(static_cast<size_t>(local * P)), back(static_cast<size_t>(local));
+  CUDA_CHECK(cudaMemcpy(full.data(), d_full, full.size() * 2, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(back.data(), d_back, back.size() * 2, cudaMemcpyDeviceToHost));
+  bool ok = true;
+  for (int64_t j = 0; j < chunks; ++j)
+    for (int r = 0; r < P; ++r)
+      for (int64_t i = 0; i < chunk; ++i)
+        ok = ok && read(full[size_t((j * P + r) * chunk + i)]) == value(r, j * chunk + i);
+  report(world, ok, hone::cat("stream-ordered all_gather of 4 chunks on a second stream (enqueued in ", enqueue_ms,
+                              " ms)"));
+  // Rank me's block of chunk j is every rank's chunk j gathered again from rank me: P times rank me's values.
+  ok = true;
+  for (int64_t i = 0; i < local; ++i) ok = ok && read(back[size_t(i)]) == P * value(me, i);
+  report(world, ok, "stream-ordered reduce_scatter of 4 chunks on a second stream");
+  c.barrier();
+  const auto t1 = std::chrono::steady_clock::now();
+  while (c.watched() > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  report(world, c.watched() == 0 && !c.aborted(), "the watchdog thread saw every stream-ordered collective complete");
+  CUDA_CHECK(cudaEventDestroy(ready));
+  CUDA_CHECK(cudaStreamDestroy(comm));
+  for (uint16_t* p : {d_local, d_full, d_back}) CUDA_CHECK(cudaFree(p));
+}
+
 void bandwidth(hone::Comm& world, hone::NcclComm& c) {
   const int64_t bytes = int64_t(256) << 20, n = bytes / 4;
   float* x = nullptr;
@@ -419,6 +472,9 @@ int main(int argc, char** argv) {
       check_exchanges(*world, *nccl);
       auto dp = factory.device(hone::CommGroup::dp, {.timeout_s = 120, .stream = ctx.stream});
       check_optimizers(*world, *dp, ctx);
+      auto ordered = factory.device(hone::CommGroup::world,
+                                    {.timeout_s = 120, .stream = ctx.stream, .stream_ordered = true});
+      check_stream_ordered(*world, *ordered, ctx.stream);
       bandwidth(*world, *nccl);
     }
     hone::cuda::destroy_gpu_context(ctx);

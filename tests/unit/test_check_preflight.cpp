@@ -135,11 +135,11 @@ BOOST_AUTO_TEST_CASE(a_deck_hone_run_accepts_passes_with_the_layout_and_memory) 
   // Nothing was created: the output and checkpoint folders are the run's to make.
   BOOST_TEST(!fs::exists(dir + "/out"));
   BOOST_TEST(!fs::exists(dir + "/ck"));
-  // A tp that does not divide the model's 2 heads is refused; a pipeline-parallel run is refused (not supported).
+  // A tp that does not divide the model's 2 heads is refused; so is a pipeline split its one layer does not allow.
   BOOST_TEST(hone_check(deck, "--ranks 4 parallel.tp=4", &out) == 2);
   BOOST_TEST(out.find("parallel.tp = 4 does not divide") != std::string::npos, out);
   BOOST_TEST(hone_check(deck, "--ranks 2 parallel.pp=2", &out) == 2);
-  BOOST_TEST(out.find("pipeline parallelism is not supported yet") != std::string::npos, out);
+  BOOST_TEST(out.find("cannot be split evenly over 2 pipeline chunks") != std::string::npos, out);
 }
 
 BOOST_AUTO_TEST_CASE(the_first_rows_of_the_data_must_parse) {

@@ -139,4 +139,19 @@ BOOST_AUTO_TEST_CASE(keys_and_values_nested_too_deep_are_refused_with_their_posi
   BOOST_TEST(deck_error(test::kRandomInitDeck, {"run.name={" + key + "=1}"}).find("not a file name") != std::string::npos);
 }
 
+// TOML++ 3.3 asks whether a character outside ASCII is whitespace, and its table of most of them reaches an
+// unreachable branch (undefined behaviour). TOML allows such characters only in strings and comments: elsewhere,
+// and right after a line-ending backslash of a multi-line string, they are refused first.
+BOOST_AUTO_TEST_CASE(characters_outside_ascii_outside_strings_are_refused_with_their_position) {
+  BOOST_TEST(deck_error("[run]\n\xc3\xa9 = 1\n") ==
+             "deck.toml:2:1: a character outside ASCII outside a string or comment (TOML allows them only there)");
+  BOOST_TEST(deck_error("[run]\nname = \"x\" \xcd\xa0\n") ==
+             "deck.toml:2:12: a character outside ASCII outside a string or comment (TOML allows them only there)");
+  BOOST_TEST(deck_error("[run]\nname = \"\"\"a\\  \n  \xc3\xa9\"\"\"\n") ==
+             "deck.toml:3:3: a character outside ASCII right after a line-ending backslash (escape it, e.g. \\u00e9)");
+  // In strings, comments and after a byte order mark they are fine.
+  BOOST_TEST(deck_error("\xEF\xBB\xBF# gr\xc3\xbc\xc3\x9f" "e\n" + std::string(test::kRandomInitDeck) +
+                        "[output]\ndir = \"\"\"\xe2\x88\x91 a\\\n  b \xc3\xa9\"\"\"\n") == "(no error)");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

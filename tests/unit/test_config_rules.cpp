@@ -61,6 +61,19 @@ BOOST_AUTO_TEST_CASE(hf_tokenizer_needs_a_path) {
                         "[data]\ntask = \"sort\"\n[tokenizer]\npath = \"tok\"\n") == "(no error)");
 }
 
+BOOST_AUTO_TEST_CASE(tp_comm_overlap_needs_sequence_parallelism) {
+  BOOST_TEST(deck_error(test::kCheckpointDeck,
+                        {"parallel.tp=2", "parallel.sequence_parallel=false", "parallel.tp_comm_overlap=true"}) ==
+             "override 'parallel.tp_comm_overlap=true': conflicting keys 'parallel.sequence_parallel' = false (override "
+             "'parallel.sequence_parallel=false') and 'parallel.tp_comm_overlap' = true (override "
+             "'parallel.tp_comm_overlap=true'): the overlap moves the sequence-parallel all-gathers and reduce-scatters; "
+             "turn sequence_parallel on or tp_comm_overlap off");
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"parallel.tp=2", "parallel.tp_comm_overlap=true"}) == "(no error)");
+  // At tp = 1 both are ignored.
+  BOOST_TEST(deck_error(test::kCheckpointDeck, {"parallel.sequence_parallel=false", "parallel.tp_comm_overlap=true"}) ==
+             "(no error)");
+}
+
 BOOST_AUTO_TEST_CASE(greedy_conflicts_with_sampling_filters) {
   const std::string deck = std::string(test::kCheckpointDeck) + "[generation]\ngreedy = true\ntop_k = 5\n";
   BOOST_TEST(deck_error(deck) ==

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/model_config.h"
+#include "parallel/pipeline_layout.h"
 #include "rl/device_memory_plan.h"
 #include "runtime/error.h"
 
@@ -78,7 +79,7 @@ BOOST_AUTO_TEST_CASE(llama_8b_without_it_is_refused_naming_the_key) {
   BOOST_TEST(has(m, "89.7 GiB for the fp32 master weights and Adam moments, whole on every rank"));
   BOOST_TEST(has(m, "29.9 GiB of fp32 gradients"));
   BOOST_TEST(has(m, "4096-token micro-batch"));
-  BOOST_TEST(has(m, "train.activation_recompute"));
+  BOOST_TEST(has(m, "train.recompute = \"selective\""));
 }
 
 BOOST_AUTO_TEST_CASE(llama_8b_on_one_gpu_is_refused_even_when_distributed) {
@@ -157,6 +158,80 @@ BOOST_AUTO_TEST_CASE(a_model_that_allows_no_larger_tp_is_not_offered_one) {
   set_tensor_parallel(p, c, 2);
   BOOST_TEST(p.next_tp == 0);
   BOOST_TEST(!has(device_memory_refusal(p, 1.0), "parallel.tp"));
+}
+
+// A long sequence of the Qwen3-1.7B shape on one 80 GB GPU: 2,031,739,904 parameters (31 GiB of optimizer state and
+// gradients); per token of activations (illustrative counts of the planner's arithmetic, not measurements): none
+// 2.2 MB, selective 1.6 MB, full 0.2 MB. At 32k tokens only full fits, and the refusal names it as the cheapest
+// change; at 24k selective does; at 256k nothing on one GPU does, and context parallelism is the cheapest change.
+BOOST_AUTO_TEST_CASE(a_long_sequence_names_the_cheapest_recompute_that_fits) {
+  hone::rl::DeviceMemoryPlan p;
+  p.num_params = 2031739904;
+  const double MB = 1e6;
+  const double free_b = 76 * GiB;
+  auto plan_for = [&](int64_t tokens, int cp) {
+    p.microbatch_tokens = tokens;
+    p.cp = cp;
+    const int64_t local = 2 * ((tokens + 2 * cp - 1) / (2 * cp));
+    p.set_activations({2.2 * MB * double(local), 1.6 * MB * double(local), 0.2 * MB * double(local)}, local);
+    return device_memory_refusal(p, free_b);
+  };
+  const std::string m32 = plan_for(32768, 1);
+  BOOST_TEST_INFO(m32);
+  BOOST_TEST(has(m32, "To fit: train.recompute = \"full\" (reruns each layer's forward in backward), the cheapest"));
+  BOOST_TEST(has(m32, "with train.recompute = \"none\""));
+  BOOST_TEST(has(m32, "parallel.cp = 2"));
+  const std::string m24 = plan_for(24576, 1);
+  BOOST_TEST_INFO(m24);
+  BOOST_TEST(has(m24, "To fit: train.recompute = \"selective\""));
+  BOOST_TEST(plan_for(16384, 1).empty());
+  p.recompute = hone::Recompute::full;
+  BOOST_TEST(plan_for(32768, 1).empty());
+  const std::string m128 = plan_for(262144, 1);
+  BOOST_TEST_INFO(m128);
+  BOOST_TEST(has(m128, "To fit: parallel.cp = 2 (splits each sequence's activations over 2 GPUs), the cheapest"));
+  BOOST_TEST(!has(m128, "train.recompute = \"selective\""));  // nothing beyond full to suggest
+  BOOST_TEST(plan_for(262144, 2).empty());
+}
+
+// Llama-3.1-70B at tp 4 x pp 4 with generation at tp 4: every stage's shard counted (the first and last hold the
+// embedding and the LM head: the largest), the generation copy (a quarter of every layer in bf16) in both phases,
+// and train.offload_during_generation taking the Adam moments and the training copy off the device for generation.
+BOOST_AUTO_TEST_CASE(pipeline_stages_and_a_generation_copy) {
+  hone::ModelConfig c = llama_8b_shape();
+  c.hidden_size = 8192;
+  c.intermediate_size = 28672;
+  c.num_hidden_layers = 80;
+  c.num_attention_heads = 64;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.rope.head_dim = 128;
+  BOOST_TEST(c.num_parameters() == 70553706496);
+  const hone::PipelineLayout pipe = hone::PipelineLayout::of(80, 4);
+  hone::rl::DeviceMemoryPlan p;
+  set_tensor_parallel(p, c, 4, &pipe);
+  BOOST_TEST(p.num_params == 4541194240);  // the last stage: 20 layers, the final norm, the LM head
+  set_generation_layout(p, c, 4, /*same_as_training=*/true);
+  BOOST_TEST(p.generation_copy == 0.0);
+  set_generation_layout(p, c, 4, /*same_as_training=*/false);
+  BOOST_TEST(p.generation_copy >= 2.0 * 17639415808);  // 35.3 GB of bf16, and the refit's staging
+  BOOST_TEST(p.generation_copy < 2.0 * 17639415808 + 2 * GiB);
+  p.dp = 4;
+  p.distributed = true;
+  p.activations = 10 * GiB;
+  p.microbatch_tokens = 16384;
+  p.kv_cache = 20 * GiB;
+  const double gen = p.generation(), train = p.training();
+  BOOST_TEST(train == p.optimizer_state() + p.gradients() + p.activations + p.generation_copy);
+  p.offload_during_generation = true;
+  BOOST_TEST(gen - p.generation() == p.optimizer_state() * 2 / 3 + p.training_weights);
+  // Refused where it cannot fit: the message names the generation copy and the keys that shrink it.
+  p.offload_during_generation = false;
+  const std::string m = device_memory_refusal(p, 60 * GiB);
+  BOOST_TEST_INFO(m);
+  BOOST_TEST(has(m, "for generation's own copy of the weights at generation.tp = 4"));
+  BOOST_TEST(has(m, "generation.tp = 5") == false);  // 5 does not divide the 64 heads: never offered
+  BOOST_TEST(has(m, "generation.tp = 8"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

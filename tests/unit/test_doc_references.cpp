@@ -39,7 +39,7 @@ std::vector<std::string> doc_files() {
 // A dotted word that is a file name rather than a key: model.safetensors, data.jsonl, output.md ...
 bool is_file_name(const std::string& key_part) {
   static const std::set<std::string> ext = {"safetensors", "json", "jsonl", "h5", "md", "toml", "cpp", "h", "cu",
-                                            "py", "sh", "txt", "bin", "out", "log", "sbatch", "so", "tar", "xz"};
+                                            "py", "sh", "txt", "bin", "out", "log", "sbatch", "so", "tar", "xz", "png", "c"};
   return ext.count(key_part) > 0;
 }
 

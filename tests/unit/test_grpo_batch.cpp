@@ -79,8 +79,7 @@ BOOST_AUTO_TEST_CASE(settings_check_batch_sizes_against_the_rank_count) {
   BOOST_CHECK_THROW(read_grpo_settings(c, 1), UserError);  // 24 rollouts in batches of 5
   c.set("train.global_batch_size", DeckValue(int64_t(0)), {});
   BOOST_TEST(read_grpo_settings(c, 1).skip_prev_logprobs());
-  // The rank grid: dp follows from the rank count and parallel.tp; the rank count must be a multiple of tp;
-  // pipeline parallelism is refused first, whatever the rank count.
+  // The rank grid: dp follows from the rank count and parallel.tp; the rank count must be a multiple of tp.
   const RankGrid g = read_rank_grid(c, 4);
   BOOST_TEST(g.dp() == 4);
   BOOST_TEST(g.tp() == 1);
@@ -97,9 +96,15 @@ BOOST_AUTO_TEST_CASE(settings_check_batch_sizes_against_the_rank_count) {
     }
   };
   refused(3, "parallel.tp");
+  // Pipeline parallelism: the model's layers must split over the stages (checked first, whatever the rank count),
+  // and the rank count must be a multiple of tp x pp.
   c.set("parallel.pp", DeckValue(int64_t(2)), {});
-  BOOST_CHECK_THROW(read_grpo_settings(c, 1), UserError);
-  refused(4, "not supported yet");
+  refused(4, "cannot be split evenly over 2 pipeline chunks");
+  c.set("model.num_layers", DeckValue(int64_t(4)), {});
+  const RankGrid g3 = read_rank_grid(c, 4);
+  BOOST_TEST(g3.pp() == 2);
+  BOOST_TEST(g3.dp() == 1);
+  refused(6, "parallel.tp * parallel.pp");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

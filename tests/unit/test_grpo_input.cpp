@@ -87,8 +87,12 @@ BOOST_AUTO_TEST_CASE(micro_batch_budget_below_the_sequence_length) {
   expect_refused("mbs", "train.max_tokens_per_microbatch=8", "train.max_tokens_per_microbatch");
 }
 
-BOOST_AUTO_TEST_CASE(pipeline_parallel_not_supported_yet) {
-  expect_refused("pp", "parallel.pp=2", "not supported yet");
+// The tiny deck's one layer cannot be split over two stages: refused before the rank count is looked at, naming
+// the key; a split list that does not sum to the layers likewise; generation.tp must divide the heads.
+BOOST_AUTO_TEST_CASE(pipeline_split_the_layers_do_not_allow) {
+  expect_refused("pp", "parallel.pp=2", "parallel.pp = 2");
+  expect_refused("pp-split", "parallel.pp=2 model.num_layers=4 parallel.pp_layers=[1,2]", "parallel.pp_layers sums to 3");
+  expect_refused("gen-tp", "generation.tp=3", "generation.tp = 3 does not divide the 2 attention heads");
 }
 
 BOOST_AUTO_TEST_CASE(tensor_parallel_needs_a_multiple_of_tp_ranks) {

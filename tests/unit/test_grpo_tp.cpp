@@ -1,7 +1,9 @@
 // Tensor parallelism of `hone run` on the CPU engine (ranks under mpirun against one rank, the same global batch):
 //   * tp = 2 gives the same rollouts (every sample's prompt, completion and reward: the logits are gathered, so the
 //     sampled tokens do not depend on tp), rewards, and losses, gradient norms and weights within fp32 rounding;
-//   * tp = 2 x dp = 2 on four ranks likewise, with the distributed optimizer (ZeRO-1 within each tp rank's shard);
+//   * tp = 2 x dp = 2 on four ranks likewise, with the distributed optimizer (ZeRO-1 within each tp rank's shard)
+//     and the sequence-parallel collectives in three chunks (parallel.tp_comm_overlap: on the CPU the same chunks
+//     move one after the other);
 //   * a KV head replicated over the two ranks (one KV head) likewise, without sequence parallelism (the other runs
 //     use it: the deck's default);
 //   * a checkpoint written at tp = 2 holds whole tensors, and resumes at tp = 1 with dp = 2, continuing as the
@@ -82,7 +84,8 @@ BOOST_AUTO_TEST_CASE(replicated_kv_head_equals_one_rank) {
 }
 
 BOOST_AUTO_TEST_CASE(tp2_by_dp2_equals_one_rank) {
-  const std::string args = kArgs + " train.distributed_optimizer=true";
+  const std::string args =
+      kArgs + " train.distributed_optimizer=true parallel.tp_comm_overlap=true parallel.tp_comm_overlap_chunks=3";
   const std::string one = run_in("grpo-tp1-zero", kArgs, 1);
   const std::string four = run_in("grpo-tp2-dp2", args + " parallel.tp=2", 4, "2 data-parallel ranks");
   check_equal_runs(one, four);

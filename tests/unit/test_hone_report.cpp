@@ -160,7 +160,7 @@ bool printed_equal(const std::string& text, double expected) {
 
 const std::vector<std::string> kColumns = {"run",          "step",      "total_s",           "training_s",
                                            "refit_s",      "generation_s", "logprob_s",      "tokens_per_sample",
-                                           "gen_tokens_per_s", "step_tokens_per_s"};
+                                           "gen_tokens_per_s", "step_tokens_per_s", "val_accuracy"};
 
 // PNG: the 8-byte signature, then the IHDR chunk (length, "IHDR", width and height as big-endian uint32).
 std::pair<uint32_t, uint32_t> png_size(const std::string& path) {
@@ -174,7 +174,38 @@ std::pair<uint32_t, uint32_t> png_size(const std::string& path) {
   return {be(16), be(20)};
 }
 
-const std::vector<std::string> kCurves = {"reward", "accuracy", "entropy", "clip_fraction", "generated_length"};
+const std::vector<std::string> kCurves = {"reward", "accuracy", "entropy", "clip_fraction", "generated_length",
+                                          "val_accuracy"};
+
+// /validation/step and /validation/accuracy.
+std::pair<std::vector<int64_t>, std::vector<double>> validation_accuracy(const std::string& file) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  BOOST_TEST_REQUIRE(f >= 0);
+  auto read = [&](const char* name, hid_t type, void* out, size_t want) {
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    BOOST_TEST_REQUIRE(d >= 0, name);
+    hid_t sp = H5Dget_space(d);
+    hsize_t n = 0;
+    H5Sget_simple_extent_dims(sp, &n, nullptr);
+    BOOST_TEST_REQUIRE(n == want, name);
+    if (n > 0) BOOST_TEST_REQUIRE(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0);
+    H5Sclose(sp);
+    H5Dclose(d);
+  };
+  hid_t d = H5Dopen2(f, "/validation/step", H5P_DEFAULT);
+  BOOST_TEST_REQUIRE(d >= 0);
+  hid_t sp = H5Dget_space(d);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(sp, &n, nullptr);
+  H5Sclose(sp);
+  H5Dclose(d);
+  std::vector<int64_t> step(n);
+  std::vector<double> acc(n);
+  read("/validation/step", H5T_NATIVE_INT64, step.data(), n);
+  read("/validation/accuracy", H5T_NATIVE_DOUBLE, acc.data(), n);
+  H5Fclose(f);
+  return {step, acc};
+}
 
 }  // namespace
 
@@ -184,6 +215,8 @@ BOOST_AUTO_TEST_CASE(text_table_is_the_last_8_steps_aligned_with_the_files_value
   const std::string file = demo_file();
   const Expected e(file);
   BOOST_TEST_REQUIRE(e.step.size() == 10u);
+  const auto val = validation_accuracy(file);
+  BOOST_TEST_REQUIRE((val.first == std::vector<int64_t>{0, 10}));
   const Result r = report(file + " --no-plots");
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   BOOST_TEST(r.err.empty(), r.err);
@@ -201,6 +234,11 @@ BOOST_AUTO_TEST_CASE(text_table_is_the_last_8_steps_aligned_with_the_files_value
     for (size_t c = 0; c < expect.size(); ++c)
       BOOST_TEST(printed_equal(w[c + 2], expect[c]), kColumns[c + 2] << " step " << w[1] << ": " << w[c + 2]
                                                                        << " printed for " << expect[c]);
+    // The demo validates at the start and every 10 steps: of steps 3-10 only step 10 has a validation.
+    if (i == 9)
+      BOOST_TEST(printed_equal(w[10], val.second[1]), w[10]);
+    else
+      BOOST_TEST(w[10] == "-");
   }
   const auto m = words(lines[9]);
   BOOST_TEST_REQUIRE(m.size() == kColumns.size() + 1, lines[9]);  // "mean 3-10" is two words
@@ -209,6 +247,7 @@ BOOST_AUTO_TEST_CASE(text_table_is_the_last_8_steps_aligned_with_the_files_value
   const auto expect = e.mean(2, 9);
   for (size_t c = 0; c < expect.size(); ++c)
     BOOST_TEST(printed_equal(m[c + 3], expect[c]), kColumns[c + 2] << ": " << m[c + 3] << " printed for " << expect[c]);
+  BOOST_TEST(printed_equal(m[11], val.second[1]), m[11]);  // the latest validation of the range
 }
 
 BOOST_AUTO_TEST_CASE(csv_parses_and_holds_the_files_values_at_full_precision) {
@@ -231,7 +270,8 @@ BOOST_AUTO_TEST_CASE(csv_parses_and_holds_the_files_values_at_full_precision) {
     const auto expect = e.row(i);
     for (size_t j = 0; j < expect.size(); ++j)
       BOOST_TEST(std::stod(c[j + 2]) == expect[j], tt::tolerance(1e-12) << header[j + 2]);
-    BOOST_TEST(std::stod(c[10]) == grad_norm[i], tt::tolerance(1e-12));
+    BOOST_TEST(c[10] == "");  // no validation after steps 3-6
+    BOOST_TEST(std::stod(c[11]) == grad_norm[i], tt::tolerance(1e-12));
   }
   const auto m = split(lines[5], ',');
   BOOST_TEST_REQUIRE(m.size() == header.size());
@@ -239,7 +279,9 @@ BOOST_AUTO_TEST_CASE(csv_parses_and_holds_the_files_values_at_full_precision) {
   const auto expect = e.mean(2, 5);
   for (size_t j = 0; j < expect.size(); ++j)
     BOOST_TEST(std::stod(m[j + 2]) == expect[j], tt::tolerance(1e-12) << header[j + 2]);
-  BOOST_TEST(std::stod(m[10]) == (grad_norm[2] + grad_norm[3] + grad_norm[4] + grad_norm[5]) / 4,
+  // The latest validation at or before step 6: the one at the start.
+  BOOST_TEST(std::stod(m[10]) == validation_accuracy(file).second[0], tt::tolerance(1e-12));
+  BOOST_TEST(std::stod(m[11]) == (grad_norm[2] + grad_norm[3] + grad_norm[4] + grad_norm[5]) / 4,
              tt::tolerance(1e-12));
 }
 

@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(a_run_that_cannot_fit_is_refused_with_the_numbers_and_the_k
   BOOST_TEST(has(m, "To fit: parallel.tp = 2 (splits the weights, gradients and optimizer state over 2 ranks), "));
   BOOST_TEST(has(m, "more ranks with train.distributed_optimizer = true, "));
   BOOST_TEST(has(m, "loss.kl_coef = 0 (no reference copy), "));
-  BOOST_TEST(has(m, "train.activation_recompute = true or a smaller train.max_tokens_per_microbatch"));
+  BOOST_TEST(has(m, "train.recompute = \"full\" or a smaller train.max_tokens_per_microbatch"));
   BOOST_TEST(m.find('\n') == std::string::npos);
   // Two ranks of tp 2 on one host, with ZeRO over dp 2: each rank's shard, and the suggestion follows.
   hone::rl::set_host_tensor_parallel(p, llama_8b_shape(), 2);

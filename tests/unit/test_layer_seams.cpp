@@ -89,7 +89,7 @@ struct LayerRun {
     hone::layer_forward(0, s, w, b, a, attention, coll, out.data());
     dres = dout;
     grads = zeros_like(w);
-    hone::layer_backward(s, w, grads, b, a, g, coll, dres.data());
+    hone::layer_backward(s, w, grads, b, a, g, attention, coll, dres.data());
   }
 };
 

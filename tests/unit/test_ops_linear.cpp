@@ -70,4 +70,22 @@ BOOST_AUTO_TEST_CASE(linear_backward_without_dx_leaves_it_alone) {
   BOOST_TEST(dw[5] == want, boost::test_tools::tolerance(1e-5));
 }
 
+BOOST_AUTO_TEST_CASE(linear_backward_in_two_calls_equals_one) {
+  const int T = 6, IC = 5, OC = 4;
+  auto x = test::random_floats(test::len(T * IC), 50), w = test::random_floats(test::len(OC * IC), 51);
+  auto dout = test::random_floats(test::len(T * OC), 52);
+  std::vector<float> dx1(size_t(T * IC), 0.5f), dw1(size_t(OC * IC), 0.25f), db1(size_t(OC), 1.f);
+  std::vector<float> dx2 = dx1, dw2 = dw1, db2 = db1;
+  cpu::linear_backward(dx1.data(), dw1.data(), db1.data(), dout.data(), x.data(), w.data(), T, IC, OC);
+  // The input gradient by rows (two calls), then the weight and bias gradients.
+  cpu::linear_backward(dx2.data(), nullptr, nullptr, dout.data(), x.data(), w.data(), 2, IC, OC);
+  cpu::linear_backward(dx2.data() + 2 * IC, nullptr, nullptr, dout.data() + 2 * OC, x.data() + 2 * IC, w.data(),
+                       T - 2, IC, OC);
+  cpu::linear_backward(nullptr, dw2.data(), db2.data(), dout.data(), x.data(), w.data(), T, IC, OC);
+  const auto tol = boost::test_tools::tolerance(1e-5f);
+  BOOST_TEST(dx2 == dx1, tol << boost::test_tools::per_element());
+  BOOST_TEST(dw2 == dw1, tol << boost::test_tools::per_element());
+  BOOST_TEST(db2 == db1, tol << boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -99,6 +99,22 @@ BOOST_AUTO_TEST_CASE(a_rank_that_stops_answering_ends_every_rank_with_one_messag
   BOOST_TEST(count(r.output, "MPI agreement on errors") == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_failure_noted_by_another_thread_is_the_one_reported) {
+  const Run r = run_program("background-cause", 2);
+  BOOST_TEST(r.status == 1);
+  BOOST_TEST(r.seconds < 30.0);
+  BOOST_TEST(count(r.output, "hone: error: NCCL all_reduce_sum timed out (test)") == 1u);
+  BOOST_TEST(count(r.output, "non-finite values") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_background_failure_ends_the_run_when_the_main_thread_is_stuck) {
+  const Run r = run_program("background-stuck", 2);
+  BOOST_TEST(r.status == 1);
+  BOOST_TEST(r.seconds < 30.0);
+  BOOST_TEST(count(r.output, "[rank 1] hone: error: NCCL all_gather timed out (test)") == 1u);
+  BOOST_TEST(count(r.output, "passed the barrier") == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(without_mpirun_the_program_is_one_rank) {
   Run r = run_program("ok", 1);
   BOOST_TEST(r.status == 0);

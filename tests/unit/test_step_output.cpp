@@ -192,6 +192,56 @@ BOOST_AUTO_TEST_CASE(resume_drops_rows_after_the_checkpoint_and_never_duplicates
   BOOST_TEST(test_h5::string_attr(f.id, ".", "resume_history").find("step 4 at ") == 0u);
 }
 
+// /validation: its own step column, units from the validation catalog, resume keeps the validations up to the
+// checkpoint's step (none without a checkpoint), steps must increase.
+BOOST_AUTO_TEST_CASE(validation_table_round_trips_and_resumes) {
+  const std::string dir = test::temp_dir("out-validation");
+  auto validation = [](int64_t step, double acc) {
+    hone::StepRow row(step);
+    row.set("accuracy", acc);
+    row.set("time/validation", 0.5);
+    return row;
+  };
+  {
+    hone::StepOutput out(options(dir));
+    BOOST_TEST(out.validation_steps().empty());
+    {
+      test_h5::File f(dir + "/r1.h5");  // the group exists before any validation
+      BOOST_TEST(test_h5::int64s(f.id, "/validation/step").empty());
+    }
+    out.append_validation(validation(0, 0.0));
+    write_steps(out, 1, 4);
+    out.append_validation(validation(2, 0.25));
+    out.append_validation(validation(4, 0.5));
+    BOOST_CHECK_THROW(out.append_validation(validation(4, 0.5)), hone::Error);
+    hone::StepRow bad(5);
+    bad.set("kl", 1.0);  // a step metric, not a validation one
+    BOOST_CHECK_THROW(out.append_validation(bad), hone::Error);
+  }
+  {
+    test_h5::File f(dir + "/r1.h5");
+    BOOST_TEST((test_h5::int64s(f.id, "/validation/step") == std::vector<int64_t>{0, 2, 4}));
+    BOOST_TEST((test_h5::doubles(f.id, "/validation/accuracy") == std::vector<double>{0.0, 0.25, 0.5}));
+    BOOST_TEST(test_h5::string_attr(f.id, "/validation/time/validation", "unit") == "s");
+    BOOST_TEST(test_h5::string_attr(f.id, "/validation/accuracy", "unit") == "1");
+    BOOST_TEST((test_h5::int64s(f.id, "/steps/step") == std::vector<int64_t>{1, 2, 3, 4}));
+  }
+  auto o = options(dir);
+  o.resume_step = 2;
+  {
+    hone::StepOutput out(o);
+    BOOST_TEST((out.validation_steps() == std::vector<int64_t>{0, 2}));
+    BOOST_TEST((out.validation_metric("accuracy") == std::vector<double>{0.0, 0.25}));
+    out.append_validation(validation(3, 0.75));
+  }
+  o.resume_step = 0;  // resumed without a checkpoint: everything is done again, the start's validation too
+  {
+    hone::StepOutput out(o);
+    BOOST_TEST(out.validation_steps().empty());
+    BOOST_TEST(out.steps().empty());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(resume_of_a_file_that_is_not_hdf5_is_a_user_error) {
   const std::string dir = test::temp_dir("out-resume-bad");
   std::ofstream(dir + "/r1.h5") << "not an HDF5 file";
@@ -322,6 +372,10 @@ BOOST_AUTO_TEST_CASE(doc_table_lists_every_catalog_metric_with_its_unit) {
     BOOST_TEST(doc.find(row) != std::string::npos, "doc/output.md lacks the row " << row);
   }
   BOOST_TEST(hone::metric_catalog().size() == 41u);
+  for (const auto& m : hone::validation_metric_catalog()) {
+    const std::string row = "| `" + m.name + "` | " + m.unit + " | " + m.description + " |";
+    BOOST_TEST(doc.find(row) != std::string::npos, "doc/output.md lacks the row " << row);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -136,6 +136,21 @@ BOOST_AUTO_TEST_CASE(recompute_is_bitwise_identical) {
     // three layers' activations saved vs one shared scratch
     BOOST_TEST(bytes_all_saved - bytes_all_recomputed ==
                size_t(2 * hone::Transformer::layer_activation_floats(hone::layer_shape(c), b.num_tokens())) * sizeof(float));
+    // Selective (every layer, and one layer among full and none): the same bits, less memory than none and more
+    // than full.
+    m.set_recompute(hone::Recompute::selective);
+    const auto selective = run(m, c, b, 1.f);
+    const size_t bytes_selective = m.activation_bytes();
+    BOOST_TEST(bitwise_equal(ref.logprob, selective.logprob));
+    BOOST_TEST(bitwise_equal(ref.entropy, selective.entropy));
+    BOOST_TEST(bitwise_equal(ref.grad, selective.grad));
+    BOOST_TEST(bytes_selective < bytes_all_saved);
+    BOOST_TEST(bytes_selective > bytes_all_recomputed);
+    m.set_recompute(hone::Recompute::none);
+    m.set_layer_recompute(0, hone::Recompute::full);
+    m.set_layer_recompute(1, hone::Recompute::selective);
+    const auto three = run(m, c, b, 1.f);
+    BOOST_TEST(bitwise_equal(ref.grad, three.grad));
   }
 }
 

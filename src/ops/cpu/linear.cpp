@@ -19,7 +19,8 @@ void linear_forward(float* out, const float* x, const float* w, const float* bia
   }
 }
 
-// dx[T, IC] += dout[T, OC] W[OC, IC];  dW[OC, IC] += dout^T x;  dbias[OC] += column sums of dout.
+// dx[T, IC] += dout[T, OC] W[OC, IC];  dW[OC, IC] += dout^T x;  dbias[OC] += column sums of dout. Each may be null:
+// the tensor-parallel layers form the input gradient of a few rows at a time and the weight gradient once.
 void linear_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w, int T,
                      int IC, int OC) {
   if (T == 0 || OC == 0 || IC == 0) {
@@ -30,7 +31,7 @@ void linear_backward(float* dx, float* dw, float* dbias, const float* dout, cons
     return;
   }
   if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, IC, OC, 1.f, dout, OC, w, IC, 1.f, dx, IC);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, T, 1.f, dout, OC, x, IC, 1.f, dw, IC);
+  if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, T, 1.f, dout, OC, x, IC, 1.f, dw, IC);
   if (dbias) {
 #pragma omp parallel for if (int64_t(T) * OC > 65536)
     for (int o = 0; o < OC; ++o) {

@@ -1,0 +1,58 @@
+// Selective recompute of the GPU decoder layer (see gpu_layer_recompute.h).
+#include "model/gpu_layer_recompute.h"
+
+#if HONE_CUDA
+
+namespace hone {
+
+size_t carve_gpu_selective_activations(GpuLayerActivations& a, char* base, const GpuLayerActivations& scratch,
+                                       const LayerShape& s, int T) {
+  const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
+  size_t used = 0;
+  auto take = [&](int64_t per_token, size_t bytes) -> char* {
+    char* r = base ? base + used : nullptr;
+    used += (size_t(per_token) * size_t(T) * bytes + 255) / 256 * 256;
+    return r;
+  };
+  a = scratch;  // the recomputed ones
+  a.x_in = nullptr;
+  a.rstd1 = reinterpret_cast<float*>(take(1, sizeof(float)));
+  a.q = reinterpret_cast<bf16*>(take(Q, sizeof(bf16)));
+  a.k = reinterpret_cast<bf16*>(take(K, sizeof(bf16)));
+  a.v = reinterpret_cast<bf16*>(take(K, sizeof(bf16)));
+  if (s.qk_norm) {
+    a.rstd_q = reinterpret_cast<float*>(take(s.heads, sizeof(float)));
+    a.rstd_k = reinterpret_cast<float*>(take(s.kv_heads, sizeof(float)));
+  } else {  // RoPE reads the projections themselves
+    a.q_n = a.q;
+    a.k_n = a.k;
+  }
+  a.attn = reinterpret_cast<bf16*>(take(Q, sizeof(bf16)));
+  a.lse = reinterpret_cast<float*>(take(s.heads, sizeof(float)));
+  a.x_mid = reinterpret_cast<bf16*>(take(C, sizeof(bf16)));
+  a.rstd2 = reinterpret_cast<float*>(take(1, sizeof(float)));
+  a.gate = reinterpret_cast<bf16*>(take(I, sizeof(bf16)));
+  a.up = reinterpret_cast<bf16*>(take(I, sizeof(bf16)));
+  return used;
+}
+
+void recompute_gpu_selective_activations(const LayerShape& s, const GpuLayerParams<const bf16>& w,
+                                         const GpuLayerBatch& b, const GpuLayerActivations& a,
+                                         const cuda::GpuContext& ctx) {
+  const int T = b.T, C = s.hidden, D = s.head_dim;
+  const float eps = s.eps;
+  cuda::rmsnorm_forward(a.h1, a.rstd1, a.x_in, w.input_layernorm, T, C, eps, ctx);
+  if (s.qk_norm) {
+    cuda::rmsnorm_forward(a.q_n, a.rstd_q, a.q, w.q_norm, T * s.heads, D, eps, ctx);
+    cuda::rmsnorm_forward(a.k_n, a.rstd_k, a.k, w.k_norm, T * s.kv_heads, D, eps, ctx);
+  }
+  cuda::rope_forward(a.q_r, a.q_n, b.positions, b.inv_freq, T, s.heads, D, ctx);
+  cuda::rope_forward(a.k_r, a.k_n, b.positions, b.inv_freq, T, s.kv_heads, D, ctx);
+  // The forward's fused residual add + RMSNorm normalized the rounded sum, which x_mid holds: the same values.
+  cuda::rmsnorm_forward(a.h2, a.rstd2, a.x_mid, w.post_attention_layernorm, T, C, eps, ctx);
+  cuda::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * s.intermediate, ctx);
+}
+
+}  // namespace hone
+
+#endif  // HONE_CUDA

@@ -1,0 +1,128 @@
+// Moving scored rollouts from generation replicas to their training data-parallel ranks (rollout_exchange.h).
+#include "rl/rollout_exchange.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "data/prompt_source.h"
+#include "runtime/error.h"
+
+namespace hone::rl {
+
+namespace {
+
+template <typename T>
+void put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+template <typename T>
+void put_vector(std::string& out, const std::vector<T>& v) {
+  put(out, int64_t(v.size()));
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+struct Reader {
+  const char* p;
+  const char* end;
+  template <typename T>
+  T get() {
+    HONE_CHECK(p + sizeof(T) <= end, "a rollout message ends early");
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    p += sizeof(T);
+    return v;
+  }
+  template <typename T>
+  std::vector<T> vector() {
+    const int64_t n = get<int64_t>();
+    HONE_CHECK(n >= 0 && p + size_t(n) * sizeof(T) <= end, "a rollout message ends early");
+    std::vector<T> v(static_cast<size_t>(n));
+    std::memcpy(v.data(), p, size_t(n) * sizeof(T));
+    p += size_t(n) * sizeof(T);
+    return v;
+  }
+};
+
+void pack(std::string& out, const GrpoSample& s) {
+  put(out, s.position);
+  put(out, s.reward);
+  put(out, int64_t(s.correct));
+  put(out, int64_t(s.rollout.finish_reason));
+  put(out, s.rollout.sample_index);
+  put_vector(out, s.rollout.prompt);
+  put_vector(out, s.rollout.completion);
+  put_vector(out, s.rollout.logprobs);
+  put_vector(out, std::vector<char>(s.rollout.text.begin(), s.rollout.text.end()));
+}
+
+GrpoSample unpack(Reader& r) {
+  GrpoSample s;
+  s.prompt_index = -1;
+  s.position = r.get<int64_t>();
+  s.reward = r.get<double>();
+  s.correct = r.get<int64_t>() != 0;
+  s.rollout.finish_reason = FinishReason(r.get<int64_t>());
+  s.rollout.sample_index = r.get<int64_t>();
+  s.rollout.prompt = r.vector<int32_t>();
+  s.rollout.completion = r.vector<int32_t>();
+  s.rollout.logprobs = r.vector<float>();
+  const std::vector<char> text = r.vector<char>();
+  s.rollout.text.assign(text.begin(), text.end());
+  return s;
+}
+
+}  // namespace
+
+std::vector<GrpoSample> exchange_rollouts(const std::vector<GrpoSample>& samples, const GenerationLayout& gen,
+                                          const RankGrid& grid, int64_t prompts_per_step, int64_t generations,
+                                          Comm& world) {
+  const int W = world.size(), me = world.rank(), dp = grid.dp();
+  HONE_CHECK(W == grid.world_size() && W == gen.world, "the world of ", W, " ranks is not the grid's");
+  // The data-parallel rank training each group order.
+  auto trainer_of = [&](int64_t position) {
+    const int64_t o = position / generations;
+    for (int d = 0; d < dp; ++d)
+      if (o < shard_range(prompts_per_step, d, dp).end) return d;
+    HONE_CHECK(false, "sample position ", position, " past the step's ", prompts_per_step, " groups");
+    return 0;
+  };
+  // Per destination: the number of samples, then the samples.
+  std::vector<std::string> out(static_cast<size_t>(W));
+  for (int w = 0; w < W; ++w) {
+    if (gen.rank_in_replica(w) != gen.rank_in_replica(me)) continue;  // another member of the replica sends
+    const int d = grid.coord(w).dp;
+    std::string body;
+    int64_t n = 0;
+    for (const GrpoSample& s : samples)
+      if (trainer_of(s.position) == d) pack(body, s), ++n;
+    if (n == 0) continue;
+    put(out[size_t(w)], n);
+    out[size_t(w)] += body;
+  }
+  // Counts in 8-byte words, then the words.
+  const size_t n_ranks = static_cast<size_t>(W);
+  std::vector<int64_t> send_counts(n_ranks), recv_counts(n_ranks), send_displs(n_ranks), recv_displs(n_ranks);
+  for (int w = 0; w < W; ++w) send_counts[size_t(w)] = int64_t((out[size_t(w)].size() + 7) / 8);
+  world.all_to_all(send_counts.data(), recv_counts.data(), 1);
+  int64_t send_total = 0, recv_total = 0;
+  for (int w = 0; w < W; ++w) {
+    send_displs[size_t(w)] = send_total, send_total += send_counts[size_t(w)];
+    recv_displs[size_t(w)] = recv_total, recv_total += recv_counts[size_t(w)];
+  }
+  std::vector<int64_t> send(size_t(std::max<int64_t>(1, send_total)), 0), recv(size_t(std::max<int64_t>(1, recv_total)));
+  for (int w = 0; w < W; ++w)
+    std::memcpy(send.data() + send_displs[size_t(w)], out[size_t(w)].data(), out[size_t(w)].size());
+  world.all_to_allv(send.data(), send_counts, send_displs, recv.data(), recv_counts, recv_displs);
+  std::vector<GrpoSample> mine;
+  for (int w = 0; w < W; ++w) {
+    if (recv_counts[size_t(w)] == 0) continue;
+    const char* p = reinterpret_cast<const char*>(recv.data() + recv_displs[size_t(w)]);
+    Reader r{p, p + size_t(recv_counts[size_t(w)]) * 8};
+    for (int64_t n = r.get<int64_t>(); n > 0; --n) mine.push_back(unpack(r));
+  }
+  std::sort(mine.begin(), mine.end(), [](const GrpoSample& a, const GrpoSample& b) { return a.position < b.position; });
+  return mine;
+}
+
+}  // namespace hone::rl

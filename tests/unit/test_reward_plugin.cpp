@@ -1,0 +1,141 @@
+// reward.library: the example plug-in (build/examples/libexact_match_reward.so, built by make from
+// examples/reward/exact_match.c) scores through the ABI of include/hone/reward_plugin.h, and plug-ins that are
+// missing, incomplete, of another ABI version, or that fail are refused by name. The broken plug-ins are compiled
+// here with the system C compiler, from a few lines each.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include "common/paths.h"
+#include "reward/plugin_reward.h"
+#include "runtime/error.h"
+
+using namespace hone::rl;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string example_plugin() { return test::build_dir() + "/examples/libexact_match_reward.so"; }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const hone::UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Compiles `body` (C, after the ABI header) into <dir>/lib<name>.so and returns its path.
+std::string build_plugin(const std::string& dir, const std::string& name, const std::string& body) {
+  const std::string src = dir + "/" + name + ".c", lib = dir + "/lib" + name + ".so";
+  std::ofstream(src) << "#include <stdio.h>\n#include <math.h>\n#include \"hone/reward_plugin.h\"\n" << body;
+  std::string out;
+  const int rc = test::run_command("cc -std=c11 -fPIC -shared -I" + test::source_dir() + "/include -o " + lib + " " +
+                                       src,
+                                   &out);
+  BOOST_TEST_INFO(out);
+  BOOST_REQUIRE_EQUAL(rc, 0);
+  return lib;
+}
+
+const char* kBasics =
+    "int hone_reward_abi_version(void) { return HONE_REWARD_ABI_VERSION; }\n"
+    "void* hone_reward_create(const char* o, int r, char* e, size_t n) { (void)o; (void)r; (void)e; (void)n; "
+    "static int s; return &s; }\n"
+    "void hone_reward_destroy(void* s) { (void)s; }\n";
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(reward_plugin)
+
+BOOST_AUTO_TEST_CASE(example_plugin_scores_exact_first_lines) {
+  PluginReward r(example_plugin(), "", 0);
+  BOOST_TEST(r.score_names() == std::vector<std::string>({"answered", "chars"}));
+  Prompt p;
+  p.text = "rev:7=";
+  p.answer = "7";
+  const std::vector<std::string> completions = {" 7 \nmore", "8", "", "77"};
+  std::vector<RewardQuery> q;
+  for (const auto& c : completions) q.push_back({&p, c, 1, false, 1});
+  const auto res = r.score(q);
+  BOOST_REQUIRE(res.size() == 4u);
+  BOOST_TEST(res[0].reward == 1.0);
+  BOOST_TEST(res[0].correct);
+  BOOST_TEST(res[1].reward == 0.0);
+  BOOST_TEST(!res[1].correct);
+  BOOST_REQUIRE(res[2].scores.size() == 2u);
+  BOOST_TEST(res[2].scores[0].name == "answered");
+  BOOST_TEST(res[2].scores[0].value == 0.0);
+  BOOST_TEST(res[0].scores[1].value == 8.0);  // chars
+  // Its option "exact" keeps the spaces, so " 7 " is not "7"; an unknown option is refused by create.
+  PluginReward exact(example_plugin(), "exact", 0);
+  BOOST_TEST(exact.score(q)[0].reward == 0.0);
+  const std::string e = error_of([] { PluginReward bad(example_plugin(), "fuzzy", 0); });
+  BOOST_TEST(contains(e, "hone_reward_create failed (reward.library_options = \"fuzzy\"): unknown option 'fuzzy'"));
+}
+
+BOOST_AUTO_TEST_CASE(broken_plugins_are_refused_by_name) {
+  const std::string dir = test::temp_dir("reward-plugins");
+  std::string e = error_of([&] { PluginReward r(dir + "/libnothere.so", "", 0); });
+  BOOST_TEST(contains(e, "reward.library = \"" + dir + "/libnothere.so\": cannot load it"));
+
+  e = error_of([&] { PluginReward r(build_plugin(dir, "noscore", kBasics), "", 0); });
+  BOOST_TEST(contains(e, "does not export hone_reward_score"));
+
+  const std::string score_ok =
+      "int hone_reward_score(void* s, const hone_reward_query* q, hone_reward_result* r, size_t n, char* e, "
+      "size_t en) { (void)s; (void)q; (void)e; (void)en; for (size_t i = 0; i < n; ++i) r[i].reward = 2; return 0; }\n";
+  e = error_of([&] {
+    PluginReward r(build_plugin(dir, "v2", std::string(kBasics).replace(
+                                               std::string(kBasics).find("HONE_REWARD_ABI_VERSION"), 23, "2") +
+                                               score_ok),
+                   "", 0);
+  });
+  BOOST_TEST(contains(e, "built for reward plug-in ABI version 2, this hone speaks version 1"));
+
+  e = error_of([&] {
+    PluginReward r(build_plugin(dir, "halfnames", kBasics + score_ok +
+                                                      "int hone_reward_num_scores(void* s) { (void)s; return 1; }\n"),
+                   "", 0);
+  });
+  BOOST_TEST(contains(e, "exports one of hone_reward_num_scores and hone_reward_score_name but not the other"));
+
+  e = error_of([&] {
+    PluginReward r(build_plugin(dir, "badname", kBasics + score_ok +
+                                                    "int hone_reward_num_scores(void* s) { (void)s; return 1; }\n"
+                                                    "const char* hone_reward_score_name(void* s, int i) { (void)s; "
+                                                    "(void)i; return \"a b\"; }\n"),
+                   "", 0);
+  });
+  BOOST_TEST(contains(e, "sub-score 0 is named \"a b\""));
+
+  Prompt p;
+  p.text = "q";
+  const std::vector<RewardQuery> q = {{&p, "c", 1, false, 5}};
+  PluginReward two(build_plugin(dir, "two", kBasics + score_ok), "", 0);
+  BOOST_TEST(two.score(q)[0].reward == 2.0);
+  BOOST_TEST(two.score(q)[0].correct);  // correct not said: reward > 0
+
+  PluginReward failing(
+      build_plugin(dir, "failing", kBasics + std::string("int hone_reward_score(void* s, const hone_reward_query* q, "
+                                                         "hone_reward_result* r, size_t n, char* e, size_t en) { "
+                                                         "(void)s; (void)r; (void)n; snprintf(e, en, \"judge "
+                                                         "unreachable at step %d\", (int)q[0].step); return 7; }\n")),
+      "", 1);
+  e = error_of([&] { failing.score(q); });
+  BOOST_TEST(contains(e, "on rank 1: hone_reward_score failed at step 5 (7): judge unreachable at step 5"));
+
+  PluginReward nan(build_plugin(dir, "nan", kBasics + std::string("int hone_reward_score(void* s, const "
+                                                                  "hone_reward_query* q, hone_reward_result* r, "
+                                                                  "size_t n, char* e, size_t en) { (void)s; (void)q; "
+                                                                  "(void)e; (void)en; r[n - 1].reward = NAN; return 0; "
+                                                                  "}\n")),
+                   "", 0);
+  e = error_of([&] { nan.score(q); });
+  BOOST_TEST(contains(e, "the reward of rollout 1 of 1 at step 5 is nan (a reward must be finite)"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

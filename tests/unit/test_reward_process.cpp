@@ -1,0 +1,252 @@
+// reward.command's parts: the JSON-lines protocol (request lines, reply parsing), the child process under a
+// deadline (no deadlock on full pipes, timeouts, exits, stderr tails, a child that ignores SIGTERM), and
+// ProcessReward's refusals of a process that crashes, babbles, or answers too much.
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/paths.h"
+#include "config/config.h"
+#include "reward/process_reward.h"
+#include "reward/reward_protocol.h"
+#include "reward/reward_setup.h"
+#include "runtime/child_process.h"
+#include "runtime/error.h"
+
+using namespace hone::rl;
+using hone::ChildProcess;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const hone::UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+Prompt sample_prompt() {
+  Prompt p;
+  p.text = "What is 2+3?";
+  p.messages = {{"system", "Be brief."}, {"user", "What is 2+3?"}};
+  p.answer = "5";
+  p.id = 17;
+  p.extra_json = R"({"difficulty":2,"tags":["add"]})";
+  return p;
+}
+
+// A shell reward answering every request line with `reply`.
+std::string replying(const std::string& reply) { return "while read -r line; do echo '" + reply + "'; done"; }
+
+std::vector<RewardQuery> queries(const Prompt& p, const std::vector<std::string>& completions) {
+  std::vector<RewardQuery> q;
+  for (const auto& c : completions) q.push_back({&p, c, 3, false, 2});
+  return q;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(reward_process)
+
+BOOST_AUTO_TEST_CASE(request_line_carries_the_rollout_and_the_rows_extra_fields) {
+  const Prompt p = sample_prompt();
+  const std::string completion = "The answer is \\boxed{5}\xff";  // a completion cut mid-character
+  RewardQuery q{&p, completion, 9, true, 4};
+  const std::string line = reward_request_line(q, 1, 8);
+  BOOST_TEST(line.back() == '\n');
+  BOOST_TEST(std::count(line.begin(), line.end(), '\n') == 1);
+  const auto j = nlohmann::json::parse(line);
+  BOOST_TEST(j["prompt"] == "What is 2+3?");
+  BOOST_TEST(j["messages"].size() == 2u);
+  BOOST_TEST(j["messages"][0]["role"] == "system");
+  BOOST_TEST(j["completion"] == "The answer is \\boxed{5}\xef\xbf\xbd");  // U+FFFD for the bad byte
+  BOOST_TEST(j["answer"] == "5");
+  BOOST_TEST(j["extra"]["difficulty"] == 2);
+  BOOST_TEST(j["extra"]["tags"][0] == "add");
+  BOOST_TEST(j["id"] == 17);
+  BOOST_TEST(j["step"] == 4);
+  BOOST_TEST(j["completion_tokens"] == 9);
+  BOOST_TEST(j["finish_reason"] == "length");
+  BOOST_TEST(j["batch_index"] == 1);
+  BOOST_TEST(j["batch_size"] == 8);
+  Prompt plain;
+  plain.text = "rev:7=";
+  const auto k = nlohmann::json::parse(reward_request_line({&plain, "7", 1, false, 1}, 0, 1));
+  BOOST_TEST(k["messages"][0]["content"] == "rev:7=");
+  BOOST_TEST(k["extra"].is_object());
+  BOOST_TEST(k["finish_reason"] == "stop");
+}
+
+BOOST_AUTO_TEST_CASE(replies_are_a_number_or_an_object_with_sub_scores) {
+  RewardResult r = parse_reward_reply("0.5");
+  BOOST_TEST(r.reward == 0.5);
+  BOOST_TEST(r.correct);  // no "correct": a reward > 0 counts as correct
+  BOOST_TEST(!parse_reward_reply(" 0 ").correct);
+  r = parse_reward_reply(R"({"reward": -1, "correct": true, "format": 1, "length_penalty": -0.25, "ok": false})");
+  BOOST_TEST(r.reward == -1.0);
+  BOOST_TEST(r.correct);
+  BOOST_REQUIRE(r.scores.size() == 3u);
+  BOOST_TEST(r.scores[0].name == "format");
+  BOOST_TEST(r.scores[1].name == "length_penalty");
+  BOOST_TEST(r.scores[1].value == -0.25);
+  BOOST_TEST(r.scores[2].name == "ok");
+  BOOST_TEST(r.scores[2].value == 0.0);
+  BOOST_TEST(!parse_reward_reply(R"({"reward": 1, "correct": false})").correct);
+
+  auto bad = [](const std::string& line) { return error_of([&] { parse_reward_reply(line); }); };
+  BOOST_TEST(contains(bad("hello"), "not JSON"));
+  BOOST_TEST(contains(bad(""), "not JSON"));
+  BOOST_TEST(contains(bad("[1]"), "a list"));
+  BOOST_TEST(contains(bad(R"({"score": 1})"), "no \"reward\""));
+  BOOST_TEST(contains(bad(R"({"reward": "1"})"), "must be a number, got a string"));
+  BOOST_TEST(contains(bad("1e999"), "not JSON"));  // out of a double's range
+  BOOST_TEST(contains(bad(R"({"reward": 1, "correct": 1})"), "true or false"));
+  BOOST_TEST(contains(bad(R"({"reward": 1, "a/b": 1})"), "sub-score name \"a/b\""));
+  BOOST_TEST(contains(bad(R"({"reward": 1, "why": "because"})"), "sub-score \"why\" must be a number"));
+}
+
+BOOST_AUTO_TEST_CASE(child_exchanges_lines_without_deadlock_on_full_pipes) {
+  ChildProcess cat("cat", {});
+  // 4 MB each way: far more than a pipe holds, so hone must read the replies while it writes.
+  std::string data;
+  const std::string line(999, 'x');
+  for (int i = 0; i < 4000; ++i) data += line + "\n";
+  ChildProcess::Exchange x = cat.exchange(data, 4000, 30.0);
+  BOOST_TEST(int(x.status) == int(ChildProcess::Status::ok));
+  BOOST_TEST(x.lines.size() == 4000u);
+  BOOST_TEST(x.lines.back() == line);
+  BOOST_TEST(!cat.pending_output());
+  x = cat.exchange("a\r\nb\nc\n", 2, 10.0);  // CRLF replies are fine; the third line stays buffered
+  BOOST_TEST(x.lines == std::vector<std::string>({"a", "b"}));
+  BOOST_TEST(cat.pending_output());
+  BOOST_TEST(cat.pending_line() == "c");
+}
+
+BOOST_AUTO_TEST_CASE(child_timeouts_exits_and_stderr) {
+  {
+    ChildProcess slow("sleep 30", {});
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto x = slow.exchange("hi\n", 1, 0.3);
+    BOOST_TEST(int(x.status) == int(ChildProcess::Status::timeout));
+    BOOST_TEST(seconds_since(t0) < 5.0);
+  }
+  {
+    ChildProcess dies("read -r l; echo partial; for i in $(seq 1 50); do echo \"err $i\" >&2; done; exit 3", {});
+    const auto x = dies.exchange("hi\n", 2, 10.0);
+    BOOST_TEST(int(x.status) == int(ChildProcess::Status::closed));
+    BOOST_TEST(x.lines == std::vector<std::string>({"partial"}));
+    BOOST_TEST(dies.exit_description() == "exited with status 3");
+    const std::string tail = dies.stderr_tail(3);
+    BOOST_TEST(tail == "  | err 48\n  | err 49\n  | err 50");
+  }
+  {
+    ChildProcess crash("kill -SEGV $$", {});
+    const auto x = crash.exchange("", 1, 10.0);
+    BOOST_TEST(int(x.status) == int(ChildProcess::Status::closed));
+    BOOST_TEST(contains(crash.exit_description(), "killed by signal 11"));
+  }
+  {
+    ChildProcess env("echo \"$HONE_TEST_VAR\"", {{"HONE_TEST_VAR", "seen"}});
+    BOOST_TEST(env.exchange("", 1, 10.0).lines == std::vector<std::string>({"seen"}));
+  }
+  {
+    ChildProcess endless("printf 'aaaaaaaaaaaaaaaaaaaaaaaa'; sleep 30", {}, 16);
+    BOOST_TEST(int(endless.exchange("", 1, 10.0).status) == int(ChildProcess::Status::line_too_long));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_child_that_ignores_sigterm_and_stdin_is_still_ended) {
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    ChildProcess stubborn("trap '' TERM; sleep 60 & wait", {});
+    BOOST_TEST(stubborn.exchange("", 0, 1.0).lines.empty());
+  }  // closes stdin, waits a few seconds, kills the group
+  BOOST_TEST(seconds_since(t0) < 10.0);
+}
+
+BOOST_AUTO_TEST_CASE(process_reward_scores_batches) {
+  const Prompt p = sample_prompt();
+  ProcessReward r(replying(R"({"reward": 0.5, "correct": false, "fmt": 1})"), 10.0, 0);
+  BOOST_TEST(r.name() == "reward.command `" + replying(R"({"reward": 0.5, "correct": false, "fmt": 1})") + "`");
+  for (int batch = 0; batch < 3; ++batch) {
+    const auto res = r.score(queries(p, {"a", "b", "c"}));
+    BOOST_REQUIRE(res.size() == 3u);
+    BOOST_TEST(res[2].reward == 0.5);
+    BOOST_TEST(!res[2].correct);
+    BOOST_REQUIRE(res[2].scores.size() == 1u);
+    BOOST_TEST(res[2].scores[0].name == "fmt");
+  }
+  BOOST_TEST(r.score({}).empty());
+  // In batches of two: four exchanges for seven queries, results in order (the reply echoes batch_index).
+  ProcessReward echo(
+      "while read -r line; do i=$(echo \"$line\" | sed 's/.*\"batch_index\":\\([0-9]*\\).*/\\1/'); echo $i; done",
+      10.0, 0);
+  const auto res = score_in_batches(echo, queries(p, {"1", "2", "3", "4", "5", "6", "7"}), 2);
+  std::vector<double> got;
+  for (const auto& x : res) got.push_back(x.reward);
+  BOOST_TEST(got == std::vector<double>({0, 1, 0, 1, 0, 1, 0}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(process_reward_failures_name_the_process_the_line_and_the_stderr) {
+  const Prompt p = sample_prompt();
+  auto fails = [&](const std::string& command, double timeout = 10.0) {
+    return error_of([&] {
+      ProcessReward r(command, timeout, 3);
+      r.score(queries(p, {"x", "y"}));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // what the process writes after a batch is there
+      r.score(queries(p, {"x", "y"}));
+    });
+  };
+  std::string e = fails("read -r l; echo 'Traceback ...' >&2; echo 'ValueError: bad' >&2; exit 1");
+  BOOST_TEST(contains(e, "on rank 3"));
+  BOOST_TEST(contains(e, "0 of 2 replies"));
+  BOOST_TEST(contains(e, "exited with status 1"));
+  BOOST_TEST(contains(e, "  | Traceback ...\n  | ValueError: bad"));
+  e = fails(replying("debug: starting"));
+  BOOST_TEST(contains(e, "reply 1 of 2 (step 2) is not a reward: 'debug: starting': it is not JSON"));
+  BOOST_TEST(contains(e, "wrote nothing to stderr"));
+  // Three replies to two requests: seen after the batch, or at the latest before the next one.
+  e = fails("read -r a; read -r b; echo 1; echo 1; echo 1; " + replying("1"));
+  BOOST_TEST((contains(e, "more reply lines than the 2 requests") || contains(e, "a line nobody asked for")), e);
+  e = fails("echo 1; " + replying("1"));
+  BOOST_TEST(contains(e, "a line nobody asked for"));
+  const auto t0 = std::chrono::steady_clock::now();
+  e = fails("read -r l; echo 1; sleep 30", 0.5);
+  BOOST_TEST(contains(e, "no complete answer within reward.timeout_s = 0.5 s (1 of 2 replies"));
+  BOOST_TEST(seconds_since(t0) < 10.0);
+  e = fails("/nonexistent/reward.py");
+  BOOST_TEST(contains(e, "exited with status 127"));
+  BOOST_TEST(contains(e, "not found"));
+}
+
+BOOST_AUTO_TEST_CASE(math_checker_options_come_from_the_deck) {
+  const hone::Config c = hone::load_config_from_string(
+      "[model]\npath = \"m\"\n[data]\npath = \"x.jsonl\"\n[reward]\nformat = \"any\"\nformat_reward = 0.1\nfallback_last_number = false\n"
+      "relative_tolerance = 1e-3\n",
+      "deck.toml", {});
+  const MathRewardOptions m = math_reward_options(c);
+  BOOST_TEST(int(m.format) == int(AnswerFormat::any));
+  BOOST_TEST(m.format_reward == 0.1);
+  BOOST_TEST(!m.check.fallback_last_number);
+  BOOST_TEST(m.check.relative_tolerance == 1e-3);
+  // They act: with format_reward and "any", an answer phrase earns the bonus; a wrong answer only the bonus.
+  MathReward r(m);
+  BOOST_TEST(r.score("The answer is 5.", "5").reward == 1.1);
+  BOOST_TEST(r.score("The answer is 6.", "5").reward == 0.1);
+  BOOST_TEST(r.score("5", "5").reward == 0.0);  // no format, no last-number fallback: no answer at all
+  BOOST_TEST(r.score("1.0005", "1").reward == 0.0);
+  BOOST_TEST(r.score("the answer is 1.0005", "1.0").reward == 1.1);  // within 1e-3 of a real
+}
+
+BOOST_AUTO_TEST_SUITE_END()
