@@ -237,17 +237,14 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
                          batch_.targets.data(), T_, temperature, chunk_v_);
   else
     cpu::lm_head_logprob_forward(logprob_.f32(), need_entropy ? entropy_.f32() : nullptr, lse_f_, h_f_,
-  if (cp_) {  // this rank's rows of the caller's gradients (none on the split's padding rows)
-    dlogprob_local_.resize(size_t(T_batch_));
-    cp_->take_local_rows(dlogprob, dlogprob_local_.data());
-    dlogprob = dlogprob_local_.data();
-    if (dentropy) {
-      dentropy_local_.resize(size_t(T_batch_));
-      cp_->take_local_rows(dentropy, dentropy_local_.data());
-      dentropy = dentropy_local_.data();
-    }
+                                 w_.lm_head.f32(), batch_.targets.data(), T_, C, V, temperature, chunk_v_);
+  if (!need_entropy) std::memset(entropy_.f32(), 0, sizeof(float) * size_t(T_));
+  if (cp_) {  // every rank gets the values of all the caller's rows
+    logprob_all_ = Tensor::empty({T_caller_});
+    entropy_all_ = Tensor::empty({T_caller_});
+    cp_->gather_rows(logprob_.f32(), logprob_all_.f32());
+    cp_->gather_rows(entropy_.f32(), entropy_all_.f32());
   }
-  if (span_.head && T != T_batch_) {  // the padding rows get no gradient
   backward_ready_ = true;
 }
 
@@ -273,7 +270,7 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
       dentropy = dentropy_local_.data();
     }
   }
-  if (T != T_batch_) {  // the padding rows get no gradient
+  if (span_.head && T != T_batch_) {  // the padding rows get no gradient
     dlogprob_pad_.assign(size_t(T), 0.f);
     std::copy_n(dlogprob, T_batch_, dlogprob_pad_.begin());
     dlogprob = dlogprob_pad_.data();

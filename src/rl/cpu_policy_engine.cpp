@@ -155,7 +155,11 @@ class CpuPolicyEngine final : public PolicyEngine {
     return r;
   }
 
-  void set_generation_progress(GenerationProgressFn fn) override { generator_->set_progress(std::move(fn)); }
+  // The generator of a generation layout of its own is made at the first refit: it takes the function then.
+  void set_generation_progress(GenerationProgressFn fn) override {
+    gen_progress_ = std::move(fn);
+    if (generator_) generator_->set_progress(gen_progress_);
+  }
 
   std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) override {
     HONE_CHECK(role == Role::policy || ref_w_.flat.defined(), "no reference model (loss.kl_coef = 0)");
@@ -323,6 +327,7 @@ class CpuPolicyEngine final : public PolicyEngine {
     // A replica generates its share of the step's groups: the rollouts over the replicas.
     go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s_.rollouts_per_step() / gen_layout_.replicas())));
     generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go, tp);
+    if (gen_progress_) generator_->set_progress(gen_progress_);
   }
 
   // The policy loss of one micro-batch from the forward of `m` (its logprobs and entropies); dlogprob and
@@ -360,6 +365,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<TensorParallel> gen_tp_;
   std::unique_ptr<HostResharder> resharder_;
   std::unique_ptr<CpuGenerator> generator_;
+  GenerationProgressFn gen_progress_;
   std::unique_ptr<DataParallelAdamW> plain_;
   std::unique_ptr<DistributedAdamW> zero_;
   std::vector<float> dlogprob_, dentropy_;  // the loss's gradients of the current micro-batch

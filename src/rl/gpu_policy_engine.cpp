@@ -322,7 +322,11 @@ class GpuPolicyEngine final : public PolicyEngine {
     note_device_use();
     return r;
   }
-  void set_generation_progress(GenerationProgressFn fn) override { generator_->set_progress(std::move(fn)); }
+  // The generator of a generation layout of its own is made at the first refit: it takes the function then.
+  void set_generation_progress(GenerationProgressFn fn) override {
+    gen_progress_ = std::move(fn);
+    if (generator_) generator_->set_progress(gen_progress_);
+  }
   void end_generation() override {
     generator_->release();
     const Clock::time_point t0 = Clock::now();
@@ -493,6 +497,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     // A replica generates its share of the step's groups.
     go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s_.rollouts_per_step() / gen_layout_.replicas())));
     generator_ = std::make_unique<GpuGenerator>(mc_, layout, weights, ctx_, go, tp);
+    if (gen_progress_) generator_->set_progress(gen_progress_);
   }
 
   std::vector<PolicyLossMetrics> train_pipeline(const std::vector<MicroBatch>& mbs, const TrainLoss& loss,
@@ -600,6 +605,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<GpuTransformer> policy_, reference_;            // pp = 1
   std::unique_ptr<GpuPipelineModel> pipeline_, ref_pipeline_;     // pp > 1
   std::unique_ptr<GpuGenerator> generator_;
+  GenerationProgressFn gen_progress_;
   std::unique_ptr<NcclComm> dp_comm_, tp_comm_, cp_comm_, pp_comm_, emb_comm_, gen_comm_, world_comm_;
   std::unique_ptr<GpuTensorParallel> tp_;      // parallel.tp > 1
   std::unique_ptr<GpuContextParallel> cp_;     // parallel.cp > 1
