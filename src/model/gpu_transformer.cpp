@@ -117,7 +117,13 @@ int GpuTransformer::padded_tokens(int T) const {
 
 int GpuTransformer::local_rows(int T) const { return tp_ ? tp_->local_rows(T) : T; }
 
-int GpuTransformer::boundary_rows(int T) const { return local_rows(padded_tokens(T)); }
+int GpuTransformer::boundary_rows(int T) const { return boundary_rows(tp_, T); }
+
+int GpuTransformer::boundary_rows(const GpuTensorParallel* tp, int T) {
+  if (!tp) return T;
+  const int Tp = tp->sequence_parallel() ? (T + tp->size() - 1) / tp->size() * tp->size() : T;
+  return tp->local_rows(Tp);
+}
 
 LayerCollectives<bf16>* GpuTransformer::layers() const { return tp_ ? tp_->layers() : nullptr; }
 

@@ -81,6 +81,8 @@ class GpuTransformer {
   // Rows of the hidden state a span hands on for a batch of T tokens: T, or under sequence parallelism this rank's
   // rows of T padded to a multiple of tp (as the CPU Transformer's).
   int boundary_rows(int T) const;
+  // The same for a model on tp (null: tp = 1), before any model exists (a pipeline stage's first receive).
+  static int boundary_rows(const GpuTensorParallel* tp, int T);
   const float* logprobs() const { return cp_ ? logprob_all_ : logprob_; }
   const float* entropy() const { return cp_ ? entropy_all_ : entropy_; }
   std::vector<float> logprobs_host() const;  // synchronizes the stream

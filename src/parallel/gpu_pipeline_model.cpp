@@ -30,8 +30,8 @@ class GpuPipelineModel::Work final : public PipelineStageWork {
 
   int64_t message_elements(int mb) const override {
     if (mb >= int(batches_.size())) return 0;
-    const GpuTransformer& any = *m_.chunks_[0].pool.at(0);
-    return int64_t(any.boundary_rows(batches_[size_t(mb)]->num_tokens())) * m_.c_.hidden_size;
+    // The stage may not have made a model yet (its first receive comes before its first forward).
+    return int64_t(GpuTransformer::boundary_rows(m_.tp_, batches_[size_t(mb)]->num_tokens())) * m_.c_.hidden_size;
   }
 
   void* receive_buffer(const PipeTransfer& t) override {
