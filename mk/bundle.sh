@@ -170,8 +170,14 @@ case "$HONE_MPI_MODE" in
         export PMIX_MCA_mca_base_component_path="$d/lib/pmix"
       fi
     done
+    # That path does not hold for PMIx's one plugin that can fail: the bundled PMIx still finds its zlib compressor
+    # in its build's folder (the machine's pmix-mca-params.conf and the compiled-in default win), and where another
+    # PMIx lives there (a newer distribution) it fails to load with a warning. The bundle's PMIx runs without message
+    # compression instead (it only shortens the start of very large jobs), on purpose and so without a word.
+    export PMIX_MCA_pcompress="^zlib" PMIX_MCA_pcompress_base_silence_warning=1
     export OMPI_MCA_plm_rsh_agent="${OMPI_MCA_plm_rsh_agent:-ssh}"
-    HONE_MPIRUN_ENV="-x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x PMIX_MCA_mca_base_component_path"
+    HONE_MPIRUN_ENV="-x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x PMIX_MCA_mca_base_component_path -x PMIX_MCA_pcompress"
+    HONE_MPIRUN_ENV="$HONE_MPIRUN_ENV -x PMIX_MCA_pcompress_base_silence_warning"
     ;;
   *) echo "env.sh: HONE_MPI=$HONE_MPI_MODE: expected auto, site or bundled" >&2 ;;
 esac
