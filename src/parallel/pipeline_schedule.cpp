@@ -3,6 +3,7 @@
 #include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "runtime/error.h"
 
@@ -96,7 +97,10 @@ std::vector<PipeAction> pipeline_compute_order(const PipelineSchedule& s, int r)
   return out;
 }
 
-std::vector<PipeAction> pipeline_actions(const PipelineSchedule& s, int r) {
+namespace {
+
+// One rank's actions: between two compute steps one exchange with what the first produced and the second needs.
+std::vector<PipeAction> fused_actions(const PipelineSchedule& s, int r) {
   const int P = s.pp, chunks = s.pp * s.vpp;
   using K = PipeAction::Kind;
   // What compute action a sends after it, and what it receives before it (peers as pipeline ranks).
@@ -144,6 +148,65 @@ std::vector<PipeAction> pipeline_actions(const PipelineSchedule& s, int r) {
   }
   flush(nullptr);
   return out;
+}
+
+// A message across ranks: (activation or gradient, micro-batch, the model chunk that produced it).
+std::tuple<int, int, int> message_of(const PipeTransfer& t, bool send, int rank, int P) {
+  const int k = t.chunk * P + rank;
+  const bool act = t.what == PipeMessage::activation;
+  return {act ? 0 : 1, t.microbatch, send ? k : (act ? k - 1 : k + 1)};
+}
+
+// The exchange of `rank` (an index into its actions) that holds the other half of message m with `peer`.
+int exchange_holding(const std::vector<PipeAction>& actions, int rank, int peer, bool send,
+                     const std::tuple<int, int, int>& m, int P) {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const PipeAction& a = actions[i];
+    if (a.kind != PipeAction::Kind::exchange) continue;
+    for (const PipeTransfer& t : send ? a.sends : a.recvs)
+      if (t.peer == peer && message_of(t, send, rank, P) == m) return int(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+// NCCL runs an exchange as one group, and a group that sends to a peer and receives from it waits until the peer's
+// group holds both opposite halves. Where the peer's halves lie in two of its exchanges (the last stage receives
+// an activation alone, then computes, then sends the gradient alone: at the ends of the schedule and with fewer
+// micro-batches than stages), the exchange is split: its sends first, then its receives. MPI's buffered small
+// sends hide such a mismatch; pipeline_simulation.h checks for it.
+std::vector<PipeAction> pipeline_actions(const PipelineSchedule& s, int r) {
+  const int P = s.pp;
+  std::vector<std::vector<PipeAction>> all;
+  for (int q = 0; q < P; ++q) all.push_back(fused_actions(s, q));
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int q = 0; q < P && !changed; ++q) {
+      std::vector<PipeAction>& acts = all[size_t(q)];
+      for (size_t i = 0; i < acts.size() && !changed; ++i) {
+        const PipeAction& a = acts[i];
+        if (a.kind != PipeAction::Kind::exchange || a.sends.empty() || a.recvs.empty()) continue;
+        bool mirrored = true;
+        for (const PipeTransfer& snd : a.sends)
+          for (const PipeTransfer& rcv : a.recvs) {
+            if (snd.peer != rcv.peer) continue;
+            const std::vector<PipeAction>& peer = all[size_t(snd.peer)];
+            const int x = exchange_holding(peer, snd.peer, q, false, message_of(snd, true, q, P), P);
+            const int y = exchange_holding(peer, snd.peer, q, true, message_of(rcv, false, q, P), P);
+            mirrored = mirrored && x >= 0 && x == y;
+          }
+        if (mirrored) continue;
+        PipeAction sends = a, recvs = a;
+        sends.recvs.clear();
+        recvs.sends.clear();
+        acts[i] = std::move(sends);
+        acts.insert(acts.begin() + int64_t(i) + 1, std::move(recvs));
+        changed = true;
+      }
+    }
+  }
+  return all[size_t(r)];
 }
 
 std::string describe(const PipeAction& a) {

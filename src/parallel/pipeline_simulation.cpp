@@ -18,6 +18,7 @@ using MessageId = std::tuple<int, int, int>;
 struct Posted {
   MessageId id;
   double time = 0;
+  size_t exchange = 0;  // the posting rank's action index: which of its exchanges holds this half
 };
 
 // One direction between a pair of ranks: sends and receives, matched in posting order.
@@ -27,6 +28,7 @@ struct Channel {
 
 struct Part {
   bool send = false;
+  int peer = 0;
   int channel_src = 0, channel_dst = 0;
   size_t index = 0;  // its place in the channel's list
   MessageId id;
@@ -116,6 +118,7 @@ PipelineSimulation simulate_actions(const PipelineSchedule& s, const std::vector
               return fail(cat("rank ", r, ": ", describe(a), " names a bad peer"));
             Part p;
             p.send = send;
+            p.peer = t->peer;
             p.channel_src = send ? r : t->peer;
             p.channel_dst = send ? t->peer : r;
             p.id = id_of(r, *t, send);
@@ -128,7 +131,7 @@ PipelineSimulation simulate_actions(const PipelineSchedule& s, const std::vector
             Channel& c = channels[{p.channel_src, p.channel_dst}];
             auto& list = send ? c.sends : c.recvs;
             p.index = list.size();
-            list.push_back({p.id, st.clock});
+            list.push_back({p.id, st.clock, st.pc});
             st.parts.push_back(p);
           }
           st.posted = true;
@@ -148,6 +151,31 @@ PipelineSimulation simulate_actions(const PipelineSchedule& s, const std::vector
                             msg(p.send ? p.id : other[p.index].id), " but the receiver expects the ",
                             msg(p.send ? other[p.index].id : p.id)));
           done_at = std::max(done_at, other[p.index].time);
+        }
+        // NCCL runs a batch of transfers as one group: the halves a rank exchanges with one peer complete only
+        // against a group of the peer's that holds exactly their opposite halves (a send and a receive with the
+        // same peer in one group wait for each other there, where MPI's buffered sends would let them pass).
+        if (complete) {
+          for (const Part& p : st.parts) {
+            const Channel& c = channels[{p.channel_src, p.channel_dst}];
+            const size_t theirs = (p.send ? c.recvs : c.sends)[p.index].exchange;
+            size_t ours = 0, mirrored = 0;
+            for (const Part& q : st.parts) {
+              if (q.peer != p.peer) continue;
+              ++ours;
+              const Channel& cq = channels[{q.channel_src, q.channel_dst}];
+              if ((q.send ? cq.recvs : cq.sends)[q.index].exchange != theirs)
+                return fail(cat("rank ", r, ": ", describe(a), " meets two different exchanges of rank ", p.peer,
+                                " (one NCCL group against two: they wait for each other)"));
+            }
+            // The peer's halves with this rank in that exchange: the same number, or it waits for more.
+            for (const auto* list : {&channels[{p.peer, r}].sends, &channels[{r, p.peer}].recvs})
+              for (const Posted& x : *list) mirrored += x.exchange == theirs ? 1 : 0;
+            if (mirrored != ours)
+              return fail(cat("rank ", r, ": ", describe(a), " against an exchange of rank ", p.peer, " with ",
+                              mirrored, " transfers to it instead of ", ours,
+                              " (one NCCL group against two: they wait for each other)"));
+          }
         }
         if (!complete) break;
         for (const Part& p : st.parts)

@@ -116,6 +116,28 @@ BOOST_AUTO_TEST_CASE(interleaving_rounds_the_micro_batches_up) {
   BOOST_TEST(mbs.size() == 8u);
 }
 
+// One micro-batch at pp = 2: the last stage receives the activation alone and sends the gradient alone, so the first
+// stage must not send and receive in one exchange (one NCCL group waits for both halves: the run hung on two
+// GPUs); the simulation refuses that fusion.
+BOOST_AUTO_TEST_CASE(a_group_with_one_peer_is_mirrored_by_the_peer) {
+  const PipelineSchedule s{2, 1, 1, false};
+  std::vector<std::vector<PipeAction>> actions;
+  std::vector<std::string> text(2);
+  for (int r = 0; r < 2; ++r) {
+    actions.push_back(pipeline_actions(s, r));
+    for (const PipeAction& a : actions.back()) text[size_t(r)] += "[" + describe(a) + "] ";
+  }
+  BOOST_TEST(text[0] == "[F0.0] [send act 0.0 to 1] [recv grad 0.0 from 1] [B0.0] ");
+  BOOST_TEST(text[1] == "[recv act 0.0 from 0] [F0.0] [B0.0] [send grad 0.0 to 0] ");
+  BOOST_TEST(simulate_actions(s, actions).completed);
+  auto fused = actions;
+  fused[0][1].recvs = fused[0][2].recvs;
+  fused[0].erase(fused[0].begin() + 2);
+  const PipelineSimulation r = simulate_actions(s, fused);
+  BOOST_TEST(!r.completed);
+  BOOST_TEST(r.problem.find("one NCCL group against two") != std::string::npos, r.problem);
+}
+
 BOOST_AUTO_TEST_CASE(the_simulation_catches_a_broken_schedule) {
   const PipelineSchedule s{3, 1, 4, false};
   std::vector<std::vector<PipeAction>> actions;
