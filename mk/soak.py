@@ -104,16 +104,20 @@ def main():
         sys.exit(f"soak: the uninterrupted run failed (exit {rc}, see {ref}/log)")
     print(f"soak: uninterrupted run of {args.steps} steps: {ref_seconds:.0f} s", flush=True)
 
-    # The killed run: each attempt resumes and is killed after a seeded random delay, uniform in (0, 2 x the
-    # time of 1/kills of the run], so that the kills fall anywhere in a step (generation, training, the HDF5
-    # rewrite, a checkpoint) and the run still advances.
+    # The killed run: each attempt resumes and is killed after a seeded random delay, uniform in (0, 2 x an equal
+    # share of the time the remaining steps took uninterrupted] (at most 80 % of that time, so that the run does
+    # not reach its end before the last kill: steps grow shorter as the demo learns, and a fixed scale let it), so
+    # that the kills fall anywhere in a step (generation, training, the HDF5 rewrite, a checkpoint) and the run
+    # still advances.
     rng = random.Random(args.seed)
+    done = 0  # steps in the killed run's output
     out_dir, ck_dir = os.path.join(soak, "out"), os.path.join(soak, "ck")
     h5 = os.path.join(out_dir, "soak.h5")
     failures = []
     cmd = run_args(args, out_dir, ck_dir, args.steps)
     for k in range(1, args.kills + 1):
-        delay = rng.uniform(0.05, 2.0 * ref_seconds / args.kills)
+        remaining = ref_seconds * (args.steps - done) / args.steps
+        delay = rng.uniform(0.05, max(0.1, min(2.0 * remaining / (args.kills - k + 1), 0.8 * remaining)))
         with open(os.path.join(soak, f"log.{k}"), "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             try:
@@ -134,6 +138,7 @@ def main():
             failures.append(f"kill {k} after {delay:.2f} s: {e}")
             break
         newest = max(cks) if cks else 0
+        done = len(steps)
         print(f"soak: kill {k:2d} after {delay:6.2f} s: output steps 1..{len(steps)}{'' if ok else ' (NOT 1..n)'}, "
               f"newest complete checkpoint step {newest}", flush=True)
         if not ok:
