@@ -24,24 +24,24 @@ status=0
 run() {
   local name=$1 mode=$2
   shift 2
-  local out=$logdir/$name.txt
+  local log=$logdir/$name.txt
   (
     export HONE_MPI=$mode
     # shellcheck source=mk/gpu-env.sh
     source mk/gpu-env.sh
     echo "== HONE_MPI=$mode -> $HONE_MPI_MODE; mpirun: $(command -v mpirun)"
     "$@"
-  ) >"$out" 2>&1
+  ) >"$log" 2>&1
   local rc=$?
   local bad
-  bad=$(grep -nEi 'pmix|dlopen|mca_base_component|undefined symbol|warning|not found' "$out" | grep -v '^1:== ')
+  bad=$(grep -nEi 'pmix|dlopen|mca_base_component|undefined symbol|warning|not found' "$log" | grep -v '^1:== ')
   if [ $rc -ne 0 ] || [ -n "$bad" ]; then
     echo "FAIL $name (exit $rc)"
     [ -n "$bad" ] && echo "$bad" | head -n 10
-    tail -n 5 "$out"
+    tail -n 5 "$log"
     status=1
   else
-    echo "ok   $name: $(head -n 1 "$out" | cut -c4-)"
+    echo "ok   $name: $(head -n 1 "$log" | cut -c4-)"
   fi
 }
 
