@@ -226,8 +226,12 @@ void NcclComm::wait(NcclWork& w) {
     const cudaError_t e = cudaEventQuery(w.event_);
     if (e == cudaSuccess) break;
     if (e != cudaErrorNotReady) fail(w.what_, cat("failed on the device: ", detail::cuda_status_text(e)));
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+    ncclResult_t state = ncclSuccess, q = ncclSuccess;
+    {
+      std::lock_guard<std::recursive_mutex> lock(nccl_mutex_);
+      if (aborted_.load()) continue;  // by the watchdog thread since the check above: the loop's top throws
+      q = ncclCommGetAsyncError(comm_, &state);
+    }
     if (q != ncclSuccess) fail(w.what_, cat("failed: ", detail::nccl_status_text(q)));
     if (state != ncclSuccess && state != ncclInProgress)
       fail(w.what_, cat("failed: ", detail::nccl_status_text(state)));
@@ -245,6 +249,9 @@ void NcclComm::watch(NcclWork&& w) {
   if (!watchdog_) {
     NcclWatchdog::Hooks hooks;
     hooks.async_error = [this]() -> std::string {
+      // The main thread holds the lock while it enqueues (and polls the same state): skip this round then.
+      std::unique_lock<std::recursive_mutex> lock(nccl_mutex_, std::try_to_lock);
+      if (!lock.owns_lock() || aborted_.load()) return "";
       ncclResult_t state = ncclSuccess;
       const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
       if (q != ncclSuccess) return cat("failed: ", detail::nccl_status_text(q));

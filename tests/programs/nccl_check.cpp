@@ -426,6 +426,27 @@ void check_stream_ordered(hone::Comm& world, hone::NcclComm& c, cudaStream_t com
   while (c.watched() > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() < 10)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   report(world, c.watched() == 0 && !c.aborted(), "the watchdog thread saw every stream-ordered collective complete");
+  // Many short collectives in a row, as sequence parallelism issues them (a few per layer, thousands a step): the
+  // watchdog thread polls the communicator all the while the main thread enqueues on it. Each round gathers the
+  // rows and scatters their sum back, so every rank's values are multiplied by P each round (kept small: 2 rounds
+  // between resets of the input).
+  const int rounds = 3000;
+  bool stress_ok = true;
+  for (int k = 0; k < rounds; ++k) {
+    if (k % 2 == 0)
+      CUDA_CHECK(cudaMemcpyAsync(d_local, mine.data(), size_t(local) * 2, cudaMemcpyHostToDevice, comm));
+    c.all_gather_on(k % 2 == 0 ? d_local : d_back, d_full, local, comm);
+    c.reduce_scatter_sum_on(d_full, d_back, local, comm);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(comm));
+  CUDA_CHECK(cudaMemcpy(back.data(), d_back, back.size() * 2, cudaMemcpyDeviceToHost));
+  for (int64_t i = 0; i < local; ++i) stress_ok = stress_ok && read(back[size_t(i)]) == P * P * value(me, i);
+  c.barrier();
+  const auto t2 = std::chrono::steady_clock::now();
+  while (c.watched() > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count() < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  report(world, stress_ok && c.watched() == 0 && !c.aborted(),
+         hone::cat(2 * rounds, " stream-ordered collectives in a row under the watchdog: results exact, none failed"));
   CUDA_CHECK(cudaEventDestroy(ready));
   CUDA_CHECK(cudaStreamDestroy(comm));
   for (uint16_t* p : {d_local, d_full, d_back}) CUDA_CHECK(cudaFree(p));
