@@ -191,8 +191,8 @@ class NcclComm : public DeviceComm {
   std::atomic<bool> aborted_{false};
   // Held while calling NCCL on the communicator, so that the watchdog thread's ncclCommAbort never runs during
   // an enqueue (NCCL calls on one communicator must not overlap); recursive: a failing enqueue aborts. Polling
-  // ncclCommGetAsyncError too: on a non-blocking communicator it completes and frees the pending group job, so two
-  // threads polling at once free it twice (the sequence-parallel step failed in NCCL with a garbage job error).
+  // ncclCommGetAsyncError too: while the watchdog thread polled beside the main thread's enqueues, the
+  // sequence-parallel step (thousands of collectives) failed inside NCCL's group launch with a garbage job error.
   mutable std::recursive_mutex nccl_mutex_;
   std::string background_message_;  // the watchdog thread's failure (under nccl_mutex_)
   std::unique_ptr<NcclWatchdog> watchdog_;
