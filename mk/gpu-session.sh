@@ -23,7 +23,8 @@
 #             offload against one GPU; bubble, exchanges, refit bytes and phase times)
 #   long sequences (one GPU): cp-long (mk/gpu-cp-long.sh: the Qwen3-1.7B shape at 4k, 16k and 32k tokens with each
 #             train.recompute, and the attention's TFLOP/s); context parallel (two GPUs): cp-check
-#             (mk/gpu-cp-check.sh: cp=2 against one GPU)
+#             (mk/gpu-cp-check.sh: cp=2 against one GPU), cp-32k (the Qwen3-1.7B shape with 32k-token sequences,
+#             input/bench-grpo-qwen3-1.7b-32k.toml: one GPU, cp=2, cp=2 without recompute; 2 steps each)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -114,6 +115,15 @@ if want cp-check; then
 fi
 if want pp-check; then
   run_part 600 pp-check bash mk/gpu-pp-check.sh "$logdir/pp-check"
+fi
+if want cp-32k; then  # 32k-token sequences (input/bench-grpo-qwen3-1.7b-32k.toml): one GPU against cp = 2
+  long=input/bench-grpo-qwen3-1.7b-32k.toml
+  run_part 200 cp-32k-one env CUDA_VISIBLE_DEVICES=0 "$hone" run $long run.name=long-one run.max_steps=2 \
+    "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+  run_part 200 cp-32k-cp2 "${mpi[@]}" "$hone" run $long run.name=long-cp2 parallel.cp=2 run.max_steps=2 \
+    "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+  run_part 200 cp-32k-cp2-none "${mpi[@]}" "$hone" run $long run.name=long-cp2-none parallel.cp=2 \
+    train.recompute=none run.max_steps=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (sequence parallel), against grpo-8b at dp=2
   run_part 420 grpo-8b-tp2 "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml run.name=llama-8b-tp2 \
