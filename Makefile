@@ -96,8 +96,10 @@ ifneq ($(SANITIZE),)
   CXXFLAGS  += $(SAN_FLAGS) -O1 -g1
   LDLIBS    += $(SAN_FLAGS)
   TEST_SUITES := unit mpi
-  # Children (hone under mpirun, the test programs) inherit these. Open MPI's own allocations at exit are not ours.
-  SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
+  # Children (hone under mpirun, the test programs) inherit these. Open MPI's own allocations at exit are not ours:
+  # the slow unwinder follows their stacks through the MPI libraries (built without frame pointers), where the
+  # suppressions find them (the fast one stops at an unknown frame).
+  SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:fast_unwind_on_malloc=0 \
              LSAN_OPTIONS=suppressions=$(CURDIR)/mk/lsan.supp:print_suppressions=0 \
              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 endif
