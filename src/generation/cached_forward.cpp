@@ -57,6 +57,7 @@ CachedForward::CachedForward(const ModelConfig& config, TensorParallel* tp) : c_
   if (rope.head_dim == 0) rope.head_dim = c_.head_dim;
   HONE_CHECK(rope.head_dim == c_.head_dim, "rope.head_dim ", rope.head_dim, " != head_dim ", c_.head_dim);
   shape_ = tp_ ? tp_->shape() : layer_shape(c_);
+  feed_forward_ = make_layer_feed_forward(c_);
   inv_freq_.resize(size_t(c_.head_dim / 2));
   cpu::rope_inv_freq(inv_freq_.data(), rope);
 }
@@ -93,7 +94,8 @@ void CachedForward::layers(const ModelWeights& w, KvCache& cache, Mode mode, con
   for (int l = 0; l < c_.num_hidden_layers; ++l) {
     LayerActivations a = act_;
     a.x_in = x_[l % 2].data();
-    layer_forward(l, shape_, w.layers[size_t(l)], lb, a, attention, whole_rows, x_[(l + 1) % 2].data());
+    layer_forward(l, shape_, w.layers[size_t(l)], lb, a, attention, *feed_forward_, whole_rows,
+                  x_[(l + 1) % 2].data());
   }
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "generation/kv_cache.h"
@@ -54,6 +55,7 @@ class CachedForward {
   ModelConfig c_;
   TensorParallel* tp_ = nullptr;
   LayerShape shape_;
+  std::unique_ptr<LayerFeedForward> feed_forward_;
   std::vector<float> inv_freq_;
   int capacity_ = 0;  // rows the buffers hold
   // Per-row work buffers: the layer's activations (one layer at a time), the residual stream ping-pong, the head.

@@ -28,6 +28,7 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
       span_(span.resolved(config.num_hidden_layers)),
       shape_(tp ? tp->shape() : layer_shape(config)),
       w_(weights),
+      feed_forward_(make_layer_feed_forward(config)),
       recompute_(size_t(config.num_hidden_layers), Recompute::none) {
   HONE_CHECK(int(w_.layers.size()) == c_.num_hidden_layers, "weights have ", w_.layers.size(), " layers, config ",
              c_.num_hidden_layers);
@@ -49,6 +50,8 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
 Transformer::~Transformer() = default;
 
 LayerAttention& Transformer::attention() { return ring_ ? static_cast<LayerAttention&>(*ring_) : attention_; }
+
+LayerFeedForward& Transformer::feed_forward() { return *feed_forward_; }
 
 int Transformer::split_multiple() const { return tp_ && tp_->sequence_parallel() ? tp_->size() : 1; }
 
@@ -223,7 +226,8 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
     for (int l = span_.layer_begin; l < span_.layer_end; ++l) {
       LayerActivations& a = saved_[size_t(l)];
       layer_inputs(l, a);
-      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention(), layers(), x_[size_t(l + 1)]);
+      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention(), feed_forward(), layers(),
+                    x_[size_t(l + 1)]);
     }
     if (!span_.head) {
       backward_ready_ = true;
@@ -311,10 +315,12 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
     // values it had (the next layer's input, already consumed), so nothing downstream changes. A selective one
     // reruns only its elementwise ops from what it kept.
     if (recompute_[size_t(l)] == Recompute::full)
-      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention(), layers(), x_[size_t(l + 1)]);
+      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention(), feed_forward(), layers(),
+                    x_[size_t(l + 1)]);
     else if (recompute_[size_t(l)] == Recompute::selective)
       recompute_selective_activations(shape_, w_.layers[size_t(l)], lb, a, Tl);
-    layer_backward(shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, attention(), layers(), dres);
+    layer_backward(l, shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, attention(), feed_forward(),
+                   layers(), dres);
   }
   dres_ = dres;
   if (!span_.embedding) return;

@@ -106,6 +106,7 @@ class Transformer {
   int local_rows(int T) const;               // rows of the residual stream on this rank
   LayerCollectives<float>* layers() const;   // the layer hooks (null at tp = 1)
   LayerAttention& attention();               // the attention seam: packed, or the ring under cp
+  LayerFeedForward& feed_forward();          // the feed-forward seam of the config's layers
   int split_multiple() const;                // the local rows of a context-parallel split are a multiple of it
   void layer_inputs(int layer, LayerActivations& a) const;
 
@@ -117,6 +118,7 @@ class Transformer {
   const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ModelWeights& w_;
   PackedAttention attention_;
+  std::unique_ptr<LayerFeedForward> feed_forward_;
   std::vector<Recompute> recompute_;
   int chunk_v_ = 8192;
   std::vector<float> inv_freq_;

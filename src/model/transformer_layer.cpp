@@ -1,4 +1,5 @@
-// The CPU decoder layer body (Llama / Qwen2 / Qwen3), forward and backward, written against the op API.
+// The CPU decoder layer body (Llama / Qwen2 / Qwen3), forward and backward, and its dense feed-forward, written
+// against the op API.
 #include "model/transformer_layer.h"
 
 #include <cmath>
@@ -26,6 +27,24 @@ struct Carver {
     return r;
   }
 };
+
+// The backward of a row-parallel projection y = x W^T (o_proj, down_proj; x [T, IC] holds this rank's slice of the
+// features): the input gradient dx from the residual gradient dres [local rows, C], gathered to all T rows in dy
+// under sequence parallelism (dy is dres without), then the weight gradient.
+void row_parallel_linear_backward(float* dx, float* dw, const float* x, const float* w, int T, int IC, int C,
+                                  float* dres, float* dy, LayerCollectives<float>* collectives) {
+  auto dgrad = [&](int r0, int n) {
+    cpu::linear_backward(dx + int64_t(r0) * IC, nullptr, nullptr, dy + int64_t(r0) * C, x + int64_t(r0) * IC, w, n,
+                         IC, C);
+  };
+  auto wgrad = [&] { cpu::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C); };
+  if (collectives) {
+    collectives->row_parallel_backward(dres, dy, T, C, dgrad, wgrad);
+  } else {
+    dgrad(0, T);
+    wgrad();
+  }
+}
 
 }  // namespace
 
@@ -112,10 +131,64 @@ void PackedAttention::backward(const LayerShape& s, const LayerBatch& b, const L
                           s.kv_heads, s.head_dim, s.attention_scale());
 }
 
+void DenseFeedForward::forward(int, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
+                               const LayerActivations& a, LayerCollectives<float>* collectives, float* y,
+                               float* out) {
+  const int T = b.T, C = s.hidden, I = s.intermediate;
+  auto gate_up = [&](int r0, int n) {
+    const float* h = a.h2 + int64_t(r0) * C;
+    cpu::linear_forward(a.gate + int64_t(r0) * I, h, w.gate_proj.f32(), nullptr, n, C, I);
+    cpu::linear_forward(a.up + int64_t(r0) * I, h, w.up_proj.f32(), nullptr, n, C, I);
+  };
+  if (collectives) collectives->column_parallel_forward(a.h2_local, a.h2, T, C, gate_up);
+  else gate_up(0, T);
+  cpu::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * I);
+  auto down = [&](int r0, int n) {
+    cpu::linear_forward(y + int64_t(r0) * C, a.act + int64_t(r0) * I, w.down_proj.f32(), nullptr, n, I, C);
+  };
+  if (collectives) collectives->row_parallel_forward(y, out, T, C, down);
+  else down(0, T);
+}
+
+void DenseFeedForward::backward(int, const LayerShape& sh, const LayerWeights& w, LayerWeights& g,
+                                const LayerBatch& b, const LayerActivations& a, const LayerGradScratch& s,
+                                LayerCollectives<float>* collectives, float* dres) {
+  const int T = b.T, C = sh.hidden, I = sh.intermediate;
+  const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I;
+  const int Tl = collectives ? collectives->local_rows(T) : T;
+  float* dy = Tl != T ? s.dy : dres;  // the residual gradient on all T rows, as layer_backward reads it
+  zero(s.dact, TI);
+  row_parallel_linear_backward(s.dact, g.down_proj.f32(), a.act, w.down_proj.f32(), T, I, C, dres, dy, collectives);
+  zero(s.dgate, TI);
+  zero(s.dup, TI);
+  cpu::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI);
+  zero(s.dh, TC);
+  auto gate_up_dgrad = [&](int r0, int n) {
+    float* dh = s.dh + int64_t(r0) * C;
+    const float* h = a.h2 + int64_t(r0) * C;
+    cpu::linear_backward(dh, nullptr, nullptr, s.dgate + int64_t(r0) * I, h, w.gate_proj.f32(), n, C, I);
+    cpu::linear_backward(dh, nullptr, nullptr, s.dup + int64_t(r0) * I, h, w.up_proj.f32(), n, C, I);
+  };
+  auto gate_up_wgrad = [&] {  // under sequence parallelism a.h2 is the shared place, gathered again
+    cpu::linear_backward(nullptr, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I);
+    cpu::linear_backward(nullptr, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I);
+  };
+  if (collectives) {
+    collectives->column_parallel_backward(a.h2_local, a.h2, s.dh, s.dh_local, T, C, gate_up_dgrad, gate_up_wgrad);
+  } else {
+    gate_up_dgrad(0, T);
+    gate_up_wgrad();
+  }
+}
+
+std::unique_ptr<LayerFeedForward> make_layer_feed_forward(const ModelConfig&) {
+  return std::make_unique<DenseFeedForward>();
+}
+
 void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
-                   const LayerActivations& a, LayerAttention& attention, LayerCollectives<float>* collectives,
-                   float* x_out) {
-  const int T = b.T, C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
+                   const LayerActivations& a, LayerAttention& attention, LayerFeedForward& feed_forward,
+                   LayerCollectives<float>* collectives, float* x_out) {
+  const int T = b.T, C = s.hidden, Q = s.q_dim(), K = s.kv_dim();
   const int Hq = s.heads, Hkv = s.kv_heads, D = s.head_dim;
   const int Tl = collectives ? collectives->local_rows(T) : T;  // rows of the residual stream here
   const bool sp = Tl != T;
@@ -147,81 +220,25 @@ void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const 
   cpu::add_forward(a.x_mid, a.x_mid, a.x_in, TlC);
 
   cpu::rmsnorm_forward(a.h2_local, a.rstd2, a.x_mid, w.post_attention_layernorm.f32(), Tl, C, eps);
-  auto gate_up = [&](int r0, int n) {
-    const float* h = a.h2 + int64_t(r0) * C;
-    cpu::linear_forward(a.gate + int64_t(r0) * I, h, w.gate_proj.f32(), nullptr, n, C, I);
-    cpu::linear_forward(a.up + int64_t(r0) * I, h, w.up_proj.f32(), nullptr, n, C, I);
-  };
-  if (collectives) collectives->column_parallel_forward(a.h2_local, a.h2, T, C, gate_up);
-  else gate_up(0, T);
-  cpu::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * I);
-  float* y = sp ? a.row_out : x_out;
-  auto down = [&](int r0, int n) {
-    cpu::linear_forward(y + int64_t(r0) * C, a.act + int64_t(r0) * I, w.down_proj.f32(), nullptr, n, I, C);
-  };
-  if (collectives) collectives->row_parallel_forward(y, x_out, T, C, down);
-  else down(0, T);
+  feed_forward.forward(layer, s, w, b, a, collectives, sp ? a.row_out : x_out, x_out);
   cpu::add_forward(x_out, x_out, a.x_mid, TlC);
 }
 
-namespace {
-
-// The backward of a row-parallel projection y = x W^T (o_proj, down_proj; x [T, IC] holds this rank's slice of the
-// features): the input gradient dx from the residual gradient dres [local rows, C], gathered to all T rows in dy
-// under sequence parallelism (dy is dres without), then the weight gradient.
-void row_parallel_linear_backward(float* dx, float* dw, const float* x, const float* w, int T, int IC, int C,
-                                  float* dres, float* dy, LayerCollectives<float>* collectives) {
-  auto dgrad = [&](int r0, int n) {
-    cpu::linear_backward(dx + int64_t(r0) * IC, nullptr, nullptr, dy + int64_t(r0) * C, x + int64_t(r0) * IC, w, n,
-                         IC, C);
-  };
-  auto wgrad = [&] { cpu::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C); };
-  if (collectives) {
-    collectives->row_parallel_backward(dres, dy, T, C, dgrad, wgrad);
-  } else {
-    dgrad(0, T);
-    wgrad();
-  }
-}
-
-}  // namespace
-
-void layer_backward(const LayerShape& sh, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
+void layer_backward(int layer, const LayerShape& sh, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
                     const LayerActivations& a, const LayerGradScratch& s, LayerAttention& attention,
-                    LayerCollectives<float>* collectives, float* dres) {
-  const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
+                    LayerFeedForward& feed_forward, LayerCollectives<float>* collectives, float* dres) {
+  const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim();
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
-  const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
+  const int64_t TC = int64_t(T) * C, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
   const int Tl = collectives ? collectives->local_rows(T) : T;
   const bool sp = Tl != T;
   // The residual gradient as the row-parallel GEMMs' backward reads it: all T rows (gathered under sequence
   // parallelism: the gradient of a reduce-scatter is an all-gather).
   float* dy = sp ? s.dy : dres;
 
-  // MLP branch: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid). dres is read as
-  // d(x_out) by the down projection before rmsnorm_backward adds the branch's share of d(x_mid) into it.
-  zero(s.dact, TI);
-  row_parallel_linear_backward(s.dact, g.down_proj.f32(), a.act, w.down_proj.f32(), T, I, C, dres, dy, collectives);
-  zero(s.dgate, TI);
-  zero(s.dup, TI);
-  cpu::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI);
-  zero(s.dh, TC);
-  auto gate_up_dgrad = [&](int r0, int n) {
-    float* dh = s.dh + int64_t(r0) * C;
-    const float* h = a.h2 + int64_t(r0) * C;
-    cpu::linear_backward(dh, nullptr, nullptr, s.dgate + int64_t(r0) * I, h, w.gate_proj.f32(), n, C, I);
-    cpu::linear_backward(dh, nullptr, nullptr, s.dup + int64_t(r0) * I, h, w.up_proj.f32(), n, C, I);
-  };
-  auto gate_up_wgrad = [&] {  // under sequence parallelism a.h2 is the shared place, gathered again
-    cpu::linear_backward(nullptr, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I);
-    cpu::linear_backward(nullptr, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I);
-  };
-  if (collectives) {
-    collectives->column_parallel_backward(a.h2_local, a.h2, s.dh, s.dh_local, T, C, gate_up_dgrad, gate_up_wgrad);
-  } else {
-    gate_up_dgrad(0, T);
-    gate_up_wgrad();
-  }
+  // Feed-forward branch: x_out = x_mid + ffn(h2), h2 = rmsnorm(x_mid). dres is read as d(x_out) by the
+  // feed-forward's backward before rmsnorm_backward adds the branch's share of d(x_mid) into it.
+  feed_forward.backward(layer, sh, w, g, b, a, s, collectives, dres);
   cpu::rmsnorm_backward(dres, g.post_attention_layernorm.f32(), s.dh_local, a.x_mid, w.post_attention_layernorm.f32(),
                         a.rstd2, Tl, C);
 

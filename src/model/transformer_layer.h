@@ -1,14 +1,17 @@
 // The decoder layer body on the CPU (fp32 ops): its forward and backward, written once and used by every CPU pass
 // (training and logprob in model/transformer.cpp, prefill and decode in generation/cached_forward.cpp). It computes
-// with a LayerShape (this rank's heads and widths), and has two seams:
-//   attention   between RoPE and o_proj: packed causal attention for training (PackedAttention below), the KV
-//               cache's prefill or decode attention for generation;
-//   collectives where a tensor-parallel layer's partial sums cross ranks (model/layer_collectives.h); nullptr at
-//               tp = 1.
+// with a LayerShape (this rank's heads and widths), and has three seams:
+//   attention     between RoPE and o_proj: packed causal attention for training (PackedAttention below), the KV
+//                 cache's prefill or decode attention for generation;
+//   feed-forward  between the post-attention norm and the last residual add: the dense SwiGLU MLP
+//                 (DenseFeedForward below) or another feed-forward (a mixture of experts);
+//   collectives   where a tensor-parallel layer's partial sums cross ranks (model/layer_collectives.h); nullptr at
+//                 tp = 1.
 // The caller owns every buffer; a layer only reads and writes the pointers it is given.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "model/layer_collectives.h"
 #include "model/layer_shape.h"
@@ -95,15 +98,47 @@ class PackedAttention final : public LayerAttention {
                 float* dk_r, float* dv) override;
 };
 
+// The feed-forward seam. Its forward reads the normed hidden state a.h2_local [local rows, C] (all-gathered into
+// a.h2 [T, C] under sequence parallelism, as the column-parallel GEMMs' hook does it), writes this rank's partial
+// sums of the branch output into y [T, C] and leaves their sum over the tensor-parallel group in out (this rank's
+// rows; out may be y), where the body adds the residual. Its backward reads d(loss)/d(out) from dres [local rows,
+// C] (not changing it), accumulates parameter gradients into g and leaves d(loss)/d(h2) of this rank's rows, summed
+// over the group, in scratch.dh_local (the body's rmsnorm_backward reads it; the rest of scratch is free to use).
+// `layer` lets an implementation keep per-layer state between a layer's forward and its backward.
+class LayerFeedForward {
+ public:
+  virtual ~LayerFeedForward() = default;
+  virtual void forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
+                       const LayerActivations& a, LayerCollectives<float>* collectives, float* y, float* out) = 0;
+  virtual void backward(int layer, const LayerShape& s, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
+                        const LayerActivations& a, const LayerGradScratch& scratch,
+                        LayerCollectives<float>* collectives, float* dres) = 0;
+};
+
+// Llama / Qwen2 / Qwen3: down(silu(gate(h2)) * up(h2)), gate/up column-parallel, down row-parallel; keeps a.gate,
+// a.up and a.act for the backward.
+class DenseFeedForward final : public LayerFeedForward {
+ public:
+  void forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b, const LayerActivations& a,
+               LayerCollectives<float>* collectives, float* y, float* out) override;
+  void backward(int layer, const LayerShape& s, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
+                const LayerActivations& a, const LayerGradScratch& scratch, LayerCollectives<float>* collectives,
+                float* dres) override;
+};
+
+// The feed-forward of c's layers (what a model's passes give the layer body).
+std::unique_ptr<LayerFeedForward> make_layer_feed_forward(const ModelConfig& c);
+
 // Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (under
 // sequence parallelism, x_in and x_out hold this rank's local rows).
 void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
-                   const LayerActivations& a, LayerAttention& attention, LayerCollectives<float>* collectives,
-                   float* x_out);
+                   const LayerActivations& a, LayerAttention& attention, LayerFeedForward& feed_forward,
+                   LayerCollectives<float>* collectives, float* x_out);
 // dres [T, C] ([local rows, C] under sequence parallelism) holds d(loss)/d(x_out) on entry and d(loss)/d(x_in) on
-// return; parameter gradients accumulate into g (same shapes as w). `attention` is the seam the forward ran.
-void layer_backward(const LayerShape& s, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
+// return; parameter gradients accumulate into g (same shapes as w). `attention` and `feed_forward` are the seams
+// the forward ran.
+void layer_backward(int layer, const LayerShape& s, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
                     const LayerActivations& a, const LayerGradScratch& scratch, LayerAttention& attention,
-                    LayerCollectives<float>* collectives, float* dres);
+                    LayerFeedForward& feed_forward, LayerCollectives<float>* collectives, float* dres);
 
 }  // namespace hone

@@ -2,8 +2,12 @@
 // two shards of one layer (Megatron's split of heads, KV heads and feed-forward width: parallel/shard_layout.h),
 // run on two threads whose hook sums their partials, give the whole layer's output, input gradient and parameter
 // gradients. That proves the hook sits at the right points with the right sizes before any communicator exists.
+// The feed-forward seam is what the body runs between the post-attention norm and the last residual add: a
+// feed-forward plugged in there is called with the layer's index and nothing of the dense MLP runs beside it, and
+// the dense one (DenseFeedForward) computes down(silu(gate(h2)) * up(h2)) with the very ops of the MLP.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <thread>
@@ -70,14 +74,15 @@ class ThreadPairCollectives final : public hone::LayerCollectives<float> {
   int rank_;
 };
 
-// One layer pass (forward, then backward of dres) with its own activations.
+// One layer pass (forward, then backward of dres) with its own activations; the dense feed-forward unless given.
 struct LayerRun {
   std::vector<float> act_buf, scratch_buf, out, dres;
+  hone::LayerActivations a;
   hone::LayerWeights grads;
 
   void run(const hone::LayerShape& s, const hone::LayerWeights& w, const hone::LayerBatch& b, const float* x,
-           const std::vector<float>& dout, hone::LayerCollectives<float>* coll) {
-    hone::LayerActivations a;
+           const std::vector<float>& dout, hone::LayerCollectives<float>* coll,
+           hone::LayerFeedForward* feed_forward = nullptr, int layer = 0) {
     act_buf.assign(size_t(hone::carve_layer_activations(a, nullptr, s, b.T)), 0.f);
     hone::carve_layer_activations(a, act_buf.data(), s, b.T);
     a.x_in = x;
@@ -86,10 +91,61 @@ struct LayerRun {
     hone::carve_layer_grad_scratch(g, scratch_buf.data(), s, b.T);
     out.assign(size_t(b.T) * size_t(s.hidden), 0.f);
     hone::PackedAttention attention;
-    hone::layer_forward(0, s, w, b, a, attention, coll, out.data());
+    hone::DenseFeedForward dense;
+    hone::LayerFeedForward& ffn = feed_forward ? *feed_forward : dense;
+    hone::layer_forward(layer, s, w, b, a, attention, ffn, coll, out.data());
     dres = dout;
     grads = zeros_like(w);
-    hone::layer_backward(s, w, grads, b, a, g, attention, coll, dres.data());
+    hone::layer_backward(layer, s, w, grads, b, a, g, attention, ffn, coll, dres.data());
+  }
+};
+
+// A feed-forward that records its calls and runs the dense one (or, with `silent`, contributes nothing: a zero
+// branch output and no gradient into h2).
+class RecordingFeedForward final : public hone::LayerFeedForward {
+ public:
+  explicit RecordingFeedForward(bool silent) : silent_(silent) {}
+  void forward(int layer, const hone::LayerShape& s, const hone::LayerWeights& w, const hone::LayerBatch& b,
+               const hone::LayerActivations& a, hone::LayerCollectives<float>* coll, float* y, float* out) override {
+    forward_layers.push_back(layer);
+    if (silent_) std::fill_n(out, size_t(b.T) * size_t(s.hidden), 0.f);
+    else dense_.forward(layer, s, w, b, a, coll, y, out);
+  }
+  void backward(int layer, const hone::LayerShape& s, const hone::LayerWeights& w, hone::LayerWeights& g,
+                const hone::LayerBatch& b, const hone::LayerActivations& a, const hone::LayerGradScratch& scratch,
+                hone::LayerCollectives<float>* coll, float* dres) override {
+    backward_layers.push_back(layer);
+    if (silent_) std::fill_n(scratch.dh_local, size_t(b.T) * size_t(s.hidden), 0.f);
+    else dense_.backward(layer, s, w, g, b, a, scratch, coll, dres);
+  }
+  std::vector<int> forward_layers, backward_layers;
+
+ private:
+  bool silent_;
+  hone::DenseFeedForward dense_;
+};
+
+// A layer's weights, packed batch, input and output gradient for the tests below.
+struct LayerCase {
+  hone::ModelConfig c;
+  hone::ModelWeights w;
+  std::vector<int32_t> positions = {0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4};
+  std::vector<int32_t> cu = {0, 6, 11};
+  std::vector<float> inv_freq, x, dout;
+  hone::LayerBatch b;
+
+  explicit LayerCase(hone::Architecture arch) : c(test::tiny_config(arch, false)), w(hone::allocate_weights(c)) {
+    test::randomize(w, 5);
+    const int T = int(positions.size());
+    inv_freq.resize(size_t(c.head_dim / 2));
+    hone::cpu::rope_inv_freq(inv_freq.data(), c.rope);
+    b = hone::LayerBatch{positions.data(), cu.data(), T, 2, inv_freq.data()};
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    x.resize(size_t(T * c.hidden_size));
+    dout.resize(x.size());
+    for (float& v : x) v = nd(rng);
+    for (float& v : dout) v = nd(rng);
   }
 };
 
@@ -101,22 +157,12 @@ BOOST_AUTO_TEST_SUITE(layer_seams)
 
 BOOST_AUTO_TEST_CASE(two_shards_with_the_hook_summing_equal_the_whole_layer) {
   for (auto arch : {hone::Architecture::qwen3, hone::Architecture::qwen2, hone::Architecture::llama}) {
-    const hone::ModelConfig c = test::tiny_config(arch, false);  // 4 heads over 2 KV heads: one KV head a shard
-    hone::ModelWeights w = hone::allocate_weights(c);
-    test::randomize(w, 5);
-    const hone::LayerWeights& lw = w.layers[0];
-
-    const int T = 11;
-    const std::vector<int32_t> positions = {0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4};
-    const std::vector<int32_t> cu = {0, 6, 11};
-    std::vector<float> inv_freq(size_t(c.head_dim / 2));
-    hone::cpu::rope_inv_freq(inv_freq.data(), c.rope);
-    const hone::LayerBatch b{positions.data(), cu.data(), T, 2, inv_freq.data()};
-    std::mt19937 rng(3);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    std::vector<float> x(size_t(T * c.hidden_size)), dout(x.size());
-    for (float& v : x) v = nd(rng);
-    for (float& v : dout) v = nd(rng);
+    const LayerCase lc(arch);  // 4 heads over 2 KV heads: one KV head a shard
+    const hone::ModelConfig& c = lc.c;
+    const hone::LayerWeights& lw = lc.w.layers[0];
+    const hone::LayerBatch& b = lc.b;
+    const std::vector<float>& x = lc.x;
+    const std::vector<float>& dout = lc.dout;
 
     LayerRun whole;
     whole.run(hone::layer_shape(c), lw, b, x.data(), dout, nullptr);
@@ -150,6 +196,52 @@ BOOST_AUTO_TEST_CASE(two_shards_with_the_hook_summing_equal_the_whole_layer) {
         for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
         BOOST_TEST(test::rel_l2(sum, values(whole.grads[p])) < 1e-5, hone::layer_param_suffix(p));
       }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_body_runs_the_feed_forward_it_is_given) {
+  for (auto arch : {hone::Architecture::qwen3, hone::Architecture::llama}) {
+    const LayerCase lc(arch);
+    const hone::LayerShape s = hone::layer_shape(lc.c);
+    const hone::LayerWeights& lw = lc.w.layers[1];
+    LayerRun dense;
+    dense.run(s, lw, lc.b, lc.x.data(), lc.dout, nullptr, nullptr, 1);
+
+    // Passed through: called once each way with the layer's index, the same bits as the dense one alone.
+    RecordingFeedForward passing(false);
+    LayerRun through;
+    through.run(s, lw, lc.b, lc.x.data(), lc.dout, nullptr, &passing, 1);
+    BOOST_TEST(passing.forward_layers == std::vector<int>{1});
+    BOOST_TEST(passing.backward_layers == std::vector<int>{1});
+    BOOST_TEST(through.out == dense.out);
+    BOOST_TEST(through.dres == dense.dres);
+    for (int i = 0; i < hone::kNumLayerParams; ++i)
+      if (lw[LayerParam(i)].defined())
+        BOOST_TEST(values(through.grads[LayerParam(i)]) == values(dense.grads[LayerParam(i)]),
+                   hone::layer_param_suffix(LayerParam(i)));
+
+    // The dense one: the layer's output is x_mid + down(silu(gate(h2)) * up(h2)), op for op.
+    const int T = lc.b.T, C = s.hidden, I = s.intermediate;
+    std::vector<float> gate(size_t(T * I)), up(gate.size()), act(gate.size()), want(size_t(T * C));
+    hone::cpu::linear_forward(gate.data(), dense.a.h2, lw.gate_proj.f32(), nullptr, T, C, I);
+    hone::cpu::linear_forward(up.data(), dense.a.h2, lw.up_proj.f32(), nullptr, T, C, I);
+    hone::cpu::swiglu_forward(act.data(), gate.data(), up.data(), int64_t(T) * I);
+    hone::cpu::linear_forward(want.data(), act.data(), lw.down_proj.f32(), nullptr, T, I, C);
+    hone::cpu::add_forward(want.data(), want.data(), dense.a.x_mid, int64_t(T) * C);
+    BOOST_TEST(dense.out == want);
+
+    // A silent one: the output is the residual after attention, and the MLP's weights get no gradient.
+    RecordingFeedForward silent(true);
+    LayerRun without;
+    without.run(s, lw, lc.b, lc.x.data(), lc.dout, nullptr, &silent, 1);
+    BOOST_TEST(silent.forward_layers == std::vector<int>{1});
+    BOOST_TEST(silent.backward_layers == std::vector<int>{1});
+    BOOST_TEST(without.out == std::vector<float>(without.a.x_mid, without.a.x_mid + int64_t(T) * C));
+    for (LayerParam p : {LayerParam::gate_proj, LayerParam::up_proj, LayerParam::down_proj,
+                         LayerParam::post_attention_layernorm})
+      BOOST_TEST(values(without.grads[p]) == std::vector<float>(size_t(without.grads[p].numel()), 0.f),
+                 hone::layer_param_suffix(p));
+    BOOST_TEST(test::rel_l2(without.dres, dense.dres) > 1e-3);  // the branch's gradient is missing
   }
 }
 
