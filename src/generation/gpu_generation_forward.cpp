@@ -84,7 +84,14 @@ int64_t GpuGenerationForward::block_bytes(const ModelConfig& c, int block_size, 
 
 GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout,
                                            const bf16* weights, const cuda::GpuContext& ctx, GpuTensorParallel* tp)
-    : c_(config), tp_(tp), shape_(tp ? tp->shape() : layer_shape(config)), layout_(layout), w_(weights), ctx_(ctx), inv_freq_(config.head_dim / 2) {
+    : c_(config),
+      tp_(tp),
+      shape_(tp ? tp->shape() : layer_shape(config)),
+      layout_(layout),
+      w_(weights),
+      ctx_(ctx),
+      feed_forward_(make_gpu_layer_feed_forward(config)),
+      inv_freq_(config.head_dim / 2) {
   HONE_CHECK(w_ != nullptr, "generation needs the device weights");
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
@@ -253,7 +260,7 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
     GpuLayerActivations a = pre_act_;
     a.x_in = pre_x_[l % 2];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
-                      attention, whole_rows, pre_x_[(l + 1) % 2], ctx_, nullptr);
+                      attention, *feed_forward_, whole_rows, pre_x_[(l + 1) % 2], ctx_, nullptr);
   }
   // Logits only for the gathered rows (embedding_forward is a row gather: out[r] = table[gather[r]]).
   cuda::embedding_forward(pre_g_, d_gather, pre_x_[L % 2], R, C, ctx_);
@@ -315,7 +322,7 @@ void GpuGenerationForward::decode_layers(int B, const cuda::PagedDecodeArgs& arg
     GpuLayerActivations a = dec_act_;
     a.x_in = dec_x_[l % 2];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, dec_scratch_,
-                      attention, whole_rows, dec_x_[(l + 1) % 2], ctx_, nullptr);
+                      attention, *feed_forward_, whole_rows, dec_x_[(l + 1) % 2], ctx_, nullptr);
   }
   cuda::rmsnorm_forward(dec_h_, dec_rstd_, dec_x_[L % 2], w_ + layout_.norm, B, C, c_.rms_norm_eps, ctx_);
   lm_head_logits(dec_h_, B);

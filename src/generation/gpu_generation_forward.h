@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -116,6 +117,7 @@ class GpuGenerationForward {
   const ParamLayout layout_;
   const cuda::bf16* w_;
   const cuda::GpuContext ctx_;
+  std::unique_ptr<GpuLayerFeedForward> feed_forward_;
   DeviceArray<float> inv_freq_;
 
   // KV pools: [L][K|V][num_blocks + 1, Hkv, block_size, D].

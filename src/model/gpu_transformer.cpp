@@ -28,6 +28,7 @@ GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& lay
       ctx_(ctx),
       span_(span.resolved(config.num_hidden_layers)),
       recompute_(size_t(config.num_hidden_layers), Recompute::none),
+      feed_forward_(make_gpu_layer_feed_forward(config)),
       inv_freq_(config.head_dim / 2) {
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
@@ -67,6 +68,8 @@ int GpuTransformer::local_tokens(int tokens) const {
 GpuLayerAttention& GpuTransformer::attention() {
   return ring_ ? static_cast<GpuLayerAttention&>(*ring_) : attention_;
 }
+
+GpuLayerFeedForward& GpuTransformer::feed_forward() { return *feed_forward_; }
 
 void GpuTransformer::set_shared_weights(bf16* w) {
   HONE_CHECK(!weights_.get() && w, "only a model built on shared weights follows them to a new place");
@@ -378,7 +381,7 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
     GpuLayerActivations& a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
-                      attention(), layers(), x_[size_t(l + 1)], ctx_, prof_);
+                      attention(), feed_forward(), layers(), x_[size_t(l + 1)], ctx_, prof_);
   }
   if (!span_.head) {
     backward_ready_ = need_backward;
@@ -508,13 +511,14 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
     // values it had (the next layer's input, already consumed), so nothing downstream changes. A selective one
     // reruns only its elementwise ops from what it kept.
     if (recompute_[size_t(l)] == Recompute::full) {
-      gpu_layer_forward(l, shape_, wl, lb, a, s, attention(), layers(), x_[size_t(l + 1)], ctx_, prof_);
+      gpu_layer_forward(l, shape_, wl, lb, a, s, attention(), feed_forward(), layers(), x_[size_t(l + 1)], ctx_,
+                        prof_);
     } else if (recompute_[size_t(l)] == Recompute::selective) {
       ProfileScope ps(prof_, "recompute");
       recompute_gpu_selective_activations(shape_, wl, lb, a, ctx_);
     }
-    gpu_layer_backward(shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, attention(),
-                       layers(), dres, ctx_, prof_);
+    gpu_layer_backward(l, shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, attention(),
+                       feed_forward(), layers(), dres, ctx_, prof_);
     if (layer_hook_) layer_hook_(l);
   }
   dres_ = dres;

@@ -133,6 +133,7 @@ class GpuTransformer {
   void ensure_arenas(int T, bool for_backward);
   GpuLayerBatch layer_batch() const;
   GpuLayerAttention& attention();  // packed, or the ring under cp
+  GpuLayerFeedForward& feed_forward();  // the config's
   int padded_tokens(int T) const;  // T rounded up to a multiple of tp under sequence parallelism
   int local_rows(int T) const;     // rows of the residual stream on this rank
   LayerCollectives<bf16>* layers() const;  // the layer hooks (null at tp = 1)
@@ -151,6 +152,7 @@ class GpuTransformer {
   GpuOpProfiler* prof_ = nullptr;
   std::function<void(int)> layer_hook_;
   GpuPackedAttention attention_;
+  std::unique_ptr<GpuLayerFeedForward> feed_forward_;
 
   DeviceArray<bf16> weights_;  // owned (empty with shared weights)
   bf16* w_ = nullptr;          // what the model reads: weights_ or the shared buffer

@@ -1,7 +1,8 @@
-// The GPU decoder layer body (Llama / Qwen2 / Qwen3), forward and backward, written against cuda/ops_cuda.h in the
-// order of model/transformer_layer.cpp. The post-attention residual add and RMSNorm run as one fused op. The GEMMs
-// that a tensor-parallel collective brackets go to the collectives hook as functions of their rows (the hook may
-// move the rows in chunks and run the GEMMs chunk by chunk); at tp = 1 they run directly on all rows.
+// The GPU decoder layer body (Llama / Qwen2 / Qwen3), forward and backward, and its dense feed-forward, written
+// against cuda/ops_cuda.h in the order of model/transformer_layer.cpp. The post-attention residual add and RMSNorm
+// run as one fused op. The GEMMs that a tensor-parallel collective brackets go to the collectives hook as functions
+// of their rows (the hook may move the rows in chunks and run the GEMMs chunk by chunk); at tp = 1 they run directly
+// on all rows.
 #include "model/gpu_transformer_layer.h"
 
 #if HONE_CUDA
@@ -128,9 +129,9 @@ void GpuPackedAttention::backward(const LayerShape& s, const GpuLayerBatch& b, c
 
 void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
                        const GpuLayerActivations& a, const GpuLayerScratch& s, GpuLayerAttention& attention,
-                       LayerCollectives<bf16>* collectives, bf16* x_out, const cuda::GpuContext& ctx,
-                       GpuOpProfiler* prof) {
-  const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
+                       GpuLayerFeedForward& feed_forward, LayerCollectives<bf16>* collectives, bf16* x_out,
+                       const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
+  const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim();
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const int Tl = collectives ? collectives->local_rows(T) : T;  // rows of the residual stream here
   const float eps = sh.eps;
@@ -172,24 +173,7 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
     cuda::add_rmsnorm_forward(a.x_mid, a.h2_local, a.rstd2, s.branch_local, a.x_in, w.post_attention_layernorm, Tl,
                               C, eps, ctx);
   }
-  auto gate_up = [&](int r0, int n) {
-    ProfileScope ps(prof, "linear");
-    const bf16* h = a.h2 + int64_t(r0) * C;
-    cuda::linear_forward(a.gate + int64_t(r0) * I, h, w.gate_proj, nullptr, n, C, I, ctx);
-    cuda::linear_forward(a.up + int64_t(r0) * I, h, w.up_proj, nullptr, n, C, I, ctx);
-  };
-  if (collectives) collectives->column_parallel_forward(a.h2_local, a.h2, T, C, gate_up);
-  else gate_up(0, T);
-  {
-    ProfileScope ps(prof, "swiglu");
-    cuda::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * I, ctx);
-  }
-  auto down = [&](int r0, int n) {
-    ProfileScope ps(prof, "linear");
-    cuda::linear_forward(s.branch + int64_t(r0) * C, a.act + int64_t(r0) * I, w.down_proj, nullptr, n, I, C, ctx);
-  };
-  if (collectives) collectives->row_parallel_forward(s.branch, s.branch_local, T, C, down);
-  else down(0, T);
+  feed_forward.forward(layer, sh, w, b, a, collectives, s.branch, s.branch_local, ctx, prof);
   {
     ProfileScope ps(prof, "add");
     cuda::add_forward(x_out, s.branch_local, a.x_mid, int64_t(Tl) * C, ctx);
@@ -221,16 +205,43 @@ void row_parallel_linear_backward(bf16* dx, float* dw, const bf16* x, const bf16
   }
 }
 
-// The feed-forward branch of the backward: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(x_mid).
-void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
-                         const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
-                         LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
-                         GpuOpProfiler* prof) {
+}  // namespace
+
+void GpuDenseFeedForward::forward(int, const LayerShape& sh, const GpuLayerParams<const bf16>& w,
+                                  const GpuLayerBatch& b, const GpuLayerActivations& a,
+                                  LayerCollectives<bf16>* collectives, bf16* y, bf16* out, const cuda::GpuContext& ctx,
+                                  GpuOpProfiler* prof) {
+  const int T = b.T, C = sh.hidden, I = sh.intermediate;
+  auto gate_up = [&](int r0, int n) {
+    ProfileScope ps(prof, "linear");
+    const bf16* h = a.h2 + int64_t(r0) * C;
+    cuda::linear_forward(a.gate + int64_t(r0) * I, h, w.gate_proj, nullptr, n, C, I, ctx);
+    cuda::linear_forward(a.up + int64_t(r0) * I, h, w.up_proj, nullptr, n, C, I, ctx);
+  };
+  if (collectives) collectives->column_parallel_forward(a.h2_local, a.h2, T, C, gate_up);
+  else gate_up(0, T);
+  {
+    ProfileScope ps(prof, "swiglu");
+    cuda::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * I, ctx);
+  }
+  auto down = [&](int r0, int n) {
+    ProfileScope ps(prof, "linear");
+    cuda::linear_forward(y + int64_t(r0) * C, a.act + int64_t(r0) * I, w.down_proj, nullptr, n, I, C, ctx);
+  };
+  if (collectives) collectives->row_parallel_forward(y, out, T, C, down);
+  else down(0, T);
+}
+
+void GpuDenseFeedForward::backward(int, const LayerShape& sh, const GpuLayerParams<const bf16>& w,
+                                   const GpuLayerParams<float>& g, const GpuLayerBatch& b,
+                                   const GpuLayerActivations& a, const GpuLayerScratch& s,
+                                   LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
+                                   GpuOpProfiler* prof) {
   const int T = b.T, C = sh.hidden, I = sh.intermediate;
   const int Tl = collectives ? collectives->local_rows(T) : T;
   const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I;
   // The residual gradient as the down projection's backward reads it: all T rows (gathered under sequence
-  // parallelism). dres is read as d(x_out) before rmsnorm_backward adds the branch's share of d(x_mid) into it.
+  // parallelism).
   bf16* dy = Tl != T ? s.dy : dres;
   {
     ProfileScope ps(prof, "memset");
@@ -262,12 +273,13 @@ void mlp_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>&
     gate_up_dgrad(0, T);
     gate_up_wgrad();
   }
-  {
-    ProfileScope ps(prof, "rmsnorm_backward");
-    cuda::rmsnorm_backward(dres, g.post_attention_layernorm, s.dh_local, a.x_mid, w.post_attention_layernorm,
-                           a.rstd2, Tl, C, ctx);
-  }
 }
+
+std::unique_ptr<GpuLayerFeedForward> make_gpu_layer_feed_forward(const ModelConfig&) {
+  return std::make_unique<GpuDenseFeedForward>();
+}
+
+namespace {
 
 // The attention branch: x_mid = x_in + o_proj(attention(rope(norm(q)), rope(norm(k)), v)).
 void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
@@ -340,11 +352,20 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
 
 }  // namespace
 
-void gpu_layer_backward(const LayerShape& sh, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
-                        const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& s,
-                        GpuLayerAttention& attention, LayerCollectives<bf16>* collectives, bf16* dres,
-                        const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
-  mlp_branch_backward(sh, w, g, b, a, s, collectives, dres, ctx, prof);
+void gpu_layer_backward(int layer, const LayerShape& sh, const GpuLayerParams<const bf16>& w,
+                        const GpuLayerParams<float>& g, const GpuLayerBatch& b, const GpuLayerActivations& a,
+                        const GpuLayerScratch& s, GpuLayerAttention& attention, GpuLayerFeedForward& feed_forward,
+                        LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
+                        GpuOpProfiler* prof) {
+  const int Tl = collectives ? collectives->local_rows(b.T) : b.T;
+  // The feed-forward branch: x_out = x_mid + ffn(h2), h2 = rmsnorm(x_mid). dres is read as d(x_out) by the
+  // feed-forward's backward before rmsnorm_backward adds the branch's share of d(x_mid) into it.
+  feed_forward.backward(layer, sh, w, g, b, a, s, collectives, dres, ctx, prof);
+  {
+    ProfileScope ps(prof, "rmsnorm_backward");
+    cuda::rmsnorm_backward(dres, g.post_attention_layernorm, s.dh_local, a.x_mid, w.post_attention_layernorm,
+                           a.rstd2, Tl, sh.hidden, ctx);
+  }
   attention_branch_backward(sh, w, g, b, a, s, attention, collectives, dres, ctx, prof);
 }
 

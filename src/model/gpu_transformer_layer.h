@@ -1,13 +1,15 @@
 // The decoder layer body on the GPU (bf16 activations, fp32 statistics, CUDA ops of cuda/ops_cuda.h), written once
 // and used by every GPU pass (training and logprob in model/gpu_transformer.cpp, prefill and decode in
 // generation/gpu_generation_forward.cpp): the device twin of model/transformer_layer.h, with the same order of ops,
-// the same saved activations and the same seams (attention; the collectives hook, nullptr at tp = 1). The caller
-// owns every buffer; a layer only reads and writes the pointers it is given.
+// the same saved activations and the same seams (attention; feed-forward: the dense MLP or another, a mixture of
+// experts; the collectives hook, nullptr at tp = 1). The caller owns every buffer; a layer only reads and writes the
+// pointers it is given.
 #pragma once
 
 #if HONE_CUDA
 
 #include <cstdint>
+#include <memory>
 
 #include "cuda/ops_cuda.h"
 #include "model/layer_collectives.h"
@@ -17,6 +19,7 @@
 namespace hone {
 
 class GpuOpProfiler;
+struct ModelConfig;
 
 using bf16 = cuda::bf16;
 
@@ -104,18 +107,51 @@ class GpuPackedAttention : public GpuLayerAttention {
                 bf16* dq_r, bf16* dk_r, bf16* dv, const cuda::GpuContext& ctx) override;
 };
 
+// The feed-forward seam, as LayerFeedForward on the CPU, on ctx's stream: its forward reads a.h2_local (gathered
+// into a.h2 under sequence parallelism), writes this rank's partial sums of the branch output into y [T, C] and
+// leaves their sum over the tensor-parallel group in out (this rank's rows; out may be y); its backward reads
+// d(loss)/d(out) from dres [local rows, C] (not changing it), accumulates fp32 parameter gradients into g and leaves
+// d(loss)/d(h2) of this rank's rows, summed over the group, in scratch.dh_local (the rest of scratch is free to use).
+class GpuLayerFeedForward {
+ public:
+  virtual ~GpuLayerFeedForward() = default;
+  virtual void forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
+                       const GpuLayerActivations& a, LayerCollectives<bf16>* collectives, bf16* y, bf16* out,
+                       const cuda::GpuContext& ctx, GpuOpProfiler* prof) = 0;
+  virtual void backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w,
+                        const GpuLayerParams<float>& g, const GpuLayerBatch& b, const GpuLayerActivations& a,
+                        const GpuLayerScratch& scratch, LayerCollectives<bf16>* collectives, bf16* dres,
+                        const cuda::GpuContext& ctx, GpuOpProfiler* prof) = 0;
+};
+
+// The dense SwiGLU MLP (gate/up column-parallel, down row-parallel), keeping a.gate, a.up and a.act.
+class GpuDenseFeedForward final : public GpuLayerFeedForward {
+ public:
+  void forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
+               const GpuLayerActivations& a, LayerCollectives<bf16>* collectives, bf16* y, bf16* out,
+               const cuda::GpuContext& ctx, GpuOpProfiler* prof) override;
+  void backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
+                const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& scratch,
+                LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
+                GpuOpProfiler* prof) override;
+};
+
+// The feed-forward of c's layers (what a model's passes give the layer body).
+std::unique_ptr<GpuLayerFeedForward> make_gpu_layer_feed_forward(const ModelConfig& c);
+
 // Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (bf16; under
 // sequence parallelism x_in and x_out hold this rank's local rows).
 void gpu_layer_forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
                        const GpuLayerActivations& a, const GpuLayerScratch& scratch, GpuLayerAttention& attention,
-                       LayerCollectives<bf16>* collectives, bf16* x_out, const cuda::GpuContext& ctx,
-                       GpuOpProfiler* prof);
+                       GpuLayerFeedForward& feed_forward, LayerCollectives<bf16>* collectives, bf16* x_out,
+                       const cuda::GpuContext& ctx, GpuOpProfiler* prof);
 // dres [T, C] (bf16; [local rows, C] under sequence parallelism) holds d(loss)/d(x_out) on entry and
 // d(loss)/d(x_in) on return; fp32 parameter gradients accumulate into g (the norm weights' partial under sequence
-// parallelism). `attention` is the seam the forward ran.
-void gpu_layer_backward(const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
-                        const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& scratch,
-                        GpuLayerAttention& attention, LayerCollectives<bf16>* collectives, bf16* dres,
+// parallelism). `attention` and `feed_forward` are the seams the forward ran.
+void gpu_layer_backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w,
+                        const GpuLayerParams<float>& g, const GpuLayerBatch& b, const GpuLayerActivations& a,
+                        const GpuLayerScratch& scratch, GpuLayerAttention& attention,
+                        GpuLayerFeedForward& feed_forward, LayerCollectives<bf16>* collectives, bf16* dres,
                         const cuda::GpuContext& ctx, GpuOpProfiler* prof);
 
 }  // namespace hone
