@@ -213,7 +213,7 @@ _test: $(HONE) $(TEST_BINS) $(FUZZ_BINS)
 	@$(MAKE) --no-print-directory fuzz-check
 	@HONE_BUILD=$(BUILD) bash mk/run-tests.sh $(TEST_SUITES)
 else
-_test: $(HONE) $(UNIT_BIN) $(MPI_BIN) $(PROG_BINS)
+_test: $(HONE) $(UNIT_BIN) $(MPI_BIN) $(PROG_BINS) $(EXAMPLE_PLUGIN)
 	@HONE_BUILD=$(BUILD) $(SAN_ENV) bash mk/run-tests.sh $(TEST_SUITES)
 endif
 

@@ -45,7 +45,7 @@ PluginReward::PluginReward(const std::string& path, const std::string& options, 
     const char* e = ::dlerror();
     throw UserError(cat("reward.library = \"", path, "\": cannot load it: ", e ? e : "dlopen failed"));
   }
-  api_ = new Api;
+  api_ = std::make_unique<Api>();
   find(lib, "hone_reward_abi_version", api_->abi_version);
   find(lib, "hone_reward_create", api_->create);
   find(lib, "hone_reward_score", api_->score);
@@ -58,8 +58,7 @@ PluginReward::PluginReward(const std::string& path, const std::string& options, 
   if (!api_->score) missing += " hone_reward_score";
   if (!api_->destroy) missing += " hone_reward_destroy";
   if (!missing.empty() || !api_->num_scores != !api_->score_name) {
-    delete api_;
-    api_ = nullptr;
+    api_.reset();
     HONE_USER_CHECK(missing.empty(), "reward.library = \"", path, "\" does not export", missing,
                     " (include/hone/reward_plugin.h lists what a plug-in exports, with C linkage)");
     throw UserError(cat("reward.library = \"", path, "\" exports one of hone_reward_num_scores and "
@@ -67,8 +66,7 @@ PluginReward::PluginReward(const std::string& path, const std::string& options, 
   }
   const int version = api_->abi_version();
   if (version != HONE_REWARD_ABI_VERSION) {
-    delete api_;
-    api_ = nullptr;
+    api_.reset();
     throw UserError(cat("reward.library = \"", path, "\" was built for reward plug-in ABI version ", version,
                         ", this hone speaks version ", HONE_REWARD_ABI_VERSION,
                         ": rebuild it against this hone's include/hone/reward_plugin.h"));
@@ -76,11 +74,23 @@ PluginReward::PluginReward(const std::string& path, const std::string& options, 
   char err[1024] = {0};
   state_ = api_->create(options.c_str(), rank, err, sizeof err - 1);
   if (!state_) {
-    delete api_;
-    api_ = nullptr;
+    api_.reset();
     throw UserError(cat("reward.library = \"", path, "\": hone_reward_create failed (reward.library_options = \"",
                         options, "\"): ", error_text(err)));
   }
+  // A sub-score the plug-in names wrongly ends the run: its state is destroyed first (the destructor does not run for
+  // a constructor that throws).
+  try {
+    read_score_names();
+  } catch (...) {
+    api_->destroy(state_);
+    state_ = nullptr;
+    throw;
+  }
+}
+
+void PluginReward::read_score_names() {
+  const std::string& path = path_;
   if (api_->num_scores) {
     const int n = api_->num_scores(state_);
     HONE_USER_CHECK(n >= 0 && n <= 1024, "reward.library = \"", path, "\": hone_reward_num_scores gave ", n);
@@ -98,7 +108,6 @@ PluginReward::PluginReward(const std::string& path, const std::string& options, 
 
 PluginReward::~PluginReward() {
   if (api_ && state_) api_->destroy(state_);
-  delete api_;
 }
 
 std::vector<RewardResult> PluginReward::score(const std::vector<RewardQuery>& batch) {

@@ -3,6 +3,7 @@
 // reward.library and what is missing.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,10 @@ class PluginReward : public BatchReward {
 
  private:
   struct Api;
+  void read_score_names();  // the plug-in's sub-score names, checked
   std::string path_;
   int rank_;
-  Api* api_ = nullptr;
+  std::unique_ptr<Api> api_;
   void* state_ = nullptr;
   std::vector<std::string> score_names_;
 };

@@ -38,7 +38,7 @@ struct Reader {
     const int64_t n = get<int64_t>();
     HONE_CHECK(n >= 0 && p + size_t(n) * sizeof(T) <= end, "a rollout message ends early");
     std::vector<T> v(static_cast<size_t>(n));
-    std::memcpy(v.data(), p, size_t(n) * sizeof(T));
+    if (n > 0) std::memcpy(v.data(), p, size_t(n) * sizeof(T));  // an empty vector's data() may be null
     p += size_t(n) * sizeof(T);
     return v;
   }
