@@ -86,19 +86,20 @@ const bf16* GpuTransformer::input_grad() const {
   return dres_;
 }
 
-void GpuTransformer::upload_weights(const ModelWeights& w) {
-  HONE_CHECK(w.flat.numel() == layout_.num_params, "weights have ", w.flat.numel(), " parameters, the model ",
-             layout_.num_params);
-  const int64_t chunk = std::min<int64_t>(layout_.num_params, int64_t(1) << 26);  // 256 MiB of fp32
+void upload_bf16(const ModelWeights& w, bf16* dst, int64_t n, const cuda::GpuContext& ctx) {
+  HONE_CHECK(w.flat.numel() == n, "weights have ", w.flat.numel(), " parameters, the buffer ", n);
+  const int64_t chunk = std::min<int64_t>(std::max<int64_t>(n, 1), int64_t(1) << 26);  // 256 MiB of fp32
   DeviceArray<float> staging(chunk);
-  for (int64_t off = 0; off < layout_.num_params; off += chunk) {
-    const int64_t n = std::min(chunk, layout_.num_params - off);
-    CUDA_CHECK(cudaMemcpyAsync(staging.get(), w.flat.f32() + off, size_t(n) * sizeof(float), cudaMemcpyHostToDevice,
-                               ctx_.stream));
-    cuda::f32_to_bf16(w_ + off, staging.get(), n, ctx_);
+  for (int64_t off = 0; off < n; off += chunk) {
+    const int64_t k = std::min(chunk, n - off);
+    CUDA_CHECK(cudaMemcpyAsync(staging.get(), w.flat.f32() + off, size_t(k) * sizeof(float), cudaMemcpyHostToDevice,
+                               ctx.stream));
+    cuda::f32_to_bf16(dst + off, staging.get(), k, ctx);
   }
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the staging buffer is freed on return
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // the staging buffer is freed on return
 }
+
+void GpuTransformer::upload_weights(const ModelWeights& w) { upload_bf16(w, w_, layout_.num_params, ctx_); }
 
 void GpuTransformer::set_recompute(Recompute r) {
   recompute_.assign(recompute_.size(), r);

@@ -32,6 +32,9 @@ class GpuTensorParallel;
 class GpuContextParallel;
 class GpuRingAttention;
 
+// Host fp32 weights -> n device bf16 values at dst, through a bounded fp32 staging buffer (returns when done).
+void upload_bf16(const ModelWeights& w, bf16* dst, int64_t n, const cuda::GpuContext& ctx);
+
 class GpuTransformer {
  public:
   // max_tokens: the largest micro-batch expected (the arenas grow if a larger one comes). The context must

@@ -1,33 +1,16 @@
-// The GPU engine's bf16 weight copies: filled from the host's fp32 weights through a bounded staging buffer, and
-// able to wait in pinned host memory while generation runs (train.offload_during_generation).
+// The GPU engine's bf16 weight copies that can wait in pinned host memory while generation runs
+// (train.offload_during_generation); model/gpu_transformer.h's upload_bf16 fills them.
 #pragma once
 
 #if HONE_CUDA
 
-#include <algorithm>
 #include <cstdint>
 
 #include "cuda/check.h"
 #include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
-#include "model/weights.h"
-#include "runtime/error.h"
 
 namespace hone::rl {
-
-// Host fp32 weights -> device bf16, through a bounded fp32 staging buffer.
-inline void upload_bf16(const ModelWeights& w, bf16* dst, int64_t n, const cuda::GpuContext& ctx) {
-  HONE_CHECK(w.flat.numel() == n, "weights of ", w.flat.numel(), " parameters for a buffer of ", n);
-  const int64_t chunk = std::min<int64_t>(std::max<int64_t>(n, 1), int64_t(1) << 26);
-  DeviceArray<float> staging(chunk);
-  for (int64_t off = 0; off < n; off += chunk) {
-    const int64_t k = std::min(chunk, n - off);
-    CUDA_CHECK(cudaMemcpyAsync(staging.get(), w.flat.f32() + off, size_t(k) * sizeof(float), cudaMemcpyHostToDevice,
-                               ctx.stream));
-    cuda::f32_to_bf16(dst + off, staging.get(), k, ctx);
-  }
-  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-}
 
 // A device buffer that can wait in pinned host memory (train.offload_during_generation): its device memory is
 // freed while offloaded and allocated again (at another address) when it comes back.
