@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Whole-model parity of hone's GPU engine with Hugging Face transformers at real shapes (random weights), on a
 # machine with a GPU, from a bundle made here:
-#   make bundle && mk/gpu-parity.sh LOGDIR [--lengths 300,200,257]
-# Runs tools/hf_reference.py compare --device cuda --grads at qwen3-0.6b and llama-3.2-1b with the first python3
-# on PATH (it needs torch, transformers, safetensors, numpy; h5py or h5dump), then its checkpoint mode (a hone
-# checkpoint's hf/ folder loaded by transformers). Logs: LOGDIR/{env,qwen3-0.6b,llama-3.2-1b,checkpoint}.txt; the
-# SUMMARY lines are also collected in LOGDIR/summary.txt.
+#   make bundle && mk/gpu-parity.sh LOGDIR [--moe] [--lengths 300,200,257]
+# Runs tools/hf_reference.py compare --device cuda --grads at qwen3-0.6b and llama-3.2-1b (with --moe instead: a
+# tiny Qwen3-MoE and the Qwen3-30B-A3B shape cut to two layers) with the first python3 on PATH (it needs torch,
+# transformers, safetensors, numpy; h5py or h5dump). Logs: LOGDIR/{env,<shape>}.txt; the SUMMARY lines are also
+# collected in LOGDIR/summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-logdir=${1:?usage: mk/gpu-parity.sh LOGDIR [compare options...]}
+logdir=${1:?usage: mk/gpu-parity.sh LOGDIR [--moe] [compare options...]}
 shift
+runs=("qwen3 qwen3-0.6b" "llama llama-3.2-1b")
+if [ "${1:-}" = --moe ]; then
+  runs=("qwen3_moe tiny" "qwen3_moe qwen3-30b-a3b-2l")
+  shift
+fi
 mkdir -p "$logdir"
 logdir=$(cd "$logdir" && pwd)
 python_ld_library_path=${LD_LIBRARY_PATH:-}
@@ -28,7 +33,7 @@ chmod +x "$hone_wrapper"
 } 2>&1 | tee "$logdir/env.txt"
 
 status=0
-for run in "qwen3 qwen3-0.6b" "llama llama-3.2-1b"; do
+for run in "${runs[@]}"; do
   set -- $run "$@"
   arch=$1 shape=$2
   shift 2

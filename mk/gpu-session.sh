@@ -25,6 +25,10 @@
 #             train.recompute, and the attention's TFLOP/s); context parallel (two GPUs): cp-check
 #             (mk/gpu-cp-check.sh: cp=2 against one GPU), cp-32k (the Qwen3-1.7B shape with 32k-token sequences,
 #             input/bench-grpo-qwen3-1.7b-32k.toml: one GPU, cp=2, cp=2 without recompute; 2 steps each)
+#   mixture of experts: moe (one GPU: the Qwen3-30B-A3B shape cut to what fits: hone bench with the grouped GEMMs
+#             against the dense ceiling and the projection to 48 layers and eight GPUs, bench-generation at 24 layers,
+#             and transformers parity of the GPU engine on a tiny Qwen3-MoE and on two layers of the real shape when
+#             python3 has torch), ep-check (two GPUs: mk/gpu-ep-check.sh, ep=2 against ep=1 and one GPU)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -91,6 +95,13 @@ fi
 if want grpo-llama; then
   run_part 200 grpo "$hone" run input/bench-grpo-llama-3.2-1b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
+if want moe; then
+  run_part 420 moe "$hone" bench input/bench-qwen3-30b-a3b.toml --output-dir "$logdir"
+  run_part 300 moe-gen "$hone" bench-generation input/bench-gen-qwen3-30b-a3b.toml "output.dir=$logdir"
+  if python3 -c 'import torch, transformers' 2>/dev/null; then
+    run_part 240 moe-parity bash mk/gpu-parity.sh "$logdir/moe-parity" --moe
+  fi
+fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 # shellcheck disable=SC2206
 mpi_args=(--allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x PATH $HONE_MPIRUN_ENV)
@@ -124,6 +135,9 @@ if want cp-32k; then  # 32k-token sequences (input/bench-grpo-qwen3-1.7b-32k.tom
     "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
   run_part 200 cp-32k-cp2-none "${mpi[@]}" "$hone" run $long run.name=long-cp2-none parallel.cp=2 \
     train.recompute=none run.max_steps=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want ep-check; then
+  run_part 600 ep-check bash mk/gpu-ep-check.sh "$logdir/ep-check"
 fi
 if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (sequence parallel), against grpo-8b at dp=2
   run_part 420 grpo-8b-tp2 "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml run.name=llama-8b-tp2 \

@@ -6,7 +6,7 @@ when it is installed, else with the h5dump tool (HDF5 tools).
 Not run by `make test`; its `goldens` mode writes the small golden files committed under tests/data/hf.
 
 Modes:
-  goldens    tests/data/hf/{llama,qwen2,qwen3}: a tiny random checkpoint written by transformers itself
+  goldens    tests/data/hf/{llama,qwen2,qwen3,qwen3_moe}: a tiny random checkpoint written by transformers itself
              (config.json + model.safetensors, f32), sequences.jsonl and reference.safetensors (definition below).
   roundtrip  a tiny random checkpoint per architecture, rewritten by `hone convert` (f32, bf16, and sharded);
              transformers loads hone's output and must give the same logprobs (f32: bitwise; bf16: bitwise equal
@@ -17,6 +17,7 @@ Modes:
              master weights rounded to bf16 (the same logprobs, bitwise, as those weights rounded by torch), agree
              with `hone logprobs` on it, and tokenize as hone does; vLLM loads it too when it is installed.
   compare    a random checkpoint at a real shape (qwen3-0.6b, llama-3.2-1b) or tiny, scored by
+  compare    a random checkpoint at a real shape (qwen3-0.6b, llama-3.2-1b, qwen3-30b-a3b-2l) or tiny, scored by
              `hone logprobs` and by transformers in fp32 on the same sequences; prints the logprob differences.
              --device cuda runs hone's bf16 GPU engine (transformers runs on the GPU too when torch has CUDA, still
              fp32). --grads also compares the gradient of L (below; `hone logprobs --grad-output`) tensor by tensor:
@@ -32,6 +33,11 @@ each run through the model on its own (batch of one, no packing, positions 0..n_
                    index into the concatenated logprobs array, for every parameter transformers lists in
                    named_parameters() (a tied lm_head is embed_tokens and receives both gradients there).
 The header metadata "parameter_order" holds the JSON list of parameter names in named_parameters() order.
+A mixture of experts (qwen3_moe) also stores, for the same sequences each run on its own:
+  aux_loss  [S]    the load-balancing loss transformers returns with output_router_logits (aux_loss).
+  aux_grad.<hf parameter name>  the gradient of sum_s aux_loss[s].
+Gradients of the experts are stored under the checkpoint's names (model.layers.<i>.mlp.experts.<e>.gate_proj.weight,
+up_proj, down_proj: transformers 5 holds them fused as mlp.experts.gate_up_proj and mlp.experts.down_proj).
 """
 
 import argparse
@@ -47,7 +53,7 @@ import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen2Config, Qwen3Config
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HONE = os.path.join(ROOT, "build", "hone")
@@ -69,6 +75,13 @@ def tiny_config(arch):
         return Qwen2Config(**common, rope_theta=10000.0, tie_word_embeddings=False)
     if arch == "qwen3":
         return Qwen3Config(**common, head_dim=16, rope_theta=1000000.0, tie_word_embeddings=False)
+    if arch == "qwen3_moe":
+        # Hidden 16 (files as small as the dense goldens'), three layers with the middle one dense
+        # (mlp_only_layers), 4 experts of width 16, 2 per token, renormalized.
+        moe = dict(common, hidden_size=16, intermediate_size=32, num_hidden_layers=3)
+        return Qwen3MoeConfig(**moe, head_dim=16, rope_theta=1000000.0, tie_word_embeddings=False,
+                              num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, norm_topk_prob=True,
+                              decoder_sparse_step=1, mlp_only_layers=[1], router_aux_loss_coef=0.01)
     raise ValueError(arch)
 
 
@@ -87,6 +100,13 @@ def real_config(arch, shape):
                            bos_token_id=128000, eos_token_id=[128001, 128008, 128009],
                            rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                                          "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    if shape == "qwen3-30b-a3b-2l":  # the Qwen3-30B-A3B shape cut to its first two layers
+        return Qwen3MoeConfig(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=2,
+                              num_attention_heads=32, num_key_value_heads=4, head_dim=128, tie_word_embeddings=False,
+                              rope_theta=1000000.0, max_position_embeddings=40960, rms_norm_eps=1e-6,
+                              num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768, norm_topk_prob=True,
+                              decoder_sparse_step=1, mlp_only_layers=[], router_aux_loss_coef=0.001,
+                              bos_token_id=151643, eos_token_id=151645)
     raise ValueError(shape)
 
 
@@ -112,15 +132,40 @@ def build_model(config, seed, randomize_all=True):
     return model
 
 
-def sequence_logprobs(model, tokens):
-    """logprobs and entropies [n-1] of one sequence, as defined in the module docstring."""
+def is_moe(model):
+    return getattr(model.config, "num_experts", 0) > 0 and model.config.model_type == "qwen3_moe"
+
+
+def sequence_logprobs(model, tokens, with_aux=False):
+    """logprobs and entropies [n-1] of one sequence, as defined in the module docstring (and the aux loss)."""
     ids = torch.tensor([tokens], dtype=torch.long, device=model.device)
-    logits = model(input_ids=ids).logits[0, :-1].float()
+    out = model(input_ids=ids, output_router_logits=True) if with_aux else model(input_ids=ids)
+    logits = out.logits[0, :-1].float()
     logp = torch.log_softmax(logits, dim=-1)
     target = ids[0, 1:]
     lp = logp.gather(-1, target[:, None])[:, 0]
     ent = -(logp.exp() * logp).sum(-1)
-    return lp, ent
+    return (lp, ent, out.aux_loss) if with_aux else (lp, ent)
+
+
+def checkpoint_gradients(model, prefix):
+    """Every parameter's gradient under the checkpoint's names: the fused experts of transformers 5 split per
+    expert as the published checkpoints (and hone) name them."""
+    out = {}
+    for name, p in model.named_parameters():
+        g = p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+        if name.endswith("mlp.experts.gate_up_proj"):
+            base, half = name[:-len("gate_up_proj")], g.shape[1] // 2
+            for e in range(g.shape[0]):
+                out[f"{prefix}{base}{e}.gate_proj.weight"] = g[e, :half].contiguous()
+                out[f"{prefix}{base}{e}.up_proj.weight"] = g[e, half:].contiguous()
+        elif name.endswith("mlp.experts.down_proj"):
+            base = name[:-len("down_proj")]
+            for e in range(g.shape[0]):
+                out[f"{prefix}{base}{e}.down_proj.weight"] = g[e].contiguous()
+        else:
+            out[prefix + name] = g.contiguous()
+    return out
 
 
 def reference(model, sequences):
@@ -136,14 +181,24 @@ def reference(model, sequences):
         offsets.append(first + lp.numel())
     out = {"logprobs": torch.cat(lps).contiguous(), "entropy": torch.cat(ents).contiguous(),
            "offsets": torch.tensor(offsets, dtype=torch.int64)}
-    for name, p in model.named_parameters():
-        out["grad." + name] = p.grad.detach().clone().contiguous()
+    out.update(checkpoint_gradients(model, "grad."))
+    if is_moe(model):
+        model.zero_grad(set_to_none=True)
+        aux = []
+        for tokens in sequences:
+            _, _, a = sequence_logprobs(model, tokens, with_aux=True)
+            a.backward()
+            aux.append(a.detach().reshape(1))
+        out["aux_loss"] = torch.cat(aux).float().contiguous()
+        out.update(checkpoint_gradients(model, "aux_grad."))
     return out
 
 
 def write_goldens(args):
-    seeds = {"llama": 101, "qwen2": 202, "qwen3": 303}
+    seeds = {"llama": 101, "qwen2": 202, "qwen3": 303, "qwen3_moe": 404}
     for arch, seed in seeds.items():
+        if args.arch and arch not in args.arch.split(","):
+            continue
         out = os.path.join(ROOT, "tests", "data", "hf", arch)
         if os.path.isdir(out):
             shutil.rmtree(out)
@@ -159,7 +214,7 @@ def write_goldens(args):
             for s in sequences:
                 f.write(json.dumps({"tokens": s}) + "\n")
         ref = reference(model, sequences)
-        order = [name for name, _ in model.named_parameters()]
+        order = [name[len("grad."):] for name in ref if name.startswith("grad.")]
         save_file(ref, os.path.join(out, "reference.safetensors"),
                   metadata={"format": "pt", "parameter_order": json.dumps(order),
                             "definition": "see tools/hf_reference.py and doc/models.md"})
@@ -328,7 +383,8 @@ def h5_dataset(path, name, dtype):
 
 
 def reference_gradients(model, sequences):
-    """The gradient of L = sum_i c_i * logprobs[i] (module docstring) by parameter name, on the model's device."""
+    """The gradient of L = sum_i c_i * logprobs[i] (module docstring) by parameter name (the checkpoint's names:
+    experts one by one), on the model's device."""
     model.zero_grad(set_to_none=True)
     first = 0
     for tokens in sequences:
@@ -337,7 +393,7 @@ def reference_gradients(model, sequences):
         (c * lp).sum().backward()
         first += lp.numel()
         del lp
-    return {name: p.grad for name, p in model.named_parameters()}
+    return checkpoint_gradients(model, "")
 
 
 def compare_gradients(path, want):
@@ -422,12 +478,13 @@ def compare(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="mode", required=True)
-    sub.add_parser("goldens", help="write tests/data/hf/{llama,qwen2,qwen3}")
+    g = sub.add_parser("goldens", help="write tests/data/hf/{llama,qwen2,qwen3,qwen3_moe}")
+    g.add_argument("--arch", default="", help="comma-separated architectures to write (default: all)")
     sub.add_parser("roundtrip", help="hone convert output loaded by transformers")
     sub.add_parser("checkpoint", help="a hone checkpoint's hf/ folder loaded by transformers (and vLLM)")
     c = sub.add_parser("compare", help="hone logprobs against transformers at a real shape")
-    c.add_argument("--arch", choices=("qwen3", "llama"), required=True)
-    c.add_argument("--shape", choices=("qwen3-0.6b", "llama-3.2-1b", "tiny"), required=True)
+    c.add_argument("--arch", choices=("qwen3", "llama", "qwen3_moe"), required=True)
+    c.add_argument("--shape", choices=("qwen3-0.6b", "llama-3.2-1b", "qwen3-30b-a3b-2l", "tiny"), required=True)
     c.add_argument("--lengths", default="300,200,257", help="comma-separated sequence lengths")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where hone runs (cuda: bf16 engine)")

@@ -119,7 +119,7 @@ std::vector<KeySpec> build_schema() {
 
       // [model]
       s("model.path", "", "Hugging Face checkpoint directory (config.json, *.safetensors); empty: random init from the shape keys below"),
-      random_init(e("model.architecture", S{"llama", "qwen2", "qwen3"}, "qwen3", "random init: the transformer family")),
+      random_init(e("model.architecture", S{"llama", "qwen2", "qwen3", "qwen3_moe"}, "qwen3", "random init: the transformer family")),
       random_init(i("model.vocab_size", 0, at_least(0), "tokens", "random init: vocabulary size; 0 = the tokenizer's vocabulary size")),
       random_init(required_when(i("model.hidden_size", no_int, at_least(1), "", "random init: model width"), "model.path is empty")),
       random_init(required_when(i("model.intermediate_size", no_int, at_least(1), "", "random init: MLP width"), "model.path is empty")),
@@ -136,6 +136,11 @@ std::vector<KeySpec> build_schema() {
         "pretrained: the weights in model.path; random: random weights (run.seed, model.init_std) of model.path's config.json shape, "
         "so a folder with only config.json will do. Without model.path the model is always random-init from the shape keys"),
       f("model.init_std", 0.02, open_closed(0, 1), "", "random init: standard deviation of the normal weight initialization"),
+      random_init(i("model.num_experts", 0, at_least(0), "", "random init, qwen3_moe: experts of each sparse layer (every layer is sparse)")),
+      random_init(i("model.num_experts_per_tok", 8, at_least(1), "", "random init, qwen3_moe: experts each token is routed to")),
+      random_init(i("model.moe_intermediate_size", 0, at_least(0), "", "random init, qwen3_moe: MLP width of one expert")),
+      random_init(b("model.norm_topk_prob", true, "random init, qwen3_moe: the routing weights of a token's experts renormalized to sum to 1")),
+      random_init(f("model.router_aux_loss_coef", 0.001, at_least(0), "", "random init, qwen3_moe: the load-balancing loss's weight in the model's config (loss.moe_aux_loss_coef's default)")),
 
       // [tokenizer]
       e("tokenizer.kind", S{"hf", "chars"}, "hf", "hf: a Hugging Face tokenizer.json; chars: the built-in character tokenizer for synthetic tasks"),
@@ -206,6 +211,9 @@ std::vector<KeySpec> build_schema() {
       f("loss.is_threshold_high", 2.0, above(0), "", "importance ratios above this are truncated (tis) or masked (icepop, seq_mask)"),
       b("loss.skip_prev_logprobs_on_policy", true, "with one optimizer step per GRPO step, use the training forward's logprobs as the previous policy's"),
       f("loss.entropy_coef", 0.0, at_least(0), "", "weight of the entropy bonus"),
+      make("loss.moe_aux_loss_coef", KeyType::floating, std::nullopt, at_least(0), "",
+           "mixture of experts: weight of the load-balancing loss (transformers' load_balancing_loss_func) in the training loss; unset: the model's router_aux_loss_coef (its config.json, or model.router_aux_loss_coef)"),
+      b("loss.router_replay", false, "mixture of experts: the training forward routes every token to the experts generation chose for it (the weights still come from the current router)"),
 
       // [generation]
       f("generation.temperature", 1.0, above(0), "", "sampling temperature"),

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/moe_feed_forward.h"
 #include "ops/ops.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
@@ -86,6 +87,10 @@ void CachedForward::layers(const ModelWeights& w, KvCache& cache, Mode mode, con
   HONE_CHECK(cache.num_layers() == c_.num_hidden_layers && cache.row_size() == shape_.kv_dim(),
              "KV cache shaped for another model");
   CacheAttention attention(cache, mode == Mode::decode, row_slot_.data(), pos_.data(), lens_.data(), decode_slots);
+  if (MoeFeedForward* moe = dynamic_cast<MoeFeedForward*>(feed_forward_.get())) {
+    routing_.resize(size_t(R) * size_t(routing_width()));
+    moe->set_routing_record(routing_.data());
+  }
   const LayerBatch lb{pos_.data(), cu_seqlens, R, num_seqs, inv_freq_.data()};
   // Generation keeps whole token rows on every rank (no sequence parallelism: a decode step has few rows).
   LayerCollectives<float>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
@@ -97,6 +102,10 @@ void CachedForward::layers(const ModelWeights& w, KvCache& cache, Mode mode, con
     layer_forward(l, shape_, w.layers[size_t(l)], lb, a, attention, *feed_forward_, whole_rows,
                   x_[(l + 1) % 2].data());
   }
+}
+
+int CachedForward::routing_width() const {
+  return c_.is_moe() ? c_.num_moe_layers() * c_.num_experts_per_tok : 0;
 }
 
 void CachedForward::head(const ModelWeights& w, const int32_t* rows, int n, float* logits) {

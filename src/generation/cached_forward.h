@@ -40,6 +40,11 @@ class CachedForward {
   void decode(const ModelWeights& w, KvCache& cache, const int32_t* tokens, const int32_t* positions,
               const int32_t* slots, int B, float* logits);
 
+  // Mixture of experts: the experts each row of the last prefill or decode was routed to, [rows, sparse layers, k]
+  // in the call's row order (empty for a dense model).
+  const std::vector<int32_t>& routing() const { return routing_; }
+  int routing_width() const;  // sparse layers x k
+
   const ModelConfig& config() const { return c_; }
   const LayerShape& shape() const { return shape_; }  // this rank's heads and slices
 
@@ -61,6 +66,7 @@ class CachedForward {
   // Per-row work buffers: the layer's activations (one layer at a time), the residual stream ping-pong, the head.
   std::vector<int32_t> pos_, row_slot_, lens_, rows_;
   std::vector<float> act_buf_, x_[2], head_x_, head_h_, head_rstd_;
+  std::vector<int32_t> routing_;
   LayerActivations act_;
 };
 

@@ -149,6 +149,7 @@ std::vector<int> CpuGenerator::prefill_distinct_prompts(const std::vector<Genera
   if (logits_.size() < size_t(n) * size_t(V)) logits_.resize(size_t(n) * size_t(V));  // distinct prompts <= n
   forward_.prefill(weights_, cache_, tokens_.data(), cu_seqlens_.data(), slots_.data(), num_distinct, logits_.data());
   stats_.prefill_tokens += int64_t(tokens_.size());
+  prefill_routing_ = forward_.routing();
   return distinct_of;
 }
 
@@ -169,6 +170,11 @@ std::vector<CpuGenerator::Sequence> CpuGenerator::start_sequences(const std::vec
     Rollout& r = out[begin + size_t(i)];
     r.prompt = requests[begin + size_t(i)].prompt;
     r.sample_index = requests[begin + size_t(i)].sample_index;
+    // A mixture of experts: the prompt's routing, from its distinct prompt's prefill rows.
+    if (const int W = forward_.routing_width(); W > 0) {
+      const int64_t first = int64_t(cu_seqlens_[size_t(distinct_of[size_t(i)])]) * W;
+      r.routing.assign(prefill_routing_.begin() + first, prefill_routing_.begin() + first + int64_t(s.prompt_len) * W);
+    }
     r.completion.reserve(size_t(stop_->max_new_tokens));
     r.logprobs.reserve(size_t(stop_->max_new_tokens));
   }
@@ -196,6 +202,12 @@ void CpuGenerator::decode_until_done(std::vector<Sequence>& seqs, size_t begin, 
     const int B = int(active_.size());
     forward_.decode(weights_, cache_, tokens_.data(), positions_.data(), slots_.data(), B, logits_.data());
     ++stats_.decode_steps;
+    if (const int W = forward_.routing_width(); W > 0)
+      for (int b = 0; b < B; ++b) {
+        std::vector<uint16_t>& rt = out[begin + size_t(active_[size_t(b)])].routing;
+        const int32_t* row = forward_.routing().data() + int64_t(b) * W;
+        rt.insert(rt.end(), row, row + W);
+      }
     for (int b = 0; b < B; ++b)
       take_token(seqs[size_t(active_[size_t(b)])], out[begin + size_t(active_[size_t(b)])],
                  logits_.data() + int64_t(b) * V);

@@ -40,6 +40,10 @@ struct Rollout {
   FinishReason finish_reason = FinishReason::none;  // stop or length once generated
   std::string text;                 // the decoded completion cut before a stop string (empty without a decoder)
   int64_t sample_index = 0;
+  // Mixture of experts: the experts generation routed each fed token to, position by position (the prompt and the
+  // completion but its last token: prompt + completion - 1 rows), sparse layer by sparse layer, k per layer (the
+  // router's order). Empty for a dense model.
+  std::vector<uint16_t> routing;
 };
 
 // The requests of GRPO groups: G samples of every prompt, prompt p's sample g with sample index
@@ -125,6 +129,7 @@ class CpuGenerator {
   // Wave buffers, reused across waves and calls.
   std::vector<float> logits_;
   std::vector<int32_t> tokens_, positions_, slots_, cu_seqlens_, active_;
+  std::vector<int32_t> prefill_routing_;  // a mixture of experts: the last prefill's routing rows
 };
 
 }  // namespace hone

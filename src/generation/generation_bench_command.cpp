@@ -19,6 +19,7 @@
 #include "io/hdf5_file.h"
 #include "model/deck_model.h"
 #include "model/model_config.h"
+#include "model/param_table.h"
 #include "model/weights.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
@@ -51,9 +52,10 @@ ModelConfig deck_model(const Config& c) {
 
 using Clock = std::chrono::steady_clock;
 
-// Normal(0, std) values (a random host block tiled over the buffer) converted to bf16; norm weights 1.
-void random_weights(bf16* w, const ModelWeights& layout, float std, const cuda::GpuContext& ctx) {
-  const int64_t n = layout.flat.numel();
+// Normal(0, std) values (a random host block tiled over the buffer) converted to bf16; norm weights 1. The layout
+// comes from the parameter table alone: no host copy of the model (a mixture of experts is large).
+void random_weights(bf16* w, const ModelConfig& mc, float std, const cuda::GpuContext& ctx) {
+  const int64_t n = count_parameters(mc);
   const int64_t block = std::min<int64_t>(n, (int64_t(1) << 20) + 7);
   std::mt19937_64 rng(7);
   std::normal_distribution<float> nd(0.f, std);
@@ -63,12 +65,15 @@ void random_weights(bf16* w, const ModelWeights& layout, float std, const cuda::
   CUDA_CHECK(cudaMemcpy(staging.get(), host.data(), size_t(block) * 4, cudaMemcpyHostToDevice));
   for (int64_t off = 0; off < n; off += block) cuda::f32_to_bf16(w + off, staging.get(), std::min(block, n - off), ctx);
   CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  for (const auto& [name, t] : layout.named_parameters()) {
-    if (name.find("norm") == std::string::npos) continue;
-    const std::vector<float> ones(size_t(t.numel()), 1.f);
-    DeviceArray<float> d(t.numel());
+  int64_t offset = 0;
+  for (const ParamSpec& spec : param_table(mc)) {
+    const int64_t at = offset;
+    offset += spec.numel();
+    if (spec.name.find("norm") == std::string::npos) continue;
+    const std::vector<float> ones(size_t(spec.numel()), 1.f);
+    DeviceArray<float> d(spec.numel());
     CUDA_CHECK(cudaMemcpy(d.get(), ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
-    cuda::f32_to_bf16(w + (t.f32() - layout.flat.f32()), d.get(), t.numel(), ctx);
+    cuda::f32_to_bf16(w + at, d.get(), spec.numel(), ctx);
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
   }
 }
@@ -140,10 +145,9 @@ int run_cuda(const Config& cfg) {
   const double copy_gbps = copy_bandwidth_gbps(ctx);
   std::printf("  device copy bandwidth %.0f GB/s (read + write)\n", copy_gbps);
 
-  const ModelWeights layout_w = allocate_weights(mc);
   const ParamLayout layout = ParamLayout::of(mc);
   DeviceArray<bf16> weights(layout.num_params);
-  random_weights(weights.get(), layout_w, float(cfg.get_float("model.init_std")), ctx);
+  random_weights(weights.get(), mc, float(cfg.get_float("model.init_std")), ctx);
 
   std::mt19937 rng{uint32_t(seed)};
   std::uniform_int_distribution<int> ud(0, mc.vocab_size - 1);

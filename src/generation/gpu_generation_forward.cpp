@@ -9,6 +9,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernel_scratch.h"
+#include "model/gpu_moe_feed_forward.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "runtime/error.h"
 
@@ -191,6 +192,22 @@ void GpuGenerationForward::allocate_activations() {
   logits_ = DeviceArray<float>();
   logits_ = DeviceArray<float>(int64_t(R) * c_.vocab_size);
   if (tp_) tp_->reserve_logits(R);
+
+  if (GpuMoeFeedForward* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) {
+    routing_width_ = moe->num_sparse_layers() * c_.num_experts_per_tok;
+    const int64_t n = int64_t(std::max(R, Tp)) * routing_width_;
+    routing_d_ = DeviceArray<int32_t>();
+    routing_d_ = DeviceArray<int32_t>(n, "generation routing");
+    if (h_routing_) CUDA_CHECK(cudaFreeHost(h_routing_));
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_routing_), size_t(n) * sizeof(int32_t)));
+    moe->set_routing_record(routing_d_.get());  // graphs captured from now on write there
+  }
+}
+
+void GpuGenerationForward::download_routing(int rows) {
+  if (!h_routing_ || rows == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(h_routing_, routing_d_.get(), size_t(rows) * size_t(routing_width_) * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, ctx_.stream));
 }
 
 // The int32 inputs (device buffer and pinned host twin) and the sampler's outputs.
@@ -262,6 +279,7 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
                       attention, *feed_forward_, whole_rows, pre_x_[(l + 1) % 2], ctx_, nullptr);
   }
+  download_routing(T);
   // Logits only for the gathered rows (embedding_forward is a row gather: out[r] = table[gather[r]]).
   cuda::embedding_forward(pre_g_, d_gather, pre_x_[L % 2], R, C, ctx_);
   cuda::rmsnorm_forward(pre_h_, pre_rstd_, pre_g_, w_ + layout_.norm, R, C, c_.rms_norm_eps, ctx_);
@@ -355,6 +373,7 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
   args.max_prefix_len = use_graph ? MB * block_size_ : max_prefix;
   if (use_graph) decode_graph(Bg, args);
   else decode_layers(B, args);
+  download_routing(B);
 }
 
 // Rows B..Bg-1 are padding (a graph's bucket): token 0, no cache write, the zeroed dummy block; groups past the
@@ -477,8 +496,12 @@ void GpuGenerationForward::release() {
   d_out_ = DeviceArray<char>();
   if (h_in_) cudaFreeHost(h_in_);
   if (h_out_) cudaFreeHost(h_out_);
+  if (h_routing_) cudaFreeHost(h_routing_);
   h_in_ = nullptr;
   h_out_ = nullptr;
+  h_routing_ = nullptr;
+  routing_d_ = DeviceArray<int32_t>();
+  if (auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) moe->set_routing_record(nullptr);
   h_tokens_ = h_done_ = nullptr;
   h_logprobs_ = nullptr;
   num_blocks_ = 0;

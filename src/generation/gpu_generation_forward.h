@@ -87,6 +87,12 @@ class GpuGenerationForward {
   const float* logprobs() const { return h_logprobs_; }
   const int32_t* done() const { return h_done_; }
 
+  // Mixture of experts: the experts each row of the last prefill (its packed rows) or decode step was routed to,
+  // [rows, routing_width()] (sparse layers x k), in pinned host memory valid once sample() returned. Null for a dense
+  // model.
+  const int32_t* routing() const { return h_routing_; }
+  int routing_width() const { return routing_width_; }
+
   int64_t graph_replays() const { return graph_replays_; }
   void drop_graphs();
   void release();  // frees the pools, buffers and graphs
@@ -103,6 +109,7 @@ class GpuGenerationForward {
   void decode_layers(int B, const cuda::PagedDecodeArgs& args);
   void embed(cuda::bf16* out, const int32_t* tokens, int T);
   void lm_head_logits(const cuda::bf16* h, int R);
+  void download_routing(int rows);  // the record's first rows to the pinned host copy (asynchronous)
   void allocate_activations();
   void allocate_io();
   int upload_decode_inputs(const DecodeBatch& batch, int Bg, int G);
@@ -151,6 +158,12 @@ class GpuGenerationForward {
   char* h_out_ = nullptr;
   int32_t* h_tokens_ = nullptr, *h_done_ = nullptr;
   float* h_logprobs_ = nullptr;
+
+  // Mixture of experts: every sparse layer's forward records its rows' experts in routing_d_, copied to the host
+  // after each pass.
+  int routing_width_ = 0;
+  DeviceArray<int32_t> routing_d_;
+  int32_t* h_routing_ = nullptr;
 
   std::map<int, Graph*> graphs_;  // by bucket size
   void* graph_scratch_ = nullptr;  // the kernel scratch pointer the graphs were captured with

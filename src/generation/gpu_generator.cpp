@@ -105,6 +105,7 @@ class GenerationCall {
   void run_decode(const Scheduler::Step& st);
   // Samples one token per row and applies the stop rules.
   void sample_next_tokens(const SamplerSettings& s, const DecodeFunction& decode);
+  void record_routing();
   // After the last pass: the rollouts with their text, and the call's cache statistics.
   std::vector<Rollout> finish(const DecodeFunction& decode);
   int64_t finished() const { return finished_; }  // sequences that have stopped
@@ -135,6 +136,7 @@ class GenerationCall {
   std::vector<Rollout> out_;
   std::vector<TextState> text_;
   std::vector<int64_t> rows_;
+  std::vector<std::pair<int64_t, int64_t>> routing_rows_;  // prefill: (sequence, its first packed row)
   std::vector<int32_t> p_tokens_, p_pos_, p_slots_, p_cu_, p_gather_;
   DecodeBatch db_;
   SampleRows sr_;
@@ -208,6 +210,12 @@ void GenerationCall::run_prefill(const Scheduler::Step& st) {
     rows_.push_back(st.prefill[e].seq);
     p_gather_.push_back(last_row[e]);
   }
+  // A mixture of experts: each sequence's routing is its packed rows' (a fork's its leader's), read after sampling.
+  routing_rows_.clear();
+  for (size_t e = 0; e < st.prefill.size(); ++e) {
+    const int32_t last = last_row[e];
+    routing_rows_.push_back({st.prefill[e].seq, int64_t(last) + 1 - length_of(st.prefill[e].seq)});
+  }
   fwd_.prefill(p_tokens_, p_pos_, p_slots_, p_cu_, max_seqlen, p_gather_);
   fwd_.copy_blocks(st.copies);
   stats_.prefill_tokens += int64_t(p_tokens_.size());
@@ -216,6 +224,7 @@ void GenerationCall::run_prefill(const Scheduler::Step& st) {
 
 void GenerationCall::run_decode(const Scheduler::Step& st) {
   rows_.clear();
+  routing_rows_.clear();
   order_decode_rows(st.decode);
   pack_decode_batch();
   fwd_.decode(db_, options_.cuda_graphs);
@@ -309,7 +318,27 @@ void GenerationCall::sample_next_tokens(const SamplerSettings& s, const DecodeFu
     sr_.max_new[size_t(r)] = s.max_new;
   }
   fwd_.sample(sr_, s.params, s.seed, s.step, s.max_total_sequence_length, stop_.stop_token_ids);
+  record_routing();
   for (int r = 0; r < R; ++r) append_sampled_token(r, decode);
+}
+
+// A mixture of experts: the experts of every token fed to the model, position by position (valid once sample()
+// returned). A prefill (or the recompute of a preempted sequence) sets a sequence's rows from its packed rows; a
+// decode step appends the row of the token it fed.
+void GenerationCall::record_routing() {
+  const int W = fwd_.routing_width();
+  if (W == 0) return;
+  const int32_t* h = fwd_.routing();
+  for (const auto& [seq, first] : routing_rows_) {
+    std::vector<uint16_t>& r = out_[size_t(seq)].routing;
+    const int64_t n = length_of(seq);
+    r.assign(h + first * W, h + (first + n) * W);
+  }
+  if (!routing_rows_.empty()) return;
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    std::vector<uint16_t>& r = out_[size_t(rows_[b])].routing;
+    r.insert(r.end(), h + int64_t(b) * W, h + int64_t(b + 1) * W);
+  }
 }
 
 void GenerationCall::append_sampled_token(int row, const DecodeFunction& decode) {

@@ -4,14 +4,20 @@
 // after a warm-up; then the causal attention of one sequence of seq-len tokens alone (cuDNN forward and backward, the
 // best of the repetitions) against the attention inside the model (with --profile). Prints a table and writes
 // out/bench-<shape>.h5. See doc/performance.md.
+// A mixture of experts (qwen3-30b-a3b) is cut to bench.layers of its layers (0: as many as fit next to the
+// optimizer state), counts FLOPs on the parameters a token computes with (k of the E experts), times the experts'
+// grouped GEMMs (our kernel and a cuBLAS GEMM per expert) against the dense GEMM ceiling, and projects its
+// per-layer time to the whole model, on one GPU and on eight (expert parallelism's all-to-all not counted).
 //
-//   hone bench [deck.toml | qwen3-0.6b | qwen3-1.7b | llama-3.2-1b] [--micro-batch-tokens 16384]
-//              [--sequences 512] [--seq-len 640] [--reps 10] [--recompute [none|selective|full]] [--profile]
+//   hone bench [deck.toml | qwen3-0.6b | qwen3-1.7b | llama-3.2-1b | qwen3-30b-a3b] [--micro-batch-tokens 16384]
+//              [--sequences 512] [--seq-len 640] [--reps 10] [--layers N] [--recompute [none|selective|full]]
+//              [--profile]
 //              [--output-dir out]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -23,12 +29,15 @@
 #include "model/model_config.h"
 #include "model/packed_batch.h"
 #include "model/recompute.h"
+#include "model/param_table.h"
+#include "ops/ops.h"
 #include "model/weights.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
 
 #if HONE_CUDA
 #include "cuda/check.h"
+#include "cuda/moe_ops.h"
 #include "model/gpu_op_profiler.h"
 #include "model/gpu_transformer.h"
 #include "train/gpu_optimizer.h"
@@ -38,11 +47,12 @@ namespace hone {
 namespace {
 
 const char* kUsage =
-    "usage: hone bench [deck.toml | qwen3-0.6b | qwen3-1.7b | llama-3.2-1b] [--micro-batch-tokens 16384]\n"
-    "                  [--sequences 512] [--seq-len 640] [--reps 10] [--recompute [none|selective|full]]\n"
-    "                  [--profile] [--output-dir out]\n"
+    "usage: hone bench [deck.toml | qwen3-0.6b | qwen3-1.7b | llama-3.2-1b | qwen3-30b-a3b]\n"
+    "                  [--micro-batch-tokens 16384] [--sequences 512] [--seq-len 640] [--reps 10] [--layers N]\n"
+    "                  [--recompute [none|selective|full]] [--profile] [--output-dir out]\n"
     "  GPU engine speed at a model shape (a deck's, or a named one): logprob pass, training step, refit, and the\n"
-    "  attention of one sequence alone. --recompute alone is full. Needs a CUDA build and a GPU.\n";
+    "  attention of one sequence alone. --recompute alone is full. --layers cuts the model to its first N layers\n"
+    "  (0: the shape's; a mixture of experts: as many as fit). Needs a CUDA build and a GPU.\n";
 
 struct BenchArgs {
   std::string shape = "qwen3-0.6b";
@@ -50,6 +60,7 @@ struct BenchArgs {
   int sequences = 512;
   int seq_len = 640;
   int reps = 10;
+  int layers = 0;  // 0: the shape's (a mixture of experts: as many as fit)
   Recompute recompute = Recompute::none;
   bool profile = false;
   std::string output_dir = "out";
@@ -89,8 +100,26 @@ ModelConfig bench_shape(const std::string& name) {
     c.rope.low_freq_factor = 1.f;
     c.rope.high_freq_factor = 4.f;
     c.rope.original_max_position_embeddings = 8192;
+  } else if (name == "qwen3-30b-a3b") {
+    c.arch = Architecture::qwen3_moe;
+    c.vocab_size = 151936;
+    c.hidden_size = 2048;
+    c.intermediate_size = 6144;
+    c.num_hidden_layers = 48;
+    c.num_attention_heads = 32;
+    c.num_key_value_heads = 4;
+    c.head_dim = 128;
+    c.qk_norm = true;
+    c.rope.theta = 1e6f;
+    c.tie_word_embeddings = false;
+    c.num_experts = 128;
+    c.num_experts_per_tok = 8;
+    c.moe_intermediate_size = 768;
+    c.norm_topk_prob = true;
+    c.router_aux_loss_coef = 0.001f;
   } else {
-    throw UserError(cat("bench: unknown shape '", name, "' (known: qwen3-0.6b, qwen3-1.7b, llama-3.2-1b; see hone bench --help)"));
+    throw UserError(cat("bench: unknown shape '", name,
+                        "' (known: qwen3-0.6b, qwen3-1.7b, llama-3.2-1b, qwen3-30b-a3b; see hone bench --help)"));
   }
   c.rope.head_dim = c.head_dim;
   c.validate();
@@ -140,6 +169,10 @@ void read_deck(const std::string& path, BenchArgs& a) {
     } else if (k == "sequences" || k == "seq_len" || k == "reps") {
       positive(n);
       (k == "sequences" ? a.sequences : k == "seq_len" ? a.seq_len : a.reps) = int(n);
+    } else if (k == "layers") {
+      const auto v = node.value<int64_t>();
+      HONE_USER_CHECK(v && *v >= 0, path, ": bench.layers must be a non-negative integer");
+      a.layers = int(*v);
     } else if (k == "recompute") {  // true / false (the older form) or "none" | "selective" | "full"
       if (const auto b = node.value<bool>()) {
         a.recompute = *b ? Recompute::full : Recompute::none;
@@ -153,8 +186,8 @@ void read_deck(const std::string& path, BenchArgs& a) {
       flag(a.profile);
     } else {
       throw UserError(cat(path, ": unknown key bench.", k,
-                          " (allowed: shape, micro_batch_tokens, sequences, seq_len, reps, recompute, profile, "
-                          "output_dir)"));
+                          " (allowed: shape, micro_batch_tokens, sequences, seq_len, reps, layers, recompute, "
+                          "profile, output_dir)"));
     }
   }
 }
@@ -171,11 +204,12 @@ BenchArgs parse_args(const std::vector<std::string>& args) {
       a.profile = true;
     } else if (k.rfind("--", 0) == 0) {
       HONE_USER_CHECK(k == "--micro-batch-tokens" || k == "--sequences" || k == "--seq-len" || k == "--reps" ||
-                          k == "--output-dir",
+                          k == "--output-dir" || k == "--layers",
                       "bench: unknown argument '", k, "' (see hone bench --help)");
       HONE_USER_CHECK(i + 1 < args.size(), "bench: ", k, " needs a value (see hone bench --help)");
       const std::string& v = args[++i];
       if (k == "--output-dir") a.output_dir = v;
+      else if (k == "--layers") a.layers = int(parse_int(k, v));
       else if (k == "--micro-batch-tokens") a.micro_batch_tokens = parse_int(k, v);
       else if (k == "--sequences") a.sequences = int(parse_int(k, v));
       else if (k == "--seq-len") a.seq_len = int(parse_int(k, v));
@@ -247,19 +281,97 @@ void print_profile(const char* phase, const GpuOpProfiler& p, Hdf5File& h5) {
   }
 }
 
+// The layers of c that fit on this GPU next to the optimizer: bf16 compute weights and the fp32 master weights,
+// gradients and two moments (18 bytes a parameter), with a third of the free memory left to activations.
+int layers_that_fit(ModelConfig c) {
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const int whole = c.num_hidden_layers;
+  c.num_hidden_layers = 1;
+  const int64_t one = count_parameters(c);
+  c.num_hidden_layers = 2;
+  const int64_t per_layer = count_parameters(c) - one, rest = one - per_layer;
+  const double fit = (0.66 * double(free_b) - 18.0 * double(rest)) / (18.0 * double(per_layer));
+  return std::clamp(int(fit), 1, whole);
+}
+
+// The experts' grouped GEMMs of one micro-batch of T tokens with a random routing (k distinct experts a token),
+// timed for both of a layer's shapes (C -> Im: gate and up; Im -> C: down), forward and backward (dx and dw), our
+// kernel and a cuBLAS GEMM per expert.
+struct GroupedGemm {
+  double ms[2][2][2] = {};  // [shape][forward, backward][kernel, cublas]
+  double flops[2][2] = {};  // [shape][forward, backward]
+};
+GroupedGemm bench_grouped_gemm(const ModelConfig& c, int T, int reps, const cuda::GpuContext& ctx) {
+  const int E = c.num_experts, k = c.num_experts_per_tok, C = c.hidden_size, Im = c.moe_intermediate_size;
+  const int N = T * k;
+  std::mt19937 rng(11);
+  std::vector<int32_t> idx(static_cast<size_t>(N)), perm(static_cast<size_t>(E));
+  for (int t = 0; t < T; ++t) {
+    std::iota(perm.begin(), perm.end(), 0);
+    for (int j = 0; j < k; ++j) {
+      std::swap(perm[size_t(j)], perm[size_t(j) + rng() % size_t(E - j)]);
+      idx[size_t(t) * k + size_t(j)] = perm[size_t(j)];
+    }
+  }
+  std::vector<int32_t> offsets(size_t(E) + 1), row_of(static_cast<size_t>(N)), token_of(static_cast<size_t>(N));
+  cpu::moe_route(offsets.data(), row_of.data(), token_of.data(), idx.data(), T, k, E);
+  DeviceArray<int32_t> d_off(E + 1);
+  CUDA_CHECK(cudaMemcpy(d_off.get(), offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice));
+  GroupedGemm r;
+  for (int shape = 0; shape < 2; ++shape) {
+    const int IC = shape == 0 ? C : Im, OC = shape == 0 ? Im : C;
+    DeviceArray<float> tmp(std::max<int64_t>(int64_t(N) * std::max(IC, OC), int64_t(E) * IC * OC));
+    fill_random(tmp.get(), tmp.size(), 1.f, 5, ctx.stream);
+    DeviceArray<bf16> x(int64_t(N) * IC), w(int64_t(E) * OC * IC), out(int64_t(N) * OC), dx(int64_t(N) * IC);
+    DeviceArray<float> dw(int64_t(E) * OC * IC);
+    cuda::f32_to_bf16(x.get(), tmp.get(), x.size(), ctx);
+    cuda::f32_to_bf16(w.get(), tmp.get(), w.size(), ctx);
+    cuda::f32_to_bf16(out.get(), tmp.get(), out.size(), ctx);
+    CUDA_CHECK(cudaMemsetAsync(dx.get(), 0, dx.bytes(), ctx.stream));
+    CUDA_CHECK(cudaMemsetAsync(dw.get(), 0, dw.bytes(), ctx.stream));
+    r.flops[shape][0] = 2.0 * N * double(IC) * OC;
+    r.flops[shape][1] = 4.0 * N * double(IC) * OC;
+    r.ms[shape][0][0] = median_ms(reps, 2, ctx.stream, [&] {
+      cuda::moe_grouped_linear_forward(out.get(), x.get(), w.get(), d_off.get(), E, IC, OC, N, ctx);
+    });
+    r.ms[shape][0][1] = median_ms(reps, 2, ctx.stream, [&] {
+      cuda::moe_grouped_linear_forward_cublas(out.get(), x.get(), w.get(), offsets.data(), E, IC, OC, ctx);
+    });
+    r.ms[shape][1][0] = median_ms(reps, 2, ctx.stream, [&] {
+      cuda::moe_grouped_linear_backward(dx.get(), dw.get(), out.get(), x.get(), w.get(), d_off.get(), E, IC, OC, N,
+                                        ctx);
+    });
+    r.ms[shape][1][1] = median_ms(reps, 2, ctx.stream, [&] {
+      cuda::moe_grouped_linear_backward_cublas(dx.get(), dw.get(), out.get(), x.get(), w.get(), offsets.data(), E, IC,
+                                               OC, ctx);
+    });
+  }
+  return r;
+}
+
 int run_bench_cuda(const BenchArgs& a) {
-  const ModelConfig c = bench_shape(a.shape);
+  ModelConfig c = bench_shape(a.shape);
   cuda::GpuContext ctx = cuda::create_gpu_context(0);
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int shape_layers = c.num_hidden_layers;
+  if (a.layers > 0) c.num_hidden_layers = std::min(a.layers, shape_layers);
+  else if (c.is_moe()) c.num_hidden_layers = layers_that_fit(c);
   const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size, L = c.num_hidden_layers;
   const int64_t V = c.vocab_size, D = c.head_dim, Hq = c.num_attention_heads;
   // Model FLOPs count the matrix multiplications: every layer's projections and the LM head (V x C, real work
-  // even when tied); the tied embedding is counted once, as the LM head (the lookup is no FLOPs).
-  const double matmul_params = double(L) * double(2 * C * Q + 2 * C * K + 3 * C * I) + double(V) * double(C);
-  std::printf("hone bench: %s on %s (%d SMs), %lld parameters (%.0f M in matmuls incl. the LM head)\n",
-              a.shape.c_str(), prop.name, prop.multiProcessorCount, (long long)c.num_parameters(),
-              matmul_params / 1e6);
+  // even when tied); the tied embedding is counted once, as the LM head (the lookup is no FLOPs). A mixture of
+  // experts counts what one token computes with: its router and its k experts (the active parameters).
+  const double layer_matmul =
+      c.is_moe() ? double(2 * C * Q + 2 * C * K) + double(C) * c.num_experts +
+                       3.0 * double(C) * c.moe_intermediate_size * c.num_experts_per_tok
+                 : double(2 * C * Q + 2 * C * K + 3 * C * I);
+  const double matmul_params = double(L) * layer_matmul + double(V) * double(C);
+  std::printf("hone bench: %s%s on %s (%d SMs), %lld parameters (%.0f M in matmuls incl. the LM head%s)\n",
+              a.shape.c_str(), L < shape_layers ? cat(" cut to ", L, " of its ", shape_layers, " layers").c_str() : "",
+              prop.name, prop.multiProcessorCount, (long long)c.num_parameters(), matmul_params / 1e6,
+              c.is_moe() ? ", active: k of the experts" : "");
 
   // Roofline: GEMM ceiling and copy bandwidth.
   const int G = 8192;
@@ -290,6 +402,20 @@ int run_bench_cuda(const BenchArgs& a) {
   gc = DeviceArray<bf16>();
   std::printf("  roofline: bf16 GEMM %d^3 %.3f ms = %.1f TFLOP/s; device copy %.0f GB/s (read + write)\n", G,
               gemm_ms, gemm_tflops, copy_gbps);
+  GroupedGemm gg;
+  if (c.is_moe()) {
+    gg = bench_grouped_gemm(c, int(std::min<int64_t>(a.micro_batch_tokens, 16384)), a.reps, ctx);
+    std::printf("  experts' grouped GEMMs, %lld tokens x %d of %d experts (TFLOP/s, share of the dense ceiling):\n",
+                (long long)std::min<int64_t>(a.micro_batch_tokens, 16384), c.num_experts_per_tok, c.num_experts);
+    const char* shapes[2] = {"gate/up (C -> Im)", "down (Im -> C)"};
+    for (int sh = 0; sh < 2; ++sh)
+      for (int dir = 0; dir < 2; ++dir) {
+        const double kt = gg.flops[sh][dir] / (gg.ms[sh][dir][0] * 1e-3) / 1e12;
+        const double ct = gg.flops[sh][dir] / (gg.ms[sh][dir][1] * 1e-3) / 1e12;
+        std::printf("    %-18s %-8s kernel %7.1f (%5.1f%%)   cuBLAS per expert %7.1f (%5.1f%%)\n", shapes[sh],
+                    dir == 0 ? "forward" : "backward", kt, 100.0 * kt / gemm_tflops, ct, 100.0 * ct / gemm_tflops);
+      }
+  }
 
   // Model, optimizer and random weights (norm weights 1).
   GpuAdamW* opt_ptr = nullptr;
@@ -404,6 +530,44 @@ int run_bench_cuda(const BenchArgs& a) {
               refit_gbps);
   std::printf("  weights + gradients + Adam moments + bf16 copy: %.2f GiB\n", gib(static_bytes));
 
+  // A mixture of experts: the layers' share of each phase (the embedding and LM head's from a profiled run), per
+  // layer and projected to the whole model: on one GPU (were it to fit), and on eight holding 1/8 of the experts
+  // each with eight times the tokens (the all-to-all of expert parallelism not counted).
+  double head_share[2] = {0, 0};
+  if (c.is_moe()) {
+    GpuOpProfiler prof(ctx.stream);
+    model->set_profiler(&prof);
+    for (int phase = 0; phase < 2; ++phase) {
+      prof.clear();
+      if (phase == 1) opt_ptr->zero_grads();
+      for (const PackedBatch& b : batches) {
+        model->forward(b, 1.f, false, /*need_backward=*/phase == 1);
+        if (phase == 1) model->backward(dlogprob.get(), nullptr, opt_ptr->grads());
+        prof.collect();
+      }
+      double total = 0, head = 0;
+      for (const auto& [name, ms] : prof.totals_ms()) {
+        total += ms;
+        if (name.rfind("lm_head", 0) == 0 || name.rfind("embedding", 0) == 0) head += ms;
+      }
+      head_share[phase] = total > 0 ? head / total : 0;
+    }
+    model->set_profiler(nullptr);
+    std::printf("\n  per layer and projected to all %d layers (the embedding and LM head: %.1f%% / %.1f%% of the "
+                "phases here):\n",
+                shape_layers, 100 * head_share[0], 100 * head_share[1]);
+    for (int phase = 0; phase < 2; ++phase) {
+      const PhaseResult& r = phase == 0 ? lp : tr;
+      const double per_layer = r.ms * (1 - head_share[phase]) / double(L), head = r.ms * head_share[phase];
+      const double whole_ms = per_layer * shape_layers + head;
+      const double whole_flops = r.flops / matmul_params * (matmul_params + layer_matmul * double(shape_layers - L));
+      std::printf("    %-9s %8.2f ms a layer; %d layers: %9.1f ms, %8.0f tokens/s on one GPU, %9.0f tokens/s on "
+                  "eight (%.1f TFLOP/s a GPU)\n",
+                  phase == 0 ? "logprob" : "training", per_layer, shape_layers, whole_ms, r.tokens / (whole_ms * 1e-3),
+                  8 * r.tokens / (whole_ms * 1e-3), whole_flops / (whole_ms * 1e-3) / 1e12);
+    }
+  }
+
   std::filesystem::create_directories(a.output_dir);
   const std::string path = cat(a.output_dir, "/bench-", a.shape, ".h5");
   Hdf5File h5(path, Hdf5File::Mode::create);
@@ -434,6 +598,29 @@ int run_bench_cuda(const BenchArgs& a) {
   }
   put("/refit/ms", refit_ms);
   put("/refit/gbps", refit_gbps);
+  put("/config/layers", double(L));
+  if (c.is_moe()) {
+    put("/config/shape_layers", shape_layers);
+    const char* shapes[2] = {"up", "down"};
+    for (int sh = 0; sh < 2; ++sh)
+      for (int dir = 0; dir < 2; ++dir)
+        for (int impl = 0; impl < 2; ++impl) {
+          const double tf = gg.flops[sh][dir] / (gg.ms[sh][dir][impl] * 1e-3) / 1e12;
+          const std::string name = cat("/grouped_gemm/", shapes[sh], "_", dir == 0 ? "forward" : "backward", "_",
+                                       impl == 0 ? "kernel" : "cublas");
+          put(name + "_tflops", tf);
+          put(name + "_of_ceiling", tf / gemm_tflops);
+        }
+    for (int phase = 0; phase < 2; ++phase) {
+      const PhaseResult& r = phase == 0 ? lp : tr;
+      const double per_layer = r.ms * (1 - head_share[phase]) / double(L);
+      const double whole_ms = per_layer * shape_layers + r.ms * head_share[phase];
+      const std::string p = phase == 0 ? "/logprob" : "/training";
+      put(p + "/ms_per_layer", per_layer);
+      put(p + "/projected_ms_all_layers", whole_ms);
+      put(p + "/projected_tokens_per_s_8_gpus", 8 * r.tokens / (whole_ms * 1e-3));
+    }
+  }
 
   // Attention FLOPs: the causal forward over every layer (attn_fwd_flops) and a backward of 2.5 times it.
   auto family_ms = [](const GpuOpProfiler& p, const char* name) {

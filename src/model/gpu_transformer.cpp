@@ -9,8 +9,10 @@
 #include "cuda/check.h"
 #include "cuda/device_memory.h"
 #include "model/gpu_layer_recompute.h"
+#include "model/gpu_moe_feed_forward.h"
 #include "model/gpu_op_profiler.h"
 #include "parallel/gpu_context_parallel.h"
+#include "parallel/gpu_expert_parallel.h"
 #include "parallel/gpu_ring_attention.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "runtime/error.h"
@@ -18,21 +20,23 @@
 namespace hone {
 GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
                                int max_tokens, GpuTensorParallel* tp, ModelSpan span, bf16* shared_weights,
-                               GpuContextParallel* cp)
+                               GpuContextParallel* cp, GpuExpertParallel* ep)
     : c_(config),
       tp_(tp),
       cp_(cp),
       ring_(cp ? std::make_unique<GpuRingAttention>(*cp, ctx) : nullptr),
-      shape_(tp ? tp->shape() : layer_shape(config)),
+      shape_(tp ? tp->shape() : ep ? ep->shape() : layer_shape(config)),
       layout_(layout),
       ctx_(ctx),
       span_(span.resolved(config.num_hidden_layers)),
       recompute_(size_t(config.num_hidden_layers), Recompute::none),
-      feed_forward_(make_gpu_layer_feed_forward(config)),
+      feed_forward_(make_gpu_layer_feed_forward(config, ep)),
       inv_freq_(config.head_dim / 2) {
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
-  const int64_t expect = tp ? tp->layout().num_local_params() : c_.num_parameters();
+  const int64_t expect = tp   ? tp->layout().num_local_params()
+                         : ep ? ep->layout().num_local_params()
+                              : c_.num_parameters();
   HONE_CHECK(!span_.whole(c_.num_hidden_layers) || layout_.num_params == expect, "layout has ", layout_.num_params,
              " parameters, ", tp ? "this rank's shard " : "the config ", expect);
   HONE_CHECK(span_.layer_begin >= 0 && span_.layer_begin <= span_.layer_end &&
@@ -303,6 +307,7 @@ void GpuTransformer::reset_peaks() {
 }
 
 void GpuTransformer::release_arenas() {
+  feed_forward_->release(ctx_);
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   backward_ready_ = false;
   have_output_ = false;
@@ -310,6 +315,8 @@ void GpuTransformer::release_arenas() {
   bwd_.reset();
   if (ring_) ring_->release();
 }
+
+GpuMoeFeedForward* GpuTransformer::moe() const { return dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get()); }
 
 size_t GpuTransformer::device_bytes_in_use() {
   size_t free_b = 0, total_b = 0;

@@ -27,6 +27,8 @@
 
 namespace hone {
 
+class GpuExpertParallel;
+class GpuMoeFeedForward;
 class GpuOpProfiler;
 class GpuTensorParallel;
 class GpuContextParallel;
@@ -50,9 +52,11 @@ class GpuTransformer {
   // the context-parallel group: this rank runs its rows (attention by the ring, parallel/gpu_ring_attention.h),
   // logprobs()/entropy() hold all the caller's rows, backward takes the gradients of all of them and leaves this
   // rank's share of the parameter gradients (summed over the group by the optimizer). cp needs the whole model.
+  // With ep (a mixture of experts under expert parallelism; outlives it) the layout holds this rank's experts and
+  // forward and backward are collective over the expert-parallel group.
   GpuTransformer(const ModelConfig& config, const ParamLayout& layout, const cuda::GpuContext& ctx,
                  int max_tokens, GpuTensorParallel* tp = nullptr, ModelSpan span = {},
-                 bf16* shared_weights = nullptr, GpuContextParallel* cp = nullptr);
+                 bf16* shared_weights = nullptr, GpuContextParallel* cp = nullptr, GpuExpertParallel* ep = nullptr);
   ~GpuTransformer();
 
   // The bf16 compute weights, [num_params] on the device.
@@ -71,6 +75,9 @@ class GpuTransformer {
   Recompute layer_recompute(int layer) const { return recompute_[size_t(layer)]; }
   void set_vocab_chunk(int chunk_v) { chunk_v_ = chunk_v; }
   void set_profiler(GpuOpProfiler* p) { prof_ = p; }  // null: no per-op timing
+  // The mixture-of-experts feed-forward of an MoE model (its routing, the load-balancing loss and its weight,
+  // replay and the routing record: model/gpu_moe_feed_forward.h); null for a dense one.
+  GpuMoeFeedForward* moe() const;
 
   // As Transformer::forward; asynchronous on the context's stream. logprobs()/entropy() are device [T] fp32
   // (0 where targets < 0; entropy 0 everywhere without need_entropy) until the next forward. With need_backward

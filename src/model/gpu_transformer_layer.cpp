@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "cuda/check.h"
+#include "model/gpu_moe_feed_forward.h"
 #include "model/gpu_op_profiler.h"
 #include "runtime/error.h"
 
@@ -26,6 +27,11 @@ struct ByteCarver {
   E* take(int64_t per_token, int rows = -1) {
     E* r = base ? reinterpret_cast<E*>(base + used) : nullptr;
     used += (size_t(per_token) * size_t(rows < 0 ? T : rows) * sizeof(E) + 255) / 256 * 256;
+    return r;
+  }
+  char* take_bytes(size_t bytes) {
+    char* r = base ? base + used : nullptr;
+    used += (bytes + 255) / 256 * 256;
     return r;
   }
 };
@@ -70,6 +76,7 @@ size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const Lay
   a.gate = cv.take<bf16>(I);
   a.up = cv.take<bf16>(I);
   a.act = cv.take<bf16>(I);
+  a.ffn = s.experts_total > 0 ? cv.take_bytes(gpu_moe_saved_bytes(s, T)) : nullptr;
   return cv.used;
 }
 
@@ -86,6 +93,7 @@ size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, con
   ByteCarver cv{base, T};
   scratch.branch = cv.take<bf16>(sh.hidden);
   scratch.branch_local = Tl != T ? cv.take<bf16>(sh.hidden, Tl) : scratch.branch;
+  scratch.ffn = sh.experts_total > 0 ? cv.take_bytes(gpu_moe_forward_scratch_bytes(sh, T)) : nullptr;
   return cv.used;
 }
 
@@ -107,6 +115,7 @@ size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const La
   s.dk_n = cv.take<bf16>(K);
   s.dk = cv.take<bf16>(K);
   s.dv = cv.take<bf16>(K);
+  s.ffn_backward = sh.experts_total > 0 ? cv.take_bytes(gpu_moe_backward_scratch_bytes(sh, T)) : nullptr;
   return cv.used;
 }
 
@@ -173,7 +182,7 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
     cuda::add_rmsnorm_forward(a.x_mid, a.h2_local, a.rstd2, s.branch_local, a.x_in, w.post_attention_layernorm, Tl,
                               C, eps, ctx);
   }
-  feed_forward.forward(layer, sh, w, b, a, collectives, s.branch, s.branch_local, ctx, prof);
+  feed_forward.forward(layer, sh, w, b, a, s, collectives, s.branch, s.branch_local, ctx, prof);
   {
     ProfileScope ps(prof, "add");
     cuda::add_forward(x_out, s.branch_local, a.x_mid, int64_t(Tl) * C, ctx);
@@ -208,7 +217,7 @@ void row_parallel_linear_backward(bf16* dx, float* dw, const bf16* x, const bf16
 }  // namespace
 
 void GpuDenseFeedForward::forward(int, const LayerShape& sh, const GpuLayerParams<const bf16>& w,
-                                  const GpuLayerBatch& b, const GpuLayerActivations& a,
+                                  const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch&,
                                   LayerCollectives<bf16>* collectives, bf16* y, bf16* out, const cuda::GpuContext& ctx,
                                   GpuOpProfiler* prof) {
   const int T = b.T, C = sh.hidden, I = sh.intermediate;
@@ -275,9 +284,6 @@ void GpuDenseFeedForward::backward(int, const LayerShape& sh, const GpuLayerPara
   }
 }
 
-std::unique_ptr<GpuLayerFeedForward> make_gpu_layer_feed_forward(const ModelConfig&) {
-  return std::make_unique<GpuDenseFeedForward>();
-}
 
 namespace {
 

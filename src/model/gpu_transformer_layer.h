@@ -57,6 +57,7 @@ struct GpuLayerActivations {
   bf16* h2_local = nullptr;    // (C) [local]
   bf16* h2 = nullptr;          // (C)
   bf16* gate = nullptr, *up = nullptr, *act = nullptr;  // (I)
+  char* ffn = nullptr;         // a mixture of experts' saved routing and rows (model/gpu_moe_feed_forward.h)
 };
 
 // Points a's buffers (all but x_in) into `base` for T tokens of which local_rows are this rank's residual rows (T
@@ -73,6 +74,7 @@ size_t carve_gpu_gathered_rows(GpuLayerActivations& a, char* base, const LayerSh
 struct GpuLayerScratch {
   bf16* branch = nullptr;        // (C) a row-parallel GEMM's output (partial sums under tensor parallelism)
   bf16* branch_local = nullptr;  // (C) [local] their sum over the group, this rank's rows
+  char* ffn = nullptr, *ffn_backward = nullptr;  // a mixture of experts' forward and backward scratch
   bf16* dh = nullptr;            // (C)
   bf16* dh_local = nullptr;      // (C) [local]
   bf16* dy = nullptr;            // (C) the residual gradient gathered to all T rows
@@ -116,28 +118,35 @@ class GpuLayerFeedForward {
  public:
   virtual ~GpuLayerFeedForward() = default;
   virtual void forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
-                       const GpuLayerActivations& a, LayerCollectives<bf16>* collectives, bf16* y, bf16* out,
-                       const cuda::GpuContext& ctx, GpuOpProfiler* prof) = 0;
+                       const GpuLayerActivations& a, const GpuLayerScratch& scratch,
+                       LayerCollectives<bf16>* collectives, bf16* y, bf16* out, const cuda::GpuContext& ctx,
+                       GpuOpProfiler* prof) = 0;
   virtual void backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w,
                         const GpuLayerParams<float>& g, const GpuLayerBatch& b, const GpuLayerActivations& a,
                         const GpuLayerScratch& scratch, LayerCollectives<bf16>* collectives, bf16* dres,
                         const cuda::GpuContext& ctx, GpuOpProfiler* prof) = 0;
+  // Gives back memory the feed-forward holds beyond the activations it is handed (the arenas' release).
+  virtual void release(const cuda::GpuContext&) {}
 };
 
 // The dense SwiGLU MLP (gate/up column-parallel, down row-parallel), keeping a.gate, a.up and a.act.
 class GpuDenseFeedForward final : public GpuLayerFeedForward {
  public:
   void forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
-               const GpuLayerActivations& a, LayerCollectives<bf16>* collectives, bf16* y, bf16* out,
-               const cuda::GpuContext& ctx, GpuOpProfiler* prof) override;
+               const GpuLayerActivations& a, const GpuLayerScratch& scratch, LayerCollectives<bf16>* collectives,
+               bf16* y, bf16* out, const cuda::GpuContext& ctx, GpuOpProfiler* prof) override;
   void backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
                 const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& scratch,
                 LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
                 GpuOpProfiler* prof) override;
 };
 
-// The feed-forward of c's layers (what a model's passes give the layer body).
-std::unique_ptr<GpuLayerFeedForward> make_gpu_layer_feed_forward(const ModelConfig& c);
+template <typename E>
+class ExpertDispatch;
+// The feed-forward of c's layers (what a model's passes give the layer body): the dense MLP, or for a mixture of
+// experts the GpuMoeFeedForward (model/gpu_moe_feed_forward.h) over `dispatch` (null: every expert here).
+std::unique_ptr<GpuLayerFeedForward> make_gpu_layer_feed_forward(const ModelConfig& c,
+                                                                 ExpertDispatch<bf16>* dispatch = nullptr);
 
 // Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (bf16; under
 // sequence parallelism x_in and x_out hold this rank's local rows).

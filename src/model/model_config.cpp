@@ -23,6 +23,7 @@ const char* architecture_hf_name(Architecture a) {
     case Architecture::llama: return "LlamaForCausalLM";
     case Architecture::qwen2: return "Qwen2ForCausalLM";
     case Architecture::qwen3: return "Qwen3ForCausalLM";
+    case Architecture::qwen3_moe: return "Qwen3MoeForCausalLM";
   }
   return "?";
 }
@@ -32,11 +33,26 @@ static const char* architecture_model_type(Architecture a) {
     case Architecture::llama: return "llama";
     case Architecture::qwen2: return "qwen2";
     case Architecture::qwen3: return "qwen3";
+    case Architecture::qwen3_moe: return "qwen3_moe";
   }
   return "?";
 }
 
 int64_t ModelConfig::num_parameters() const { return count_parameters(*this); }
+int64_t ModelConfig::num_active_parameters() const { return count_active_parameters(*this); }
+
+bool ModelConfig::is_moe_layer(int layer) const {
+  if (num_experts <= 0 || decoder_sparse_step <= 0) return false;
+  for (int l : mlp_only_layers)
+    if (l == layer) return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
+int ModelConfig::num_moe_layers() const {
+  int n = 0;
+  for (int l = 0; l < num_hidden_layers; ++l) n += is_moe_layer(l) ? 1 : 0;
+  return n;
+}
 
 void ModelConfig::validate() const {
   auto positive = [](int v, const char* name) {
@@ -65,11 +81,28 @@ void ModelConfig::validate() const {
     HONE_USER_CHECK(rope.original_max_position_embeddings > 0,
                     "model config: rope_scaling.original_max_position_embeddings must be positive");
   }
-  const bool wants_bias = arch == Architecture::qwen2, wants_qk_norm = arch == Architecture::qwen3;
+  const bool wants_bias = arch == Architecture::qwen2;
+  const bool wants_qk_norm = arch == Architecture::qwen3 || arch == Architecture::qwen3_moe;
   HONE_USER_CHECK(attention_bias == wants_bias, "model config: attention_bias must be ", wants_bias ? "true" : "false",
                   " for ", architecture_hf_name(arch));
   HONE_USER_CHECK(qk_norm == wants_qk_norm, "model config: qk_norm must be ", wants_qk_norm ? "true" : "false",
                   " for ", architecture_hf_name(arch));
+  if (arch == Architecture::qwen3_moe) {
+    positive(num_experts, "num_experts");
+    positive(moe_intermediate_size, "moe_intermediate_size");
+    positive(decoder_sparse_step, "decoder_sparse_step");
+    HONE_USER_CHECK(num_experts_per_tok >= 1 && num_experts_per_tok <= num_experts,
+                    "model config: num_experts_per_tok must be in [1, num_experts = ", num_experts, "] (got ",
+                    num_experts_per_tok, ")");
+    for (int l : mlp_only_layers)
+      HONE_USER_CHECK(l >= 0 && l < num_hidden_layers, "model config: mlp_only_layers holds ", l,
+                      ", not a layer of [0, ", num_hidden_layers, ")");
+    HONE_USER_CHECK(std::isfinite(router_aux_loss_coef) && router_aux_loss_coef >= 0.f,
+                    "model config: router_aux_loss_coef must be a non-negative number");
+  } else {
+    HONE_USER_CHECK(num_experts == 0, "model config: ", architecture_hf_name(arch),
+                    " has no experts (num_experts must be 0, got ", num_experts, ")");
+  }
   if (bos_token_id >= 0)
     HONE_USER_CHECK(bos_token_id < vocab_size, "model config: bos_token_id ", bos_token_id, " is not below vocab_size ",
                     vocab_size);
@@ -89,7 +122,9 @@ struct ConfigReader {
   bool has(const char* key) const { return j.contains(key) && !j.at(key).is_null(); }
 
   int get_int(const json& obj, const std::string& key, const std::string& label) const {
-    const json& v = obj.at(key);
+    return as_int(obj.at(key), label);
+  }
+  int as_int(const json& v, const std::string& label) const {
     if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))
       fail(cat("field '", label, "' must be an integer (got ", v.dump(), ")"));
     const double d = v.get<double>();
@@ -122,7 +157,7 @@ struct ConfigReader {
 };
 
 Architecture parse_architecture(const ConfigReader& r) {
-  static const char* kSupported = "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+  static const char* kSupported = "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM";
   std::string name;
   if (r.has("architectures")) {
     const json& a = r.j.at("architectures");
@@ -134,13 +169,15 @@ Architecture parse_architecture(const ConfigReader& r) {
     if (t == "llama") return Architecture::llama;
     if (t == "qwen2") return Architecture::qwen2;
     if (t == "qwen3") return Architecture::qwen3;
-    r.fail(cat("unsupported model_type '", t, "' (supported: llama, qwen2, qwen3)"));
+    if (t == "qwen3_moe") return Architecture::qwen3_moe;
+    r.fail(cat("unsupported model_type '", t, "' (supported: llama, qwen2, qwen3, qwen3_moe)"));
   } else {
     r.fail("missing field 'architectures'");
   }
   if (name == "LlamaForCausalLM") return Architecture::llama;
   if (name == "Qwen2ForCausalLM") return Architecture::qwen2;
   if (name == "Qwen3ForCausalLM") return Architecture::qwen3;
+  if (name == "Qwen3MoeForCausalLM") return Architecture::qwen3_moe;
   r.fail(cat("unsupported architecture '", name, "' (supported: ", kSupported, ")"));
 }
 
@@ -196,6 +233,30 @@ std::vector<int> parse_token_ids(const ConfigReader& r, const char* key) {
   return ids;
 }
 
+// The experts of a Qwen3-MoE config: num_experts as the published checkpoints spell it, num_local_experts as
+// transformers 5 writes it (both given must agree).
+void parse_experts(const ConfigReader& r, ModelConfig& c) {
+  if (c.arch != Architecture::qwen3_moe) return;
+  const bool a = r.has("num_experts"), b = r.has("num_local_experts");
+  if (!a && !b) r.fail("missing field 'num_experts' (or 'num_local_experts')");
+  c.num_experts = a ? r.req_int("num_experts") : r.req_int("num_local_experts");
+  if (a && b && r.req_int("num_local_experts") != c.num_experts)
+    r.fail(cat("fields 'num_experts' (", c.num_experts, ") and 'num_local_experts' (", r.req_int("num_local_experts"),
+               ") disagree"));
+  c.num_experts_per_tok = r.req_int("num_experts_per_tok");
+  c.moe_intermediate_size = r.req_int("moe_intermediate_size");
+  c.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
+  c.decoder_sparse_step = r.opt_int("decoder_sparse_step", 1);
+  c.router_aux_loss_coef = float(r.opt_num("router_aux_loss_coef", 0.001));
+  if (r.has("mlp_only_layers")) {
+    const json& v = r.j.at("mlp_only_layers");
+    if (!v.is_array()) r.fail(cat("field 'mlp_only_layers' must be a list of layer indices (got ", v.dump(), ")"));
+    for (size_t i = 0; i < v.size(); ++i) c.mlp_only_layers.push_back(r.as_int(v[i], cat("mlp_only_layers[", i, "]")));
+  }
+  if (r.has("shared_expert_intermediate_size") && r.opt_int("shared_expert_intermediate_size", 0) != 0)
+    r.fail("shared experts (shared_expert_intermediate_size) are not supported");
+}
+
 // Features hone does not compute: refused by name rather than ignored.
 void refuse_unsupported(const ConfigReader& r, const ModelConfig& c) {
   const std::string act = r.has("hidden_act") ? r.opt_string("hidden_act", "silu") : r.opt_string("hidden_activation", "silu");
@@ -249,7 +310,8 @@ ModelConfig load_model_config(const std::string& dir) {
   parse_rope(r, c);
   c.tie_word_embeddings = r.opt_bool("tie_word_embeddings", false);
   c.attention_bias = c.arch == Architecture::qwen2;
-  c.qk_norm = c.arch == Architecture::qwen3;
+  c.qk_norm = c.arch == Architecture::qwen3 || c.arch == Architecture::qwen3_moe;
+  parse_experts(r, c);
   const std::vector<int> bos = parse_token_ids(r, "bos_token_id");
   c.bos_token_id = bos.empty() ? -1 : bos[0];
   c.eos_token_ids = parse_token_ids(r, "eos_token_id");
@@ -312,6 +374,22 @@ std::string model_config_to_hf_json(const ModelConfig& c) {
       j["use_sliding_window"] = false;
       j["sliding_window"] = nullptr;
       j["max_window_layers"] = c.num_hidden_layers;
+      break;
+    case Architecture::qwen3_moe:
+      j["attention_bias"] = false;
+      j["use_sliding_window"] = false;
+      j["sliding_window"] = nullptr;
+      // Both spellings of the expert count, as for RoPE: num_experts for classic readers, num_local_experts for
+      // transformers 5 (whose attribute map reads either).
+      j["num_experts"] = c.num_experts;
+      j["num_local_experts"] = c.num_experts;
+      j["num_experts_per_tok"] = c.num_experts_per_tok;
+      j["moe_intermediate_size"] = c.moe_intermediate_size;
+      j["norm_topk_prob"] = c.norm_topk_prob;
+      j["decoder_sparse_step"] = c.decoder_sparse_step;
+      j["mlp_only_layers"] = c.mlp_only_layers;
+      j["router_aux_loss_coef"] = double(c.router_aux_loss_coef);
+      j["output_router_logits"] = false;
       break;
   }
   j["bos_token_id"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);

@@ -1,5 +1,5 @@
 // ModelConfig: the transformer's shape and options, read from a Hugging Face config.json (LlamaForCausalLM,
-// Qwen2ForCausalLM, Qwen3ForCausalLM) or built from a shape given in the deck. Host-only.
+// Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM) or built from a shape given in the deck. Host-only.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 namespace hone {
 
-enum class Architecture { llama, qwen2, qwen3 };
+enum class Architecture { llama, qwen2, qwen3, qwen3_moe };
 
 const char* architecture_hf_name(Architecture a);  // "LlamaForCausalLM", ...
 
@@ -33,9 +33,29 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;
   std::string torch_dtype = "bfloat16";
 
+  // Mixture of experts (Qwen3-MoE); num_experts == 0 is a dense model. A layer is sparse (its feed-forward is the
+  // router and num_experts expert MLPs of width moe_intermediate_size, num_experts_per_tok of them per token) when
+  // it is not in mlp_only_layers and (layer + 1) is a multiple of decoder_sparse_step; other layers keep the dense
+  // MLP of width intermediate_size.
+  int num_experts = 0;               // E: num_experts (published checkpoints) or num_local_experts (transformers 5)
+  int num_experts_per_tok = 0;       // k
+  int moe_intermediate_size = 0;
+  bool norm_topk_prob = false;       // the k routing weights renormalized to sum to 1
+  int decoder_sparse_step = 1;
+  std::vector<int> mlp_only_layers;
+  float router_aux_loss_coef = 0.f;  // the load-balancing loss's weight in transformers (loss.moe_aux_loss_coef)
+
+  bool is_moe() const { return num_experts > 0; }
+  bool is_moe_layer(int layer) const;
+  int num_moe_layers() const;
+  bool has_dense_layers() const { return num_moe_layers() < num_hidden_layers; }
+
   int q_dim() const { return num_attention_heads * head_dim; }
   int kv_dim() const { return num_key_value_heads * head_dim; }
   int64_t num_parameters() const;  // counting a tied embedding once
+  // The parameters one token computes with: every parameter but the experts, plus num_experts_per_tok experts of
+  // each sparse layer (what MoE throughput is counted on). A dense model's num_parameters().
+  int64_t num_active_parameters() const;
   void validate() const;           // throws UserError naming the field for an inconsistent shape
 };
 

@@ -6,8 +6,10 @@
 #include <cstring>
 
 #include "model/layer_recompute.h"
+#include "model/moe_feed_forward.h"
 #include "ops/ops.h"
 #include "parallel/context_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/ring_attention.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
@@ -20,15 +22,15 @@ int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; }
 }  // namespace
 
 Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights, TensorParallel* tp, ModelSpan span,
-                         ContextParallel* cp)
+                         ContextParallel* cp, ExpertParallel* ep)
     : c_(config),
       tp_(tp),
       cp_(cp),
       ring_(cp ? std::make_unique<RingAttention>(*cp) : nullptr),
       span_(span.resolved(config.num_hidden_layers)),
-      shape_(tp ? tp->shape() : layer_shape(config)),
+      shape_(tp ? tp->shape() : ep ? ep->shape() : layer_shape(config)),
       w_(weights),
-      feed_forward_(make_layer_feed_forward(config)),
+      feed_forward_(make_layer_feed_forward(config, ep)),
       recompute_(size_t(config.num_hidden_layers), Recompute::none) {
   HONE_CHECK(int(w_.layers.size()) == c_.num_hidden_layers, "weights have ", w_.layers.size(), " layers, config ",
              c_.num_hidden_layers);
@@ -206,6 +208,7 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
   T_batch_ = batch_.num_tokens();
   pad_for_sequence_parallelism();
   T_ = batch_.num_tokens();
+  if (MoeFeedForward* m = moe()) m->set_counted_rows(T_batch_);  // the padding is not in the load-balancing loss
   temperature_ = temperature;
   have_entropy_ = need_entropy;
   HONE_CHECK(span_.embedding || input, "a span without the embedding needs the previous chunk's hidden state");
@@ -327,6 +330,8 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
   if (tp_) tp_->embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, sp);
   else cpu::embedding_backward(grads.embed_tokens.f32(), dres, batch_.tokens.data(), T, C);
 }
+
+MoeFeedForward* Transformer::moe() const { return dynamic_cast<MoeFeedForward*>(feed_forward_.get()); }
 
 LayerCollectives<float>* Transformer::layers() const { return tp_ ? tp_->layers() : nullptr; }
 

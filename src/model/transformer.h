@@ -30,6 +30,8 @@
 
 namespace hone {
 
+class ExpertParallel;
+class MoeFeedForward;
 class TensorParallel;
 class ContextParallel;
 class RingAttention;
@@ -47,9 +49,11 @@ class Transformer {
   // context-parallel group: this rank runs its rows (attention by the ring, parallel/ring_attention.h), every rank
   // gets the logprobs and entropies of all the caller's rows, and backward takes the gradients of all of them and
   // leaves this rank's share of the parameter gradients (summed over the group by the optimizer). cp needs the
-  // whole model (no span).
+  // whole model (no span). With ep (a mixture of experts under expert parallelism, which must outlive the
+  // Transformer), the weights hold this rank's experts and forward and backward are collective over the
+  // expert-parallel group.
   Transformer(const ModelConfig& config, const ModelWeights& weights, TensorParallel* tp = nullptr,
-              ModelSpan span = {}, ContextParallel* cp = nullptr);
+              ModelSpan span = {}, ContextParallel* cp = nullptr, ExpertParallel* ep = nullptr);
   ~Transformer();
 
   // Activation recompute (model/layer_recompute.h), every layer or one.
@@ -59,6 +63,9 @@ class Transformer {
   void set_layer_recompute(int layer, bool on) { set_layer_recompute(layer, on ? Recompute::full : Recompute::none); }
   Recompute layer_recompute(int layer) const { return recompute_[size_t(layer)]; }
   void set_vocab_chunk(int chunk_v) { chunk_v_ = chunk_v; }
+  // The mixture-of-experts feed-forward of an MoE model (its routing, the load-balancing loss and its weight in
+  // backward, routing replay: model/moe_feed_forward.h); null for a dense model.
+  MoeFeedForward* moe() const;
 
   // Runs the batch (copied; positions, targets and cu_seqlens as packed). After it, logprobs() and entropy()
   // hold [T] values (0 where targets < 0) until the next forward. Under sequence and context parallelism a batch

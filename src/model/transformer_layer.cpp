@@ -181,10 +181,6 @@ void DenseFeedForward::backward(int, const LayerShape& sh, const LayerWeights& w
   }
 }
 
-std::unique_ptr<LayerFeedForward> make_layer_feed_forward(const ModelConfig&) {
-  return std::make_unique<DenseFeedForward>();
-}
-
 void layer_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
                    const LayerActivations& a, LayerAttention& attention, LayerFeedForward& feed_forward,
                    LayerCollectives<float>* collectives, float* x_out) {

@@ -126,8 +126,12 @@ class DenseFeedForward final : public LayerFeedForward {
                 float* dres) override;
 };
 
-// The feed-forward of c's layers (what a model's passes give the layer body).
-std::unique_ptr<LayerFeedForward> make_layer_feed_forward(const ModelConfig& c);
+template <typename E>
+class ExpertDispatch;
+// The feed-forward of c's layers (what a model's passes give the layer body): DenseFeedForward, or for a mixture
+// of experts the MoeFeedForward (model/moe_feed_forward.h) over `dispatch` (null: this rank holds every expert).
+std::unique_ptr<LayerFeedForward> make_layer_feed_forward(const ModelConfig& c,
+                                                          ExpertDispatch<float>* dispatch = nullptr);
 
 // Computes layer `layer` on a.x_in and writes its output (the next residual stream) to x_out [T, C] (under
 // sequence parallelism, x_in and x_out hold this rank's local rows).

@@ -1,8 +1,6 @@
 // The model's fp32 parameters in one flat buffer: layout, Hugging Face names, random init, load and save.
 //
-// Order of parameters (and so of the flat buffer) is the order in which transformers registers them, i.e. what
-// model.named_parameters() yields: embed_tokens; per layer q/k/v/o projections (each bias after its weight),
-// q_norm, k_norm, gate/up/down, the two layer norms; the final norm; lm_head unless tied.
+// Order of parameters (and so of the flat buffer): the parameter table's (model/param_table.h).
 #include "model/weights.h"
 
 #include <cmath>
@@ -38,15 +36,40 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-Tensor& ModelWeights::param(const ParamSpec& spec) {
-  if (spec.layer >= 0) return layers[size_t(spec.layer)][spec.param];
+namespace {
+
+Tensor& member(ModelWeights& w, const ParamSpec& spec) {
+  if (spec.layer >= 0) return w.layers[size_t(spec.layer)][spec.param];
   switch (spec.global) {
-    case GlobalParam::embed_tokens: return embed_tokens;
-    case GlobalParam::norm: return norm;
-    case GlobalParam::lm_head: return lm_head;
+    case GlobalParam::embed_tokens: return w.embed_tokens;
+    case GlobalParam::norm: return w.norm;
+    case GlobalParam::lm_head: return w.lm_head;
   }
   HONE_CHECK(false, "unknown global parameter ", int(spec.global));
-  return norm;
+  return w.norm;
+}
+
+}  // namespace
+
+Tensor ModelWeights::param(const ParamSpec& spec) const {
+  const Tensor& m = member(const_cast<ModelWeights&>(*this), spec);
+  if (spec.expert < 0) return m;
+  HONE_CHECK(m.defined() && m.shape().size() == 3, spec.name, ": the layer's experts are not bound");
+  const int64_t e = spec.expert - expert_begin, rows = m.shape()[1], cols = m.shape()[2];
+  HONE_CHECK(e >= 0 && e < m.shape()[0], spec.name, ": expert ", spec.expert, " is not among this rank's ",
+             m.shape()[0], " from ", expert_begin);
+  return Tensor::view(m.f32() + e * rows * cols, {rows, cols}, DType::f32);
+}
+
+void ModelWeights::bind(const ParamSpec& spec, float* data, int experts) {
+  Tensor& m = member(*this, spec);
+  if (spec.expert < 0) {
+    m = Tensor::view(data, spec.shape, DType::f32);
+    return;
+  }
+  if (m.defined()) return;  // bound by the layer's first expert
+  expert_begin = spec.expert;
+  m = Tensor::view(data, {experts, spec.shape[0], spec.shape[1]}, DType::f32);
 }
 
 std::vector<std::pair<std::string, Tensor>> ModelWeights::named_parameters() const {
@@ -66,7 +89,7 @@ ModelWeights allocate_weights(const ModelConfig& c) {
   w.flat = Tensor::zeros({total}, DType::f32);
   int64_t offset = 0;
   for (const ParamSpec& spec : w.specs) {
-    w.param(spec) = Tensor::view(w.flat.f32() + offset, spec.shape, DType::f32);
+    w.bind(spec, w.flat.f32() + offset, c.num_experts);
     offset += spec.numel();
   }
   if (c.tie_word_embeddings) w.lm_head = w.embed_tokens;

@@ -17,7 +17,9 @@ namespace hone {
 class SafetensorsCheckpoint;
 
 // One layer's fp32 parameters (members as in model/param_table.h: q_proj [Hq*D, C], q_bias [Hq*D] (Qwen2 only;
-// undefined otherwise), q_norm [D] (Qwen3 only), o_proj [C, Hq*D], gate/up [I, C], down [C, I], the two norms [C]).
+// undefined otherwise), q_norm [D] (Qwen3 only), o_proj [C, Hq*D], gate/up [I, C], down [C, I], the two norms [C];
+// in a sparse layer the router [E, C] and the experts this rank holds, stacked: expert_gate/expert_up
+// [experts, Im, C], expert_down [experts, C, Im], instead of gate/up/down).
 using LayerWeights = LayerParams<Tensor>;
 
 struct ModelWeights {
@@ -27,13 +29,18 @@ struct ModelWeights {
   Tensor norm;                      // [C]     model.norm.weight
   Tensor lm_head;                   // [V, C]  lm_head.weight; a view of embed_tokens when tied
   std::vector<ParamSpec> specs;     // the parameter table these weights were allocated from (flat buffer order)
+  int expert_begin = 0;             // the first expert the expert members hold (expert parallelism)
 
   // Every distinct parameter with its Hugging Face name, in the parameter table's order (a tied lm_head is not
   // listed).
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
-  // The tensor of one entry of the parameter table.
-  Tensor& param(const ParamSpec& spec);
-  const Tensor& param(const ParamSpec& spec) const { return const_cast<ModelWeights&>(*this).param(spec); }
+  // The tensor of one entry of the parameter table (a view): a layer member or a global, or, for an expert matrix,
+  // its expert's [rows, cols] within the layer's stacked member.
+  Tensor param(const ParamSpec& spec) const;
+  // Points the tensor of `spec` at data with the shape spec.shape (what this rank holds of it). Expert matrices
+  // are bound in table order, each layer's experts contiguous: the first of a member binds the member over all
+  // `experts` of them.
+  void bind(const ParamSpec& spec, float* data, int experts);
 };
 
 // Views into one zeroed flat f32 buffer shaped for `c` (also how gradients are allocated: same layout).

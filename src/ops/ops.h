@@ -201,5 +201,50 @@ void policy_loss_backward(double* dnew_lp, double* dentropy, const double* new_l
                           const int64_t* seq_offsets, const double* advantages, int T, int num_seqs,
                           const PolicyLossConfig& config, double denominator);
 
+// ---- mixture of experts (Qwen3-MoE) ---------------------------------------------------------------------------
+// T token rows route to k of E experts each. The router's logits [T, E] are a linear op (h W_router^T, fp32).
+// An assignment a = t * k + j is token t's j-th expert. Its row in expert order (all of expert 0's assignments,
+// then expert 1's, ..., each expert's in order of a) is row_of[a]; token_of[r] is the token of row r;
+// offsets[E + 1] delimit each expert's rows (N = T k rows in all).
+//
+// Router: probs = softmax(logits) per row (fp32); the k largest probabilities (the lower expert id first among
+// equal ones) give topk_idx [T, k] (descending) and topk_w [T, k], divided by their sum when norm_topk_prob.
+void moe_topk_forward(float* probs, int32_t* topk_idx, float* topk_w, const float* logits, int T, int E, int k,
+                      bool norm_topk_prob);
+// dlogits [T, E] += the gradient through topk_w (dtopk_w [T, k]) and through probs of a per-expert gradient daux [E]
+// added to every row (the load-balancing loss's; may be null). The selection itself passes no gradient.
+void moe_topk_backward(float* dlogits, const float* dtopk_w, const float* daux, const float* probs,
+                       const int32_t* topk_idx, const float* topk_w, int T, int E, int k, bool norm_topk_prob);
+// Replay (loss.router_replay): row t whose forced[t * row_stride] >= 0 takes the k experts at forced + t *
+// row_stride, with their probabilities as weights (renormalized when norm_topk_prob); other rows keep their top-k.
+void moe_topk_replay(int32_t* topk_idx, float* topk_w, const float* probs, const int32_t* forced, int64_t row_stride,
+                     int T, int E, int k, bool norm_topk_prob);
+// The routing plan of topk_idx: offsets [E + 1], row_of [T k], token_of [T k] (as above).
+void moe_route(int32_t* offsets, int32_t* row_of, int32_t* token_of, const int32_t* topk_idx, int T, int k, int E);
+// Permute: xp [N, C] row r = x [token_of[r]]. Backward: dx[t] += sum_j dxp[row_of[t k + j]] (a gather per token).
+void moe_permute_forward(float* xp, const float* x, const int32_t* token_of, int N, int C);
+void moe_permute_backward(float* dx, const float* dxp, const int32_t* row_of, int T, int k, int C);
+// Unpermute (combine): y[t] = sum_j topk_w[t, j] yp[row_of[t k + j]] (overwrites y [T, C]). Backward:
+// dyp[row_of[a]] += topk_w[a] dy[t], dtopk_w[a] += dy[t] . yp[row_of[a]] (dtopk_w may be null).
+void moe_unpermute_forward(float* y, const float* yp, const int32_t* row_of, const float* topk_w, int T, int k,
+                           int C);
+void moe_unpermute_backward(float* dyp, float* dtopk_w, const float* dy, const float* yp, const int32_t* row_of,
+                            const float* topk_w, int T, int k, int C);
+// Grouped linear: for each expert e < E, rows [offsets[e], offsets[e + 1]) of x [N, IC] times expert e's weight
+// w[e] [OC, IC] (w: [E, OC, IC], Hugging Face's [out, in] per expert): out [N, OC] = x w[e]^T. Backward: dx += dout
+// w[e] (dx may be null), dw[e] += dout^T x over the expert's rows.
+void moe_grouped_linear_forward(float* out, const float* x, const float* w, const int32_t* offsets, int E, int IC,
+                                int OC);
+void moe_grouped_linear_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                                 const int32_t* offsets, int E, int IC, int OC);
+// The load-balancing statistics of one layer over its first T rows (rows past them, padding, are routed but not
+// counted): prob_sum [E] += the column sums of probs [T, E]; counts [E] = the assignments of topk_idx [T, k] to
+// each expert.
+void moe_router_stats(float* prob_sum, const float* probs, int T, int E);
+void moe_expert_counts(int32_t* counts, const int32_t* topk_idx, int T, int k, int E);
+// The load-balancing loss's gradient per expert, the same for every row of every sparse layer: daux [E] = scale *
+// sum over the L sparse layers of counts [L, E] (scale = weight E / R^2, R the rows of all L layers).
+void moe_aux_loss_backward(float* daux, const int32_t* counts, int L, int E, float scale);
+
 }  // namespace cpu
 }  // namespace hone

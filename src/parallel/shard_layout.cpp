@@ -60,6 +60,10 @@ ShardSlice slice_of(const ModelConfig& c, const LayerShape& s, const ParamSpec& 
       }
       break;
     }
+    case Split::expert:
+      sl.count = s.moe_intermediate;
+      sl.begin = int64_t(s.tp_rank) * sl.count;
+      return sl;
     default: break;
   }
   HONE_CHECK(false, "no tensor-parallel split for ", p.name, " (", split_name(p.split), ")");
@@ -79,9 +83,11 @@ bool stage_holds(const PipelineLayout& pipe, int pp_rank, const ModelConfig& c, 
   return false;
 }
 
-ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank, const PipelineLayout* pipe, int pp_rank) {
+ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank, const PipelineLayout* pipe, int pp_rank,
+                            int ep, int ep_rank) {
   ShardLayout L;
-  L.shape_ = layer_shape(c, tp, tp_rank);
+  L.shape_ = layer_shape(c, tp, tp_rank, ep, ep_rank);
+  const LayerShape& sh = L.shape_;
   if (pipe) {
     HONE_CHECK(pipe->num_layers() == c.num_hidden_layers, "a pipeline of ", pipe->num_layers(),
                " layers for a model of ", c.num_hidden_layers);
@@ -91,30 +97,34 @@ ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank, const Pip
   } else {
     L.pipe_ = PipelineLayout::of(c.num_hidden_layers);
   }
-  int64_t whole = 0;
   for (const ParamSpec& spec : param_table(c)) {
-    const int64_t whole_offset = whole;
-    whole += spec.numel();
+    const int64_t whole_offset = L.num_whole_;
+    L.num_whole_ += spec.numel();
     if (!stage_holds(L.pipe_, L.pp_rank_, c, spec)) continue;
+    const bool expert = spec.split == Split::expert;
+    if (expert && (spec.expert < sh.expert_begin || spec.expert >= sh.expert_begin + sh.experts)) continue;
     ParamShard p;
     p.spec = spec;
-    p.whole_offset = whole_offset;
     p.stage_copies = spec.layer < 0 && spec.global == GlobalParam::embed_tokens && c.tie_word_embeddings &&
                              L.pipe_.pp() > 1
                          ? 2
                          : 1;
-    p.slice = slice_of(c, L.shape_, spec);
+    p.slice = slice_of(c, sh, spec);
     p.local_shape = spec.shape;
     if (p.slice.dim >= 0) p.local_shape[size_t(p.slice.dim)] = p.slice.count;
     p.offset = L.num_local_;
+    p.whole_offset = whole_offset;
     const bool qk_norm = spec.layer >= 0 && (spec.param == LayerParam::q_norm || spec.param == LayerParam::k_norm);
     const bool kv = spec.layer >= 0 && (spec.param == LayerParam::k_proj || spec.param == LayerParam::k_bias ||
                                         spec.param == LayerParam::v_proj || spec.param == LayerParam::v_bias);
+    const bool router = spec.layer >= 0 && spec.param == LayerParam::router;
     const int Hkv = c.num_key_value_heads;
     if (spec.split == Split::replicated) p.holders = tp;
     else if (kv && Hkv % tp != 0) p.holders = tp / Hkv;
-    p.partial_grad = tp > 1 && (qk_norm || (kv && p.holders > 1));
+    if (!expert) p.holders *= ep;
+    p.partial_grad = tp > 1 && (qk_norm || router || (kv && Hkv % tp != 0));
     L.num_local_ += p.local_numel();
+    if (!expert) L.num_dense_ = L.num_local_;
     L.params_.push_back(std::move(p));
   }
   return L;
@@ -123,10 +133,12 @@ ShardLayout ShardLayout::of(const ModelConfig& c, int tp, int tp_rank, const Pip
 ParamLayout ShardLayout::param_layout() const {
   ParamLayout p;
   p.num_params = num_local_;
+  p.num_dense_params = num_dense_;
   p.layers.assign(size_t(pipe_.num_layers()), LayerOffsets::filled(-1));  // a stage's other layers: absent
   for (const ParamShard& s : params_) {
     if (s.spec.layer >= 0) {
-      p.layers[size_t(s.spec.layer)][s.spec.param] = s.offset;
+      // An expert member's offset is this rank's first expert's: its other experts follow contiguously.
+      if (p.layers[size_t(s.spec.layer)][s.spec.param] < 0) p.layers[size_t(s.spec.layer)][s.spec.param] = s.offset;
     } else if (s.spec.global == GlobalParam::embed_tokens) {
       p.embed_tokens = s.offset;
     } else if (s.spec.global == GlobalParam::norm) {
@@ -151,7 +163,7 @@ double ShardLayout::weighted_sum_squares(int64_t begin, int64_t n,
 }
 
 ShardLayout ShardLayout::for_tp_rank(const ModelConfig& c, int tp_rank) const {
-  return of(c, tp(), tp_rank, &pipe_, pp_rank_);
+  return of(c, tp(), tp_rank, &pipe_, pp_rank_, ep(), ep_rank());
 }
 
 const ParamShard* ShardLayout::try_find(const std::string& name) const {

@@ -16,7 +16,10 @@
 //   row     (o_proj, down_proj): input columns [r*n, (r+1)*n);
 //   vocab   (embedding, LM head): rows [r*v, (r+1)*v) of the vocabulary padded to a multiple of T; rows past the
 //           real vocabulary are padding (zero weights, never a target);
-//   replicated (norm weights): whole on every rank.
+//   replicated (norm weights, the router): whole on every rank;
+//   expert  (Qwen3-MoE expert matrices): held by the expert-parallel rank of their expert only (rank e owns experts
+//           [e*E/EP, (e+1)*E/EP)), the others' are not in its shard; split over T as the dense MLP: gate/up rows,
+//           down columns of this rank's slice of moe_intermediate_size.
 // Plain header.
 #pragma once
 
@@ -48,16 +51,19 @@ struct ParamShard {
   std::vector<int64_t> local_shape;  // what this rank holds
   ShardSlice slice;
   int64_t offset = 0;               // element offset in this rank's flat buffer
-  // Ranks holding the same values as this shard: tp for replicated parameters, tp / Hkv for a KV head replicated
-  // over several ranks, else 1. Their gradients count once in the global norm.
+  int64_t whole_offset = 0;         // element offset of the whole parameter in the whole model's flat buffer
+  // Ranks of the tensor- and expert-parallel groups holding the same values as this shard: tp for replicated
+  // parameters, tp / Hkv for a KV head replicated over several ranks, else 1; times ep for every parameter but the
+  // experts (every expert-parallel rank holds the dense ones). Their gradients count once in the global norm.
   int holders = 1;
   // The gradient is partial on each rank and must be summed over the group: the q/k norm weights (one [head_dim]
-  // weight shared by every rank's heads), and a replicated KV head's k/v (summed over the ranks sharing it).
+  // weight shared by every rank's heads), a replicated KV head's k/v (summed over the ranks sharing it), and the
+  // router (each rank's routing-weight gradients come from its partial expert outputs).
   bool partial_grad = false;
   // Pipeline stages holding a copy of this parameter: 2 for a tied embedding split over the first and last stage
   // (the copies' gradients are summed over them: tied_across_stages), else 1.
   int stage_copies = 1;
-  int64_t whole_offset = 0;         // element offset of the whole parameter in the whole model's flat buffer
+  bool expert() const { return spec.split == Split::expert; }
 
   int64_t local_numel() const;
   bool tied_across_stages() const { return stage_copies > 1; }
@@ -72,15 +78,19 @@ struct ShardRun {
 
 class ShardLayout {
  public:
-  // This rank's shard of c's parameters at tensor-parallel size tp; the UserError of layer_shape when tp does not
-  // divide the model. With a pipeline, only pipeline rank pp_rank's stage (pipe == nullptr: the whole model).
+  // This rank's shard of c's parameters at tensor-parallel size tp and expert-parallel size ep; the UserError of
+  // layer_shape when tp or ep does not divide the model. With a pipeline, only pipeline rank pp_rank's stage
+  // (pipe == nullptr: the whole model). The shard's flat buffer keeps the table's order (the experts, this rank's
+  // only, last: [num_dense_params, num_local_params) of it).
   static ShardLayout of(const ModelConfig& c, int tp, int tp_rank, const PipelineLayout* pipe = nullptr,
-                        int pp_rank = 0);
-  // The same stage's layout for another tensor-parallel rank.
+                        int pp_rank = 0, int ep = 1, int ep_rank = 0);
+  // The same stage's (and expert-parallel rank's) layout for another tensor-parallel rank.
   ShardLayout for_tp_rank(const ModelConfig& c, int tp_rank) const;
 
   int tp() const { return shape_.tp; }
   int tp_rank() const { return shape_.tp_rank; }
+  int ep() const { return shape_.ep; }
+  int ep_rank() const { return shape_.ep_rank; }
   const PipelineLayout& pipeline() const { return pipe_; }
   int pp_rank() const { return pp_rank_; }
   bool whole_model() const { return pipe_.pp() == 1; }  // every parameter of the table is here
@@ -89,6 +99,8 @@ class ShardLayout {
   const LayerShape& shape() const { return shape_; }
   const std::vector<ParamShard>& params() const { return params_; }
   int64_t num_local_params() const { return num_local_; }
+  int64_t num_dense_params() const { return num_dense_; }  // the non-expert part, first in the flat buffer
+  int64_t num_whole_params() const { return num_whole_; }  // the whole model's
   // The element offsets of this shard's flat buffer as a ParamLayout (what the GPU engine and its optimizers read;
   // at tp = 1 the same as ParamLayout::of(config)).
   ParamLayout param_layout() const;
@@ -115,7 +127,7 @@ class ShardLayout {
   PipelineLayout pipe_ = PipelineLayout::of(1);
   int pp_rank_ = 0;
   std::vector<ParamShard> params_;
-  int64_t num_local_ = 0;
+  int64_t num_local_ = 0, num_dense_ = 0, num_whole_ = 0;
 };
 
 // Whether pipeline rank pp_rank's stage holds parameter spec: its layer is one of the stage's, or it is the embedding

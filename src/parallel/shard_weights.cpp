@@ -16,7 +16,7 @@ ModelWeights allocate_shard_weights(const ShardLayout& layout, const ModelConfig
   for (const ParamShard& p : layout.params()) {
     ParamSpec local = p.spec;
     local.shape = p.local_shape;
-    w.param(local) = Tensor::view(w.flat.f32() + p.offset, local.shape, DType::f32);
+    w.bind(local, w.flat.f32() + p.offset, layout.shape().experts);
     w.specs.push_back(std::move(local));
   }
   if (c.tie_word_embeddings) w.lm_head = w.embed_tokens;

@@ -32,18 +32,23 @@ bool deck_model_shape(const Config& c, ModelConfig* out, std::string* why) {
 }
 
 std::string check_tp_fits_model(const Config& c) {
-  const int tp = int(c.get_int("parallel.tp"));
-  if (tp == 1) return {};
+  const int tp = int(c.get_int("parallel.tp")), ep = int(c.get_int("parallel.ep"));
+  if (tp == 1 && ep == 1) return {};
   ModelConfig m;
   std::string why;
   if (!deck_model_shape(c, &m, &why)) return why;
+  const std::string path = c.get_string("model.path");
+  const std::string model = path.empty() ? std::string(" (the deck's random-init shape)")
+                                         : cat(" (the model of ", (fs::path(path) / "config.json").string(), ")");
   try {
     layer_shape(m, tp, 0);
   } catch (const UserError& e) {
-    const std::string path = c.get_string("model.path");
-    throw UserError(cat(key_location(c, "parallel.tp"), ": ", e.what(),
-                        path.empty() ? std::string(" (the deck's random-init shape)")
-                                     : cat(" (the model of ", (fs::path(path) / "config.json").string(), ")")));
+    throw UserError(cat(key_location(c, "parallel.tp"), ": ", e.what(), model));
+  }
+  try {
+    layer_shape(m, tp, 0, ep, 0);
+  } catch (const UserError& e) {
+    throw UserError(cat(key_location(c, "parallel.ep"), ": ", e.what(), model));
   }
   return {};
 }

@@ -16,7 +16,8 @@ struct ModelConfig;
 // padded to a multiple of tp, so no tp is refused for it.
 bool deck_model_shape(const Config& c, ModelConfig* out, std::string* why);
 
-// Checks parallel.tp against the deck's model (model/layer_shape.h: attention heads, intermediate size, KV heads).
+// Checks parallel.tp (and parallel.ep: the experts) against the deck's model (model/layer_shape.h: attention heads,
+// intermediate size, KV heads, experts).
 // Throws UserError "<where parallel.tp is written>: parallel.tp = 3 does not divide the 16 attention heads ...; tp =
 // 1, 2, 4, 8 or 16 would". Returns "" when checked (always at tp = 1), else why the model could not be read: the
 // check is then left to `hone run`.

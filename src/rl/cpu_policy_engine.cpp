@@ -17,14 +17,22 @@
 // tp and pp. Generation then runs on a layout of its own (parallel/generation_layout.h: replicas of generation.tp
 // ranks holding the whole model), and refit reshards the training stages into it (parallel/reshard.h); so does
 // any generation.tp other than parallel.tp.
+// Under expert parallelism (parallel.ep > 1, a mixture of experts; pp = cp = 1) the training and reference roles
+// hold this rank's experts and their forwards exchange routed rows over the expert-parallel group
+// (parallel/expert_parallel.h); generation holds every expert (gathered at refit), so that no generating rank waits
+// for another; the optimizer sums the experts' gradients over the expert-data-parallel group; forward passes pair up
+// over the group (empty passes fill in where a rank has fewer micro-batches).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "comm/comm.h"
 #include "comm/host_collectives.h"
+#include "model/moe_feed_forward.h"
 #include "model/transformer.h"
 #include "parallel/context_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "ops/ops.h"
 #include "parallel/generation_layout.h"
 #include "parallel/pipeline_model.h"
@@ -32,6 +40,7 @@
 #include "parallel/reshard.h"
 #include "parallel/shard_weights.h"
 #include "parallel/tensor_parallel.h"
+#include "rl/moe_metrics.h"
 #include "rl/pipeline_broadcast.h"
 #include "rl/policy_engine.h"
 #include "runtime/error.h"
@@ -48,10 +57,18 @@ class CpuPolicyEngine final : public PolicyEngine {
         mc_(mc),
         ps_(ps),
         pipe_(PipelineLayout::of(mc.num_hidden_layers, ps.pp_size(), s.vpp, s.pp_layers)),
-        stage_(ShardLayout::of(mc, ps.tp_size(), ps.tp_rank(), &pipe_, ps.pp_rank())),
+        stage_(ShardLayout::of(mc, ps.tp_size(), ps.tp_rank(), &pipe_, ps.pp_rank(), ps.ep_size(), ps.ep_rank())),
         gen_layout_(GenerationLayout::of(ps.grid(), s.generation_tp)) {
-    if (ps_.tp_size() > 1) tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel,
-                                             s.tp_comm_overlap ? s.tp_comm_overlap_chunks : 1, &stage_);
+    const int chunks = s.tp_comm_overlap ? s.tp_comm_overlap_chunks : 1;
+    if (ps_.ep_size() > 1) {
+      HONE_CHECK(!pipe_.split() && ps_.cp_size() == 1 && gen_layout_.same_as_training,
+                 "expert parallelism with pipeline or context parallelism or a generation layout of its own");
+      ep_ = std::make_unique<ExpertParallel>(mc_, ps_.ep(), ps_.tp_size(), ps_.tp_rank());
+    }
+    if (ps_.tp_size() > 1) {
+      tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel, chunks, &stage_);
+      if (ep_) gen_tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel, chunks);  // every expert
+    }
     if (ps_.cp_size() > 1) cp_ = std::make_unique<ContextParallel>(ps_.cp());
     train_w_ = allocate_shard_weights(stage_, mc_);
     HONE_CHECK(initial.flat.numel() == train_w_.flat.numel(), "initial weights of ", initial.flat.numel(),
@@ -67,11 +84,17 @@ class CpuPolicyEngine final : public PolicyEngine {
       pipeline_->set_recompute(s.recompute);
       if (ref_w_.flat.defined()) ref_pipeline_ = std::make_unique<PipelineModel>(mc_, stage_, ref_w_, tp_.get(), ps_.pp());
     } else {
-      train_model_ = std::make_unique<Transformer>(mc_, train_w_, tp_.get(), ModelSpan{}, cp_.get());
+      train_model_ = std::make_unique<Transformer>(mc_, train_w_, tp_.get(), ModelSpan{}, cp_.get(), ep_.get());
       train_model_->set_recompute(s.recompute);
-      if (ref_w_.flat.defined()) ref_model_ = std::make_unique<Transformer>(mc_, ref_w_, tp_.get(), ModelSpan{}, cp_.get());
+      if (ref_w_.flat.defined())
+        ref_model_ = std::make_unique<Transformer>(mc_, ref_w_, tp_.get(), ModelSpan{}, cp_.get(), ep_.get());
     }
-    if (gen_layout_.same_as_training) {
+    if (ep_) {
+      // Generation holds every expert of this tp rank's shard, gathered over the expert-parallel group in connect()
+      // (collective) and at every refit.
+      gen_w_ = allocate_shard_weights(ep_->full_layout(), mc_);
+      make_generator(gen_tp_.get());
+    } else if (gen_layout_.same_as_training) {
       // Generation runs on a copy of the training shard (refit: a flat copy).
       gen_w_ = allocate_shard_weights(stage_, mc_);
       std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
@@ -88,6 +111,7 @@ class CpuPolicyEngine final : public PolicyEngine {
       d += cat(", pipeline parallel over ", pipe_.pp(), " stages",
                pipe_.vpp() > 1 ? cat(" (interleaved 1F1B, ", pipe_.vpp(), " chunks each)") : std::string(" (1F1B)"));
     if (cp_) d += cat(", context parallel over ", cp_->size(), " ranks");
+    if (ep_) d += cat(", expert parallel over ", ep_->size(), " ranks");
     if (!gen_layout_.same_as_training)
       d += cat(", generation on ", gen_layout_.replicas(), gen_layout_.replicas() == 1 ? " replica" : " replicas",
                " of ", gen_layout_.tg, " rank",
@@ -119,10 +143,28 @@ class CpuPolicyEngine final : public PolicyEngine {
         return x;
       };
     }
+    ExpertRegion experts;
+    if (ep_) {
+      // The norm spans the tensor- and expert-parallel ranks: every dense value is held by all ep ranks (weighted
+      // 1 / ep by the layout), each expert by one.
+      norm.group = &ep_->comm();
+      norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
+        return stage_.weighted_sum_squares(begin, n, [g](int64_t off, int64_t count) {
+          return cpu::sum_squares(g + off, count);
+        });
+      };
+      norm.sum = [this](double x) {
+        if (tp_) x = all_reduce_sum_value(tp_->comm(), x);
+        return all_reduce_sum_value(ep_->comm(), x);
+      };
+      experts.begin = stage_.num_dense_params();
+      experts.edp = &ps_.edp();
+      ep_->gather_experts(train_w_.flat.f32(), gen_w_.flat.f32());
+    }
     if (s_.distributed_optimizer && dp.size() > 1)
       zero_ = std::make_unique<DistributedAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm);
     else
-      plain_ = std::make_unique<DataParallelAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm);
+      plain_ = std::make_unique<DataParallelAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm, experts);
     if (!gen_layout_.same_as_training) {
       // Collective over the world: the replica's communicator, its shard of the whole model, the resharding plan.
       gen_group_ = std::make_unique<GenerationGroup>(ps_.grid(), gen_layout_.tg);
@@ -161,22 +203,26 @@ class CpuPolicyEngine final : public PolicyEngine {
     if (generator_) generator_->set_progress(gen_progress_);
   }
 
-  std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) override {
+  std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature,
+                                  const int32_t* forced_routing) override {
     HONE_CHECK(role == Role::policy || ref_w_.flat.defined(), "no reference model (loss.kl_coef = 0)");
     if (pipeline_) {
       lp_ = logprobs_batches(role, {&batch}, temperature).front();
       return lp_;
     }
     Transformer& m = role == Role::policy ? *train_model_ : *ref_model_;
+    if (m.moe()) m.moe()->set_forced_routing(forced_routing);
     m.forward(batch, temperature, /*need_entropy=*/false);
+    if (m.moe()) m.moe()->set_forced_routing(nullptr);
     logprob_bytes_ = std::max(logprob_bytes_, m.allocated_bytes());
     return {m.logprobs().f32(), size_t(batch.num_tokens())};
   }
 
   // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
   std::vector<std::vector<float>> logprobs_batches(Role role, const std::vector<const PackedBatch*>& batches,
-                                                   float temperature) override {
-    if (!pipeline_) return PolicyEngine::logprobs_batches(role, batches, temperature);
+                                                   float temperature,
+                                                   const std::vector<const int32_t*>& forced_routing) override {
+    if (!pipeline_) return PolicyEngine::logprobs_batches(role, batches, temperature, forced_routing);
     HONE_CHECK(role == Role::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
     PipelineModel& m = role == Role::policy ? *pipeline_ : *ref_pipeline_;
     std::vector<std::vector<float>> out;
@@ -188,8 +234,12 @@ class CpuPolicyEngine final : public PolicyEngine {
     return out;
   }
 
+  Comm* lockstep_group() const override { return ep_ ? &ep_->comm() : nullptr; }
+  MoeStepStats take_moe_stats() override { return std::exchange(moe_stats_, MoeStepStats{}); }
+
   // The loss runs through the policy_loss op on the host arrays the forward wrote (the last stage's, under a
-  // pipeline: its metrics are then broadcast over the stages).
+  // pipeline: its metrics are then broadcast over the stages). Under expert parallelism the ranks of the group run
+  // as many passes: empty ones after a rank's own micro-batches.
   std::vector<PolicyLossMetrics> train(const std::vector<MicroBatch>& mbs, const TrainLoss& loss) override {
     grads_.flat.fill_zero();
     const bool entropy_grad = loss.config.entropy_coef != 0;
@@ -214,8 +264,36 @@ class CpuPolicyEngine final : public PolicyEngine {
       return metrics;
     }
     std::vector<PolicyLossMetrics> metrics;
+    MoeFeedForward* moe = train_model_->moe();
+    const int64_t passes = ep_ ? all_reduce_max_value(ep_->comm(), int64_t(mbs.size())) : int64_t(mbs.size());
+    for (int64_t i = int64_t(mbs.size()); i < passes; ++i) {
+      const PackedBatch empty = empty_pass_batch();
+      moe->set_aux_loss_weight(0);
+      train_model_->forward(empty, loss.temperature, /*need_entropy=*/false);
+      const std::vector<float> none(size_t(empty.num_tokens()), 0.f);
+      train_model_->backward(none.data(), nullptr, grads_);
+    }
     for (const MicroBatch& mb : mbs) {
+      const size_t T = size_t(mb.batch.num_tokens());
+      const bool replay = moe && s_.router_replay && !mb.gen_routing.empty();
+      if (replay) {  // the mismatch without replay, for the record: a forward that routes by itself first
+        moe->set_forced_routing(nullptr);
+        train_model_->forward(mb.batch, loss.temperature, /*need_entropy=*/false);
+        for (size_t t = 0; t < T; ++t)
+          if (mb.mask[t]) {
+            moe_stats_.unreplayed_mpe_sum += std::exp(std::fabs(double(mb.gen[t]) - train_model_->logprobs().f32()[t]));
+            ++moe_stats_.unreplayed_tokens;
+          }
+      }
+      if (moe) {
+        moe->set_aux_loss_weight(loss.total_tokens > 0 ? loss.moe_aux_loss_coef * double(T) / loss.total_tokens : 0);
+        moe->set_forced_routing(replay ? mb.gen_routing.data() : nullptr);
+      }
       train_model_->forward(mb.batch, loss.temperature, /*need_entropy=*/true);
+      if (moe) {
+        moe->set_forced_routing(nullptr);
+        note_routing(*moe, mb);
+      }
       metrics.push_back(micro_batch_loss(mb, loss, *train_model_, dlogprob_, dentropy_, entropy_grad));
       train_model_->backward(dlogprob_.data(), entropy_grad ? dentropy_.data() : nullptr, grads_);
       training_bytes_ = std::max(training_bytes_, train_model_->allocated_bytes());
@@ -236,6 +314,10 @@ class CpuPolicyEngine final : public PolicyEngine {
   int optimizer_step_count() const override { return zero_ ? zero_->step_count() : plain_->adamw().step_count(); }
 
   void refit() override {
+    if (ep_) {
+      ep_->gather_experts(train_w_.flat.f32(), gen_w_.flat.f32());
+      return;
+    }
     if (!resharder_) {
       std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
       return;
@@ -262,9 +344,19 @@ class CpuPolicyEngine final : public PolicyEngine {
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     FullOptimizerState full;
     if (zero_) full = zero_->full_state();  // collective over dp (x cp): this tp rank's shard of the moments
-    if (optimizer_comm().rank() != 0) return;
+    const float* src_w = train_w_.flat.f32();
     const float* src_m = zero_ ? full.exp_avg.data() : plain_->adamw().exp_avg().f32();
     const float* src_v = zero_ ? full.exp_avg_sq.data() : plain_->adamw().exp_avg_sq().f32();
+    std::vector<float> all_w, all_m, all_v;
+    if (ep_) {  // collective over ep: this tp rank's shard with every expert
+      const size_t n = size_t(ep_->full_layout().num_local_params());
+      all_w.resize(n), all_m.resize(n), all_v.resize(n);
+      ep_->gather_experts(src_w, all_w.data());
+      ep_->gather_experts(src_m, all_m.data());
+      ep_->gather_experts(src_v, all_v.data());
+      src_w = all_w.data(), src_m = all_m.data(), src_v = all_v.data();
+    }
+    if (optimizer_comm().rank() != 0) return;
     const bool root = ps_.tp_rank() == 0 && ps_.pp_rank() == 0;
     const int64_t n = count_parameters(mc_);
     if (root) {
@@ -273,21 +365,22 @@ class CpuPolicyEngine final : public PolicyEngine {
       v = Tensor::empty({n});
     }
     if (!tp_ && !pipe_.split()) {
-      std::memcpy(master.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+      std::memcpy(master.flat.f32(), src_w, master.flat.nbytes());
       std::memcpy(m.f32(), src_m, m.nbytes());
       std::memcpy(v.f32(), src_v, v.nbytes());
       return;
     }
     // Collective over tp and pp (the dp-rank-0 ranks): the whole state onto world rank 0, one parameter at a time.
     Comm& tp = ps_.tp();
-    gather_model_flat(mc_, stage_, train_w_.flat.f32(), tp, ps_.pp(), root ? master.flat.f32() : nullptr);
-    gather_model_flat(mc_, stage_, src_m, tp, ps_.pp(), root ? m.f32() : nullptr);
-    gather_model_flat(mc_, stage_, src_v, tp, ps_.pp(), root ? v.f32() : nullptr);
+    const ShardLayout& layout = ep_ ? ep_->full_layout() : stage_;
+    gather_model_flat(mc_, layout, src_w, tp, ps_.pp(), root ? master.flat.f32() : nullptr);
+    gather_model_flat(mc_, layout, src_m, tp, ps_.pp(), root ? m.f32() : nullptr);
+    gather_model_flat(mc_, layout, src_v, tp, ps_.pp(), root ? v.f32() : nullptr);
   }
   void write_state(const ModelWeights& whole, const float* whole_m, const float* whole_v, int step_count) override {
     HONE_CHECK(whole.flat.numel() == count_parameters(mc_), "checkpoint weights do not match the model");
-    // This rank's slices of its stage of the whole state (at tp = pp = 1, the whole state itself).
-    const bool sliced = tp_ || pipe_.split();
+    // This rank's slices of its stage of the whole state (at tp = pp = ep = 1, the whole state itself).
+    const bool sliced = tp_ || pipe_.split() || ep_;
     ModelWeights master = sliced ? allocate_shard_weights(stage_, mc_) : whole;
     std::vector<float> shard_m, shard_v;
     const float* m = whole_m;
@@ -302,7 +395,8 @@ class CpuPolicyEngine final : public PolicyEngine {
     }
     const int64_t n = train_w_.flat.numel();
     std::memcpy(train_w_.flat.f32(), master.flat.f32(), train_w_.flat.nbytes());
-    refit();  // the generation copy (a collective reshard under differing layouts: every rank restores)
+    if (ep_) extract_shard(ep_->full_layout(), whole, gen_w_);  // every expert: no collective needed
+    else refit();  // the generation copy (a collective reshard under differing layouts: every rank restores)
     stats_.refit_bytes = 0;
     if (zero_) {
       FullOptimizerState full;
@@ -350,6 +444,24 @@ class CpuPolicyEngine final : public PolicyEngine {
     return policy_loss<float>(loss.config, pb, loss.denominator, dlogprob, dentropy);
   }
 
+  // The routing of a training forward (rl/moe_metrics.h): expert loads, the load-balancing loss, and the expert
+  // sets against generation's.
+  void note_routing(const MoeFeedForward& moe, const MicroBatch& mb) {
+    const int S = moe.num_sparse_layers(), E = mc_.num_experts, k = mc_.num_experts_per_tok;
+    const int T = mb.batch.num_tokens();
+    std::vector<int64_t> counts(size_t(S) * E, 0);
+    std::vector<int32_t> mine(size_t(T) * S * k, -1);
+    for (int l = 0; l < mc_.num_hidden_layers; ++l) {
+      const int i = moe.sparse_index(l);
+      if (i < 0) continue;
+      for (int e = 0; e < E; ++e) counts[size_t(i) * E + size_t(e)] = moe.expert_counts(l)[size_t(e)];
+      const std::vector<int32_t>& topk = moe.topk(l);
+      for (int t = 0; t < T; ++t)
+        std::copy_n(topk.begin() + int64_t(t) * k, k, mine.begin() + (int64_t(t) * S + i) * k);
+    }
+    add_moe_routing(moe_stats_, S, E, k, counts, moe.aux_loss(), mine, mb);
+  }
+
   GrpoSettings s_;
   ModelConfig mc_;
   const ParallelState& ps_;
@@ -358,11 +470,13 @@ class CpuPolicyEngine final : public PolicyEngine {
   GenerationLayout gen_layout_;
   std::unique_ptr<TensorParallel> tp_;  // parallel.tp > 1
   std::unique_ptr<ContextParallel> cp_;  // parallel.cp > 1
+  std::unique_ptr<ExpertParallel> ep_;  // parallel.ep > 1
+  MoeStepStats moe_stats_;
   ModelWeights train_w_, gen_w_, ref_w_, grads_;
   std::unique_ptr<Transformer> train_model_, ref_model_;      // pp = 1
   std::unique_ptr<PipelineModel> pipeline_, ref_pipeline_;    // pp > 1
   std::unique_ptr<GenerationGroup> gen_group_;                // a generation layout of its own
-  std::unique_ptr<TensorParallel> gen_tp_;
+  std::unique_ptr<TensorParallel> gen_tp_;  // generation's tp group: its replica's, or every expert's under ep
   std::unique_ptr<HostResharder> resharder_;
   std::unique_ptr<CpuGenerator> generator_;
   GenerationProgressFn gen_progress_;

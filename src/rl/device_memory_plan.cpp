@@ -48,15 +48,15 @@ std::string state_text(const DeviceMemoryPlan& p) {
 
 }  // namespace
 
-void set_tensor_parallel(DeviceMemoryPlan& plan, const ModelConfig& c, int tp, const PipelineLayout* pipe) {
+void set_tensor_parallel(DeviceMemoryPlan& plan, const ModelConfig& c, int tp, const PipelineLayout* pipe, int ep) {
   plan.tp = tp;
   plan.num_params = 0;
-  // The tp shards are equal today (KV heads replicated, vocabulary padded), pipeline stages need not be; the
-  // largest is what must fit.
+  // The tp shards are equal today (KV heads replicated, vocabulary padded, experts split evenly), pipeline stages
+  // need not be; the largest is what must fit.
   const int stages = pipe ? pipe->pp() : 1;
   for (int s = 0; s < stages; ++s)
     for (int r = 0; r < tp; ++r)
-      plan.num_params = std::max(plan.num_params, ShardLayout::of(c, tp, r, pipe, s).num_local_params());
+      plan.num_params = std::max(plan.num_params, ShardLayout::of(c, tp, r, pipe, s, ep, 0).num_local_params());
   plan.training_weights = 2.0 * double(plan.num_params);
   plan.next_tp = 0;
   for (int t = tp + 1; t <= kMaxTpInNode && plan.next_tp == 0; ++t)

@@ -62,9 +62,11 @@ struct DeviceMemoryPlan {
   double generation() const;
 };
 
-// Fills tp, num_params (the largest of the tp ranks' shards of c; of every pipeline stage's with pipe) and next_tp.
-// UserError of layer_shape when tp does not divide the model.
-void set_tensor_parallel(DeviceMemoryPlan& plan, const ModelConfig& c, int tp, const PipelineLayout* pipe = nullptr);
+// Fills tp, num_params (the largest of the tp ranks' shards of c; of every pipeline stage's with pipe; with 1/ep of
+// the experts under expert parallelism) and next_tp. UserError of layer_shape when tp (or ep) does not divide the
+// model.
+void set_tensor_parallel(DeviceMemoryPlan& plan, const ModelConfig& c, int tp, const PipelineLayout* pipe = nullptr,
+                         int ep = 1);
 // Fills generation_copy (the bf16 whole model / tg and the refit's staging, bounded by reshard rounds),
 // generation_tp, next_generation_tp and training_weights, for a generation layout of its own (same_as_training
 // false); leaves them 0 otherwise.

@@ -29,9 +29,16 @@
 // master weights into the training copy, then reshards it into the generation copy over NCCL
 // (parallel/gpu_reshard.h); with train.offload_during_generation the idle training copies and the Adam moments
 // wait in pinned host memory while generation runs.
+// A mixture of experts (Qwen3-MoE): the load-balancing loss weighted per micro-batch, the routing statistics of the
+// training passes, generation's routing against training's, and routing replay (rl/gpu_moe_routing.h). Under expert
+// parallelism (parallel.ep > 1; pp = cp = 1) training and the reference hold this rank's experts and exchange routed
+// rows over the expert-parallel group's NcclComm (parallel/gpu_expert_parallel.h); generation holds every expert in
+// a bf16 buffer of its own, all-gathered at refit; the experts' gradients are summed over the expert-data-parallel
+// group.
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "rl/device_memory_plan.h"
@@ -45,7 +52,9 @@
 #include "comm/nccl_comm.h"
 #include "cuda/check.h"
 #include "generation/gpu_generator.h"
+#include "model/gpu_moe_feed_forward.h"
 #include "parallel/gpu_context_parallel.h"
+#include "parallel/gpu_expert_parallel.h"
 #include "model/gpu_transformer.h"
 #include "parallel/embedding_group.h"
 #include "parallel/generation_layout.h"
@@ -54,6 +63,7 @@
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/pipeline_simulation.h"
 #include "parallel/shard_weights.h"
+#include "rl/gpu_moe_routing.h"
 #include "rl/gpu_offloadable_weights.h"
 #include "rl/gpu_policy_loss.h"
 #include "rl/pipeline_broadcast.h"
@@ -76,12 +86,18 @@ class GpuPolicyEngine final : public PolicyEngine {
         device_(select_rank_device().device),
         ctx_(cuda::create_gpu_context(device_)),
         pipe_(PipelineLayout::of(mc.num_hidden_layers, ps.pp_size(), s.vpp, s.pp_layers)),
-        stage_(ShardLayout::of(mc, ps.tp_size(), ps.tp_rank(), &pipe_, ps.pp_rank())),
+        stage_(ShardLayout::of(mc, ps.tp_size(), ps.tp_rank(), &pipe_, ps.pp_rank(), ps.ep_size(), ps.ep_rank())),
         gen_layout_(GenerationLayout::of(ps.grid(), s.generation_tp)),
         layout_(stage_.param_layout()) {
     NcclOptions o;
     o.timeout_s = s.nccl_timeout_s;
     o.stream = ctx_.stream;  // the groups' collectives are ordered with the layers' kernels
+    if (ps_.ep_size() > 1) {
+      HONE_CHECK(!pipe_.split() && ps_.cp_size() == 1 && gen_layout_.same_as_training,
+                 "expert parallelism with pipeline or context parallelism or a generation layout of its own");
+      ep_comm_ = ps_.device(CommGroup::ep, o);
+      ep_ = std::make_unique<GpuExpertParallel>(mc_, ps_.ep(), *ep_comm_, ctx_, ps_.tp_size(), ps_.tp_rank());
+    }
     if (ps_.tp_size() > 1) {
       // The tp group's collectives are ordered with the layers' kernels: they run on the engine's stream, and the
       // host does not wait for each (stream-ordered; the watchdog thread watches them).
@@ -93,6 +109,7 @@ class GpuPolicyEngine final : public PolicyEngine {
       sp.overlap = s.tp_comm_overlap;
       sp.chunks = s.tp_comm_overlap_chunks;
       tp_ = std::make_unique<GpuTensorParallel>(mc_, *tp_comm_, ctx_, sp, &stage_);
+      if (ep_) gen_tp_ = std::make_unique<GpuTensorParallel>(mc_, *tp_comm_, ctx_);  // generation: every expert
     }
     if (ps_.cp_size() > 1) {  // the ring's transfers run on a stream of its own; the all-gathers on the engine's
       NcclOptions o;
@@ -120,13 +137,27 @@ class GpuPolicyEngine final : public PolicyEngine {
                                                            *pp_comm_);
     } else {
       policy_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get(), ModelSpan{},
-                                                 train_w_->get(), cp_.get());
+                                                 train_w_->get(), cp_.get(), ep_.get());
       policy_->set_recompute(s.recompute);
       if (ref_w_)
         reference_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get(), ModelSpan{},
-                                                      ref_w_->get(), cp_.get());
+                                                      ref_w_->get(), cp_.get(), ep_.get());
     }
-    if (gen_layout_.same_as_training) make_generator(layout_, train_w_->get(), tp_.get());
+    if (ep_) {
+      // Generation reads a buffer with every expert, filled in connect() and at every refit (collective).
+      const ParamLayout gen = ep_->full_layout().param_layout();
+      size_t free_b = 0, total_b = 0;
+      CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+      const double need = double(gen.num_params) * 2;
+      HONE_USER_CHECK(need < 0.8 * double(free_b), "parallel.ep = ", ps_.ep_size(), ": generation keeps every expert "
+                      "on every GPU (", need / double(int64_t(1) << 30), " GiB of bf16 weights) but only ",
+                      double(free_b) / double(int64_t(1) << 30), " GiB are free next to the training weights; split "
+                      "the model further with parallel.tp");
+      gen_w_ = std::make_unique<DeviceArray<bf16>>(gen.num_params, "generation weights (every expert)");
+      make_generator(gen, gen_w_->get(), gen_tp_.get());
+    } else if (gen_layout_.same_as_training) {
+      make_generator(layout_, train_w_->get(), tp_.get());
+    }
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
@@ -159,6 +190,10 @@ class GpuPolicyEngine final : public PolicyEngine {
     tp_.reset();
     tp_comm_.reset();
     pp_comm_.reset();
+    ep_.reset();
+    ep_comm_.reset();
+    edp_comm_.reset();
+    routing_.reset();
     cuda::destroy_gpu_context(ctx_);
   }
 
@@ -175,6 +210,7 @@ class GpuPolicyEngine final : public PolicyEngine {
       d += cat(", pipeline parallel over ", pipe_.pp(), " stages",
                pipe_.vpp() > 1 ? cat(" (interleaved 1F1B, ", pipe_.vpp(), " chunks each)") : std::string(" (1F1B)"));
     if (cp_) d += cat(", context parallel over ", cp_->size(), " GPUs (ring attention over NCCL)");
+    if (ep_) d += cat(", expert parallel over ", ep_->size(), " GPUs (NCCL)");
     if (!gen_layout_.same_as_training)
       d += cat(", generation on ", gen_layout_.replicas(), gen_layout_.replicas() == 1 ? " replica" : " replicas",
                " of ", gen_layout_.tg, " GPU", gen_layout_.tg > 1 ? "s" : "", " (resharding refit)");
@@ -214,6 +250,27 @@ class GpuPolicyEngine final : public PolicyEngine {
         return all_reduce_sum_value(ps_.pp(), x);
       };
     }
+    if (ep_) {
+      // The norm spans the tensor- and expert-parallel ranks (dense values weighted 1 / ep by the layout, each
+      // expert counted once); the experts' gradients go over the expert-data-parallel group.
+      po.norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
+        return stage_.weighted_sum_squares(begin, n, [&](int64_t off, int64_t count) {
+          return cuda::sum_squares(g + off, count, ctx_);
+        });
+      };
+      po.norm.group = &ps_.ep();
+      po.norm.sum = [this](double v) {
+        if (tp_) v = tp_->sum_over_group(v);
+        return all_reduce_sum_value(ps_.ep(), v);
+      };
+      po.expert_begin = stage_.num_dense_params();
+      if (ps_.edp_size() > 1) {
+        NcclOptions eo;
+        eo.timeout_s = s_.nccl_timeout_s;
+        edp_comm_ = ps_.device(CommGroup::edp, eo);
+        po.edp = edp_comm_.get();
+      }
+    }
     if (zero_)
       optimizer_ = std::make_unique<GpuDistributedAdamW>(initial, layout_, s_.adamw, ctx_, *dp_comm_, po);
     else
@@ -249,6 +306,7 @@ class GpuPolicyEngine final : public PolicyEngine {
       resharder_->run(train_w_->get(), gen_w_->get());
       CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
     }
+    if (ep_) ep_->gather_experts(train_w_->get(), gen_w_->get());
     log_debug("GPU optimizer: ", optimizer_->zero_layout().buckets().size(), " gradient buckets, ",
               optimizer_->device_bytes() / double(1 << 30), " GiB of optimizer state and gradients on the device");
   }
@@ -296,14 +354,17 @@ class GpuPolicyEngine final : public PolicyEngine {
     if (s_.offload_during_generation) stats_.offload_s += seconds_since(t0);
   }
 
-  std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) override {
+  std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature,
+                                  const int32_t* forced_routing) override {
     HONE_CHECK(role == Role::policy || ref_w_, "no reference model (loss.kl_coef = 0)");
     if (pipeline_) {
       lp_ = logprobs_batches(role, {&batch}, temperature).front();
       return lp_;
     }
     GpuTransformer& m = role == Role::policy ? *policy_ : *reference_;
+    if (m.moe()) m.moe()->set_forced_routing(routing().upload(forced_routing, batch.num_tokens()));
     m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false);
+    if (m.moe()) m.moe()->set_forced_routing(nullptr);
     lp_ = m.logprobs_host();
     mem_.logprob = std::max(mem_.logprob, persistent() + arena_bytes());
     note_device_use();
@@ -312,8 +373,9 @@ class GpuPolicyEngine final : public PolicyEngine {
 
   // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
   std::vector<std::vector<float>> logprobs_batches(Role role, const std::vector<const PackedBatch*>& batches,
-                                                   float temperature) override {
-    if (!pipeline_) return PolicyEngine::logprobs_batches(role, batches, temperature);
+                                                   float temperature,
+                                                   const std::vector<const int32_t*>& forced_routing) override {
+    if (!pipeline_) return PolicyEngine::logprobs_batches(role, batches, temperature, forced_routing);
     HONE_CHECK(role == Role::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
     GpuPipelineModel& m = role == Role::policy ? *pipeline_ : *ref_pipeline_;
     std::vector<std::vector<float>> out;
@@ -336,8 +398,21 @@ class GpuPolicyEngine final : public PolicyEngine {
     loss_->reserve(mbs);
     const bool entropy_grad = loss.config.entropy_coef != 0;
     if (pipeline_) return train_pipeline(mbs, loss, entropy_grad);
+    GpuMoeFeedForward* moe = policy_->moe();
+    // Under expert parallelism every rank of the group runs as many passes: empty ones first where it has fewer
+    // micro-batches (the last pass, which reduces the gradients while it runs, is a real one where there is one).
+    const int64_t passes = ep_ ? all_reduce_max_value(ps_.ep(), int64_t(mbs.size())) : int64_t(mbs.size());
+    for (int64_t i = int64_t(mbs.size()); i < passes; ++i) {
+      const PackedBatch empty = empty_pass_batch();
+      moe->set_aux_loss_weight(0);
+      policy_->forward(empty, loss.temperature, /*need_entropy=*/false, /*need_backward=*/true);
+      if (reducer_ && mbs.empty() && i + 1 == passes) reducer_->arm();
+      policy_->backward_host(std::vector<float>(size_t(empty.num_tokens()), 0.f), nullptr, optimizer_->grads());
+    }
     for (size_t i = 0; i < mbs.size(); ++i) {
+      if (moe) before_moe_forward(*moe, mbs[i], loss);
       policy_->forward(mbs[i].batch, loss.temperature, /*need_entropy=*/true, /*need_backward=*/true);
+      if (moe) routing().after_forward(*moe, mbs[i], moe_stats_, mc_, ctx_);
       const GpuPolicyLoss::Gradients g = loss_->run(i, mbs[i], loss, policy_->logprobs(), policy_->entropy());
       if (reducer_ && i + 1 == mbs.size()) reducer_->arm();
       policy_->backward(g.dlogprob, entropy_grad ? g.dentropy : nullptr, optimizer_->grads());
@@ -365,12 +440,16 @@ class GpuPolicyEngine final : public PolicyEngine {
 
   void refit() override {
     optimizer_->refit(train_w_->get());
+    if (ep_) ep_->gather_experts(train_w_->get(), gen_w_->get());
     if (resharder_) {
       resharder_->run(train_w_->get(), gen_w_->get());
       stats_.refit_bytes += double(resharder_->plan().elements_received) * sizeof(bf16);
     }
     mem_.refit = std::max(mem_.refit, persistent());
   }
+
+  Comm* lockstep_group() const override { return ep_ ? &ps_.ep() : nullptr; }
+  MoeStepStats take_moe_stats() override { return std::exchange(moe_stats_, MoeStepStats{}); }
 
   EngineMemory memory() const override {
     EngineMemory m = mem_;
@@ -391,6 +470,10 @@ class GpuPolicyEngine final : public PolicyEngine {
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
     const int64_t n = optimizer_->num_params();
     const bool dp_root = (cp_ ? ps_.dp_cp_rank() : ps_.dp_rank()) == 0;  // rank 0 of the optimizer's group
+    if (ep_) {
+      read_state_experts(master, m, v);
+      return;
+    }
     if (!tp_ && !pipe_.split()) {
       if (dp_root) {
         if (master.flat.numel() != n) master = allocate_weights(mc_);
@@ -423,7 +506,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   }
   void write_state(const ModelWeights& master, const float* m, const float* v, int step_count) override {
     HONE_CHECK(master.flat.numel() == count_parameters(mc_), "checkpoint weights do not match the model");
-    if (!tp_ && !pipe_.split()) {
+    if (!tp_ && !pipe_.split() && !ep_) {
       optimizer_->write_state(master, m, v, step_count);
     } else {
       // This rank's slices of its stage of the whole state.
@@ -435,11 +518,63 @@ class GpuPolicyEngine final : public PolicyEngine {
       optimizer_->write_state(shard, shard_m.data(), shard_v.data(), step_count);
     }
     optimizer_->refit(train_w_->get());
+    if (ep_) ep_->gather_experts(train_w_->get(), gen_w_->get());  // collective: every rank restores
     if (resharder_) resharder_->run(train_w_->get(), gen_w_->get());  // collective: every rank restores
     CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
 
  private:
+  // Expert parallelism: every rank downloads its part, the experts are all-gathered over the host ep group (the
+  // whole tp shard on every ep rank), then the dp-rank-0 ranks gather the shards over tp onto world rank 0.
+  void read_state_experts(ModelWeights& master, Tensor& m, Tensor& v) {
+    const ShardLayout& full = ep_->full_layout();
+    const int64_t n = stage_.num_local_params(), nf = full.num_local_params();
+    ModelWeights shard = allocate_shard_weights(stage_, mc_);
+    std::vector<float> shard_m(static_cast<size_t>(n)), shard_v(static_cast<size_t>(n));
+    optimizer_->read_state(&shard, shard_m.data(), shard_v.data(), ps_.dp_rank());  // each rank its own
+    std::vector<float> all_w(static_cast<size_t>(nf)), all_m(static_cast<size_t>(nf)), all_v(static_cast<size_t>(nf));
+    ep_->gather_experts_host(shard.flat.f32(), all_w.data());
+    ep_->gather_experts_host(shard_m.data(), all_m.data());
+    ep_->gather_experts_host(shard_v.data(), all_v.data());
+    if (ps_.dp_rank() != 0) return;
+    const bool root = ps_.tp_rank() == 0;
+    const int64_t whole = count_parameters(mc_);
+    if (root) {
+      if (master.flat.numel() != whole) master = allocate_weights(mc_);
+      m = Tensor::empty({whole});
+      v = Tensor::empty({whole});
+    }
+    Comm& tp = ps_.tp();
+    gather_model_flat(mc_, full, all_w.data(), tp, ps_.pp(), root ? master.flat.f32() : nullptr);
+    gather_model_flat(mc_, full, all_m.data(), tp, ps_.pp(), root ? m.f32() : nullptr);
+    gather_model_flat(mc_, full, all_v.data(), tp, ps_.pp(), root ? v.f32() : nullptr);
+  }
+
+  // A training micro-batch of a mixture of experts: its share of the load-balancing loss, routing replay (with the
+  // mismatch of a forward that routes by itself recorded first), and the table its routing is recorded into.
+  void before_moe_forward(GpuMoeFeedForward& moe, const MicroBatch& mb, const TrainLoss& loss) {
+    const int T = mb.batch.num_tokens();
+    const bool replay = s_.router_replay && !mb.gen_routing.empty();
+    if (replay) {
+      moe.set_forced_routing(nullptr);
+      moe.set_routing_record(nullptr);
+      policy_->forward(mb.batch, loss.temperature, /*need_entropy=*/false, /*need_backward=*/true);
+      const std::vector<float> lp = policy_->logprobs_host();
+      for (int t = 0; t < T; ++t)
+        if (mb.mask[size_t(t)]) {
+          moe_stats_.unreplayed_mpe_sum += std::exp(std::fabs(double(mb.gen[size_t(t)]) - lp[size_t(t)]));
+          ++moe_stats_.unreplayed_tokens;
+        }
+    }
+    moe.set_aux_loss_weight(loss.total_tokens > 0 ? loss.moe_aux_loss_coef * double(T) / loss.total_tokens : 0);
+    moe.set_forced_routing(replay ? routing().upload(mb.gen_routing.data(), T) : nullptr);
+    moe.set_routing_record(mb.gen_routing.empty() ? nullptr : routing().record(T));
+  }
+  GpuMoeRouting& routing() {
+    if (!routing_) routing_ = std::make_unique<GpuMoeRouting>(mc_, ctx_);
+    return *routing_;
+  }
+
   void make_generator(const ParamLayout& layout, const bf16* weights, GpuTensorParallel* tp) {
     GpuGenerationOptions go;
     go.kv_cache_gib = s_.kv_cache_gib;
@@ -500,8 +635,8 @@ class GpuPolicyEngine final : public PolicyEngine {
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     DeviceMemoryPlan plan;
-    // This rank's shard of its stage's parameters, not the model's.
-    set_tensor_parallel(plan, mc_, ps_.tp_size(), &pipe_);
+    // This rank's shard of its stage's parameters (and of the experts), not the model's.
+    set_tensor_parallel(plan, mc_, ps_.tp_size(), &pipe_, ps_.ep_size());
     set_generation_layout(plan, mc_, gen_layout_.tg, gen_layout_.same_as_training);
     plan.dp = ranks;
     plan.cp = ps_.cp_size();
@@ -526,7 +661,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   double persistent() const {
     double w = train_w_->offloaded() ? 0.0 : double(train_w_->bytes());
     if (ref_w_ && !ref_w_->offloaded()) w += double(ref_w_->bytes());
-    if (gen_w_) w += double(gen_w_->bytes());
+    if (gen_w_) w += double(gen_w_->bytes());  // a generation layout of its own, or every expert under ep
     if (resharder_) w += double(resharder_->device_bytes());
     return w + double(optimizer_->device_bytes());
   }
@@ -564,8 +699,12 @@ class GpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<EmbeddingGroup> emb_group_;  // pp > 1
   const ParamShard* tied_ = nullptr;           // the tied embedding of this stage, summed over emb_comm_
   std::unique_ptr<GenerationGroup> gen_group_;  // a generation layout of its own
-  std::unique_ptr<GpuTensorParallel> gen_tp_;
-  std::unique_ptr<DeviceArray<bf16>> gen_w_;
+  std::unique_ptr<GpuTensorParallel> gen_tp_;      // generation's tp group: its replica's, or every expert's
+  std::unique_ptr<DeviceArray<bf16>> gen_w_;       // generation's weights when they are not the training copy
+  std::unique_ptr<NcclComm> ep_comm_, edp_comm_;   // parallel.ep > 1
+  std::unique_ptr<GpuExpertParallel> ep_;
+  std::unique_ptr<GpuMoeRouting> routing_;         // a mixture of experts: routing tables on the device
+  MoeStepStats moe_stats_;
   std::unique_ptr<GpuResharder> resharder_;
   std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;

@@ -48,9 +48,26 @@ MicroBatch build_micro_batch(const std::vector<GrpoSample>& samples, const std::
       if (!s.ref_logprobs.empty()) mb.ref[row] = s.ref_logprobs[j];
     }
     mb.advantages.push_back(s.advantage);
+    const auto& routing = s.rollout.routing;
+    if (!routing.empty() && n > 1) {
+      const int width = int(routing.size() / (n - 1));
+      if (mb.routing_width == 0) mb.routing_width = width;
+      if (width == mb.routing_width) {
+        mb.gen_routing.resize(size_t(begin + int64_t(n)) * size_t(width), -1);
+        for (size_t i = 0; i < routing.size(); ++i) mb.gen_routing[size_t(begin) * size_t(width) + i] = routing[i];
+      }
+    }
   }
+  if (mb.routing_width > 0) mb.gen_routing.resize(size_t(mb.batch.num_tokens()) * size_t(mb.routing_width), -1);
   mb.seq_offsets.assign(mb.batch.cu_seqlens.begin(), mb.batch.cu_seqlens.end());
   return mb;
+}
+
+PackedBatch empty_pass_batch() {
+  PackedBatch b;
+  const int32_t id = 0;
+  b.append(&id, 1);
+  return b;
 }
 
 std::vector<float> completion_values(const MicroBatch& mb, int seq, const float* row_values,

@@ -37,6 +37,10 @@ struct MicroBatch {
   std::vector<uint8_t> mask;         // [T] 1 where a trained completion token is predicted
   std::vector<float> gen, old, ref;  // [T] logprobs of the predicted token (0 elsewhere)
   std::vector<float> advantages;     // one per sequence
+  // Mixture of experts: generation's experts of each row [T x routing_width] (routing_width = sparse layers x k),
+  // -1 where generation routed none (a sequence's last token); empty when the rollouts carry no routing.
+  std::vector<int32_t> gen_routing;
+  int routing_width = 0;
 };
 
 // What the loss of one optimizer step needs besides its micro-batches (PolicyEngine::train).
@@ -45,7 +49,16 @@ struct TrainLoss {
   double denominator = 0;   // global: loss_denominator summed over the step's micro-batches and ranks (> 0)
   float temperature = 1.f;  // of the generation: training logprobs are those of the tempered policy
   bool on_policy = false;   // exactly on-policy: old = new, detached (the micro-batches' old logprobs are unused)
+  // Mixture of experts: the load-balancing loss's weight (loss.moe_aux_loss_coef) and the tokens of the optimizer
+  // step's micro-batches summed over ranks; a micro-batch of T tokens adds coef * T / total_tokens times its loss,
+  // so that the step's sum is the token-weighted mean of the micro-batches' losses, times coef.
+  double moe_aux_loss_coef = 0;
+  double total_tokens = 0;
 };
+
+// A pass with nothing to learn: one token, no target (what a rank runs when another rank of its expert-parallel
+// group has one more micro-batch: PolicyEngine::lockstep_group).
+PackedBatch empty_pass_batch();
 
 // Packs the samples listed in `which` into micro-batches of at most max_tokens tokens (MFFD, rl/packing.h).
 // Returns the sample indices of each micro-batch; *packing (when given) receives the packing for its efficiency.

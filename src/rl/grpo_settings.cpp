@@ -11,13 +11,21 @@ namespace hone::rl {
 
 namespace {
 
-// The parallelism hone run supports today: data, tensor, pipeline and context parallelism.
+// The parallelism hone run supports today: data, tensor, pipeline, context and expert parallelism.
 void check_parallel_supported(const Config& c) {
   const int64_t pp = c.get_int("parallel.pp"), cp = c.get_int("parallel.cp");
   HONE_USER_CHECK(pp == 1 || cp == 1, "parallel.pp = ", pp, " with parallel.cp = ", cp,
                   ": pipeline and context parallelism together are not supported yet (set one of them to 1)");
   const int64_t ep = c.get_int("parallel.ep");
-  HONE_USER_CHECK(ep == 1, "parallel.ep = ", ep, ": expert parallelism is not supported yet (set it to 1)");
+  HONE_USER_CHECK(ep == 1 || !c.get_bool("train.distributed_optimizer"), "parallel.ep = ", ep,
+                  " with train.distributed_optimizer = true: the distributed optimizer does not shard expert "
+                  "parallelism's state yet (set train.distributed_optimizer = false)");
+  HONE_USER_CHECK(ep == 1 || (pp == 1 && cp == 1), "parallel.ep = ", ep, " with parallel.pp = ", pp,
+                  " and parallel.cp = ", cp, ": expert parallelism together with pipeline or context parallelism is "
+                  "not supported yet (set parallel.pp and parallel.cp to 1)");
+  const int64_t tg = c.get_int("generation.tp");
+  HONE_USER_CHECK(ep == 1 || tg == 0 || tg == c.get_int("parallel.tp"), "parallel.ep = ", ep, " with generation.tp = ",
+                  tg, ": under expert parallelism generation runs on the training layout (set generation.tp to 0)");
 }
 
 // [run], and the parallelism this loop supports.
@@ -56,6 +64,8 @@ void read_loss_keys(const Config& c, GrpoSettings& s) {
   s.loss.entropy_coef = c.get_float("loss.entropy_coef");
   validate_policy_loss_config(s.loss);
   s.skip_prev_logprobs_on_policy = c.get_bool("loss.skip_prev_logprobs_on_policy");
+  if (c.has_value("loss.moe_aux_loss_coef")) s.moe_aux_loss_coef = c.get_float("loss.moe_aux_loss_coef");
+  s.router_replay = c.get_bool("loss.router_replay");
 }
 
 void read_generation_keys(const Config& c, GrpoSettings& s) {

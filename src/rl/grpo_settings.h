@@ -37,6 +37,8 @@ struct GrpoSettings {
   // [loss]
   PolicyLossConfig loss;
   bool skip_prev_logprobs_on_policy = true;
+  double moe_aux_loss_coef = -1;  // loss.moe_aux_loss_coef; < 0 until resolved: the model's router_aux_loss_coef
+  bool router_replay = false;     // loss.router_replay
   // [generation]
   SamplingParams sampling;
   int64_t max_new_tokens = 0;

@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "io/output_metrics.h"
 #include "rl/grpo_trainer_state.h"
+#include "rl/moe_metrics.h"
 
 namespace hone::rl {
 
@@ -225,6 +226,7 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   set_phase_metrics(row, t, step_phases(), times);
   set_memory_metrics(row, engine_->memory(), ps_.world());
   set_layout_metrics(row);
+  set_moe_metrics(row, engine_->take_moe_stats(), mc_, ps_.dp());
 
   if (num_samples > 0) record_samples(st, row, num_samples);
   if (s_.all_rollouts) record_rollouts(st, row);

@@ -62,9 +62,9 @@ GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
   // for model.path's config.json shape: its folder need hold no weights.
   // Under tensor and pipeline parallelism, this rank's shard of its stage (parallel/shard_layout.h): read as slices
   // of the files, so that no rank holds the whole model; a random init is drawn whole (the same values at every
-  // tp and pp) and sliced.
+  // tp and pp) and sliced. Under expert parallelism, this rank's experts only (read from the files by name).
   const bool load = !model_path_.empty() && !random_weights_;
-  if (ps_.tp_size() == 1 && ps_.pp_size() == 1) {
+  if (ps_.tp_size() == 1 && ps_.pp_size() == 1 && ps_.ep_size() == 1) {
     initial_ = allocate_weights(mc_);
     if (load)
       load_weights(initial_, mc_, model_path_);
@@ -72,7 +72,8 @@ GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
       init_random_weights(initial_, mc_, s_.seed, float(c.get_float("model.init_std")));
   } else {
     const PipelineLayout pipe = deck_pipeline_layout(c, mc_.num_hidden_layers);
-    const ShardLayout layout = ShardLayout::of(mc_, ps_.tp_size(), ps_.tp_rank(), &pipe, ps_.pp_rank());
+    const ShardLayout layout =
+        ShardLayout::of(mc_, ps_.tp_size(), ps_.tp_rank(), &pipe, ps_.pp_rank(), ps_.ep_size(), ps_.ep_rank());
     initial_ = allocate_shard_weights(layout, mc_);
     if (load) {
       load_shard_weights(initial_, layout, mc_, model_path_);
@@ -129,6 +130,13 @@ void GrpoTrainer::build_model(const Config& c) {
     mc_.torch_dtype = "float32";
     mc_.validate();
   }
+  // The mixture-of-experts keys: the load-balancing loss's weight defaults to the model's, replay needs experts.
+  if (s_.moe_aux_loss_coef < 0) s_.moe_aux_loss_coef = mc_.is_moe() ? mc_.router_aux_loss_coef : 0.0;
+  HONE_USER_CHECK(!s_.router_replay || mc_.is_moe(), "loss.router_replay = true: the model (",
+                  architecture_hf_name(mc_.arch), ") has no experts to replay");
+  HONE_USER_CHECK(ps_.ep_size() == 1 || mc_.is_moe(), "parallel.ep = ", ps_.ep_size(), ": the model (",
+                  architecture_hf_name(mc_.arch), ") has no experts to split (expert parallelism needs a mixture of "
+                  "experts such as Qwen3MoeForCausalLM); set parallel.ep = 1");
   HONE_USER_CHECK(mc_.vocab_size >= tok_->vocab_size(), "the model's vocabulary (", mc_.vocab_size,
                   " tokens) is smaller than the tokenizer's (", tok_->vocab_size(), ")");
   HONE_USER_CHECK(mc_.max_position_embeddings >= s_.max_total_sequence_length, "the model is built for ",

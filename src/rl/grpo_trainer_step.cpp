@@ -192,21 +192,37 @@ void GrpoTrainer::phase_reward(StepState& st) {
 
 // Logprob: previous-policy logprobs with the training weights (skipped when exactly on-policy) and reference
 // logprobs with the frozen reference weights (only when kl_coef > 0), over packed micro-batches: one pass of all of
-// them per role (under pipeline parallelism a forward-only pipelined pass).
+// them per role (under pipeline parallelism a forward-only pipelined pass). Under expert parallelism every rank of
+// the group runs as many passes (empty ones after its own micro-batches).
 void GrpoTrainer::phase_logprob(StepState& st) {
   auto scope = timer_.scope("logprob");
   const bool need_old = !s_.skip_prev_logprobs(), need_ref = s_.loss.kl_coef > 0;
-  if ((!need_old && !need_ref) || st.samples.empty()) return;
+  Comm* lockstep = engine_->lockstep_group();
+  if ((!need_old && !need_ref) || (st.samples.empty() && !lockstep)) return;
   std::vector<int64_t> all(st.samples.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
   const float T = s_.sampling.temperature;
   std::vector<MicroBatch> mbs;
   std::vector<const PackedBatch*> batches;
+  std::vector<const int32_t*> replay;
   for (const auto& bin : pack_samples(st.samples, all, s_.max_tokens_per_microbatch)) {
     mbs.push_back(build_micro_batch(st.samples, bin));
     st.logprob_tokens += mbs.back().batch.num_tokens();
   }
-  for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
+  for (const MicroBatch& mb : mbs) {
+    batches.push_back(&mb.batch);
+    replay.push_back(s_.router_replay && !mb.gen_routing.empty() ? mb.gen_routing.data() : nullptr);
+  }
+  // Expert parallelism: as many passes as the group's busiest rank, empty ones after this rank's own.
+  const PackedBatch empty = empty_pass_batch();
+  const int64_t passes_here =
+      lockstep ? all_reduce_max_value(*lockstep, int64_t(batches.size())) : int64_t(batches.size());
+  while (int64_t(batches.size()) < passes_here) {
+    batches.push_back(&empty);
+    replay.push_back(nullptr);
+  }
+  const bool any_replay = std::any_of(replay.begin(), replay.end(), [](const int32_t* r) { return r != nullptr; });
+  if (!any_replay) replay.clear();
   const int passes = int(need_old) + int(need_ref);
   if (progress_ && passes > 0)
     progress_->begin(cat("step ", st.step, " logprob", ps_.dp_size() > 1 ? " on rank 0" : ""), "passes");
@@ -214,7 +230,7 @@ void GrpoTrainer::phase_logprob(StepState& st) {
   for (const auto role : {PolicyEngine::Role::policy, PolicyEngine::Role::reference}) {
     if (role == PolicyEngine::Role::policy ? !need_old : !need_ref) continue;
     if (progress_) progress_->update(pass++, passes, 0);
-    const std::vector<std::vector<float>> lp = engine_->logprobs_batches(role, batches, T);
+    const std::vector<std::vector<float>> lp = engine_->logprobs_batches(role, batches, T, replay);
     for (size_t i = 0; i < mbs.size(); ++i) {
       const MicroBatch& mb = mbs[i];
       for (int q = 0; q < mb.batch.num_seqs(); ++q) {
@@ -237,6 +253,7 @@ void GrpoTrainer::phase_training(StepState& st) {
   loss.config = s_.loss;
   loss.temperature = s_.sampling.temperature;
   loss.on_policy = s_.skip_prev_logprobs();
+  loss.moe_aux_loss_coef = s_.moe_aux_loss_coef;
   if (progress_) progress_->begin(cat("step ", st.step, " training"), "optimizer steps");
   for (int64_t k = 0; k < K; ++k) {
     if (progress_) progress_->update(k, K, st.training_tokens);
@@ -251,12 +268,17 @@ void GrpoTrainer::phase_training(StepState& st) {
       st.packed_tokens += packing.total_tokens;
       st.packed_slots += int64_t(packing.bins.size()) * packing.budget;
     }
-    int64_t denom = 0;
-    for (const auto& mb : mbs) denom += loss_denominator(s_.loss.aggregation, mb.mask, mb.seq_offsets);
-    denom = all_reduce_sum_value(ps_.dp(), denom);
+    int64_t sums[2] = {0, 0};  // the loss denominator, the tokens
+    for (const auto& mb : mbs) {
+      sums[0] += loss_denominator(s_.loss.aggregation, mb.mask, mb.seq_offsets);
+      sums[1] += mb.batch.num_tokens();
+    }
+    ps_.dp().all_reduce_sum(sums, 2);
+    const int64_t denom = sums[0];
     if (denom == 0) continue;  // nothing to train on in this chunk on any rank (e.g. all truncated and filtered)
 
     loss.denominator = double(denom);
+    loss.total_tokens = double(sums[1]);
     for (const PolicyLossMetrics& m : engine_->train(mbs, loss)) {
       st.loss.merge(m);
       st.entropy_sum += m.entropy_sum;

@@ -29,6 +29,21 @@
 
 namespace hone::rl {
 
+// Mixture of experts: the routing of this rank's training passes (micro-batches) since the last take_moe_stats().
+struct MoeStepStats {
+  int sparse_layers = 0, experts = 0;   // 0: a dense model
+  std::vector<double> expert_tokens;    // [sparse_layers x experts] rows this rank routed to each expert
+  double aux_loss_sum = 0;              // the load-balancing loss of each training micro-batch, summed
+  int64_t aux_count = 0;                // the micro-batches in that sum
+  // (token, sparse layer) pairs of generated rollouts whose expert set the training forward compared with
+  // generation's, and those whose sets differ.
+  int64_t routing_compared = 0, routing_differ = 0;
+  // loss.router_replay: the token_mult_prob_error terms (exp |generation - training logprob| of each trained token)
+  // of a training forward that routes by itself, run beside the replayed one.
+  double unreplayed_mpe_sum = 0;
+  int64_t unreplayed_tokens = 0;
+};
+
 // Bytes this rank's engine held at the peak of each phase of the last step (its own accounting of what it
 // allocated: weights, gradients, optimizer state, KV cache, activation arenas).
 struct EngineMemory {
@@ -70,16 +85,21 @@ class PolicyEngine {
   virtual void set_generation_progress(GenerationProgressFn fn) = 0;
 
   // ---- logprob phase: per-row logprobs of the packed batch (0 where targets < 0), host memory valid until the
-  // next call.
+  // next call. forced_routing (mixture of experts, loss.router_replay): each row's experts as
+  // MicroBatch::gen_routing holds them, replayed instead of the router's choice (null: the router's).
   enum class Role { policy, reference };
-  virtual std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature) = 0;
+  virtual std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature,
+                                          const int32_t* forced_routing = nullptr) = 0;
   // The logprobs of every micro-batch of a pass, on every rank (under pipeline parallelism one forward-only pass
-  // through the stages, broadcast from the last). The default calls logprobs() per batch.
+  // through the stages, broadcast from the last). forced_routing: empty, or one entry per batch (each may be null).
+  // The default calls logprobs() per batch.
   virtual std::vector<std::vector<float>> logprobs_batches(Role role, const std::vector<const PackedBatch*>& batches,
-                                                           float temperature) {
+                                                           float temperature,
+                                                           const std::vector<const int32_t*>& forced_routing = {}) {
     std::vector<std::vector<float>> out;
-    for (const PackedBatch* b : batches) {
-      const std::span<const float> lp = logprobs(role, *b, temperature);
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const std::span<const float> lp =
+          logprobs(role, *batches[i], temperature, forced_routing.empty() ? nullptr : forced_routing[i]);
       out.emplace_back(lp.begin(), lp.end());
     }
     return out;
@@ -106,6 +126,13 @@ class PolicyEngine {
   virtual EngineMemory memory() const = 0;
   virtual void reset_memory() = 0;  // start of a step (also resets stats())
   virtual EngineStepStats stats() const { return {}; }
+
+  // Expert parallelism: the ranks whose forward passes pair up one for one (a sparse layer's rows cross the
+  // expert-parallel group in every pass); null otherwise. The loop then runs as many logprob passes on each of
+  // them, an empty pass (empty_pass_batch) where a rank has fewer micro-batches; train() pads its own.
+  virtual Comm* lockstep_group() const { return nullptr; }
+  // Mixture of experts: the routing statistics of the training passes since the last call (empty for a dense model).
+  virtual MoeStepStats take_moe_stats() { return {}; }
 
   // ---- checkpoints (the dp-independent state: whole weights and moments, whatever the optimizer's sharding) ----
   // Collective over the data-parallel ranks: host copies of the fp32 master weights and the AdamW moments

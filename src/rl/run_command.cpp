@@ -23,6 +23,7 @@
 #include "io/checkpoint.h"
 #include "io/step_output.h"
 #include "io/step_output_line.h"
+#include "rl/moe_metrics.h"
 #include "rl/grpo_trainer.h"
 #include "rl/resume_deck.h"
 #include "runtime/agree.h"
@@ -175,6 +176,9 @@ int run_run(const std::vector<std::string>& args) {
   const std::string record_json = deck_record_json(record);
   std::string resume_from;
   const std::unique_ptr<StepOutput> out = prepare_output(cfg, s, copt, ps, record, resume_from);
+  if (out)
+    for (const MetricDeclaration& m : moe_metric_declarations(trainer->model_config()))
+      out->declare_metric(m.name, m.unit, m.description);
   agreed([&] {
     if (ps.world_rank() == 0) write_file_atomic(deck_copy_path(cfg), resolved_deck_text(cfg));
   });

@@ -152,15 +152,19 @@ void DistributedAdamW::load_shard_state(const ShardOptimizerState& s) {
 // ---- DataParallelAdamW ------------------------------------------------------------------------------------------
 
 DataParallelAdamW::DataParallelAdamW(const ModelWeights& weights, AdamWConfig config, Comm& dp,
-                                     bool grad_reduce_in_fp32, ShardedNorm norm)
-    : dp_(dp), fp32_(grad_reduce_in_fp32), norm_(std::move(norm)), adamw_(weights, config) {
+                                     bool grad_reduce_in_fp32, ShardedNorm norm, ExpertRegion experts)
+    : dp_(dp), fp32_(grad_reduce_in_fp32), norm_(std::move(norm)), experts_(experts), adamw_(weights, config) {
   HONE_CHECK(!dp.on_device(), "the CPU DataParallelAdamW needs a host Comm");
+  HONE_CHECK(!experts.edp || (experts.begin >= 0 && experts.begin <= weights.flat.numel() && norm_.group),
+             "an expert region needs its place in the flat buffer and a norm over the expert-parallel group");
 }
 
 OptimizerStepResult DataParallelAdamW::step(ModelWeights& weights, ModelWeights& grads, float lr,
                                             double max_grad_norm) {
   const int64_t n = grads.flat.numel();
-  all_reduce_gradients(dp_, grads.flat.f32(), n, fp32_);
+  const int64_t dense = experts_.edp ? experts_.begin : n;
+  all_reduce_gradients(dp_, grads.flat.f32(), dense, fp32_);
+  if (experts_.edp) all_reduce_gradients(*experts_.edp, grads.flat.f32() + dense, n - dense, fp32_);
   OptimizerStepResult r;
   if (norm_.group) {  // a sharded model: the norm spans the group
     r.grad_norm = std::sqrt(norm_.sum_over_group(norm_.local(grads.flat.f32(), 0, n)));

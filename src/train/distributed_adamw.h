@@ -88,12 +88,20 @@ class DistributedAdamW {
   int step_ = 0;
 };
 
+// Expert parallelism: the flat buffer's experts, [begin, num_params), are this rank's and their gradients are
+// summed over the expert-data-parallel group (the ranks holding the same experts) instead of dp. Default: none.
+struct ExpertRegion {
+  int64_t begin = 0;
+  Comm* edp = nullptr;
+};
+
 class DataParallelAdamW {
  public:
   DataParallelAdamW(const ModelWeights& weights, AdamWConfig config, Comm& dp, bool grad_reduce_in_fp32 = true,
-                    ShardedNorm norm = {});
+                    ShardedNorm norm = {}, ExpertRegion experts = {});
 
-  // Collective over dp: all-reduces grads in place (grads then holds the global gradient, clipped), clips, AdamW.
+  // Collective over dp: all-reduces grads in place (grads then holds the global gradient, clipped; the experts'
+  // over their group), clips, AdamW.
   OptimizerStepResult step(ModelWeights& weights, ModelWeights& grads, float lr, double max_grad_norm);
 
   AdamW& adamw() { return adamw_; }
@@ -103,6 +111,7 @@ class DataParallelAdamW {
   Comm& dp_;
   bool fp32_;
   ShardedNorm norm_;
+  ExpertRegion experts_;
   AdamW adamw_;
 };
 

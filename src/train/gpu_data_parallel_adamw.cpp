@@ -31,11 +31,14 @@ NcclWork GpuDataParallelAdamW::reduce_bucket(int bi, cudaStream_t stream) {
   HONE_CHECK(adamw_.grads(), "gradient reduction with the gradient buffer released");
   if (!reduces()) return {};  // the sum over one rank is its own gradient
   const ZeroBucket& b = zl_.buckets()[size_t(bi)];
+  // The experts' buckets go over their expert-data-parallel group (model_bucket_starts never mixes the two).
+  NcclComm* group = options_.expert_begin >= 0 && b.offset >= options_.expert_begin ? options_.edp : dp_;
+  if (!group || group->size() == 1) return {};
   float* g = adamw_.grads() + b.offset;
-  if (options_.grad_reduce_in_fp32) return dp_->all_reduce_sum_async(g, g, b.size, CommType::f32, stream);
+  if (options_.grad_reduce_in_fp32) return group->all_reduce_sum_async(g, g, b.size, CommType::f32, stream);
   const cuda::GpuContext c = on_stream(ctx_, stream);
   cuda::f32_to_bf16(send_bf_.get(), g, b.size, c);
-  NcclWork w = dp_->all_reduce_sum_async(send_bf_.get(), send_bf_.get(), b.size, CommType::bf16, stream);
+  NcclWork w = group->all_reduce_sum_async(send_bf_.get(), send_bf_.get(), b.size, CommType::bf16, stream);
   cuda::bf16_to_f32(g, send_bf_.get(), b.size, c);
   if (w.pending()) CUDA_CHECK(cudaEventRecord(w.event(), stream));
   return w;

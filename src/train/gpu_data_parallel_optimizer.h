@@ -33,6 +33,10 @@ struct GpuDataParallelOptions {
   int64_t bucket_bytes = int64_t(25) << 20;  // fp32 gradient bytes per bucket (about; buckets start at layers)
   // Tensor parallelism: the model's parameters are this rank's shard; the clipping norm spans the group.
   ShardedNorm norm;
+  // Expert parallelism: the flat buffer's [expert_begin, num_params) are this rank's experts, whose gradients are
+  // summed over the expert-data-parallel group edp (null: a group of one) instead of dp. -1: no experts there.
+  int64_t expert_begin = -1;
+  NcclComm* edp = nullptr;
 };
 
 // What a GradReducer needs from an optimizer: its buckets and a way to launch one bucket's reduction.

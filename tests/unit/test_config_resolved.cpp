@@ -14,8 +14,9 @@ BOOST_AUTO_TEST_CASE(every_schema_key_has_a_value_or_says_why_not) {
       BOOST_TEST((!k.default_value && k.derived_from.empty()), k.path);
     }
   }
-  // With model.path set: the four required random-init shape keys have no value; data.path is given.
-  BOOST_TEST(without == 4);
+  // With model.path set: the four required random-init shape keys have no value; data.path is given; and
+  // loss.moe_aux_loss_coef, whose absence means the model's own coefficient.
+  BOOST_TEST(without == 5);
 }
 
 BOOST_AUTO_TEST_CASE(defaults_and_sources) {

@@ -1,8 +1,11 @@
 // The whole model against Hugging Face transformers (fp32, eager attention) on the tiny golden checkpoints in
-// tests/data/hf/{llama,qwen2,qwen3} written by tools/hf_reference.py: logprobs and entropies of each golden
-// sequence, and the gradient of L = sum_i c_i logprobs[i] (c_i = 1 + 0.1 (i mod 5)) for every parameter.
-// hone runs all sequences packed in one batch; transformers ran them one by one.
-// Tolerances: |logprob diff| and |entropy diff| <= 1e-4 absolute; per-parameter gradient relative L2 error <= 1e-4.
+// tests/data/hf/{llama,qwen2,qwen3,qwen3_moe} written by tools/hf_reference.py: logprobs and entropies of each
+// golden sequence, and the gradient of L = sum_i c_i logprobs[i] (c_i = 1 + 0.1 (i mod 5)) for every parameter.
+// hone runs all sequences packed in one batch; transformers ran them one by one. The mixture of experts also checks
+// the load-balancing loss of each sequence and its gradient (hone runs those sequence by sequence, as the loss is
+// taken over a forward's rows).
+// Tolerances: |logprob diff| and |entropy diff| <= 1e-4 absolute; per-parameter gradient relative L2 error <= 1e-4;
+// |aux loss diff| <= 1e-5.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -18,6 +21,7 @@
 #include "common/paths.h"
 #include "io/hdf5_file.h"
 #include "model/model_config.h"
+#include "model/moe_feed_forward.h"
 #include "model/packed_batch.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -73,6 +77,25 @@ std::vector<std::vector<int32_t>> read_sequences(const std::string& path) {
   return seqs;
 }
 
+// Relative L2 error of every parameter's gradient in g against the reference's `prefix`<name>; returns the worst.
+double worst_gradient_error(const hone::ModelWeights& g, const Reference& ref, const std::string& prefix) {
+  double worst = 0;
+  for (const auto& [name, t] : g.named_parameters()) {
+    BOOST_TEST_REQUIRE(ref.contains(prefix + name), "no reference gradient " << prefix << name);
+    const auto want = ref.get<float>(prefix + name, "F32");
+    BOOST_TEST_REQUIRE(int64_t(want.size()) == t.numel(), name);
+    double err = 0, norm = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      err += std::pow(double(t.f32()[i]) - want[size_t(i)], 2);
+      norm += std::pow(double(want[size_t(i)]), 2);
+    }
+    const double rel = std::sqrt(err / std::max(norm, 1e-30));
+    worst = std::max(worst, rel);
+    BOOST_TEST(rel <= 1e-4, prefix << name << ": relative L2 error " << rel);
+  }
+  return worst;
+}
+
 void check_parity(const std::string& arch) {
   const std::string dir = golden_dir(arch);
   const hone::ModelConfig c = hone::load_model_config(dir);
@@ -106,24 +129,38 @@ void check_parity(const std::string& arch) {
 
   hone::ModelWeights g = hone::allocate_weights(c);
   model.backward(dlogprob.data(), nullptr, g);
-  double worst = 0;
-  int compared = 0;
-  for (const auto& [name, t] : g.named_parameters()) {
-    BOOST_TEST_REQUIRE(ref.contains("grad." + name), "no reference gradient for " << name);
-    const auto want = ref.get<float>("grad." + name, "F32");
-    BOOST_TEST_REQUIRE(int64_t(want.size()) == t.numel(), name);
-    double err = 0, norm = 0;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      err += std::pow(double(t.f32()[i]) - want[size_t(i)], 2);
-      norm += std::pow(double(want[size_t(i)]), 2);
-    }
-    const double rel = std::sqrt(err / std::max(norm, 1e-30));
-    worst = std::max(worst, rel);
-    BOOST_TEST(rel <= 1e-4, name << ": relative L2 error " << rel);
-    ++compared;
+  const double worst = worst_gradient_error(g, ref, "grad.");
+  BOOST_TEST_MESSAGE(arch << ": " << g.named_parameters().size() << " parameter gradients, worst relative L2 error "
+                          << worst);
+}
+
+// The mixture of experts' load-balancing loss of each golden sequence (a forward of its own) and the gradient of
+// their sum: hone's backward with no logprob gradient and the loss's weight 1.
+void check_aux_loss(const std::string& arch) {
+  const std::string dir = golden_dir(arch);
+  const hone::ModelConfig c = hone::load_model_config(dir);
+  hone::ModelWeights w = hone::allocate_weights(c);
+  hone::load_weights(w, c, dir);
+  const auto seqs = read_sequences(dir + "/sequences.jsonl");
+  const Reference ref(dir + "/reference.safetensors");
+  const auto want_aux = ref.get<float>("aux_loss", "F32");
+  BOOST_TEST_REQUIRE(want_aux.size() == seqs.size());
+  hone::Transformer model(c, w);
+  hone::MoeFeedForward* moe = model.moe();
+  BOOST_TEST_REQUIRE(moe != nullptr);
+  moe->set_aux_loss_weight(1.0);
+  hone::ModelWeights g = hone::allocate_weights(c);
+  double max_diff = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const hone::PackedBatch b = hone::PackedBatch::pack({seqs[s]});
+    model.forward(b, 1.f, false);
+    max_diff = std::max(max_diff, std::fabs(moe->aux_loss() - double(want_aux[s])));
+    const std::vector<float> zero(size_t(b.num_tokens()), 0.f);
+    model.backward(zero.data(), nullptr, g);
   }
-  BOOST_TEST(compared == int(g.named_parameters().size()));
-  BOOST_TEST_MESSAGE(arch << ": " << compared << " parameter gradients, worst relative L2 error " << worst);
+  BOOST_TEST(max_diff <= 1e-5, "aux loss: max |diff| " << max_diff);
+  const double worst = worst_gradient_error(g, ref, "aux_grad.");
+  BOOST_TEST_MESSAGE(arch << ": aux loss max |diff| " << max_diff << ", worst gradient relative L2 error " << worst);
 }
 
 // `hone logprobs` on the golden sequences reproduces the reference file's logprobs, entropies and offsets.
@@ -165,6 +202,13 @@ BOOST_AUTO_TEST_CASE(qwen2, *boost::unit_test::precondition([](auto) { return ha
 }
 BOOST_AUTO_TEST_CASE(qwen3, *boost::unit_test::precondition([](auto) { return has_goldens("qwen3"); })) {
   check_parity("qwen3");
+}
+BOOST_AUTO_TEST_CASE(qwen3_moe, *boost::unit_test::precondition([](auto) { return has_goldens("qwen3_moe"); })) {
+  check_parity("qwen3_moe");
+}
+BOOST_AUTO_TEST_CASE(qwen3_moe_aux_loss,
+                     *boost::unit_test::precondition([](auto) { return has_goldens("qwen3_moe"); })) {
+  check_aux_loss("qwen3_moe");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,211 @@
+// The experts' grouped linear layers on the GPU: one launch multiplies the rows of every expert by that expert's
+// weight (w [E, OC, IC], Hugging Face's [out, in] per expert), reading the row offsets on the device, so the routing
+// never goes through the host and the launch can live in a CUDA graph. bf16 operands, fp32 accumulation on tensor
+// cores (WMMA 16x16x16), 64 x 64 output tiles with 32-deep k steps, four warps of 32 x 32 each.
+//   forward  out[r] = x[r] w[e]^T           rows grouped by expert: a tile never straddles two experts
+//   dx       dx[r] += dout[r] w[e]
+//   dw       dw[e] += dout[rows of e]^T x[rows of e]   one grid plane per expert, k running over its rows
+// Edges (rows past an expert's end, widths not a multiple of the tile) load zeros and store nothing.
+#include <mma.h>
+
+#include "cuda/check.h"
+#include "cuda/moe_ops.h"
+
+namespace hone::cuda {
+
+namespace {
+
+using namespace nvcuda;
+
+constexpr int BM = 64, BN = 64, BK = 32, kThreads = 128;
+
+// smem[R][Cc] <- G[r0 + i][c0 + j] (row-major, leading dimension ld), zero where r0 + i >= rmax or c0 + j >= cmax.
+template <int R, int Cc>
+__device__ __forceinline__ void load_tile(bf16* smem, const bf16* G, int64_t ld, int64_t r0, int64_t rmax, int64_t c0,
+                                          int64_t cmax) {
+  const bool vec = (ld % 8 == 0) && ((reinterpret_cast<uintptr_t>(G) & 15) == 0);
+  constexpr int kChunks = R * Cc / 8;  // 8 bf16 = 16 bytes
+  for (int i = threadIdx.x; i < kChunks; i += kThreads) {
+    const int rr = i / (Cc / 8), cc = (i % (Cc / 8)) * 8;
+    const int64_t r = r0 + rr, c = c0 + cc;
+    bf16* dst = smem + rr * Cc + cc;
+    if (vec && r < rmax && c + 8 <= cmax) {
+      *reinterpret_cast<int4*>(dst) = *reinterpret_cast<const int4*>(G + r * ld + c);
+    } else {
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        dst[q] = (r < rmax && c + q < cmax) ? G[r * ld + c + q] : __float2bfloat16_rn(0.f);
+    }
+  }
+}
+
+// Which expert and which of its row tiles grid row `tile` is (-1: past the last tile).
+__device__ __forceinline__ void find_tile(const int32_t* offsets, int E, int tile, int* expert, int* m_tile) {
+  __shared__ int found[2];
+  if (threadIdx.x == 0) {
+    int e = 0, t = tile;
+    found[0] = -1;
+    for (; e < E; ++e) {
+      const int n = offsets[e + 1] - offsets[e];
+      const int tiles = (n + BM - 1) / BM;
+      if (t < tiles) {
+        found[0] = e;
+        found[1] = t;
+        break;
+      }
+      t -= tiles;
+    }
+  }
+  __syncthreads();
+  *expert = found[0];
+  *m_tile = found[1];
+}
+
+enum class Mode { forward, dx };
+
+// out/dx rows: A = x or dout (row-major [rows, K]); B = w[e] as [N, K] (forward: out = x w^T, B stored [n][k],
+// read col-major) or [K, N] (dx: dx = dout w, B stored [k][n], read row-major).
+template <Mode kMode>
+__global__ void __launch_bounds__(kThreads) grouped_rows_kernel(bf16* out, const bf16* a, const bf16* w,
+                                                                const int32_t* offsets, int E, int K, int N) {
+  int e, mt;
+  find_tile(offsets, E, blockIdx.y, &e, &mt);
+  if (e < 0) return;
+  const int64_t row_begin = offsets[e] + int64_t(mt) * BM, row_end = offsets[e + 1];
+  const int64_t n0 = int64_t(blockIdx.x) * BN;
+  const bf16* we = w + int64_t(e) * N * K;
+
+  __shared__ __align__(32) bf16 As[BM * BK];
+  __shared__ __align__(32) bf16 Bs[BK * BN];
+  __shared__ __align__(32) float Cs[BM * BN];
+  const int warp = threadIdx.x / 32, wm = (warp / 2) * 32, wn = (warp % 2) * 32;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+
+  for (int64_t k0 = 0; k0 < K; k0 += BK) {
+    load_tile<BM, BK>(As, a, K, row_begin, row_end, k0, K);
+    if constexpr (kMode == Mode::forward)
+      load_tile<BN, BK>(Bs, we, K, n0, N, k0, K);  // [n][k]
+    else
+      load_tile<BK, BN>(Bs, we, N, k0, K, n0, N);  // [k][n]
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], As + (wm + 16 * i) * BK + kk, BK);
+      if constexpr (kMode == Mode::forward) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], Bs + (wn + 16 * j) * BK + kk, BK);
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+      } else {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fb[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], Bs + kk * BN + wn + 16 * j, BN);
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(Cs + (wm + 16 * i) * BN + wn + 16 * j, acc[i][j], BN, wmma::mem_row_major);
+  __syncthreads();
+  for (int i = threadIdx.x; i < BM * BN; i += kThreads) {
+    const int64_t r = row_begin + i / BN, c = n0 + i % BN;
+    if (r >= row_end || c >= N) continue;
+    bf16* o = out + r * N + c;
+    if constexpr (kMode == Mode::forward) *o = __float2bfloat16_rn(Cs[i]);
+    else *o = __float2bfloat16_rn(__bfloat162float(*o) + Cs[i]);
+  }
+}
+
+// dw[e] [OC, IC] += dout[rows]^T x[rows]: A = dout^T read col-major from dout [rows, OC] (smem [k][m]), B = x
+// [rows, IC] row-major (smem [k][n]).
+__global__ void __launch_bounds__(kThreads) grouped_weight_grad_kernel(float* dw, const bf16* dout, const bf16* x,
+                                                                       const int32_t* offsets, int IC, int OC) {
+  const int e = blockIdx.z;
+  const int64_t rb = offsets[e], re = offsets[e + 1];
+  if (rb == re) return;
+  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
+  __shared__ __align__(32) bf16 As[BK * BM];
+  __shared__ __align__(32) bf16 Bs[BK * BN];
+  __shared__ __align__(32) float Cs[BM * BN];
+  const int warp = threadIdx.x / 32, wm = (warp / 2) * 32, wn = (warp % 2) * 32;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+  for (int64_t k0 = rb; k0 < re; k0 += BK) {
+    load_tile<BK, BM>(As, dout, OC, k0, re, m0, OC);  // [k][m]
+    load_tile<BK, BN>(Bs, x, IC, k0, re, n0, IC);     // [k][n]
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fb[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], As + kk * BM + wm + 16 * i, BM);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], Bs + kk * BN + wn + 16 * j, BN);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(Cs + (wm + 16 * i) * BN + wn + 16 * j, acc[i][j], BN, wmma::mem_row_major);
+  __syncthreads();
+  float* we = dw + int64_t(e) * OC * IC;
+  for (int i = threadIdx.x; i < BM * BN; i += kThreads) {
+    const int64_t m = m0 + i / BN, n = n0 + i % BN;
+    if (m < OC && n < IC) we[m * IC + n] += Cs[i];
+  }
+}
+
+// Grid rows enough for every expert's row tiles: sum ceil(n_e / BM) <= max_rows / BM + E.
+int row_tiles(int max_rows, int E) { return (max_rows + BM - 1) / BM + E; }
+
+}  // namespace
+
+void moe_grouped_linear_forward(bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int IC,
+                                int OC, int max_rows, const GpuContext& ctx) {
+  if (max_rows == 0 || E == 0 || OC == 0) return;
+  HONE_CHECK(IC > 0, "grouped linear with no input features");
+  const dim3 grid((OC + BN - 1) / BN, row_tiles(max_rows, E));
+  grouped_rows_kernel<Mode::forward><<<grid, kThreads, 0, ctx.stream>>>(out, x, w, offsets, E, IC, OC);
+  CUDA_CHECK_LAST();
+}
+
+void moe_grouped_linear_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w,
+                                 const int32_t* offsets, int E, int IC, int OC, int max_rows, const GpuContext& ctx) {
+  if (max_rows == 0 || E == 0 || OC == 0 || IC == 0) return;
+  if (dx) {
+    const dim3 grid((IC + BN - 1) / BN, row_tiles(max_rows, E));
+    grouped_rows_kernel<Mode::dx><<<grid, kThreads, 0, ctx.stream>>>(dx, dout, w, offsets, E, OC, IC);
+    CUDA_CHECK_LAST();
+  }
+  const dim3 grid((IC + BN - 1) / BN, (OC + BM - 1) / BM, E);
+  grouped_weight_grad_kernel<<<grid, kThreads, 0, ctx.stream>>>(dw, dout, x, offsets, IC, OC);
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace hone::cuda
