@@ -9,7 +9,7 @@ namespace hone {
 
 ExpertParallel::ExpertParallel(const ModelConfig& c, Comm& ep, int tp, int tp_rank)
     : ep_(ep),
-      layout_(ShardLayout::of(c, tp, tp_rank, ep.size(), ep.rank())),
+      layout_(ShardLayout::of(c, tp, tp_rank, nullptr, 0, ep.size(), ep.rank())),
       full_(ShardLayout::of(c, tp, tp_rank)),
       E_(c.num_experts),
       El_(layout_.shape().experts) {

@@ -17,7 +17,7 @@ GpuExpertParallel::GpuExpertParallel(const ModelConfig& c, Comm& host, Comm& dev
     : host_(host),
       device_(device),
       ctx_(ctx),
-      layout_(ShardLayout::of(c, tp, tp_rank, host.size(), host.rank())),
+      layout_(ShardLayout::of(c, tp, tp_rank, nullptr, 0, host.size(), host.rank())),
       full_(ShardLayout::of(c, tp, tp_rank)),
       El_(layout_.shape().experts) {
   HONE_CHECK(!host.on_device() && device.on_device(), "expert parallelism on the GPU needs a host and a device Comm");

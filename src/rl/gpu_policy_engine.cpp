@@ -355,7 +355,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   }
 
   std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature,
-                                  const int32_t* forced_routing) override {
+                                  const int32_t* forced_routing = nullptr) override {
     HONE_CHECK(role == Role::policy || ref_w_, "no reference model (loss.kl_coef = 0)");
     if (pipeline_) {
       lp_ = logprobs_batches(role, {&batch}, temperature).front();
@@ -374,7 +374,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
   std::vector<std::vector<float>> logprobs_batches(Role role, const std::vector<const PackedBatch*>& batches,
                                                    float temperature,
-                                                   const std::vector<const int32_t*>& forced_routing) override {
+                                                   const std::vector<const int32_t*>& forced_routing = {}) override {
     if (!pipeline_) return PolicyEngine::logprobs_batches(role, batches, temperature, forced_routing);
     HONE_CHECK(role == Role::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
     GpuPipelineModel& m = role == Role::policy ? *pipeline_ : *ref_pipeline_;

@@ -95,7 +95,7 @@ void run(bool norm) {
     const ShardLayout& layout = ep.layout();
     ModelWeights shard = allocate_shard_weights(layout, c);
     extract_shard(layout, whole, shard);
-    Transformer m(c, shard, nullptr, &ep);
+    Transformer m(c, shard, nullptr, ModelSpan{}, nullptr, &ep);
     m.moe()->set_aux_loss_weight(aux_weight);
     m.forward(mine, 0.8f, false);
     check_close(m.logprobs().f32(), ref.logprobs.data(), mine.num_tokens(), 1e-5, "logprobs");

@@ -61,7 +61,7 @@ struct Block {
     hone::LayerBatch b;
     b.T = T;
     std::vector<float> y(size_t(T) * c.hidden_size);
-    m.forward(0, s, w.layers[0], b, a, y.data());
+    m.forward(0, s, w.layers[0], b, a, nullptr, y.data(), y.data());
     return y;
   }
 
@@ -109,7 +109,8 @@ void check_gradients(Block& blk, bool router_fd, const char* what) {
     hone::LayerBatch b;
     b.T = blk.T;
     hone::LayerGradScratch scratch;
-    m.backward(0, blk.s, blk.w.layers[0], g.layers[0], b, a, scratch, dy.data(), dh.data());
+    scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
+    m.backward(0, blk.s, blk.w.layers[0], g.layers[0], b, a, scratch, nullptr, dy.data());
 
     const float eps = 1e-3f;
     auto fd = [&](float& x) {
@@ -167,7 +168,8 @@ BOOST_AUTO_TEST_CASE(ties_route_to_the_lower_ids_and_idle_experts_get_nothing) {
     hone::LayerBatch b;
     b.T = blk.T;
     hone::LayerGradScratch scratch;
-    m.backward(0, blk.s, blk.w.layers[0], g.layers[0], b, a, scratch, dy.data(), dh.data());
+    scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
+    m.backward(0, blk.s, blk.w.layers[0], g.layers[0], b, a, scratch, nullptr, dy.data());
     const int64_t per = int64_t(blk.c.moe_intermediate_size) * blk.c.hidden_size;
     BOOST_TEST(sum_abs(g.layers[0].expert_gate, 2 * per, 2 * per) == 0.0);
     BOOST_TEST(sum_abs(g.layers[0].expert_down, 2 * per, 2 * per) == 0.0);
@@ -227,7 +229,8 @@ BOOST_AUTO_TEST_CASE(load_balancing_loss_is_transformers_formula_and_its_gradien
   hone::LayerBatch b;
   b.T = T;
   hone::LayerGradScratch scratch;
-  m.backward(0, blk.s, blk.w.layers[0], g.layers[0], b, a, scratch, dy.data(), dh.data());
+  scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
+  m.backward(0, blk.s, blk.w.layers[0], g.layers[0], b, a, scratch, nullptr, dy.data());
   const float eps = 1e-3f;
   double worst = 0;
   auto fd = [&](float& x) {

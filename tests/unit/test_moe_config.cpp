@@ -184,7 +184,7 @@ BOOST_AUTO_TEST_CASE(shard_layout_under_expert_and_tensor_parallelism) {
   int64_t experts_total = 0;
   for (int r = 0; r < 4; ++r) {
     const int tp_rank = r % 2, ep_rank = r / 2;
-    const hone::ShardLayout L = hone::ShardLayout::of(c, 2, tp_rank, 2, ep_rank);
+    const hone::ShardLayout L = hone::ShardLayout::of(c, 2, tp_rank, nullptr, 0, 2, ep_rank);
     for (const hone::ParamShard& p : L.params()) {
       if (!p.expert()) {
         BOOST_TEST(p.holders % 2 == 0, p.spec.name << ": every expert-parallel rank holds it");
@@ -207,7 +207,7 @@ BOOST_AUTO_TEST_CASE(shard_layout_under_expert_and_tensor_parallelism) {
     BOOST_TEST(L.param_layout().num_dense_params == L.num_dense_params());
   }
   BOOST_TEST(experts_total == 2 * 3 * 8 * 768 * 2048);  // every expert matrix's every value, once over the 4 ranks
-  BOOST_CHECK_THROW(hone::ShardLayout::of(c, 1, 0, 3, 0), hone::UserError);  // 3 does not divide 8 experts
+  BOOST_CHECK_THROW(hone::ShardLayout::of(c, 1, 0, nullptr, 0, 3, 0), hone::UserError);  // 3 does not divide 8 experts
 }
 
 BOOST_AUTO_TEST_SUITE_END()
