@@ -172,8 +172,9 @@ ParamLayout ParamLayout::of(const ModelConfig& c) {
   p.layers.assign(size_t(c.num_hidden_layers), LayerOffsets::filled(-1));
   for (const ParamSpec& s : param_table(c)) {
     // An expert member's offset is its first expert's: the layer's experts follow it contiguously.
-    if (s.layer >= 0 && p.layers[size_t(s.layer)][s.param] < 0) p.layers[size_t(s.layer)][s.param] = p.num_params;
-    else if (s.global == GlobalParam::embed_tokens) p.embed_tokens = p.num_params;
+    if (s.layer >= 0) {
+      if (p.layers[size_t(s.layer)][s.param] < 0) p.layers[size_t(s.layer)][s.param] = p.num_params;
+    } else if (s.global == GlobalParam::embed_tokens) p.embed_tokens = p.num_params;
     else if (s.global == GlobalParam::norm) p.norm = p.num_params;
     else p.lm_head = p.num_params;
     p.num_params += s.numel();

@@ -176,6 +176,18 @@ BOOST_AUTO_TEST_CASE(parameter_table_has_the_published_names_experts_last) {
   const hone::ParamLayout L = hone::ParamLayout::of(c);
   BOOST_TEST(L.num_dense_params + 2 * 3 * 8 * 768 * 2048 == L.num_params);
   BOOST_TEST(L.layers[0][hone::LayerParam::expert_gate] == L.num_dense_params);
+  // The globals keep their places in the table (the experts after them must not move them): the same offsets as
+  // the weights' flat buffer and as the one-rank shard layout.
+  const hone::ParamLayout one = hone::ShardLayout::of(c, 1, 0, nullptr, 0, 1, 0).param_layout();
+  BOOST_TEST(L.embed_tokens == 0);
+  BOOST_TEST(L.embed_tokens == w.embed_tokens.f32() - w.flat.f32());
+  BOOST_TEST(L.norm == w.norm.f32() - w.flat.f32());
+  BOOST_TEST(L.lm_head == w.lm_head.f32() - w.flat.f32());
+  BOOST_TEST(L.norm == one.norm);
+  BOOST_TEST(L.lm_head == one.lm_head);
+  for (int l = 0; l < c.num_hidden_layers; ++l)
+    for (int i = 0; i < hone::kNumLayerParams; ++i)
+      BOOST_TEST(L.layers[size_t(l)][hone::LayerParam(i)] == one.layers[size_t(l)][hone::LayerParam(i)]);
 }
 
 BOOST_AUTO_TEST_CASE(shard_layout_under_expert_and_tensor_parallelism) {
