@@ -56,6 +56,8 @@ struct Plan {
   }
 };
 
+constexpr size_t kMaxPlans = 8192;
+
 struct GemmState {
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
   void* scratch = nullptr;
@@ -186,7 +188,12 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf
                     bias != nullptr,  alignment_of(A),  alignment_of(B),
                     alignment_of(D),  bias ? alignment_of(bias) : 0};
   auto it = st.plans.find(key);
-  if (it == st.plans.end()) it = st.plans.emplace(key, make_plan(key, bias, ctx)).first;
+  if (it == st.plans.end()) {
+    // The experts' GEMMs of a mixture of experts take a new row count almost every pass: the cache starts over
+    // past a bound rather than grow with the run (a plan only shapes the next enqueue, so dropping them is safe).
+    if (st.plans.size() >= kMaxPlans) st.plans.clear();
+    it = st.plans.emplace(key, make_plan(key, bias, ctx)).first;
+  }
   Plan& plan = *it->second;
   if (plan.use_lt) {
     if (bias && !plan.bias_by_kernel)

@@ -93,6 +93,34 @@ void zero(void* p, size_t bytes, const cuda::GpuContext& ctx) {
   if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx.stream));
 }
 
+// The experts' GEMMs go through cuBLAS, one GEMM per expert (as Megatron's grouped GEMM does), when the pass is
+// large enough for the host to wait for the routing: from kCublasRowsPerExpert rows per expert on average (training,
+// logprobs, prefill). Decode steps (few rows, and captured in CUDA graphs, where nothing may wait for the host) take
+// our one-launch kernel, which reads the offsets on the device. doc/performance.md has both measured.
+constexpr int64_t kCublasRowsPerExpert = 64;
+bool expert_gemms_by_cublas(int64_t rows, int experts, const cuda::GpuContext& ctx) {
+  if (experts <= 0 || rows < kCublasRowsPerExpert * experts) return false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capture));
+  return capture == cudaStreamCaptureStatusNone;
+}
+
+// out = x w[e]^T over each expert's rows: cuBLAS where the host holds the offsets (host_offsets non-empty), else the
+// kernel.
+void expert_linear_forward(bf16* out, const bf16* x, const bf16* w, const int32_t* offsets,
+                           const std::vector<int32_t>& host_offsets, int E, int IC, int OC, int64_t rows,
+                           const cuda::GpuContext& ctx) {
+  if (!host_offsets.empty()) cuda::moe_grouped_linear_forward_cublas(out, x, w, host_offsets.data(), E, IC, OC, ctx);
+  else cuda::moe_grouped_linear_forward(out, x, w, offsets, E, IC, OC, int(rows), ctx);
+}
+void expert_linear_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w,
+                            const int32_t* offsets, const std::vector<int32_t>& host_offsets, int E, int IC, int OC,
+                            int64_t rows, const cuda::GpuContext& ctx) {
+  if (!host_offsets.empty())
+    cuda::moe_grouped_linear_backward_cublas(dx, dw, dout, x, w, host_offsets.data(), E, IC, OC, ctx);
+  else cuda::moe_grouped_linear_backward(dx, dw, dout, x, w, offsets, E, IC, OC, int(rows), ctx);
+}
+
 }  // namespace
 
 size_t gpu_moe_saved_bytes(const LayerShape& s, int T) {
@@ -133,6 +161,7 @@ GpuMoeFeedForward::GpuMoeFeedForward(const ModelConfig& c, ExpertDispatch<bf16>*
   daux_ = DeviceArray<float>(E_, "load-balancing gradient");
   CUDA_CHECK(cudaMemset(counts_.get(), 0, counts_.bytes()));
   CUDA_CHECK(cudaMemset(prob_sum_.get(), 0, prob_sum_.bytes()));
+  host_eo_.resize(size_t(L_));
   if (dispatch_) {
     expert_offsets_.resize(size_t(L_));
     expert_rows_.assign(size_t(L_), 0);
@@ -229,6 +258,8 @@ void GpuMoeFeedForward::sparse_forward(int layer, const LayerShape& s, const Gpu
     CUDA_CHECK(cudaMemcpyAsync(d_off.get(), off.data(), off.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
                                ctx.stream));
     eo = d_off.get();
+    host_eo_[size_t(layer)].clear();
+    if (expert_gemms_by_cublas(N, El, ctx)) host_eo_[size_t(layer)] = off;
     if (pool_[size_t(layer)]) CUDA_CHECK(cudaFreeAsync(pool_[size_t(layer)], ctx.stream));
     CUDA_CHECK(cudaMallocAsync(&pool_[size_t(layer)], Pool::bytes(N, C, Im), ctx.stream));
     expert_rows_[size_t(layer)] = N;
@@ -243,11 +274,20 @@ void GpuMoeFeedForward::sparse_forward(int layer, const LayerShape& s, const Gpu
   } else {
     ProfileScope ps(prof, "moe_permute");
     cuda::moe_permute_forward(xe, a.h2, sv.token_of, int(Nt), C, ctx);
+    std::vector<int32_t>& host = host_eo_[size_t(layer)];
+    host.clear();
+    if (expert_gemms_by_cublas(N, El, ctx)) {  // the routing's offsets to the host: the pass waits for them here
+      host.resize(size_t(El) + 1);
+      CUDA_CHECK(cudaMemcpyAsync(host.data(), sv.offsets, host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                 ctx.stream));
+      CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    }
   }
+  const std::vector<int32_t>& host_eo = host_eo_[size_t(layer)];
   {
     ProfileScope ps(prof, "moe_grouped_gemm");
-    cuda::moe_grouped_linear_forward(gate, xe, w.expert_gate, eo, El, C, Im, int(N), ctx);
-    cuda::moe_grouped_linear_forward(up, xe, w.expert_up, eo, El, C, Im, int(N), ctx);
+    expert_linear_forward(gate, xe, w.expert_gate, eo, host_eo, El, C, Im, N, ctx);
+    expert_linear_forward(up, xe, w.expert_up, eo, host_eo, El, C, Im, N, ctx);
   }
   {
     ProfileScope ps(prof, "swiglu");
@@ -255,7 +295,7 @@ void GpuMoeFeedForward::sparse_forward(int layer, const LayerShape& s, const Gpu
   }
   {
     ProfileScope ps(prof, "moe_grouped_gemm");
-    cuda::moe_grouped_linear_forward(ye, act, w.expert_down, eo, El, Im, C, int(N), ctx);
+    expert_linear_forward(ye, act, w.expert_down, eo, host_eo, El, Im, C, N, ctx);
   }
   if (dispatch_) {
     ProfileScope ps(prof, "moe_combine");
@@ -283,6 +323,8 @@ void GpuMoeFeedForward::sparse_backward(int layer, const LayerShape& s, const Gp
   bf16* xe = sv.xe, *gate = sv.gate, *up = sv.up, *act = sv.act;
   bf16* dye = bs.dyp, *dact = bs.dact, *dgate = bs.dgate, *dup = bs.dup, *dxe = bs.dxe;
   char* grads = nullptr;
+  // The forward's choice of path for the experts' GEMMs (its offsets on the host when cuBLAS ran them).
+  const std::vector<int32_t>& host_eo = host_eo_[size_t(layer)];
   if (dispatch_) {
     N = expert_rows_[size_t(layer)];
     eo = expert_offsets_[size_t(layer)].get();
@@ -313,7 +355,7 @@ void GpuMoeFeedForward::sparse_backward(int layer, const LayerShape& s, const Gp
   {
     ProfileScope ps(prof, "moe_grouped_gemm_backward");
     zero(dact, size_t(N) * Im * sizeof(bf16), ctx);
-    cuda::moe_grouped_linear_backward(dact, g.expert_down, dye, act, w.expert_down, eo, El, Im, C, int(N), ctx);
+    expert_linear_backward(dact, g.expert_down, dye, act, w.expert_down, eo, host_eo, El, Im, C, N, ctx);
   }
   {
     ProfileScope ps(prof, "swiglu_backward");
@@ -324,8 +366,8 @@ void GpuMoeFeedForward::sparse_backward(int layer, const LayerShape& s, const Gp
   {
     ProfileScope ps(prof, "moe_grouped_gemm_backward");
     zero(dxe, size_t(N) * C * sizeof(bf16), ctx);
-    cuda::moe_grouped_linear_backward(dxe, g.expert_gate, dgate, xe, w.expert_gate, eo, El, C, Im, int(N), ctx);
-    cuda::moe_grouped_linear_backward(dxe, g.expert_up, dup, xe, w.expert_up, eo, El, C, Im, int(N), ctx);
+    expert_linear_backward(dxe, g.expert_gate, dgate, xe, w.expert_gate, eo, host_eo, El, C, Im, N, ctx);
+    expert_linear_backward(dxe, g.expert_up, dup, xe, w.expert_up, eo, host_eo, El, C, Im, N, ctx);
   }
   bf16* dxp = dxe;
   if (dispatch_) {

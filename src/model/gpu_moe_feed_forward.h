@@ -11,7 +11,9 @@
 // gpu_moe_saved_bytes), so recompute and the arenas' release treat them as the rest. Under expert parallelism the
 // number of rows a rank's experts receive is known only after the counts cross the group: the expert-side rows come
 // from the device's stream-ordered memory pool then, released after the layer's backward (or its forward, when
-// nothing follows). Nothing here waits for the host at ep = 1: generation's decode steps capture it in CUDA graphs.
+// nothing follows). The experts' GEMMs of a large pass (training, logprobs, prefill) run through cuBLAS, one GEMM per
+// expert, after the routing's offsets reach the host; a small one (decode steps, which CUDA graphs capture: nothing
+// there waits for the host) runs our one-launch kernel over the offsets on the device.
 #pragma once
 
 #if HONE_CUDA
@@ -98,6 +100,9 @@ class GpuMoeFeedForward final : public GpuLayerFeedForward {
   std::vector<int64_t> expert_rows_;
   std::vector<void*> pool_;
   std::vector<int32_t> host_offsets_;
+  // Per layer, the expert-side row offsets on the host when its last forward ran the experts' GEMMs through cuBLAS
+  // (empty: the kernel ran them; the backward follows the forward's choice).
+  std::vector<std::vector<int32_t>> host_eo_;
   std::vector<int64_t> host_counts_, host_expert_counts_;
 };
 
