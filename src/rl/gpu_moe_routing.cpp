@@ -3,12 +3,34 @@
 
 #if HONE_CUDA
 
+#include <cmath>
 #include <vector>
 
 #include "cuda/check.h"
 #include "rl/moe_metrics.h"
 
 namespace hone::rl {
+
+void GpuMoeRouting::before_forward(GpuTransformer& policy, const MicroBatch& mb, const TrainLoss& loss,
+                                   bool router_replay, MoeStepStats& stats) {
+  GpuMoeFeedForward& moe = *policy.moe();
+  const int T = mb.batch.num_tokens();
+  const bool replay = router_replay && !mb.gen_routing.empty();
+  if (replay) {
+    moe.set_forced_routing(nullptr);
+    moe.set_routing_record(nullptr);
+    policy.forward(mb.batch, loss.temperature, /*need_entropy=*/false, /*need_backward=*/true);
+    const std::vector<float> lp = policy.logprobs_host();
+    for (int t = 0; t < T; ++t)
+      if (mb.mask[size_t(t)]) {
+        stats.unreplayed_mpe_sum += std::exp(std::fabs(double(mb.gen[size_t(t)]) - lp[size_t(t)]));
+        ++stats.unreplayed_tokens;
+      }
+  }
+  moe.set_aux_loss_weight(loss.total_tokens > 0 ? loss.moe_aux_loss_coef * double(T) / loss.total_tokens : 0);
+  moe.set_forced_routing(replay ? upload(mb.gen_routing.data(), T) : nullptr);
+  moe.set_routing_record(mb.gen_routing.empty() ? nullptr : record(T));
+}
 
 const int32_t* GpuMoeRouting::upload(const int32_t* host, int T) {
   if (!host) return nullptr;

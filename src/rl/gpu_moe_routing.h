@@ -1,7 +1,7 @@
 // The GPU engine's routing tables of a mixture of experts: a host routing table (MicroBatch::gen_routing,
 // [T x sparse layers x k]) uploaded for routing replay, the device table a training forward records its routing
 // into, and after that forward the step statistics (expert loads, the load-balancing loss, the expert sets against
-// generation's: rl/moe_metrics.h).
+// generation's: rl/moe_metrics.h), and what a training forward is set up with.
 #pragma once
 
 #if HONE_CUDA
@@ -11,6 +11,7 @@
 #include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
 #include "model/gpu_moe_feed_forward.h"
+#include "model/gpu_transformer.h"
 #include "model/model_config.h"
 #include "rl/policy_engine.h"
 
@@ -23,6 +24,11 @@ class GpuMoeRouting {
   const int32_t* upload(const int32_t* host, int T);
   // The device table of T rows a forward records its routing into.
   int32_t* record(int T);
+  // Before a training forward of mb on policy (a mixture of experts): its share of the load-balancing loss, routing
+  // replay when router_replay and mb carries generation's routing (with the mismatch of a forward that routes by
+  // itself added to stats first: one more forward), and the table the forward records its routing into.
+  void before_forward(GpuTransformer& policy, const MicroBatch& mb, const TrainLoss& loss, bool router_replay,
+                      MoeStepStats& stats);
   // After a training forward of mb: clears moe's replay and record, and adds the forward's routing to stats.
   void after_forward(GpuMoeFeedForward& moe, const MicroBatch& mb, MoeStepStats& stats, const ModelConfig& c,
                      const cuda::GpuContext& ctx);

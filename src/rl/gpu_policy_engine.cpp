@@ -63,6 +63,8 @@
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/pipeline_simulation.h"
 #include "parallel/shard_weights.h"
+#include "rl/gpu_expert_engine.h"
+#include "rl/gpu_memory_check.h"
 #include "rl/gpu_moe_routing.h"
 #include "rl/gpu_offloadable_weights.h"
 #include "rl/gpu_policy_loss.h"
@@ -145,16 +147,8 @@ class GpuPolicyEngine final : public PolicyEngine {
     }
     if (ep_) {
       // Generation reads a buffer with every expert, filled in connect() and at every refit (collective).
-      const ParamLayout gen = ep_->full_layout().param_layout();
-      size_t free_b = 0, total_b = 0;
-      CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-      const double need = double(gen.num_params) * 2;
-      HONE_USER_CHECK(need < 0.8 * double(free_b), "parallel.ep = ", ps_.ep_size(), ": generation keeps every expert "
-                      "on every GPU (", need / double(int64_t(1) << 30), " GiB of bf16 weights) but only ",
-                      double(free_b) / double(int64_t(1) << 30), " GiB are free next to the training weights; split "
-                      "the model further with parallel.tp");
-      gen_w_ = std::make_unique<DeviceArray<bf16>>(gen.num_params, "generation weights (every expert)");
-      make_generator(gen, gen_w_->get(), gen_tp_.get());
+      gen_w_ = every_expert_weights(*ep_);
+      make_generator(ep_->full_layout().param_layout(), gen_w_->get(), gen_tp_.get());
     } else if (gen_layout_.same_as_training) {
       make_generator(layout_, train_w_->get(), tp_.get());
     }
@@ -228,7 +222,8 @@ class GpuPolicyEngine final : public PolicyEngine {
     HONE_CHECK(!optimizer_, "connect() twice");
     const int ranks = optimizer_ranks();
     zero_ = s_.distributed_optimizer && ranks > 1;
-    check_memory_fits(ranks);
+    check_gpu_memory_fits(s_, mc_, ps_, pipe_, gen_layout_, ranks, zero_, policy_.get(), pipeline_.get(),
+                          cat("cuda:", device_, " ", name_));
     NcclOptions o;
     o.timeout_s = s_.nccl_timeout_s;
     // dp, or dp x cp: the ranks holding the same weights
@@ -250,27 +245,7 @@ class GpuPolicyEngine final : public PolicyEngine {
         return all_reduce_sum_value(ps_.pp(), x);
       };
     }
-    if (ep_) {
-      // The norm spans the tensor- and expert-parallel ranks (dense values weighted 1 / ep by the layout, each
-      // expert counted once); the experts' gradients go over the expert-data-parallel group.
-      po.norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
-        return stage_.weighted_sum_squares(begin, n, [&](int64_t off, int64_t count) {
-          return cuda::sum_squares(g + off, count, ctx_);
-        });
-      };
-      po.norm.group = &ps_.ep();
-      po.norm.sum = [this](double v) {
-        if (tp_) v = tp_->sum_over_group(v);
-        return all_reduce_sum_value(ps_.ep(), v);
-      };
-      po.expert_begin = stage_.num_dense_params();
-      if (ps_.edp_size() > 1) {
-        NcclOptions eo;
-        eo.timeout_s = s_.nccl_timeout_s;
-        edp_comm_ = ps_.device(CommGroup::edp, eo);
-        po.edp = edp_comm_.get();
-      }
-    }
+    if (ep_) set_expert_parallel_options(po, stage_, ps_, tp_.get(), s_.nccl_timeout_s, ctx_, edp_comm_);
     if (zero_)
       optimizer_ = std::make_unique<GpuDistributedAdamW>(initial, layout_, s_.adamw, ctx_, *dp_comm_, po);
     else
@@ -410,7 +385,7 @@ class GpuPolicyEngine final : public PolicyEngine {
       policy_->backward_host(std::vector<float>(size_t(empty.num_tokens()), 0.f), nullptr, optimizer_->grads());
     }
     for (size_t i = 0; i < mbs.size(); ++i) {
-      if (moe) before_moe_forward(*moe, mbs[i], loss);
+      if (moe) routing().before_forward(*policy_, mbs[i], loss, s_.router_replay, moe_stats_);
       policy_->forward(mbs[i].batch, loss.temperature, /*need_entropy=*/true, /*need_backward=*/true);
       if (moe) routing().after_forward(*moe, mbs[i], moe_stats_, mc_, ctx_);
       const GpuPolicyLoss::Gradients g = loss_->run(i, mbs[i], loss, policy_->logprobs(), policy_->entropy());
@@ -471,7 +446,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     const int64_t n = optimizer_->num_params();
     const bool dp_root = (cp_ ? ps_.dp_cp_rank() : ps_.dp_rank()) == 0;  // rank 0 of the optimizer's group
     if (ep_) {
-      read_state_experts(master, m, v);
+      read_expert_parallel_state(mc_, ps_, stage_, *ep_, *optimizer_, master, m, v);
       return;
     }
     if (!tp_ && !pipe_.split()) {
@@ -524,52 +499,6 @@ class GpuPolicyEngine final : public PolicyEngine {
   }
 
  private:
-  // Expert parallelism: every rank downloads its part, the experts are all-gathered over the host ep group (the
-  // whole tp shard on every ep rank), then the dp-rank-0 ranks gather the shards over tp onto world rank 0.
-  void read_state_experts(ModelWeights& master, Tensor& m, Tensor& v) {
-    const ShardLayout& full = ep_->full_layout();
-    const int64_t n = stage_.num_local_params(), nf = full.num_local_params();
-    ModelWeights shard = allocate_shard_weights(stage_, mc_);
-    std::vector<float> shard_m(static_cast<size_t>(n)), shard_v(static_cast<size_t>(n));
-    optimizer_->read_state(&shard, shard_m.data(), shard_v.data(), ps_.dp_rank());  // each rank its own
-    std::vector<float> all_w(static_cast<size_t>(nf)), all_m(static_cast<size_t>(nf)), all_v(static_cast<size_t>(nf));
-    ep_->gather_experts_host(shard.flat.f32(), all_w.data());
-    ep_->gather_experts_host(shard_m.data(), all_m.data());
-    ep_->gather_experts_host(shard_v.data(), all_v.data());
-    if (ps_.dp_rank() != 0) return;
-    const bool root = ps_.tp_rank() == 0;
-    const int64_t whole = count_parameters(mc_);
-    if (root) {
-      if (master.flat.numel() != whole) master = allocate_weights(mc_);
-      m = Tensor::empty({whole});
-      v = Tensor::empty({whole});
-    }
-    Comm& tp = ps_.tp();
-    gather_model_flat(mc_, full, all_w.data(), tp, ps_.pp(), root ? master.flat.f32() : nullptr);
-    gather_model_flat(mc_, full, all_m.data(), tp, ps_.pp(), root ? m.f32() : nullptr);
-    gather_model_flat(mc_, full, all_v.data(), tp, ps_.pp(), root ? v.f32() : nullptr);
-  }
-
-  // A training micro-batch of a mixture of experts: its share of the load-balancing loss, routing replay (with the
-  // mismatch of a forward that routes by itself recorded first), and the table its routing is recorded into.
-  void before_moe_forward(GpuMoeFeedForward& moe, const MicroBatch& mb, const TrainLoss& loss) {
-    const int T = mb.batch.num_tokens();
-    const bool replay = s_.router_replay && !mb.gen_routing.empty();
-    if (replay) {
-      moe.set_forced_routing(nullptr);
-      moe.set_routing_record(nullptr);
-      policy_->forward(mb.batch, loss.temperature, /*need_entropy=*/false, /*need_backward=*/true);
-      const std::vector<float> lp = policy_->logprobs_host();
-      for (int t = 0; t < T; ++t)
-        if (mb.mask[size_t(t)]) {
-          moe_stats_.unreplayed_mpe_sum += std::exp(std::fabs(double(mb.gen[size_t(t)]) - lp[size_t(t)]));
-          ++moe_stats_.unreplayed_tokens;
-        }
-    }
-    moe.set_aux_loss_weight(loss.total_tokens > 0 ? loss.moe_aux_loss_coef * double(T) / loss.total_tokens : 0);
-    moe.set_forced_routing(replay ? routing().upload(mb.gen_routing.data(), T) : nullptr);
-    moe.set_routing_record(mb.gen_routing.empty() ? nullptr : routing().record(T));
-  }
   GpuMoeRouting& routing() {
     if (!routing_) routing_ = std::make_unique<GpuMoeRouting>(mc_, ctx_);
     return *routing_;
@@ -629,35 +558,6 @@ class GpuPolicyEngine final : public PolicyEngine {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
-  // Before the optimizer is allocated: a run whose optimizer state, gradients and largest phase cannot fit next to
-  // the weights ends now, on this rank (the runtime ends the others), with the numbers and the keys to change.
-  void check_memory_fits(int ranks) const {
-    size_t free_b = 0, total_b = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    DeviceMemoryPlan plan;
-    // This rank's shard of its stage's parameters (and of the experts), not the model's.
-    set_tensor_parallel(plan, mc_, ps_.tp_size(), &pipe_, ps_.ep_size());
-    set_generation_layout(plan, mc_, gen_layout_.tg, gen_layout_.same_as_training);
-    plan.dp = ranks;
-    plan.cp = ps_.cp_size();
-    plan.distributed = zero_;
-    plan.offload = s_.optimizer_offload;
-    plan.offload_during_generation = s_.offload_during_generation;
-    plan.microbatch_tokens = s_.max_tokens_per_microbatch;
-    plan.recompute = s_.recompute;
-    if (pipeline_) {  // the stage's micro-batches in flight under its schedule, at the recompute chosen
-      plan.activations = double(pipeline_->activation_bytes_bound(int(s_.max_tokens_per_microbatch)));
-    } else {
-      const int T = policy_->local_tokens(int(s_.max_tokens_per_microbatch));  // this rank's rows
-      std::array<double, 3> bytes{};
-      for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
-        bytes[size_t(r)] = double(policy_->training_bytes(T, r));
-      plan.set_activations(bytes, T);
-    }
-    plan.kv_cache = s_.kv_cache_gib * double(int64_t(1) << 30);
-    const std::string refusal = device_memory_refusal(plan, double(free_b));
-    if (!refusal.empty()) throw UserError(cat("cuda:", device_, " ", name_, ": ", refusal));
-  }
   double persistent() const {
     double w = train_w_->offloaded() ? 0.0 : double(train_w_->bytes());
     if (ref_w_ && !ref_w_->offloaded()) w += double(ref_w_->bytes());
