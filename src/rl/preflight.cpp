@@ -337,7 +337,7 @@ class Preflight {
     if (c_.get_string("run.device") == "cpu") return report_host_memory();
     DeviceMemoryPlan plan;
     const PipelineLayout pipe = deck_pipeline_layout(c_, m.num_hidden_layers);
-    set_tensor_parallel(plan, m, grid_->tp(), &pipe);
+    set_tensor_parallel(plan, m, grid_->tp(), &pipe, grid_->ep());
     set_generation_layout(plan, m, deck_generation_tp(c_),
                           GenerationLayout::of(*grid_, deck_generation_tp(c_)).same_as_training);
     plan.dp = grid_->dp() * grid_->cp();  // the optimizer's group: dp, x cp under context parallelism
