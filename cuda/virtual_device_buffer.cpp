@@ -135,8 +135,9 @@ void VirtualDeviceBuffer::map() {
   size_t free_b = 0, total_b = 0;
   const bool have_info = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess;
   if (!have_info) cudaGetLastError();
-  throw Error(cat("device allocation of ", bytes_, " bytes (", what_, ", mapped at a kept address) failed: out of ",
-                  "memory", have_info ? cat("; ", free_b, " of ", total_b, " device bytes are free") : std::string()));
+  throw Error(cat("device allocation of ", bytes_, " bytes (", what_, ") failed: out of memory (mapping physical ",
+                  "memory under a reserved address range)",
+                  have_info ? cat("; ", free_b, " of ", total_b, " device bytes are free") : std::string()));
 }
 
 void VirtualDeviceBuffer::unmap() {
