@@ -270,6 +270,8 @@ class GpuPolicyEngine final : public PolicyEngine {
     }
     if (s_.offload_during_generation) stats_.offload_s += seconds_since(t0);
     auto r = generator_->generate(requests, sampling, stop, seed, step, max_total, decode);
+    stats_.graph_captures += generator_->stats().cuda_graph_captures;
+    stats_.graph_replays += generator_->stats().cuda_graph_replays;
     mem_.generation = std::max(mem_.generation, persistent() + double(generator_->stats().peak_kv_bytes));
     note_device_use();
     return r;
@@ -446,6 +448,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     go.kv_cache_memory_fraction = s_.kv_cache_memory_fraction;
     go.block_size = s_.kv_block_size;
     go.cuda_graphs = s_.cuda_graphs;
+    go.keep_graphs = s_.keep_graphs;
     // A replica generates its share of the step's groups.
     go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s_.rollouts_per_step() / gen_layout_.replicas())));
     generator_ = std::make_unique<GpuGenerator>(mc_, layout, weights, ctx_, go, tp);
