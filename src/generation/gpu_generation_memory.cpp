@@ -62,9 +62,17 @@ void GpuGenerationForward::Region::free() {
 bool GpuGenerationForward::can_keep_graphs(const GpuTensorParallel* tp) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  if (!cuda::VirtualDeviceBuffer::supported(device)) {
-    log_debug("generation.keep_graphs: device ", device, " has no virtual memory management; the decode graphs are ",
-              "captured again every step");
+  // Keeping is an optimization: a driver that cannot answer leaves generation as it was, not failing.
+  bool vmm = false;
+  std::string why;
+  try {
+    vmm = cuda::VirtualDeviceBuffer::supported(device);
+  } catch (const Error& e) {
+    why = cat(" (", e.what(), ")");
+  }
+  if (!vmm) {
+    log_debug("generation.keep_graphs: device ", device, " has no virtual memory management", why,
+              "; the decode graphs are captured again every step");
     return false;
   }
   if (tp) {
