@@ -105,6 +105,8 @@ BOOST_AUTO_TEST_CASE(a_graph_captured_over_the_buffer_survives_unmap_and_map,
   CUDA_CHECK(cudaStreamBeginCapture(g.ctx.stream, cudaStreamCaptureModeThreadLocal));
   hone::cuda::scale_inplace(x, 2.f, int64_t(n), g.ctx);
   CUDA_CHECK(cudaMemsetAsync(x, 0, 64 * sizeof(float), g.ctx.stream));  // a memset node over the buffer too
+  CUDA_CHECK(cudaMemcpyAsync(x + n - 64, x + 64, 64 * sizeof(float), cudaMemcpyDeviceToDevice,
+                             g.ctx.stream));  // and a copy node inside it
   CUDA_CHECK(cudaStreamEndCapture(g.ctx.stream, &graph));
   CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   CUDA_CHECK(cudaGraphDestroy(graph));
@@ -112,6 +114,7 @@ BOOST_AUTO_TEST_CASE(a_graph_captured_over_the_buffer_survives_unmap_and_map,
   auto expect = [&](std::vector<float> v) {
     v = times(std::move(v), 2.f);
     for (size_t i = 0; i < 64; ++i) v[i] = 0.f;
+    for (size_t i = 0; i < 64; ++i) v[n - 64 + i] = v[64 + i];
     return v;
   };
   const std::vector<float> a = pattern(n, 5.f);
