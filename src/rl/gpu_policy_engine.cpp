@@ -8,8 +8,8 @@
 // on the device between each training forward and backward (rl/gpu_policy_loss.h): logprobs and their gradients
 // never leave the GPU; the loss metrics come back once per optimizer step.
 // Memory is handed from phase to phase: the activation arenas and the gradient buffer are freed before generation
-// and the KV cache after it; with train.optimizer_offload the Adam moments wait in pinned host memory while
-// generation runs.
+// and the KV cache's memory after it (generation.keep_graphs: its addresses and the decode graphs stay for the next
+// step); with train.optimizer_offload the Adam moments wait in pinned host memory while generation runs.
 // Under tensor parallelism (parallel.tp > 1) every role holds this rank's shard (parallel/shard_layout.h), the models
 // and the generator compute over the tp group's stream-ordered NcclComm on the engine's stream
 // (parallel/gpu_tensor_parallel.h; sequence parallelism for training and logprobs, generation on whole rows),
