@@ -54,6 +54,14 @@ bool disable_nvls_unless_set() {
   log_debug("NCCL_NVLS_ENABLE=0 set (NVLink multicast off; set the variable to choose otherwise)");
   return true;
 }
+
+bool disable_graph_register_unless_set() {
+  if (std::getenv("NCCL_GRAPH_REGISTER") != nullptr) return false;
+  setenv("NCCL_GRAPH_REGISTER", "0", /*overwrite=*/0);
+  log_debug("NCCL_GRAPH_REGISTER=0 set (no registration of the buffers of graph-captured collectives; the kept ",
+            "decode graphs of generation need it: set the variable to choose otherwise)");
+  return true;
+}
 }  // namespace detail
 
 // ---- NcclWork ----------------------------------------------------------------------------------------------------
@@ -83,6 +91,7 @@ NcclComm::NcclComm(Comm& bootstrap, NcclOptions options)
   HONE_CHECK(!bootstrap.on_device(), "an NcclComm is bootstrapped over a host Comm");
   HONE_CHECK(options_.timeout_s > 0, "the NCCL timeout must be positive, not ", options_.timeout_s);
   detail::disable_nvls_unless_set();
+  detail::disable_graph_register_unless_set();
   CUDA_CHECK(cudaGetDevice(&device_));
 
   ncclUniqueId id;

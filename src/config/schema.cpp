@@ -230,6 +230,10 @@ std::vector<KeySpec> build_schema() {
       f("generation.kv_cache_gib", 0.0, at_least(0), "GiB", "KV cache size; 0 = use kv_cache_memory_fraction"),
       with_check(i("generation.kv_block_size", 16, closed(1, 1024), "tokens", "tokens per KV cache page (a power of two)"), check_power_of_two),
       b("generation.cuda_graphs", true, "capture the decode step in CUDA graphs"),
+      b("generation.keep_graphs", true,
+        "keep the decode CUDA graphs from step to step: between generation phases only the KV cache's and buffers' "
+        "physical memory goes back to the device (for training), their addresses stay, so later steps capture "
+        "nothing (the cache keeps its first size); false: free and capture again every step"),
       i("generation.tp", 0, at_least(0), "ranks",
         "tensor-parallel size of a generation replica: every group of this many consecutive ranks holds the whole "
         "model for decoding and refit reshards the training weights into it; 0 = parallel.tp (doc/parallelism.md)"),

@@ -117,6 +117,7 @@ int run_cuda(const Config& cfg) {
   opt.kv_cache_memory_fraction = cfg.get_float("generation.kv_cache_memory_fraction");
   opt.block_size = int(cfg.get_int("generation.kv_block_size"));
   opt.cuda_graphs = cfg.get_bool("generation.cuda_graphs");
+  opt.keep_graphs = cfg.get_bool("generation.keep_graphs");
   opt.max_num_seqs = int(cfg.get_int("bench.max_num_seqs"));
   opt.max_prefill_tokens = int(cfg.get_int("bench.max_prefill_tokens"));
   opt.shared_prefix = cfg.get_bool("bench.shared_prefix");
@@ -167,10 +168,10 @@ int run_cuda(const Config& cfg) {
     for (const Rollout& ro : out)
       HONE_CHECK(int(ro.completion.size()) == new_tokens, "a rollout of ", ro.completion.size(), " tokens");
     std::printf("  round %d%s: %.3f s, %.0f tokens/s (prefill %.3f s, decode %.3f s, %lld decode steps, %lld "
-                "preemptions, %lld graph replays)\n",
+                "preemptions, %lld graph replays, %lld graph captures)\n",
                 r, r == 0 ? " (warm-up)" : "", s, double(st.generated_tokens) / s, st.prefill_seconds,
                 st.decode_seconds, (long long)st.decode_steps, (long long)st.preemptions,
-                (long long)st.cuda_graph_replays);
+                (long long)st.cuda_graph_replays, (long long)st.cuda_graph_captures);
     gen.release();  // as the GRPO loop does after every generation phase
     if (r == 0) continue;
     wall.push_back(s);
@@ -227,6 +228,7 @@ int run_cuda(const Config& cfg) {
   put("prefill_passes", double(last.prefill_passes));
   put("preemptions", double(last.preemptions));
   put("cuda_graph_replays", double(last.cuda_graph_replays));
+  put("cuda_graph_captures", double(last.cuda_graph_captures));
   put("shared_prefix_rows", double(last.shared_prefix_rows));
   put("generated_tokens", double(last.generated_tokens));
   put("copy_gbps", copy_gbps);

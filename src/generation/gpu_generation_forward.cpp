@@ -17,24 +17,6 @@ namespace hone {
 
 using cuda::bf16;
 
-namespace {
-
-constexpr int64_t kAlignInts = 64;  // 256 bytes
-int64_t align_ints(int64_t n) { return (n + kAlignInts - 1) / kAlignInts * kAlignInts; }
-
-// Bump allocation of 256-byte aligned regions; with base == nullptr it only counts.
-struct Carver {
-  char* base;
-  size_t used = 0;
-  char* take(size_t bytes) {
-    char* r = base ? base + used : nullptr;
-    used += (bytes + 255) / 256 * 256;
-    return r;
-  }
-};
-
-}  // namespace
-
 struct GpuGenerationForward::Graph {
   cudaGraphExec_t exec = nullptr;
 };
@@ -84,7 +66,8 @@ int64_t GpuGenerationForward::block_bytes(const ModelConfig& c, int block_size, 
 }
 
 GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout,
-                                           const bf16* weights, const cuda::GpuContext& ctx, GpuTensorParallel* tp)
+                                           const bf16* weights, const cuda::GpuContext& ctx, GpuTensorParallel* tp,
+                                           bool keep_graphs)
     : c_(config),
       tp_(tp),
       shape_(tp ? tp->shape() : layer_shape(config)),
@@ -92,7 +75,8 @@ GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const Para
       w_(weights),
       ctx_(ctx),
       feed_forward_(make_gpu_layer_feed_forward(config)),
-      inv_freq_(config.head_dim / 2) {
+      inv_freq_(config.head_dim / 2),
+      keep_(keep_graphs && can_keep_graphs(tp)) {
   HONE_CHECK(w_ != nullptr, "generation needs the device weights");
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
@@ -104,147 +88,24 @@ GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const Para
 
 GpuGenerationForward::~GpuGenerationForward() {
   try {
-    release();
+    release_all();
   } catch (...) {
   }
 }
 
 bf16* GpuGenerationForward::k_pool(int l) const {
   const int64_t per_pool = int64_t(num_blocks_ + 1) * shape_.kv_heads * block_size_ * c_.head_dim;
-  return pool_.get() + (2 * int64_t(l)) * per_pool;
+  return reinterpret_cast<bf16*>(kv_mem_.data()) + (2 * int64_t(l)) * per_pool;
 }
 bf16* GpuGenerationForward::v_pool(int l) const {
   const int64_t per_pool = int64_t(num_blocks_ + 1) * shape_.kv_heads * block_size_ * c_.head_dim;
-  return pool_.get() + (2 * int64_t(l) + 1) * per_pool;
-}
-
-void GpuGenerationForward::allocate_cache(int num_blocks, int block_size) {
-  HONE_CHECK(num_blocks > 0 && block_size > 0, "bad KV cache ", num_blocks, " x ", block_size);
-  drop_graphs();
-  pool_ = DeviceArray<bf16>();
-  num_blocks_ = num_blocks;
-  block_size_ = block_size;
-  const int64_t block_elems = int64_t(shape_.kv_heads) * block_size * c_.head_dim;
-  pool_ = DeviceArray<bf16>(2 * int64_t(c_.num_hidden_layers) * (num_blocks + 1) * block_elems);
-  // The dummy block (index num_blocks) of every pool holds zeros: padding rows of a graph read it.
-  for (int l = 0; l < c_.num_hidden_layers; ++l) {
-    CUDA_CHECK(cudaMemsetAsync(k_pool(l) + int64_t(num_blocks) * block_elems, 0, size_t(block_elems) * sizeof(bf16),
-                               ctx_.stream));
-    CUDA_CHECK(cudaMemsetAsync(v_pool(l) + int64_t(num_blocks) * block_elems, 0, size_t(block_elems) * sizeof(bf16),
-                               ctx_.stream));
-  }
-  max_rows_ = max_blocks_ = max_prefill_ = max_stop_ = 0;  // the copy region depends on num_blocks: re-reserve
-}
-
-void GpuGenerationForward::reserve(int max_rows, int max_blocks, int max_prefill_tokens, int max_stop_ids) {
-  HONE_CHECK(has_cache(), "allocate the KV cache before the buffers");
-  HONE_CHECK(max_rows > 0 && max_blocks > 0 && max_prefill_tokens > 0, "bad generation buffer sizes");
-  if (max_rows <= max_rows_ && max_blocks <= max_blocks_ && max_prefill_tokens <= max_prefill_ &&
-      max_stop_ids <= max_stop_)
-    return;
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  drop_graphs();
-  max_rows_ = std::max(max_rows, max_rows_);
-  max_blocks_ = std::max(max_blocks, max_blocks_);
-  max_prefill_ = std::max(max_prefill_tokens, max_prefill_);
-  max_stop_ = std::max({max_stop_ids, max_stop_, 1});
-  allocate_activations();
-  allocate_io();
-}
-
-// Decode and prefill activations (one layer at a time), residual ping-pongs, final norms, logits.
-void GpuGenerationForward::allocate_activations() {
-  const int R = max_rows_, C = c_.hidden_size, Tp = max_prefill_;
-  // Decode activations (one layer at a time), residual ping-pong, final norm.
-  auto carve_decode = [&](char* base) {
-    Carver cv{base};
-    const size_t act = carve_gpu_layer_activations(dec_act_, nullptr, shape_, R);
-    carve_gpu_layer_activations(dec_act_, cv.take(act), shape_, R);
-    const size_t scr = carve_gpu_layer_forward_scratch(dec_scratch_, nullptr, shape_, R);
-    carve_gpu_layer_forward_scratch(dec_scratch_, cv.take(scr), shape_, R);
-    dec_x_[0] = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    dec_x_[1] = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    dec_h_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    dec_rstd_ = reinterpret_cast<float*>(cv.take(size_t(R) * sizeof(float)));
-    return cv.used;
-  };
-  dec_mem_ = DeviceArray<char>();
-  dec_mem_ = DeviceArray<char>(int64_t(carve_decode(nullptr)));
-  carve_decode(dec_mem_.get());
-
-  auto carve_prefill = [&](char* base) {
-    Carver cv{base};
-    const size_t act = carve_gpu_layer_activations(pre_act_, nullptr, shape_, Tp);
-    carve_gpu_layer_activations(pre_act_, cv.take(act), shape_, Tp);
-    const size_t scr = carve_gpu_layer_forward_scratch(pre_scratch_, nullptr, shape_, Tp);
-    carve_gpu_layer_forward_scratch(pre_scratch_, cv.take(scr), shape_, Tp);
-    pre_x_[0] = reinterpret_cast<bf16*>(cv.take(size_t(Tp) * C * sizeof(bf16)));
-    pre_x_[1] = reinterpret_cast<bf16*>(cv.take(size_t(Tp) * C * sizeof(bf16)));
-    pre_g_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    pre_h_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    pre_rstd_ = reinterpret_cast<float*>(cv.take(size_t(R) * sizeof(float)));
-    return cv.used;
-  };
-  pre_mem_ = DeviceArray<char>();
-  pre_mem_ = DeviceArray<char>(int64_t(carve_prefill(nullptr)));
-  carve_prefill(pre_mem_.get());
-
-  logits_ = DeviceArray<float>();
-  logits_ = DeviceArray<float>(int64_t(R) * c_.vocab_size);
-  if (tp_) tp_->reserve_logits(R);
-
-  if (GpuMoeFeedForward* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) {
-    routing_width_ = moe->num_sparse_layers() * c_.num_experts_per_tok;
-    const int64_t n = int64_t(std::max(R, Tp)) * routing_width_;
-    routing_d_ = DeviceArray<int32_t>();
-    routing_d_ = DeviceArray<int32_t>(n, "generation routing");
-    if (h_routing_) CUDA_CHECK(cudaFreeHost(h_routing_));
-    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_routing_), size_t(n) * sizeof(int32_t)));
-    moe->set_routing_record(routing_d_.get());  // graphs captured from now on write there
-  }
+  return reinterpret_cast<bf16*>(kv_mem_.data()) + (2 * int64_t(l) + 1) * per_pool;
 }
 
 void GpuGenerationForward::download_routing(int rows) {
   if (!h_routing_ || rows == 0) return;
-  CUDA_CHECK(cudaMemcpyAsync(h_routing_, routing_d_.get(), size_t(rows) * size_t(routing_width_) * sizeof(int32_t),
+  CUDA_CHECK(cudaMemcpyAsync(h_routing_, routing_d_, size_t(rows) * size_t(routing_width_) * sizeof(int32_t),
                              cudaMemcpyDeviceToHost, ctx_.stream));
-}
-
-// The int32 inputs (device buffer and pinned host twin) and the sampler's outputs.
-void GpuGenerationForward::allocate_io() {
-  const int R = max_rows_, Tp = max_prefill_;
-  // Inputs: decode region (graphs read it), sampler region, prefill region, stop ids, block copies.
-  const int64_t MB = max_blocks_;
-  const int64_t A = align_ints(R);
-  off_sample_ = 4 * A + align_ints(int64_t(R) * MB) + align_ints(R + 1) + A;
-  off_prefill_ = off_sample_ + 5 * A;
-  off_stop_ = off_prefill_ + 3 * align_ints(Tp) + align_ints(R + 1) + align_ints(R);
-  off_copy_ = off_stop_ + align_ints(max_stop_);
-  in_size_ = off_copy_ + 2 * align_ints(int64_t(num_blocks_) + 1);
-  d_in_ = DeviceArray<int32_t>();
-  d_in_ = DeviceArray<int32_t>(in_size_);
-  if (h_in_) CUDA_CHECK(cudaFreeHost(h_in_));
-  h_in_ = nullptr;
-  CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_in_), size_t(in_size_) * sizeof(int32_t)));
-  std::memset(h_in_, 0, size_t(in_size_) * sizeof(int32_t));
-  int32_t* d = d_in_.get();
-  din_.tokens = d;
-  din_.positions = d + A;
-  din_.slots = d + 2 * A;
-  din_.seq_lens = d + 3 * A;
-  din_.block_tables = d + 4 * A;
-  din_.group_offsets = din_.block_tables + align_ints(int64_t(R) * MB);
-  din_.prefix_lens = din_.group_offsets + align_ints(R + 1);
-
-  // Outputs: tokens, logprobs, done.
-  d_out_ = DeviceArray<char>();
-  d_out_ = DeviceArray<char>(3 * align_ints(R) * 4);
-  if (h_out_) CUDA_CHECK(cudaFreeHost(h_out_));
-  h_out_ = nullptr;
-  CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_out_), size_t(3 * align_ints(R) * 4)));
-  h_tokens_ = reinterpret_cast<int32_t*>(h_out_);
-  h_logprobs_ = reinterpret_cast<float*>(h_out_ + align_ints(R) * 4);
-  h_done_ = reinterpret_cast<int32_t*>(h_out_ + 2 * align_ints(R) * 4);
 }
 
 void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
@@ -263,9 +124,9 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
   std::copy(slots.begin(), slots.end(), h + 2 * Tp);
   std::copy(cu_seqlens.begin(), cu_seqlens.end(), h + 3 * Tp);
   std::copy(gather.begin(), gather.end(), h + 3 * Tp + align_ints(max_rows_ + 1));
-  CUDA_CHECK(cudaMemcpyAsync(d_in_.get() + off_prefill_, h, size_t(off_stop_ - off_prefill_) * sizeof(int32_t),
+  CUDA_CHECK(cudaMemcpyAsync(d_in_ + off_prefill_, h, size_t(off_stop_ - off_prefill_) * sizeof(int32_t),
                              cudaMemcpyHostToDevice, ctx_.stream));
-  const int32_t* d = d_in_.get() + off_prefill_;
+  const int32_t* d = d_in_ + off_prefill_;
   const int32_t* d_tok = d, *d_pos = d + Tp, *d_slot = d + 2 * Tp, *d_cu = d + 3 * Tp;
   const int32_t* d_gather = d + 3 * Tp + align_ints(max_rows_ + 1);
 
@@ -294,8 +155,8 @@ void GpuGenerationForward::embed(bf16* out, const int32_t* tokens, int T) {
 
 // logits_ rows 0..R-1 over the whole vocabulary from the final normed rows h [R, C].
 void GpuGenerationForward::lm_head_logits(const bf16* h, int R) {
-  if (tp_) tp_->lm_head_logits(logits_.get(), h, w_ + layout_.lm_head, R);
-  else cuda::lm_head_logits(logits_.get(), h, w_ + layout_.lm_head, R, c_.hidden_size, c_.vocab_size, ctx_);
+  if (tp_) tp_->lm_head_logits(logits_, h, w_ + layout_.lm_head, R);
+  else cuda::lm_head_logits(logits_, h, w_ + layout_.lm_head, R, c_.hidden_size, c_.vocab_size, ctx_);
 }
 
 void GpuGenerationForward::copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& copies) {
@@ -311,9 +172,9 @@ void GpuGenerationForward::copy_blocks(const std::vector<std::pair<int32_t, int3
     h[i] = copies[size_t(i)].first;
     h[cap + i] = copies[size_t(i)].second;
   }
-  CUDA_CHECK(cudaMemcpyAsync(d_in_.get() + off_copy_, h, size_t(2 * cap) * sizeof(int32_t), cudaMemcpyHostToDevice,
+  CUDA_CHECK(cudaMemcpyAsync(d_in_ + off_copy_, h, size_t(2 * cap) * sizeof(int32_t), cudaMemcpyHostToDevice,
                              ctx_.stream));
-  const int32_t* d = d_in_.get() + off_copy_;
+  const int32_t* d = d_in_ + off_copy_;
   for (int l = 0; l < c_.num_hidden_layers; ++l)
     cuda::kv_copy_blocks(k_pool(l), v_pool(l), d, d + cap, n, shape_.kv_heads, c_.head_dim, block_size_,
                          ctx_);
@@ -403,7 +264,7 @@ int GpuGenerationForward::upload_decode_inputs(const DecodeBatch& batch, int Bg,
     h_pl[g] = g < real_groups ? batch.prefix_lens[size_t(g)] : 0;
     max_prefix = std::max(max_prefix, int(h_pl[g]));
   }
-  CUDA_CHECK(cudaMemcpyAsync(d_in_.get(), h, size_t(off_sample_) * sizeof(int32_t), cudaMemcpyHostToDevice,
+  CUDA_CHECK(cudaMemcpyAsync(d_in_, h, size_t(off_sample_) * sizeof(int32_t), cudaMemcpyHostToDevice,
                              ctx_.stream));
   return max_prefix;
 }
@@ -442,6 +303,7 @@ void GpuGenerationForward::decode_graph(int Bg, const cuda::PagedDecodeArgs& arg
     CUDA_CHECK(e);
   }
   graphs_[Bg] = g;
+  ++graph_captures_;
 }
 
 void GpuGenerationForward::sample(const SampleRows& rows, const cuda::GpuSamplingParams& p, uint64_t seed,
@@ -457,20 +319,20 @@ void GpuGenerationForward::sample(const SampleRows& rows, const cuda::GpuSamplin
     HONE_CHECK(int(cols[k]->size()) == R, "malformed sampler rows");
     std::copy(cols[k]->begin(), cols[k]->end(), h + k * A);
   }
-  CUDA_CHECK(cudaMemcpyAsync(d_in_.get() + off_sample_, h, size_t(5 * A) * sizeof(int32_t), cudaMemcpyHostToDevice,
+  CUDA_CHECK(cudaMemcpyAsync(d_in_ + off_sample_, h, size_t(5 * A) * sizeof(int32_t), cudaMemcpyHostToDevice,
                              ctx_.stream));
   std::copy(stop_ids.begin(), stop_ids.end(), h_in_ + off_stop_);
   if (!stop_ids.empty())
-    CUDA_CHECK(cudaMemcpyAsync(d_in_.get() + off_stop_, h_in_ + off_stop_, stop_ids.size() * sizeof(int32_t),
+    CUDA_CHECK(cudaMemcpyAsync(d_in_ + off_stop_, h_in_ + off_stop_, stop_ids.size() * sizeof(int32_t),
                                cudaMemcpyHostToDevice, ctx_.stream));
-  const int32_t* d = d_in_.get() + off_sample_;
-  auto* d_tokens = reinterpret_cast<int32_t*>(d_out_.get());
-  auto* d_logprobs = reinterpret_cast<float*>(d_out_.get() + A * 4);
-  auto* d_done = reinterpret_cast<int32_t*>(d_out_.get() + 2 * A * 4);
-  cuda::sample_tokens(d_tokens, d_logprobs, logits_.get(), V, R, V, p, seed, step, d, d + A, ctx_);
-  cuda::check_stops(d_done, d_tokens, d + 2 * A, d + 3 * A, d + 4 * A, max_total, d_in_.get() + off_stop_,
+  const int32_t* d = d_in_ + off_sample_;
+  auto* d_tokens = reinterpret_cast<int32_t*>(d_out_);
+  auto* d_logprobs = reinterpret_cast<float*>(d_out_ + A * 4);
+  auto* d_done = reinterpret_cast<int32_t*>(d_out_ + 2 * A * 4);
+  cuda::sample_tokens(d_tokens, d_logprobs, logits_, V, R, V, p, seed, step, d, d + A, ctx_);
+  cuda::check_stops(d_done, d_tokens, d + 2 * A, d + 3 * A, d + 4 * A, max_total, d_in_ + off_stop_,
                     int(stop_ids.size()), R, ctx_);
-  CUDA_CHECK(cudaMemcpyAsync(h_out_, d_out_.get(), size_t(3 * A * 4), cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaMemcpyAsync(h_out_, d_out_, size_t(3 * A * 4), cudaMemcpyDeviceToHost, ctx_.stream));
   // Under tp the pass's collectives (a graph's among them) finish here: NCCL's watchdog watches the wait.
   if (tp_) tp_->synchronize("a generation pass (prefill or decode, and sampling)");
   else CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
@@ -482,30 +344,6 @@ void GpuGenerationForward::drop_graphs() {
     delete g;
   }
   graphs_.clear();
-}
-
-void GpuGenerationForward::release() {
-  if (ctx_.stream) cudaStreamSynchronize(ctx_.stream);
-  drop_graphs();
-  graph_scratch_ = nullptr;
-  pool_ = DeviceArray<bf16>();
-  dec_mem_ = DeviceArray<char>();
-  pre_mem_ = DeviceArray<char>();
-  logits_ = DeviceArray<float>();
-  d_in_ = DeviceArray<int32_t>();
-  d_out_ = DeviceArray<char>();
-  if (h_in_) cudaFreeHost(h_in_);
-  if (h_out_) cudaFreeHost(h_out_);
-  if (h_routing_) cudaFreeHost(h_routing_);
-  h_in_ = nullptr;
-  h_out_ = nullptr;
-  h_routing_ = nullptr;
-  routing_d_ = DeviceArray<int32_t>();
-  if (auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) moe->set_routing_record(nullptr);
-  h_tokens_ = h_done_ = nullptr;
-  h_logprobs_ = nullptr;
-  num_blocks_ = 0;
-  max_rows_ = max_blocks_ = max_prefill_ = max_stop_ = 0;
 }
 
 }  // namespace hone

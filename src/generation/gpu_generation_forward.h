@@ -7,6 +7,13 @@
 //   sample:  the fused sampler and the stop checks over the logits rows, results copied to pinned host memory.
 // The weights are read through the device pointer given at construction, so a refit that writes them in place is
 // seen by later passes and by graphs captured before it.
+// Memory between GRPO steps (keep_graphs, on by default): the KV pools and the pass buffers are two ranges of
+// virtual device memory (cuda/virtual_device_buffer.h). release() gives their physical memory back to the device
+// (training uses it) but keeps the addresses, the sizes and the captured decode graphs; resume() maps fresh memory
+// at the same addresses, so the next step replays the graphs without capturing them again. Nothing a graph reads
+// needs to survive: every pass writes its inputs, activations and KV entries before reading them, and resume()
+// zeroes the dummy block again. Off (keep_graphs = false, or a device without virtual memory management), release()
+// frees everything and drops the graphs, and the next step allocates and captures anew.
 // Under tensor parallelism (a GpuTensorParallel given) the weights are this rank's shard: the pools hold this rank's
 // KV heads, the layer body reduces over the group, and the logits rows are gathered whole on every rank (so every
 // rank samples the same tokens and runs the same schedule). Guarded by HONE_CUDA.
@@ -21,6 +28,7 @@
 #include <vector>
 
 #include "cuda/generation_ops.h"
+#include "cuda/virtual_device_buffer.h"
 #include "model/gpu_transformer.h"
 #include "model/model_config.h"
 
@@ -48,8 +56,11 @@ struct SampleRows {
 class GpuGenerationForward {
  public:
   // tp: null for the whole model; else this rank's shard (layout: the shard's), and tp outlives this object.
+  // keep_graphs: release() keeps the addresses and the graphs (above); under tp only while NCCL does not register
+  // graph-captured buffers (NCCL_GRAPH_REGISTER=0, which NcclComm sets unless the environment chose): a registered
+  // buffer is mapped by the peers, and their mapping would outlive release().
   GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
-                       const cuda::GpuContext& ctx, GpuTensorParallel* tp = nullptr);
+                       const cuda::GpuContext& ctx, GpuTensorParallel* tp = nullptr, bool keep_graphs = true);
   ~GpuGenerationForward();
   GpuGenerationForward(const GpuGenerationForward&) = delete;
   GpuGenerationForward& operator=(const GpuGenerationForward&) = delete;
@@ -60,7 +71,7 @@ class GpuGenerationForward {
   GpuTensorParallel* tensor_parallel() const { return tp_; }
   // The paged pools: num_blocks blocks plus one zeroed block that padding rows of a graph read.
   void allocate_cache(int num_blocks, int block_size);
-  bool has_cache() const { return num_blocks_ > 0; }
+  bool has_cache() const { return num_blocks_ > 0 && !suspended_; }
   int num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
   int dummy_block() const { return num_blocks_; }
@@ -94,11 +105,37 @@ class GpuGenerationForward {
   int routing_width() const { return routing_width_; }
 
   int64_t graph_replays() const { return graph_replays_; }
+  int64_t graph_captures() const { return graph_captures_; }
   void drop_graphs();
-  void release();  // frees the pools, buffers and graphs
+
+  // After the generation phase. Keeping (keeps_graphs()): the physical memory of the pools and buffers goes back to
+  // the device; addresses, sizes and graphs stay until resume(). Otherwise as release_all(). Synchronizes the stream.
+  void release();
+  void release_all();  // frees the pools, buffers and graphs
+  bool keeps_graphs() const { return keep_; }
+  bool suspended() const { return suspended_; }  // released with the layout kept
+  // Maps the pools and buffers of a kept release() again, at their addresses and sizes (the cache holds
+  // num_blocks() blocks as before). When the device has no room for them now (on any rank of a tensor-parallel
+  // group: collective there), frees everything as release_all() does and returns false: the caller sizes anew.
+  bool resume();
 
  private:
   struct Graph;
+  // One range of the generator's device memory: virtual (its physical memory can be given back and mapped again at
+  // the same address) or plain device memory.
+  class Region {
+   public:
+    char* allocate(size_t bytes, bool virtual_memory, const char* what);  // frees what it held first
+    char* data() const { return vmm_.reserved() ? static_cast<char*>(vmm_.data()) : plain_.get(); }
+    bool is_virtual() const { return vmm_.reserved(); }
+    void unmap() { vmm_.unmap(); }
+    bool try_map() { return vmm_.try_map(); }
+    void free();
+
+   private:
+    cuda::VirtualDeviceBuffer vmm_;
+    DeviceArray<char> plain_;
+  };
   class PrefillAttention;  // the layer body's attention seam in prefill: packed attention, K/V to the pools
   class PagedAttention;    // in decode: K/V to the pools, attention over each row's cached blocks
   // Device pointer layout of the decode inputs for `rows` rows (fixed per reserve(): graphs read these).
@@ -110,8 +147,11 @@ class GpuGenerationForward {
   void embed(cuda::bf16* out, const int32_t* tokens, int T);
   void lm_head_logits(const cuda::bf16* h, int R);
   void download_routing(int rows);  // the record's first rows to the pinned host copy (asynchronous)
-  void allocate_activations();
-  void allocate_io();
+  // Whether release() can keep the layout here (see the constructor); says why not at debug level.
+  static bool can_keep_graphs(const GpuTensorParallel* tp);
+  void allocate_buffers();
+  void zero_dummy_blocks();
+  static int64_t align_ints(int64_t n) { return (n + 63) / 64 * 64; }  // int32 counts to 256-byte multiples
   int upload_decode_inputs(const DecodeBatch& batch, int Bg, int G);
   void decode_graph(int Bg, const cuda::PagedDecodeArgs& args);
   cuda::bf16* k_pool(int l) const;
@@ -125,36 +165,38 @@ class GpuGenerationForward {
   const cuda::bf16* w_;
   const cuda::GpuContext ctx_;
   std::unique_ptr<GpuLayerFeedForward> feed_forward_;
-  DeviceArray<float> inv_freq_;
+  DeviceArray<float> inv_freq_;  // allocated once: graphs read it, release() keeps it
+  const bool keep_;
+  bool suspended_ = false;
 
   // KV pools: [L][K|V][num_blocks + 1, Hkv, block_size, D].
-  DeviceArray<cuda::bf16> pool_;
+  Region kv_mem_;
   int num_blocks_ = 0, block_size_ = 16;
 
   int max_rows_ = 0, max_blocks_ = 0, max_prefill_ = 0, max_stop_ = 0;
+  // The pass buffers below, carved from one region (allocate_buffers()).
+  Region buf_mem_;
   // Decode: activations for max_rows rows (one layer at a time), residual ping-pong, final norm output.
-  DeviceArray<char> dec_mem_;
   GpuLayerActivations dec_act_;
   GpuLayerScratch dec_scratch_;
   cuda::bf16* dec_x_[2] = {nullptr, nullptr};
   cuda::bf16* dec_h_ = nullptr;
   float* dec_rstd_ = nullptr;
   // Prefill: activations for max_prefill tokens, residual ping-pong, gathered rows.
-  DeviceArray<char> pre_mem_;
   GpuLayerActivations pre_act_;
   GpuLayerScratch pre_scratch_;
   cuda::bf16* pre_x_[2] = {nullptr, nullptr};
   cuda::bf16* pre_g_ = nullptr, *pre_h_ = nullptr;
   float* pre_rstd_ = nullptr;
-  DeviceArray<float> logits_;  // [max_rows, V]
+  float* logits_ = nullptr;  // [max_rows, V]
   // Inputs: one int32 device buffer and its pinned host twin, uploaded once per step.
-  DeviceArray<int32_t> d_in_;
+  int32_t* d_in_ = nullptr;
   int32_t* h_in_ = nullptr;
   int64_t in_size_ = 0;
   DecodeInputs din_;
   int64_t off_sample_ = 0, off_prefill_ = 0, off_stop_ = 0, off_copy_ = 0;
   // Outputs: tokens, logprobs, done on the device, and pinned host copies.
-  DeviceArray<char> d_out_;
+  char* d_out_ = nullptr;
   char* h_out_ = nullptr;
   int32_t* h_tokens_ = nullptr, *h_done_ = nullptr;
   float* h_logprobs_ = nullptr;
@@ -162,12 +204,12 @@ class GpuGenerationForward {
   // Mixture of experts: every sparse layer's forward records its rows' experts in routing_d_, copied to the host
   // after each pass.
   int routing_width_ = 0;
-  DeviceArray<int32_t> routing_d_;
+  int32_t* routing_d_ = nullptr;  // in the buffers' region: the decode graphs write there
   int32_t* h_routing_ = nullptr;
 
   std::map<int, Graph*> graphs_;  // by bucket size
   void* graph_scratch_ = nullptr;  // the kernel scratch pointer the graphs were captured with
-  int64_t graph_replays_ = 0;
+  int64_t graph_replays_ = 0, graph_captures_ = 0;
 };
 
 // Batch-size buckets of the decode graphs: 1, 2, 4, ..., capped at max_rows (which is always a bucket).

@@ -63,11 +63,18 @@ SamplerSettings sampler_settings(const SamplingParams& sampling, const StopCrite
 }
 
 // Allocates the KV cache at the first call (kv_cache_gib, or a fraction of the free memory now), checks that one
-// sequence of max_len tokens fits, and reserves the per-pass buffers.
+// sequence of max_len tokens fits, and reserves the per-pass buffers. A cache kept by release() comes back at its
+// addresses, with the decode graphs, when it holds one such sequence and the device has room for it now; otherwise
+// it is freed and sized anew.
 void prepare_cache(GpuGenerationForward& fwd, const GpuGenerationOptions& options, int max_len,
                    const StopCriteria& stop) {
   const int bs = options.block_size;
   const int64_t block_bytes = fwd.block_bytes(bs);
+  const int max_blocks = (max_len + bs - 1) / bs;
+  if (fwd.suspended()) {  // the same answer on every rank of a tensor-parallel group: same sizes, same requests
+    if (max_blocks <= fwd.num_blocks()) fwd.resume();
+    else fwd.release_all();
+  }
   if (!fwd.has_cache()) {
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -81,7 +88,6 @@ void prepare_cache(GpuGenerationForward& fwd, const GpuGenerationOptions& option
     fwd.allocate_cache(int(nb), bs);
   }
   const int num_blocks = fwd.num_blocks();
-  const int max_blocks = (max_len + bs - 1) / bs;
   HONE_USER_CHECK(max_blocks <= num_blocks, "the KV cache holds ", int64_t(num_blocks) * bs,
                   " tokens, fewer than one sequence of up to ", max_len,
                   " tokens: raise generation.kv_cache_gib or kv_cache_memory_fraction");
@@ -407,7 +413,7 @@ GpuGenerator::GpuGenerator(const ModelConfig& config, const ParamLayout& layout,
   HONE_USER_CHECK(options_.kv_cache_gib > 0 ||
                       (options_.kv_cache_memory_fraction > 0 && options_.kv_cache_memory_fraction < 1),
                   "kv_cache_memory_fraction must be in (0, 1), got ", options_.kv_cache_memory_fraction);
-  fwd_ = std::make_unique<GpuGenerationForward>(config_, layout, weights, ctx_, tp);
+  fwd_ = std::make_unique<GpuGenerationForward>(config_, layout, weights, ctx_, tp, options_.keep_graphs);
 }
 
 GpuGenerator::~GpuGenerator() = default;
@@ -426,7 +432,7 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
   const int max_len = longest_sequence(requests, stop, max_total_sequence_length);
   prepare_cache(*fwd_, options_, max_len, stop);
   stats_.kv_capacity_tokens = int64_t(fwd_->num_blocks()) * options_.block_size;
-  const int64_t replays0 = fwd_->graph_replays();
+  const int64_t replays0 = fwd_->graph_replays(), captures0 = fwd_->graph_captures();
   const SamplerSettings sampler =
       sampler_settings(sampling, stop, config_.vocab_size, seed, step, max_total_sequence_length);
 
@@ -444,6 +450,7 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
   }
   std::vector<Rollout> out = call.finish(decode);
   stats_.cuda_graph_replays = fwd_->graph_replays() - replays0;
+  stats_.cuda_graph_captures = fwd_->graph_captures() - captures0;
   return out;
 }
 

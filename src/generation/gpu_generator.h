@@ -7,7 +7,9 @@
 // The weights are the device bf16 buffer given at construction (the ParamLayout layout), the one refit writes in
 // place: every generate() sees the current weights, and captured graphs stay valid across refits. The KV cache is
 // sized at the first generate() (kv_cache_gib, or a fraction of the free device memory then) and kept until
-// release(), which the trainer calls before training so the cache and training activations never coexist.
+// release(), which the trainer calls before training so the cache and training activations never coexist. With
+// keep_graphs, release() gives back only the memory: the next generate() maps the cache (same size) and the
+// buffers again at the same addresses and replays the decode graphs captured before (gpu_generation_forward.h).
 // Design: doc/generation-gpu.md.
 #pragma once
 
@@ -34,6 +36,7 @@ struct GpuGenerationOptions {
   int max_num_seqs = 512;                  // sequences running at once (decode batch)
   int max_prefill_tokens = 16384;          // tokens per prefill pass (one longer sequence still runs alone)
   bool cuda_graphs = true;                 // replay decode steps from graphs captured per batch-size bucket
+  bool keep_graphs = true;                 // release() keeps addresses and graphs for the next generate()
   bool shared_prefix = true;               // share a group's prompt blocks and read them once per decode step
 };
 
@@ -41,6 +44,7 @@ struct GpuGenerationStats : GenerationStats {
   int64_t preemptions = 0;          // sequences sent back to the queue for lack of KV blocks
   int64_t kv_capacity_tokens = 0;   // blocks x block size
   int64_t cuda_graph_replays = 0;   // decode steps replayed from a graph
+  int64_t cuda_graph_captures = 0;  // decode graphs captured (0 when every bucket's graph was kept from before)
   int64_t shared_prefix_rows = 0;   // decode rows (summed over steps) that read their prompt through a shared group
   int64_t prefill_passes = 0;       // model passes of each kind
 };
@@ -60,7 +64,8 @@ class GpuGenerator {
   std::vector<Rollout> generate(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
                                 const StopCriteria& stop, uint64_t seed, uint32_t step,
                                 int max_total_sequence_length, const DecodeFunction& decode = {});
-  // Frees the KV cache, buffers and graphs; the next generate() allocates them again.
+  // Gives the device memory of the KV cache and buffers back. With keep_graphs (where possible) their addresses and
+  // the decode graphs stay for the next generate(); otherwise everything is freed and allocated again then.
   void release();
 
   const GpuGenerationStats& stats() const { return stats_; }

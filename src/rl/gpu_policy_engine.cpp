@@ -8,8 +8,8 @@
 // on the device between each training forward and backward (rl/gpu_policy_loss.h): logprobs and their gradients
 // never leave the GPU; the loss metrics come back once per optimizer step.
 // Memory is handed from phase to phase: the activation arenas and the gradient buffer are freed before generation
-// and the KV cache after it; with train.optimizer_offload the Adam moments wait in pinned host memory while
-// generation runs.
+// and the KV cache's memory after it (generation.keep_graphs: its addresses and the decode graphs stay for the next
+// step); with train.optimizer_offload the Adam moments wait in pinned host memory while generation runs.
 // Under tensor parallelism (parallel.tp > 1) every role holds this rank's shard (parallel/shard_layout.h), the models
 // and the generator compute over the tp group's stream-ordered NcclComm on the engine's stream
 // (parallel/gpu_tensor_parallel.h; sequence parallelism for training and logprobs, generation on whole rows),
@@ -303,6 +303,8 @@ class GpuPolicyEngine final : public PolicyEngine {
     }
     if (s_.offload_during_generation) stats_.offload_s += seconds_since(t0);
     auto r = generator_->generate(requests, sampling, stop, seed, step, max_total, decode);
+    stats_.graph_captures += generator_->stats().cuda_graph_captures;
+    stats_.graph_replays += generator_->stats().cuda_graph_replays;
     mem_.generation = std::max(mem_.generation, persistent() + double(generator_->stats().peak_kv_bytes));
     note_device_use();
     return r;
@@ -510,6 +512,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     go.kv_cache_memory_fraction = s_.kv_cache_memory_fraction;
     go.block_size = s_.kv_block_size;
     go.cuda_graphs = s_.cuda_graphs;
+    go.keep_graphs = s_.keep_graphs;
     // A replica generates its share of the step's groups.
     go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s_.rollouts_per_step() / gen_layout_.replicas())));
     generator_ = std::make_unique<GpuGenerator>(mc_, layout, weights, ctx_, go, tp);

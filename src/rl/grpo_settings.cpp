@@ -84,6 +84,7 @@ void read_generation_keys(const Config& c, GrpoSettings& s) {
   s.kv_cache_memory_fraction = c.get_float("generation.kv_cache_memory_fraction");
   s.kv_block_size = int(c.get_int("generation.kv_block_size"));
   s.cuda_graphs = c.get_bool("generation.cuda_graphs");
+  s.keep_graphs = c.get_bool("generation.keep_graphs");
   s.generation_tp = deck_generation_tp(c);
 }
 

@@ -50,6 +50,7 @@ struct GrpoSettings {
   double kv_cache_memory_fraction = 0.3;
   int kv_block_size = 16;
   bool cuda_graphs = true;
+  bool keep_graphs = true;  // the decode graphs and the cache's addresses kept from step to step
   int generation_tp = 1;  // generation.tp resolved (parallel.tp when 0)
   // [train]
   LrSchedule lr;

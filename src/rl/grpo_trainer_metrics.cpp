@@ -232,13 +232,15 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   if (s_.all_rollouts) record_rollouts(st, row);
 }
 
-// The pipeline's bubble and exchanges, the resharding refit's bytes, the offload's time. Collective over the world.
+// The pipeline's bubble and exchanges, the resharding refit's bytes, the offload's time, the decode graphs'
+// captures and replays. Collective over the world.
 void GrpoTrainer::set_layout_metrics(StepRow& row) {
   const EngineStepStats e = engine_->stats();
   const double passes = e.pipeline_compute_s + e.pipeline_exchange_s;
   const double bubble = e.pipeline_makespan > 0 ? 1.0 - e.pipeline_busy / e.pipeline_makespan : 0.0;
-  double mx[3] = {bubble, passes > 0 ? e.pipeline_exchange_s / passes : 0.0, e.offload_s};
-  ps_.world().all_reduce_max(mx, 3);
+  double mx[5] = {bubble, passes > 0 ? e.pipeline_exchange_s / passes : 0.0, e.offload_s, double(e.graph_captures),
+                  double(e.graph_replays)};
+  ps_.world().all_reduce_max(mx, 5);
   const double bytes = all_reduce_sum_value(ps_.world(), e.refit_bytes);
   step_note_.clear();
   if (ps_.pp_size() > 1) {
@@ -254,6 +256,10 @@ void GrpoTrainer::set_layout_metrics(StepRow& row) {
     step_note_ += cat(step_note_.empty() ? "" : "; ", "refit resharded ", fixed(bytes / 1e6, 3), " MB");
   }
   if (s_.offload_during_generation) row.set("time/offload", mx[2]);
+  if (s_.cuda) {
+    row.set("generation/cuda_graph_captures", mx[3]);
+    row.set("generation/cuda_graph_replays", mx[4]);
+  }
 }
 
 namespace {

@@ -41,6 +41,11 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
       {"time/offload", "s",
        "train.offload_during_generation: seconds moving the idle training state to host memory and back (the "
        "slowest rank's)"},
+      {"generation/cuda_graph_captures", "1",
+       "GPU: decode CUDA graphs captured in this step (0 after the first step with generation.keep_graphs; the "
+       "largest rank's)"},
+      {"generation/cuda_graph_replays", "1",
+       "GPU: decode steps replayed from CUDA graphs in this step (the largest rank's)"},
       {"memory/device_peak", "bytes",
        "GPU: device memory in use at the step's fullest point as the driver counts it (workspaces, CUDA context; the largest rank's)"},
   };

@@ -61,6 +61,8 @@ struct EngineStepStats {
   double pipeline_exchange_s = 0;    // ... and in activation and gradient exchanges (waiting included)
   double refit_bytes = 0;            // received from other ranks by the resharding refit
   double offload_s = 0;              // train.offload_during_generation: moving idle state out and back
+  int64_t graph_captures = 0;        // GPU generation: decode CUDA graphs captured (0 once they are kept)
+  int64_t graph_replays = 0;         // ... and decode steps replayed from them
   std::string schedule;              // "1F1B", "interleaved 1F1B (vpp 2)"; empty without pipeline
 };
 
