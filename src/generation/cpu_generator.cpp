@@ -13,6 +13,7 @@ namespace hone {
 struct CpuGenerator::Sequence {
   int slot = 0;          // KV cache slot in the wave (also the request's offset in the wave)
   int prompt_len = 0;
+  int64_t max_new = 0;   // the request's length limit
   bool done = false;
   size_t text_size = 0;  // bytes of decoded completion text already checked for stop strings
   size_t text_end = std::string::npos;
@@ -42,6 +43,9 @@ void validate_generation_call(const std::vector<GenerationRequest>& requests, co
                     "max_total_sequence_length = ", max_total_sequence_length);
     HONE_USER_CHECK(r.sample_index >= 0 && r.sample_index <= int64_t(UINT32_MAX), "request ", i,
                     " has sample index ", r.sample_index, " outside [0, 2^32)");
+    HONE_USER_CHECK(r.max_new_tokens >= 0 && r.max_new_tokens <= stop.max_new_tokens, "request ", i,
+                    " has max_new_tokens = ", r.max_new_tokens, " outside [0, ", stop.max_new_tokens,
+                    "] (0: the call's max_new_tokens)");
     for (int32_t t : r.prompt)
       HONE_USER_CHECK(t >= 0 && t < vocab_size, "request ", i, " has token id ", t,
                       " outside the vocabulary [0, ", vocab_size, ")");
@@ -116,11 +120,13 @@ void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests,
   }
 }
 
-// The cache holds what this wave can reach: the longest prompt plus max_new_tokens, capped by the total length.
+// The cache holds what this wave can reach: the longest prompt plus its request's max_new_tokens, capped by the
+// total length.
 void CpuGenerator::reshape_cache(const std::vector<GenerationRequest>& requests, size_t begin, size_t end) {
   int64_t longest = 0;
-  for (size_t i = begin; i < end; ++i) longest = std::max<int64_t>(longest, int64_t(requests[i].prompt.size()));
-  const int max_len = int(std::min<int64_t>(max_total_, longest + stop_->max_new_tokens));
+  for (size_t i = begin; i < end; ++i)
+    longest = std::max<int64_t>(longest, int64_t(requests[i].prompt.size()) + max_new_tokens_of(requests[i], *stop_));
+  const int max_len = int(std::min<int64_t>(max_total_, longest));
   cache_.reshape(config_.num_hidden_layers, int(end - begin), max_len, forward_.shape().kv_heads, config_.head_dim);
   stats_.peak_kv_bytes = std::max(stats_.peak_kv_bytes, cache_.bytes());
 }
@@ -164,13 +170,14 @@ std::vector<CpuGenerator::Sequence> CpuGenerator::start_sequences(const std::vec
     Sequence& s = seqs[size_t(i)];
     s.slot = i;
     s.prompt_len = int(requests[begin + size_t(i)].prompt.size());
+    s.max_new = max_new_tokens_of(requests[begin + size_t(i)], *stop_);
     const int src = slots_[size_t(distinct_of[size_t(i)])];
     if (src != i) cache_.copy_prefix(src, i, s.prompt_len);
     Rollout& r = out[begin + size_t(i)];
     r.prompt = requests[begin + size_t(i)].prompt;
     r.sample_index = requests[begin + size_t(i)].sample_index;
-    r.completion.reserve(size_t(stop_->max_new_tokens));
-    r.logprobs.reserve(size_t(stop_->max_new_tokens));
+    r.completion.reserve(size_t(s.max_new));
+    r.logprobs.reserve(size_t(s.max_new));
   }
   return seqs;
 }
@@ -215,7 +222,9 @@ void CpuGenerator::take_token(Sequence& seq, Rollout& r, const float* logits_row
   // Stop strings need the text; without them check_stop never looks at it, so nothing is decoded per token.
   std::string text;
   if (!stop_->stop_strings.empty()) text = (*decode_)(r.completion);
-  const StopDecision d = check_stop(*stop_, t.token, int64_t(r.completion.size()), text, seq.text_size);
+  StopDecision d = check_stop(*stop_, t.token, int64_t(r.completion.size()), text, seq.text_size);
+  // The request's own limit comes last, as the call's max_new_tokens does in check_stop.
+  if (!d.stopped() && int64_t(r.completion.size()) >= seq.max_new) d.reason = FinishReason::length;
   seq.text_size = text.size();
   if (d.stopped()) {
     r.finish_reason = d.reason;

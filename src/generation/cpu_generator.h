@@ -9,8 +9,8 @@
 // log_softmax(logits / temperature)[token] over the full vocabulary (what training recomputes).
 //
 // Stop rules (stop_conditions.h) after each token: a stop token id, a stop string in the decoded completion (needs
-// the decode callback), max_new_tokens; and the sequence never grows beyond max_total_sequence_length tokens
-// (prompt + completion; finish reason `length`). Rules and layout: doc/generation.md.
+// the decode callback), max_new_tokens (the request's own when it has one); and the sequence never grows beyond
+// max_total_sequence_length tokens (prompt + completion; finish reason `length`). Rules and layout: doc/generation.md.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,15 @@ namespace hone {
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids, non-empty
   int64_t sample_index = 0;     // global index of this sample in the step (keys its random numbers), in [0, 2^32)
+  // This request's own length limit, in [1, the call's StopCriteria::max_new_tokens]; 0: the call's. A completion
+  // that reaches it stops with finish reason `length`, as at the call's limit; the KV cache is sized by it.
+  int64_t max_new_tokens = 0;
 };
+
+// The length limit of a request: its own, or the call's.
+inline int64_t max_new_tokens_of(const GenerationRequest& r, const StopCriteria& stop) {
+  return r.max_new_tokens > 0 ? r.max_new_tokens : stop.max_new_tokens;
+}
 
 struct Rollout {
   std::vector<int32_t> prompt;
@@ -48,8 +56,8 @@ std::vector<GenerationRequest> group_requests(const std::vector<std::vector<int3
                                               int64_t first_sample_index = 0);
 
 // The checks every generator makes on a generate() call (UserError naming the bad request or setting): sampling
-// parameters, max_new_tokens, stop strings without a decoder, prompts empty / too long / outside the vocabulary,
-// sample indices outside [0, 2^32).
+// parameters, max_new_tokens (the call's, and a request's own above it), stop strings without a decoder, prompts
+// empty / too long / outside the vocabulary, sample indices outside [0, 2^32).
 void validate_generation_call(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
                               const StopCriteria& stop, int max_total_sequence_length, bool can_decode,
                               int vocab_size);

@@ -36,19 +36,19 @@ struct SamplerSettings {
   uint64_t seed = 0;
   uint32_t step = 0;
   int max_total_sequence_length = 0;
-  int32_t max_new = 0;
 };
 
-// The longest a sequence of this call can get.
+// The longest a sequence of this call can get: a prompt and its request's max_new_tokens.
 int longest_sequence(const std::vector<GenerationRequest>& requests, const StopCriteria& stop,
                      int max_total_sequence_length) {
   int64_t longest = 0;
-  for (const GenerationRequest& r : requests) longest = std::max<int64_t>(longest, int64_t(r.prompt.size()));
-  return int(std::min<int64_t>(max_total_sequence_length, longest + stop.max_new_tokens));
+  for (const GenerationRequest& r : requests)
+    longest = std::max<int64_t>(longest, int64_t(r.prompt.size()) + max_new_tokens_of(r, stop));
+  return int(std::min<int64_t>(max_total_sequence_length, longest));
 }
 
-SamplerSettings sampler_settings(const SamplingParams& sampling, const StopCriteria& stop, int vocab_size,
-                                 uint64_t seed, uint32_t step, int max_total_sequence_length) {
+SamplerSettings sampler_settings(const SamplingParams& sampling, int vocab_size, uint64_t seed, uint32_t step,
+                                 int max_total_sequence_length) {
   SamplerSettings s;
   s.params.temperature = sampling.temperature;
   s.params.top_k = sampling.top_k >= vocab_size ? 0 : int(sampling.top_k);
@@ -58,7 +58,6 @@ SamplerSettings sampler_settings(const SamplingParams& sampling, const StopCrite
   s.seed = seed;
   s.step = step;
   s.max_total_sequence_length = max_total_sequence_length;
-  s.max_new = int32_t(std::min<int64_t>(stop.max_new_tokens, std::numeric_limits<int32_t>::max()));
   return s;
 }
 
@@ -133,6 +132,7 @@ class GenerationCall {
   KvBlockManager kv_;
   Scheduler sched_;
   std::vector<Rollout> out_;
+  std::vector<int32_t> max_new_;  // each sequence's length limit (its request's, or the call's)
   std::vector<TextState> text_;
   std::vector<int64_t> rows_;
   std::vector<int32_t> p_tokens_, p_pos_, p_slots_, p_cu_, p_gather_;
@@ -155,6 +155,7 @@ GenerationCall::GenerationCall(GpuGenerationForward& fwd, const ModelConfig& con
       kv_(num_blocks_, bs_),
       sched_(kv_, SchedulerOptions{options.max_num_seqs, options.max_prefill_tokens, options.shared_prefix}),
       out_(requests.size()),
+      max_new_(requests.size()),
       text_(requests.size()) {
   // Consecutive requests with the same prompt form a group (group_requests makes the G samples consecutive).
   int64_t group = 0;
@@ -164,7 +165,9 @@ GenerationCall::GenerationCall(GpuGenerationForward& fwd, const ModelConfig& con
     Rollout& r = out_[i];
     r.prompt = requests[i].prompt;
     r.sample_index = requests[i].sample_index;
-    r.completion.reserve(size_t(std::min<int64_t>(stop.max_new_tokens, max_len)));
+    const int64_t max_new = max_new_tokens_of(requests[i], stop);
+    max_new_[i] = int32_t(std::min<int64_t>(max_new, std::numeric_limits<int32_t>::max()));
+    r.completion.reserve(size_t(std::min<int64_t>(max_new, max_len)));
     r.logprobs.reserve(r.completion.capacity());
   }
 }
@@ -306,7 +309,7 @@ void GenerationCall::sample_next_tokens(const SamplerSettings& s, const DecodeFu
     sr_.position[size_t(r)] = g;
     sr_.gen_len[size_t(r)] = g;
     sr_.seq_len[size_t(r)] = length_of(seq);
-    sr_.max_new[size_t(r)] = s.max_new;
+    sr_.max_new[size_t(r)] = max_new_[size_t(seq)];
   }
   fwd_.sample(sr_, s.params, s.seed, s.step, s.max_total_sequence_length, stop_.stop_token_ids);
   for (int r = 0; r < R; ++r) append_sampled_token(r, decode);
@@ -398,8 +401,7 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
   prepare_cache(*fwd_, options_, max_len, stop);
   stats_.kv_capacity_tokens = int64_t(fwd_->num_blocks()) * options_.block_size;
   const int64_t replays0 = fwd_->graph_replays();
-  const SamplerSettings sampler =
-      sampler_settings(sampling, stop, config_.vocab_size, seed, step, max_total_sequence_length);
+  const SamplerSettings sampler = sampler_settings(sampling, config_.vocab_size, seed, step, max_total_sequence_length);
 
   GenerationCall call(*fwd_, config_, options_, stats_, requests, stop, max_len);
   for (;;) {
