@@ -27,6 +27,7 @@
 #include "comm/parallel_state.h"
 #include "model/weights.h"
 #include "data/data_setup.h"
+#include "data/response_length.h"
 #include "reward/batch_reward.h"
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
@@ -150,6 +151,7 @@ class GrpoTrainer {
   ChatOptions chat_options_;  // add_generation_prompt, enable_thinking
   std::string system_prompt_;
   DataSetup data_;
+  ResponseLengths lengths_;  // data.response_length: each sample's drawn length (benchmarks); off by default
   std::unique_ptr<BatchReward> reward_;  // on the ranks that score (a generation replica's first); null elsewhere
   int64_t reward_batch_size_ = 0;        // reward.batch_size
   ValidationSettings val_;

@@ -168,6 +168,13 @@ std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
 
 void GrpoTrainer::build_data(const Config& c) {
   data_ = make_data(data_options(c), [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
+  ResponseLengthOptions lengths;
+  lengths.rule = c.get_string("data.response_length");
+  lengths.mean = c.get_float("data.response_length_mean");
+  lengths.sigma = c.get_float("data.response_length_sigma");
+  lengths.cap = s_.max_new_tokens;
+  lengths.seed = s_.seed;
+  lengths_ = ResponseLengths(lengths);
 
   // The step's reward: started (a program) or loaded (a plug-in) on the ranks that score: the first rank of each
   // generation replica, where the rollouts are scored (rl/grpo_trainer_reward.cpp).
