@@ -82,10 +82,16 @@ std::vector<Rollout> CpuGenerator::generate(const std::vector<GenerationRequest>
   stats_ = GenerationStats{};
   stats_.sequences = int64_t(requests.size());
   finished_ = 0;
+  call_start_ = Clock::now();
+  timeline_ = GenerationTimeline{};
+  timeline_.sequences = stats_.sequences;
+  timeline_.max_num_seqs = options_.max_batch;
 
   std::vector<Rollout> out(requests.size());
   for (size_t b = 0; b < requests.size(); b += size_t(options_.max_batch))
     generate_wave(requests, b, std::min(requests.size(), b + size_t(options_.max_batch)), out);
+  timeline_.end(seconds_since(call_start_), stats_.generated_tokens);
+  stats_.tail = generation_tail(timeline_);
   return out;
 }
 
@@ -107,7 +113,7 @@ void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests,
   const auto t1 = Clock::now();
   for (int i = 0; i < n; ++i)
     take_token(seqs[size_t(i)], out[begin + size_t(i)], logits_.data() + int64_t(distinct_of[size_t(i)]) * V);
-  report_progress();
+  end_pass();
   decode_until_done(seqs, begin, out);
   stats_.decode_seconds += seconds_since(t1);
 
@@ -203,10 +209,11 @@ void CpuGenerator::decode_until_done(std::vector<Sequence>& seqs, size_t begin, 
     const int B = int(active_.size());
     forward_.decode(weights_, cache_, tokens_.data(), positions_.data(), slots_.data(), B, logits_.data());
     ++stats_.decode_steps;
+    timeline_.decode_step(B);
     for (int b = 0; b < B; ++b)
       take_token(seqs[size_t(active_[size_t(b)])], out[begin + size_t(active_[size_t(b)])],
                  logits_.data() + int64_t(b) * V);
-    report_progress();
+    end_pass();
   }
 }
 
@@ -238,7 +245,8 @@ void CpuGenerator::take_token(Sequence& seq, Rollout& r, const float* logits_row
   }
 }
 
-void CpuGenerator::report_progress() {
+void CpuGenerator::end_pass() {
+  timeline_.pass(seconds_since(call_start_), finished_, stats_.generated_tokens);
   if (progress_) progress_({finished_, stats_.sequences, stats_.generated_tokens});
 }
 

@@ -13,6 +13,7 @@
 // max_total_sequence_length tokens (prompt + completion; finish reason `length`). Rules and layout: doc/generation.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "generation/cached_forward.h"
 #include "generation/generation_progress.h"
+#include "generation/generation_tail.h"
 #include "generation/kv_cache.h"
 #include "generation/sampler.h"
 #include "generation/stop_conditions.h"
@@ -78,6 +80,7 @@ struct GenerationStats {
   int64_t waves = 0;
   int64_t peak_kv_bytes = 0;     // largest KV cache in use (K and V, all layers)
   double prefill_seconds = 0, decode_seconds = 0;  // decode includes sampling and stop checks
+  GenerationTail tail;  // the call's wall time, tokens/s, its last 10 % of sequences, batch occupancy
 };
 
 class TensorParallel;
@@ -113,7 +116,8 @@ class CpuGenerator {
   void decode_until_done(std::vector<Sequence>& seqs, size_t begin, std::vector<Rollout>& out);
   // Samples the next token of `seq` from its logits row and applies the stop rules.
   void take_token(Sequence& seq, Rollout& r, const float* logits_row);
-  void report_progress();
+  // After every batched pass: the timeline's mark and the progress hook.
+  void end_pass();
 
   const ModelConfig config_;  // a copy: the caller's may be a temporary
   const ModelWeights& weights_;
@@ -123,6 +127,8 @@ class CpuGenerator {
   GenerationStats stats_;
   GenerationProgressFn progress_;
   int64_t finished_ = 0;  // sequences of the call in progress that have stopped
+  std::chrono::steady_clock::time_point call_start_;
+  GenerationTimeline timeline_;
   // Settings of the call in progress.
   const SamplingParams* sampling_ = nullptr;
   const StopCriteria* stop_ = nullptr;

@@ -393,6 +393,7 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
                                             uint32_t step, int max_total_sequence_length,
                                             const DecodeFunction& decode) {
   validate_generation_call(requests, sampling, stop, max_total_sequence_length, bool(decode), config_.vocab_size);
+  const auto call_start = Clock::now();  // the tail's clock: cache allocation and graph capture count, as in the phase
   stats_ = GpuGenerationStats{};
   stats_.sequences = int64_t(requests.size());
   if (requests.empty()) return {};
@@ -404,6 +405,9 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
   const SamplerSettings sampler = sampler_settings(sampling, config_.vocab_size, seed, step, max_total_sequence_length);
 
   GenerationCall call(*fwd_, config_, options_, stats_, requests, stop, max_len);
+  GenerationTimeline timeline;
+  timeline.sequences = stats_.sequences;
+  timeline.max_num_seqs = options_.max_num_seqs;
   for (;;) {
     const auto t0 = Clock::now();
     const Scheduler::Step st = call.schedule();
@@ -413,10 +417,15 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
     else call.run_decode(st);
     call.sample_next_tokens(sampler, decode);
     (prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds_since(t0);
+    // The sampler's tokens are on the host by now: the clock has seen the pass end on the device.
+    if (!prefill) timeline.decode_step(int(st.decode.size()));
+    timeline.pass(seconds_since(call_start), call.finished(), stats_.generated_tokens);
     if (progress_) progress_({call.finished(), stats_.sequences, stats_.generated_tokens});
   }
   std::vector<Rollout> out = call.finish(decode);
   stats_.cuda_graph_replays = fwd_->graph_replays() - replays0;
+  timeline.end(seconds_since(call_start), stats_.generated_tokens);
+  stats_.tail = generation_tail(timeline);
   return out;
 }
 

@@ -271,6 +271,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     if (s_.offload_during_generation) stats_.offload_s += seconds_since(t0);
     auto r = generator_->generate(requests, sampling, stop, seed, step, max_total, decode);
     mem_.generation = std::max(mem_.generation, persistent() + double(generator_->stats().peak_kv_bytes));
+    stats_.generation.add(generator_->stats().tail);
     note_device_use();
     return r;
   }

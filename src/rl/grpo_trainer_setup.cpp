@@ -41,6 +41,15 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
       {"time/offload", "s",
        "train.offload_during_generation: seconds moving the idle training state to host memory and back (the "
        "slowest rank's)"},
+      {"generation/tokens_per_s", "tokens/s",
+       "generated tokens per second of the generation engine's calls (their own wall time: the slowest replica's)"},
+      {"generation/tail_s", "s",
+       "seconds from the moment 90 % of a generation call's sequences had stopped to the call's end: the last 10 % "
+       "of sequences alone (the slowest replica's, summed over the step's calls)"},
+      {"generation/tail_tokens", "tokens", "tokens generated in that window, summed over the replicas"},
+      {"generation/mean_running_seqs", "1", "sequences running per decode step, mean over the replicas' decode steps"},
+      {"generation/batch_occupancy", "1",
+       "generation/mean_running_seqs over the engine's max_num_seqs: how full admission keeps the decode batch"},
       {"memory/device_peak", "bytes",
        "GPU: device memory in use at the step's fullest point as the driver counts it (workspaces, CUDA context; the largest rank's)"},
   };

@@ -36,7 +36,8 @@ struct EngineMemory {
   double device = 0;  // GPU: the driver's count of device memory in use at the fullest point seen (0 on the CPU)
 };
 
-// What the parallel layouts cost this rank in the last step (zeros without pipeline or resharding).
+// What the parallel layouts cost this rank in the last step (zeros without pipeline or resharding), and the tail
+// of its generation calls.
 struct EngineStepStats {
   int pipeline_passes = 0;           // training passes (optimizer steps) through the pipeline
   int pipeline_microbatches = 0;     // their micro-batches
@@ -46,6 +47,7 @@ struct EngineStepStats {
   double pipeline_exchange_s = 0;    // ... and in activation and gradient exchanges (waiting included)
   double refit_bytes = 0;            // received from other ranks by the resharding refit
   double offload_s = 0;              // train.offload_during_generation: moving idle state out and back
+  GenerationTail generation;         // the step's generate() calls on this rank, added up
   std::string schedule;              // "1F1B", "interleaved 1F1B (vpp 2)"; empty without pipeline
 };
 
