@@ -1,6 +1,8 @@
 // Rules that involve more than one key: derived defaults (tokenizer.path from model.path, ...), keys required
 // under a condition, and keys that conflict. Checks compare values, not whether a key was written, so a
 // resolved deck (Config::to_toml) that spells out every default reads back without new conflicts.
+#include <cmath>
+
 #include "config/config.h"
 #include "runtime/error.h"
 
@@ -84,6 +86,45 @@ void check_tokenizer_and_data(const Config& c) {
     conflict(c, "data.min_digits", "data.max_digits", "min_digits must be <= max_digits");
   if (c.get_int("data.min_length") > c.get_int("data.max_length"))
     conflict(c, "data.min_length", "data.max_length", "min_length must be <= max_length");
+}
+
+// Drawn response lengths (data.response_length) are a benchmark rule of the random_tokens task: they ignore what the
+// model writes, and they are exact only when nothing else stops a sample first.
+void check_response_length(const Config& c) {
+  const std::string& rule = c.get_string("data.response_length");
+  const double mean = c.get_float("data.response_length_mean");
+  const bool sigma_default = c.get_float("data.response_length_sigma") == 0.8;
+  if (rule == "off") {
+    const char* why = "the key has nothing to act on without drawn lengths; set data.response_length or remove the key";
+    if (mean != 800.0) conflict(c, "data.response_length", "data.response_length_mean", why);
+    if (!sigma_default) conflict(c, "data.response_length", "data.response_length_sigma", why);
+    return;
+  }
+  if (c.get_string("data.task") != "random_tokens")
+    throw UserError(cat(key_location(c, "data.response_length"), ": ", key_and_value(c, "data.response_length"),
+                        " is for benchmarks of the random_tokens task only (the drawn lengths ignore what the model "
+                        "writes), not for ", key_and_value(c, "data.task"), ": remove data.response_length"));
+  if (rule == "fixed" && !sigma_default)
+    conflict(c, "data.response_length", "data.response_length_sigma", "fixed lengths have no spread; remove the sigma");
+  const int64_t cap = c.get_int("generation.max_new_tokens");
+  const bool above = rule == "lognormal" ? mean >= double(cap) : std::llround(mean) > cap;
+  if (above) {
+    // Both at their defaults: the line to change is the rule's.
+    const std::string where = c.is_set("data.response_length_mean") || c.is_set("generation.max_new_tokens")
+                                  ? key_location(c, given_one(c, "data.response_length_mean", "generation.max_new_tokens"))
+                                  : key_location(c, "data.response_length");
+    throw UserError(cat(where, ": conflicting keys ", key_and_value(c, "data.response_length_mean"), " and ",
+                        key_and_value(c, "generation.max_new_tokens"), ": ",
+                        rule == "lognormal" ? "the mean of the drawn lengths must be below their cap, "
+                                              "generation.max_new_tokens"
+                                            : "the fixed length must be at most generation.max_new_tokens"));
+  }
+  const char* why = "a sample stops exactly at its drawn length only when nothing stops it first";
+  if (!c.get_bool("generation.ignore_eos")) conflict(c, "data.response_length", "generation.ignore_eos", why);
+  if (!c.get_int_list("generation.stop_token_ids").empty())
+    conflict(c, "data.response_length", "generation.stop_token_ids", why);
+  if (!c.get_string_list("generation.stop_strings").empty())
+    conflict(c, "data.response_length", "generation.stop_strings", why);
 }
 
 // Your own reward replaces the built-in one: the math checker's keys then have nothing to act on, and neither do
@@ -175,6 +216,7 @@ void resolve_and_check(Config& c) {
   fill_derived(c);
   check_model(c);
   check_tokenizer_and_data(c);
+  check_response_length(c);
   check_reward(c);
   check_generation(c);
   check_grpo_and_train(c);

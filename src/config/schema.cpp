@@ -169,6 +169,15 @@ std::vector<KeySpec> build_schema() {
       i("data.max_length", 6, closed(1, 256), "", "sort, reverse: longest sequence"),
       e("data.alphabet", S{"digits", "letters"}, "digits", "sort, reverse: symbols the sequences are made of"),
       i("data.prompt_tokens", 128, closed(1, 1 << 20), "tokens", "random_tokens: token ids per prompt (drawn uniformly from the model's vocabulary)"),
+      e("data.response_length", S{"off", "lognormal", "fixed"}, "off",
+        "random_tokens, benchmarks only: every sample stops at a length drawn for it (seeded by run.seed, the prompt and "
+        "the sample), capped at generation.max_new_tokens: lognormal (a long tail) or fixed (response_length_mean each); "
+        "off = the generation's own stop rules"),
+      f("data.response_length_mean", 800.0, at_least(1), "tokens",
+        "data.response_length: mean of the drawn lengths, the cap included (fixed: every sample's length)"),
+      f("data.response_length_sigma", 0.8, open_closed(0, 10), "",
+        "data.response_length = lognormal: standard deviation of the log of the length (0.8: a tail like NeMo-RL's 8B "
+        "run, mean 795 and longest 4096 tokens)"),
 
       // [reward]
       s("reward.command", "",

@@ -1,7 +1,8 @@
 // The random_tokens task, for benchmarks: every prompt is data.prompt_tokens token ids drawn uniformly from the
 // model's vocabulary (given as ids, no tokenizer round trip), so a benchmark deck sets the exact prompt length of a
 // published configuration. There is nothing to get right: every completion scores 0, so advantages are 0 and the
-// loss gradient vanishes, but every phase does its full work (the benchmark measures time, not learning).
+// loss gradient vanishes, but every phase does its full work (the benchmark measures time, not learning). How long
+// each completion runs is the benchmark's choice too: data.response_length (data/response_length.h).
 #include "data/data_rng.h"
 #include "data/synthetic_tasks.h"
 #include "runtime/error.h"

@@ -13,6 +13,7 @@ namespace hone {
 struct CpuGenerator::Sequence {
   int slot = 0;          // KV cache slot in the wave (also the request's offset in the wave)
   int prompt_len = 0;
+  int64_t max_new = 0;   // the request's length limit
   bool done = false;
   size_t text_size = 0;  // bytes of decoded completion text already checked for stop strings
   size_t text_end = std::string::npos;
@@ -42,6 +43,9 @@ void validate_generation_call(const std::vector<GenerationRequest>& requests, co
                     "max_total_sequence_length = ", max_total_sequence_length);
     HONE_USER_CHECK(r.sample_index >= 0 && r.sample_index <= int64_t(UINT32_MAX), "request ", i,
                     " has sample index ", r.sample_index, " outside [0, 2^32)");
+    HONE_USER_CHECK(r.max_new_tokens >= 0 && r.max_new_tokens <= stop.max_new_tokens, "request ", i,
+                    " has max_new_tokens = ", r.max_new_tokens, " outside [0, ", stop.max_new_tokens,
+                    "] (0: the call's max_new_tokens)");
     for (int32_t t : r.prompt)
       HONE_USER_CHECK(t >= 0 && t < vocab_size, "request ", i, " has token id ", t,
                       " outside the vocabulary [0, ", vocab_size, ")");
@@ -78,10 +82,16 @@ std::vector<Rollout> CpuGenerator::generate(const std::vector<GenerationRequest>
   stats_ = GenerationStats{};
   stats_.sequences = int64_t(requests.size());
   finished_ = 0;
+  call_start_ = Clock::now();
+  timeline_ = GenerationTimeline{};
+  timeline_.sequences = stats_.sequences;
+  timeline_.max_num_seqs = options_.max_batch;
 
   std::vector<Rollout> out(requests.size());
   for (size_t b = 0; b < requests.size(); b += size_t(options_.max_batch))
     generate_wave(requests, b, std::min(requests.size(), b + size_t(options_.max_batch)), out);
+  timeline_.end(seconds_since(call_start_), stats_.generated_tokens);
+  stats_.tail = generation_tail(timeline_);
   return out;
 }
 
@@ -103,7 +113,7 @@ void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests,
   const auto t1 = Clock::now();
   for (int i = 0; i < n; ++i)
     take_token(seqs[size_t(i)], out[begin + size_t(i)], logits_.data() + int64_t(distinct_of[size_t(i)]) * V);
-  report_progress();
+  end_pass();
   decode_until_done(seqs, begin, out);
   stats_.decode_seconds += seconds_since(t1);
 
@@ -116,11 +126,13 @@ void CpuGenerator::generate_wave(const std::vector<GenerationRequest>& requests,
   }
 }
 
-// The cache holds what this wave can reach: the longest prompt plus max_new_tokens, capped by the total length.
+// The cache holds what this wave can reach: the longest prompt plus its request's max_new_tokens, capped by the
+// total length.
 void CpuGenerator::reshape_cache(const std::vector<GenerationRequest>& requests, size_t begin, size_t end) {
   int64_t longest = 0;
-  for (size_t i = begin; i < end; ++i) longest = std::max<int64_t>(longest, int64_t(requests[i].prompt.size()));
-  const int max_len = int(std::min<int64_t>(max_total_, longest + stop_->max_new_tokens));
+  for (size_t i = begin; i < end; ++i)
+    longest = std::max<int64_t>(longest, int64_t(requests[i].prompt.size()) + max_new_tokens_of(requests[i], *stop_));
+  const int max_len = int(std::min<int64_t>(max_total_, longest));
   cache_.reshape(config_.num_hidden_layers, int(end - begin), max_len, forward_.shape().kv_heads, config_.head_dim);
   stats_.peak_kv_bytes = std::max(stats_.peak_kv_bytes, cache_.bytes());
 }
@@ -165,6 +177,7 @@ std::vector<CpuGenerator::Sequence> CpuGenerator::start_sequences(const std::vec
     Sequence& s = seqs[size_t(i)];
     s.slot = i;
     s.prompt_len = int(requests[begin + size_t(i)].prompt.size());
+    s.max_new = max_new_tokens_of(requests[begin + size_t(i)], *stop_);
     const int src = slots_[size_t(distinct_of[size_t(i)])];
     if (src != i) cache_.copy_prefix(src, i, s.prompt_len);
     Rollout& r = out[begin + size_t(i)];
@@ -175,8 +188,8 @@ std::vector<CpuGenerator::Sequence> CpuGenerator::start_sequences(const std::vec
       const int64_t first = int64_t(cu_seqlens_[size_t(distinct_of[size_t(i)])]) * W;
       r.routing.assign(prefill_routing_.begin() + first, prefill_routing_.begin() + first + int64_t(s.prompt_len) * W);
     }
-    r.completion.reserve(size_t(stop_->max_new_tokens));
-    r.logprobs.reserve(size_t(stop_->max_new_tokens));
+    r.completion.reserve(size_t(s.max_new));
+    r.logprobs.reserve(size_t(s.max_new));
   }
   return seqs;
 }
@@ -208,10 +221,11 @@ void CpuGenerator::decode_until_done(std::vector<Sequence>& seqs, size_t begin, 
         const int32_t* row = forward_.routing().data() + int64_t(b) * W;
         rt.insert(rt.end(), row, row + W);
       }
+    timeline_.decode_step(B);
     for (int b = 0; b < B; ++b)
       take_token(seqs[size_t(active_[size_t(b)])], out[begin + size_t(active_[size_t(b)])],
                  logits_.data() + int64_t(b) * V);
-    report_progress();
+    end_pass();
   }
 }
 
@@ -227,7 +241,9 @@ void CpuGenerator::take_token(Sequence& seq, Rollout& r, const float* logits_row
   // Stop strings need the text; without them check_stop never looks at it, so nothing is decoded per token.
   std::string text;
   if (!stop_->stop_strings.empty()) text = (*decode_)(r.completion);
-  const StopDecision d = check_stop(*stop_, t.token, int64_t(r.completion.size()), text, seq.text_size);
+  StopDecision d = check_stop(*stop_, t.token, int64_t(r.completion.size()), text, seq.text_size);
+  // The request's own limit comes last, as the call's max_new_tokens does in check_stop.
+  if (!d.stopped() && int64_t(r.completion.size()) >= seq.max_new) d.reason = FinishReason::length;
   seq.text_size = text.size();
   if (d.stopped()) {
     r.finish_reason = d.reason;
@@ -241,7 +257,8 @@ void CpuGenerator::take_token(Sequence& seq, Rollout& r, const float* logits_row
   }
 }
 
-void CpuGenerator::report_progress() {
+void CpuGenerator::end_pass() {
+  timeline_.pass(seconds_since(call_start_), finished_, stats_.generated_tokens);
   if (progress_) progress_({finished_, stats_.sequences, stats_.generated_tokens});
 }
 

@@ -9,10 +9,11 @@
 // log_softmax(logits / temperature)[token] over the full vocabulary (what training recomputes).
 //
 // Stop rules (stop_conditions.h) after each token: a stop token id, a stop string in the decoded completion (needs
-// the decode callback), max_new_tokens; and the sequence never grows beyond max_total_sequence_length tokens
-// (prompt + completion; finish reason `length`). Rules and layout: doc/generation.md.
+// the decode callback), max_new_tokens (the request's own when it has one); and the sequence never grows beyond
+// max_total_sequence_length tokens (prompt + completion; finish reason `length`). Rules and layout: doc/generation.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "generation/cached_forward.h"
 #include "generation/generation_progress.h"
+#include "generation/generation_tail.h"
 #include "generation/kv_cache.h"
 #include "generation/sampler.h"
 #include "generation/stop_conditions.h"
@@ -31,7 +33,15 @@ namespace hone {
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids, non-empty
   int64_t sample_index = 0;     // global index of this sample in the step (keys its random numbers), in [0, 2^32)
+  // This request's own length limit, in [1, the call's StopCriteria::max_new_tokens]; 0: the call's. A completion
+  // that reaches it stops with finish reason `length`, as at the call's limit; the KV cache is sized by it.
+  int64_t max_new_tokens = 0;
 };
+
+// The length limit of a request: its own, or the call's.
+inline int64_t max_new_tokens_of(const GenerationRequest& r, const StopCriteria& stop) {
+  return r.max_new_tokens > 0 ? r.max_new_tokens : stop.max_new_tokens;
+}
 
 struct Rollout {
   std::vector<int32_t> prompt;
@@ -52,8 +62,8 @@ std::vector<GenerationRequest> group_requests(const std::vector<std::vector<int3
                                               int64_t first_sample_index = 0);
 
 // The checks every generator makes on a generate() call (UserError naming the bad request or setting): sampling
-// parameters, max_new_tokens, stop strings without a decoder, prompts empty / too long / outside the vocabulary,
-// sample indices outside [0, 2^32).
+// parameters, max_new_tokens (the call's, and a request's own above it), stop strings without a decoder, prompts
+// empty / too long / outside the vocabulary, sample indices outside [0, 2^32).
 void validate_generation_call(const std::vector<GenerationRequest>& requests, const SamplingParams& sampling,
                               const StopCriteria& stop, int max_total_sequence_length, bool can_decode,
                               int vocab_size);
@@ -74,6 +84,7 @@ struct GenerationStats {
   int64_t waves = 0;
   int64_t peak_kv_bytes = 0;     // largest KV cache in use (K and V, all layers)
   double prefill_seconds = 0, decode_seconds = 0;  // decode includes sampling and stop checks
+  GenerationTail tail;  // the call's wall time, tokens/s, its last 10 % of sequences, batch occupancy
 };
 
 class TensorParallel;
@@ -109,7 +120,8 @@ class CpuGenerator {
   void decode_until_done(std::vector<Sequence>& seqs, size_t begin, std::vector<Rollout>& out);
   // Samples the next token of `seq` from its logits row and applies the stop rules.
   void take_token(Sequence& seq, Rollout& r, const float* logits_row);
-  void report_progress();
+  // After every batched pass: the timeline's mark and the progress hook.
+  void end_pass();
 
   const ModelConfig config_;  // a copy: the caller's may be a temporary
   const ModelWeights& weights_;
@@ -119,6 +131,8 @@ class CpuGenerator {
   GenerationStats stats_;
   GenerationProgressFn progress_;
   int64_t finished_ = 0;  // sequences of the call in progress that have stopped
+  std::chrono::steady_clock::time_point call_start_;
+  GenerationTimeline timeline_;
   // Settings of the call in progress.
   const SamplingParams* sampling_ = nullptr;
   const StopCriteria* stop_ = nullptr;

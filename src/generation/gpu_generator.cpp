@@ -36,19 +36,19 @@ struct SamplerSettings {
   uint64_t seed = 0;
   uint32_t step = 0;
   int max_total_sequence_length = 0;
-  int32_t max_new = 0;
 };
 
-// The longest a sequence of this call can get.
+// The longest a sequence of this call can get: a prompt and its request's max_new_tokens.
 int longest_sequence(const std::vector<GenerationRequest>& requests, const StopCriteria& stop,
                      int max_total_sequence_length) {
   int64_t longest = 0;
-  for (const GenerationRequest& r : requests) longest = std::max<int64_t>(longest, int64_t(r.prompt.size()));
-  return int(std::min<int64_t>(max_total_sequence_length, longest + stop.max_new_tokens));
+  for (const GenerationRequest& r : requests)
+    longest = std::max<int64_t>(longest, int64_t(r.prompt.size()) + max_new_tokens_of(r, stop));
+  return int(std::min<int64_t>(max_total_sequence_length, longest));
 }
 
-SamplerSettings sampler_settings(const SamplingParams& sampling, const StopCriteria& stop, int vocab_size,
-                                 uint64_t seed, uint32_t step, int max_total_sequence_length) {
+SamplerSettings sampler_settings(const SamplingParams& sampling, int vocab_size, uint64_t seed, uint32_t step,
+                                 int max_total_sequence_length) {
   SamplerSettings s;
   s.params.temperature = sampling.temperature;
   s.params.top_k = sampling.top_k >= vocab_size ? 0 : int(sampling.top_k);
@@ -58,7 +58,6 @@ SamplerSettings sampler_settings(const SamplingParams& sampling, const StopCrite
   s.seed = seed;
   s.step = step;
   s.max_total_sequence_length = max_total_sequence_length;
-  s.max_new = int32_t(std::min<int64_t>(stop.max_new_tokens, std::numeric_limits<int32_t>::max()));
   return s;
 }
 
@@ -140,6 +139,7 @@ class GenerationCall {
   KvBlockManager kv_;
   Scheduler sched_;
   std::vector<Rollout> out_;
+  std::vector<int32_t> max_new_;  // each sequence's length limit (its request's, or the call's)
   std::vector<TextState> text_;
   std::vector<int64_t> rows_;
   std::vector<std::pair<int64_t, int64_t>> routing_rows_;  // prefill: (sequence, its first packed row)
@@ -163,6 +163,7 @@ GenerationCall::GenerationCall(GpuGenerationForward& fwd, const ModelConfig& con
       kv_(num_blocks_, bs_),
       sched_(kv_, SchedulerOptions{options.max_num_seqs, options.max_prefill_tokens, options.shared_prefix}),
       out_(requests.size()),
+      max_new_(requests.size()),
       text_(requests.size()) {
   // Consecutive requests with the same prompt form a group (group_requests makes the G samples consecutive).
   int64_t group = 0;
@@ -172,7 +173,9 @@ GenerationCall::GenerationCall(GpuGenerationForward& fwd, const ModelConfig& con
     Rollout& r = out_[i];
     r.prompt = requests[i].prompt;
     r.sample_index = requests[i].sample_index;
-    r.completion.reserve(size_t(std::min<int64_t>(stop.max_new_tokens, max_len)));
+    const int64_t max_new = max_new_tokens_of(requests[i], stop);
+    max_new_[i] = int32_t(std::min<int64_t>(max_new, std::numeric_limits<int32_t>::max()));
+    r.completion.reserve(size_t(std::min<int64_t>(max_new, max_len)));
     r.logprobs.reserve(r.completion.capacity());
   }
 }
@@ -321,7 +324,7 @@ void GenerationCall::sample_next_tokens(const SamplerSettings& s, const DecodeFu
     sr_.position[size_t(r)] = g;
     sr_.gen_len[size_t(r)] = g;
     sr_.seq_len[size_t(r)] = length_of(seq);
-    sr_.max_new[size_t(r)] = s.max_new;
+    sr_.max_new[size_t(r)] = max_new_[size_t(seq)];
   }
   fwd_.sample(sr_, s.params, s.seed, s.step, s.max_total_sequence_length, stop_.stop_token_ids);
   record_routing();
@@ -425,6 +428,7 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
                                             uint32_t step, int max_total_sequence_length,
                                             const DecodeFunction& decode) {
   validate_generation_call(requests, sampling, stop, max_total_sequence_length, bool(decode), config_.vocab_size);
+  const auto call_start = Clock::now();  // the tail's clock: cache allocation and graph capture count, as in the phase
   stats_ = GpuGenerationStats{};
   stats_.sequences = int64_t(requests.size());
   if (requests.empty()) return {};
@@ -433,10 +437,12 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
   prepare_cache(*fwd_, options_, max_len, stop);
   stats_.kv_capacity_tokens = int64_t(fwd_->num_blocks()) * options_.block_size;
   const int64_t replays0 = fwd_->graph_replays(), captures0 = fwd_->graph_captures();
-  const SamplerSettings sampler =
-      sampler_settings(sampling, stop, config_.vocab_size, seed, step, max_total_sequence_length);
+  const SamplerSettings sampler = sampler_settings(sampling, config_.vocab_size, seed, step, max_total_sequence_length);
 
   GenerationCall call(*fwd_, config_, options_, stats_, requests, stop, max_len);
+  GenerationTimeline timeline;
+  timeline.sequences = stats_.sequences;
+  timeline.max_num_seqs = options_.max_num_seqs;
   for (;;) {
     const auto t0 = Clock::now();
     const Scheduler::Step st = call.schedule();
@@ -446,11 +452,16 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
     else call.run_decode(st);
     call.sample_next_tokens(sampler, decode);
     (prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds_since(t0);
+    // The sampler's tokens are on the host by now: the clock has seen the pass end on the device.
+    if (!prefill) timeline.decode_step(int(st.decode.size()));
+    timeline.pass(seconds_since(call_start), call.finished(), stats_.generated_tokens);
     if (progress_) progress_({call.finished(), stats_.sequences, stats_.generated_tokens});
   }
   std::vector<Rollout> out = call.finish(decode);
   stats_.cuda_graph_replays = fwd_->graph_replays() - replays0;
   stats_.cuda_graph_captures = fwd_->graph_captures() - captures0;
+  timeline.end(seconds_since(call_start), stats_.generated_tokens);
+  stats_.tail = generation_tail(timeline);
   return out;
 }
 

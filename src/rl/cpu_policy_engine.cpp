@@ -194,6 +194,7 @@ class CpuPolicyEngine final : public PolicyEngine {
                                 const DecodeFunction& decode) override {
     auto r = generator_->generate(requests, sampling, stop, seed, step, max_total, decode);
     peak_kv_ = std::max(peak_kv_, generator_->stats().peak_kv_bytes);
+    stats_.generation.add(generator_->stats().tail);
     return r;
   }
 

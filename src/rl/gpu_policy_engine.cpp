@@ -306,6 +306,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     stats_.graph_captures += generator_->stats().cuda_graph_captures;
     stats_.graph_replays += generator_->stats().cuda_graph_replays;
     mem_.generation = std::max(mem_.generation, persistent() + double(generator_->stats().peak_kv_bytes));
+    stats_.generation.add(generator_->stats().tail);
     note_device_use();
     return r;
   }

@@ -27,6 +27,7 @@
 #include "comm/parallel_state.h"
 #include "model/weights.h"
 #include "data/data_setup.h"
+#include "data/response_length.h"
 #include "reward/batch_reward.h"
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
@@ -61,8 +62,9 @@ class GrpoTrainer {
   PolicyEngine& engine() { return *engine_; }
   const PromptSource& prompts() const { return *data_.source; }
   std::string describe() const;  // one line: model, parameters, data, ranks
-  // The last step's parallel layouts at work, for the line under the step line ("" without pipeline or
-  // resharding): the schedule and its bubble, the time in exchanges, the refit's bytes.
+  // The last step's parallel layouts at work, for the line under the step line ("" without pipeline, resharding or
+  // drawn response lengths): the schedule and its bubble, the time in exchanges, the refit's bytes; with
+  // data.response_length, the generation's tokens/s, its last 10 % of sequences and its batch occupancy.
   const std::string& step_note() const { return step_note_; }
 
   // Where the progress of long phases goes (rank 0's ProgressLine; null elsewhere and by default: none). Must
@@ -129,6 +131,7 @@ class GrpoTrainer {
   void note_nonfinite_update(StepState& st, double norm);
   void record(StepState& st, StepRow& row, int64_t num_samples);
   void set_layout_metrics(StepRow& row);
+  void set_generation_metrics(StepRow& row);
   void write_hf_folder(const std::string& hf, const std::string& folder, const Snapshot& snap) const;
   void record_samples(const StepState& st, StepRow& row, int64_t num_samples);
   void record_rollouts(const StepState& st, StepRow& row);  // rl/grpo_trainer_rollouts.cpp
@@ -150,6 +153,7 @@ class GrpoTrainer {
   ChatOptions chat_options_;  // add_generation_prompt, enable_thinking
   std::string system_prompt_;
   DataSetup data_;
+  ResponseLengths lengths_;  // data.response_length: each sample's drawn length (benchmarks); off by default
   std::unique_ptr<BatchReward> reward_;  // on the ranks that score (a generation replica's first); null elsewhere
   int64_t reward_batch_size_ = 0;        // reward.batch_size
   ValidationSettings val_;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <string>
@@ -227,6 +228,7 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   set_memory_metrics(row, engine_->memory(), ps_.world());
   set_layout_metrics(row);
   set_moe_metrics(row, engine_->take_moe_stats(), mc_, ps_.dp());
+  set_generation_metrics(row);
 
   if (num_samples > 0) record_samples(st, row, num_samples);
   if (s_.all_rollouts) record_rollouts(st, row);
@@ -260,6 +262,34 @@ void GrpoTrainer::set_layout_metrics(StepRow& row) {
     row.set("generation/cuda_graph_captures", mx[3]);
     row.set("generation/cuda_graph_replays", mx[4]);
   }
+}
+
+// The tail of the step's generation calls (generation/generation_tail.h). Every rank of a replica ran the same calls:
+// its leader counts them. Collective over the world.
+void GrpoTrainer::set_generation_metrics(StepRow& row) {
+  const GenerationTail g = engine_->stats().generation;
+  const bool leader = gen_.rank_in_replica(ps_.world_rank()) == 0;
+  double sum[5] = {double(g.generated_tokens), double(g.tail_tokens), double(g.decode_rows), double(g.decode_steps),
+                   double(g.batch_slots)};
+  if (!leader) std::fill(std::begin(sum), std::end(sum), 0.0);
+  double mx[2] = {g.seconds, g.tail_seconds};
+  ps_.world().all_reduce_sum(sum, 5);
+  ps_.world().all_reduce_max(mx, 2);
+  if (sum[0] <= 0 || mx[0] <= 0) return;
+  const double tokens_per_s = sum[0] / mx[0];
+  row.set("generation/tokens_per_s", tokens_per_s);
+  row.set("generation/tail_s", mx[1]);
+  row.set("generation/tail_tokens", sum[1]);
+  if (sum[3] > 0) {
+    row.set("generation/mean_running_seqs", sum[2] / sum[3]);
+    row.set("generation/batch_occupancy", sum[2] / sum[4]);
+  }
+  if (!lengths_.on()) return;
+  step_note_ += cat(step_note_.empty() ? "" : "; ", "generation ", fixed(tokens_per_s, 0), " tokens/s; last 10% of ",
+                    "sequences ", fixed(mx[1], 3), " s (", fixed(sum[1], 0), " tokens)");
+  if (sum[3] > 0)
+    step_note_ += cat("; batch occupancy ", fixed(sum[2] / sum[4], 3), " (", fixed(sum[2] / sum[3], 1), " of ",
+                      fixed(sum[4] / sum[3], 0), " running per decode step)");
 }
 
 namespace {

@@ -46,6 +46,15 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
        "largest rank's)"},
       {"generation/cuda_graph_replays", "1",
        "GPU: decode steps replayed from CUDA graphs in this step (the largest rank's)"},
+      {"generation/tokens_per_s", "tokens/s",
+       "generated tokens per second of the generation engine's calls (their own wall time: the slowest replica's)"},
+      {"generation/tail_s", "s",
+       "seconds from the moment 90 % of a generation call's sequences had stopped to the call's end: the last 10 % "
+       "of sequences alone (the slowest replica's, summed over the step's calls)"},
+      {"generation/tail_tokens", "tokens", "tokens generated in that window, summed over the replicas"},
+      {"generation/mean_running_seqs", "1", "sequences running per decode step, mean over the replicas' decode steps"},
+      {"generation/batch_occupancy", "1",
+       "generation/mean_running_seqs over the engine's max_num_seqs: how full admission keeps the decode batch"},
       {"memory/device_peak", "bytes",
        "GPU: device memory in use at the step's fullest point as the driver counts it (workspaces, CUDA context; the largest rank's)"},
   };
@@ -181,6 +190,13 @@ std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
 
 void GrpoTrainer::build_data(const Config& c) {
   data_ = make_data(data_options(c), [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
+  ResponseLengthOptions lengths;
+  lengths.rule = c.get_string("data.response_length");
+  lengths.mean = c.get_float("data.response_length_mean");
+  lengths.sigma = c.get_float("data.response_length_sigma");
+  lengths.cap = s_.max_new_tokens;
+  lengths.seed = s_.seed;
+  lengths_ = ResponseLengths(lengths);
 
   // The step's reward: started (a program) or loaded (a plug-in) on the ranks that score: the first rank of each
   // generation replica, where the rollouts are scored (rl/grpo_trainer_reward.cpp).

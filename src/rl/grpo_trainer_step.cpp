@@ -80,7 +80,9 @@ void GrpoTrainer::phase_generation(StepState& st) {
         continue;
       }
       const int64_t gp = b * P + shard.begin + int64_t(i);
-      for (int64_t g = 0; g < G; ++g) requests.push_back({ids, gp * G + g});
+      // A drawn response length (benchmarks) is keyed by the prompt's stream index, not its place in this rank's
+      // share: the same on every layout.
+      for (int64_t g = 0; g < G; ++g) requests.push_back({ids, gp * G + g, lengths_.draw(batch[i].id, g)});
       global_prompt.push_back(shard.begin + int64_t(i));
       st.prompts.push_back(std::move(batch[i]));
     }

@@ -51,7 +51,8 @@ struct EngineMemory {
   double device = 0;  // GPU: the driver's count of device memory in use at the fullest point seen (0 on the CPU)
 };
 
-// What the parallel layouts cost this rank in the last step (zeros without pipeline or resharding).
+// What the parallel layouts cost this rank in the last step (zeros without pipeline or resharding), and the tail
+// of its generation calls.
 struct EngineStepStats {
   int pipeline_passes = 0;           // training passes (optimizer steps) through the pipeline
   int pipeline_microbatches = 0;     // their micro-batches
@@ -63,6 +64,7 @@ struct EngineStepStats {
   double offload_s = 0;              // train.offload_during_generation: moving idle state out and back
   int64_t graph_captures = 0;        // GPU generation: decode CUDA graphs captured (0 once they are kept)
   int64_t graph_replays = 0;         // ... and decode steps replayed from them
+  GenerationTail generation;         // the step's generate() calls on this rank, added up
   std::string schedule;              // "1F1B", "interleaved 1F1B (vpp 2)"; empty without pipeline
 };
 

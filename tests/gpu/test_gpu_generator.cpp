@@ -296,6 +296,54 @@ BOOST_AUTO_TEST_CASE(token_mult_prob_error_against_the_training_path,
   BOOST_TEST(mpe <= 1.01);
 }
 
+// Each request's own max_new_tokens (the long-tail benchmark's drawn lengths): every completion has exactly its
+// length, with a big cache and with a tiny one that preempts; the call's tail statistics follow from the lengths
+// when every sequence starts in the first prefill (see tests/unit/test_generation_tail.cpp for the CPU engine).
+BOOST_AUTO_TEST_CASE(each_request_stops_at_its_own_length, *boost::unit_test::precondition(test::needs_gpu)) {
+  GenModel m(37);
+  auto req = make_requests(6, 4, 3, 12, m.c.vocab_size, 6);
+  std::mt19937 rng(8);
+  std::vector<int64_t> lengths;
+  for (auto& r : req) {
+    r.max_new_tokens = std::uniform_int_distribution<int>(1, 40)(rng);
+    lengths.push_back(r.max_new_tokens);
+  }
+  hone::StopCriteria st;  // nothing stops a sample before its length
+  st.max_new_tokens = 40;
+  hone::SamplingParams sp;
+  hone::GpuGenerationOptions big, tiny;
+  big.kv_cache_gib = 0.01;
+  tiny.block_size = 8;
+  tiny.kv_cache_gib = 12.5 * double(hone::GpuGenerationForward::block_bytes(m.c, 8, m.c.num_key_value_heads)) /
+                      double(1 << 30);
+  for (const hone::GpuGenerationOptions& o : {big, tiny}) {
+    auto gen = m.generator(o);
+    const auto out = gen.generate(req, sp, st, 3, 1, 256);
+    for (size_t i = 0; i < out.size(); ++i) {
+      BOOST_TEST(int64_t(out[i].completion.size()) == lengths[i], "request " << i);
+      BOOST_TEST((out[i].finish_reason == hone::FinishReason::length));
+    }
+    const hone::GenerationTail& g = gen.stats().tail;
+    int64_t total = 0, rows = 0;
+    for (int64_t n : lengths) total += n, rows += n - 1;
+    BOOST_TEST(g.generated_tokens == total);
+    BOOST_TEST(g.seconds > 0.0);
+    BOOST_TEST(g.tail_seconds <= g.seconds);
+    BOOST_TEST(g.batch_slots == g.decode_steps * o.max_num_seqs);
+    BOOST_TEST_MESSAGE("own lengths, " << gen.stats().preemptions << " preemptions: occupancy " << g.occupancy()
+                                       << ", tail " << g.tail_seconds << " s of " << g.seconds << " s");
+    if (gen.stats().preemptions > 0 || gen.stats().prefill_passes != 1) continue;
+    std::vector<int64_t> sorted = lengths;
+    std::sort(sorted.begin(), sorted.end());
+    const int64_t kth = sorted[size_t(std::ceil(0.9 * double(sorted.size()))) - 1];
+    int64_t by_then = 0;
+    for (int64_t n : lengths) by_then += std::min(n, kth);
+    BOOST_TEST(g.decode_rows == rows);
+    BOOST_TEST(g.decode_steps == sorted.back() - 1);
+    BOOST_TEST(g.tail_tokens == total - by_then);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_requests_are_refused, *boost::unit_test::precondition(test::needs_gpu)) {
   GenModel m(36);
   hone::GpuGenerationOptions o;

@@ -96,6 +96,51 @@ BOOST_AUTO_TEST_CASE(global_batch_size_must_divide_the_rollouts) {
   BOOST_TEST(deck_error(test::kCheckpointDeck, {"train.global_batch_size=128"}) == "(no error)");
 }
 
+// Drawn response lengths are a benchmark rule of the random_tokens task: any other task is refused at the key's
+// line (or override), and the rule is exact only when nothing else stops a sample.
+BOOST_AUTO_TEST_CASE(response_length_is_for_random_tokens_benchmarks_only) {
+  const std::string deck = std::string(test::kRandomInitDeck) + "response_length = \"lognormal\"\n";
+  BOOST_TEST(deck_error(deck) ==
+             "deck.toml:10:1: 'data.response_length' = 'lognormal' (deck.toml:10:1) is for benchmarks of the "
+             "random_tokens task only (the drawn lengths ignore what the model writes), not for 'data.task' = "
+             "'arithmetic' (deck.toml:9:1): remove data.response_length");
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"data.response_length=fixed"}) ==
+             "override 'data.response_length=fixed': 'data.response_length' = 'fixed' (override "
+             "'data.response_length=fixed') is for benchmarks of the random_tokens task only (the drawn lengths ignore "
+             "what the model writes), not for 'data.task' = 'arithmetic' (deck.toml:9:1): remove data.response_length");
+  const std::vector<std::string> bench = {"data.task=random_tokens", "generation.ignore_eos=true",
+                                          "generation.max_new_tokens=2048"};
+  BOOST_TEST(deck_error(deck, bench) == "(no error)");
+  BOOST_TEST(deck_error(deck, {"data.task=random_tokens", "generation.max_new_tokens=2048"}) ==
+             "deck.toml:10:1: conflicting keys 'data.response_length' = 'lognormal' (deck.toml:10:1) and "
+             "'generation.ignore_eos' = false (default): a sample stops exactly at its drawn length only when nothing "
+             "stops it first");
+  std::vector<std::string> args = bench;
+  args.push_back("generation.stop_token_ids=[3]");
+  BOOST_TEST(deck_error(deck, args).find("'generation.stop_token_ids' = [3]") != std::string::npos);
+  // The mean must be below its cap (lognormal) or at most the cap (fixed); with both at their defaults (800 and
+  // 512) the error points at the rule.
+  BOOST_TEST(deck_error(deck, {"data.task=random_tokens", "generation.ignore_eos=true"}) ==
+             "deck.toml:10:1: conflicting keys 'data.response_length_mean' = 800.0 (default) and "
+             "'generation.max_new_tokens' = 512 (default): the mean of the drawn lengths must be below their cap, "
+             "generation.max_new_tokens");
+  args = bench;
+  args.push_back("data.response_length_mean=2048");
+  BOOST_TEST(deck_error(deck, args) ==
+             "override 'data.response_length_mean=2048': conflicting keys 'data.response_length_mean' = 2048.0 "
+             "(override 'data.response_length_mean=2048') and 'generation.max_new_tokens' = 2048 (override "
+             "'generation.max_new_tokens=2048'): the mean of the drawn lengths must be below their cap, "
+             "generation.max_new_tokens");
+  args.push_back("data.response_length=fixed");
+  BOOST_TEST(deck_error(deck, args) == "(no error)");
+  args.push_back("data.response_length_sigma=1.5");
+  BOOST_TEST(deck_error(deck, args).find("fixed lengths have no spread") != std::string::npos);
+  // The shape keys alone, without a rule, are refused too.
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"data.response_length_sigma=1.2"}).find(
+                 "'data.response_length_sigma' = 1.2 (override 'data.response_length_sigma=1.2'): the key has nothing "
+                 "to act on") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(other_conflicts) {
   BOOST_TEST(deck_error(test::kCheckpointDeck, {"generation.max_new_tokens=4096"}).find(
                  "max_new_tokens must be < max_total_sequence_length") != std::string::npos);

@@ -1,10 +1,13 @@
-// The CPU generation engine's stop rules (stop token, stop string, max_new_tokens, max_total_sequence_length),
-// GRPO groups sharing one prompt prefill, its statistics, and the errors it reports for bad requests.
+// The CPU generation engine's stop rules (stop token, stop string, max_new_tokens, a request's own max_new_tokens,
+// max_total_sequence_length), GRPO groups sharing one prompt prefill, its statistics, and the errors it reports for
+// bad requests.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "common/finite_diff.h"
+#include "data/response_length.h"
 #include "generation/cpu_generator.h"
 #include "runtime/error.h"
 #include "unit/test_cpu_generator_util.h"
@@ -80,6 +83,44 @@ BOOST_FIXTURE_TEST_CASE(a_stop_token_ends_the_completion_and_is_kept, Fixture) {
     }
   }
   BOOST_TEST(out[0].completion.size() <= 4u);
+}
+
+// The benchmark's drawn lengths (data.response_length) reach the generator as each request's own max_new_tokens:
+// every completion has exactly its drawn length, ends with reason length, and is the prefix of the free run.
+BOOST_FIXTURE_TEST_CASE(each_request_stops_at_its_own_drawn_length, Fixture) {
+  rl::ResponseLengthOptions o;
+  o.rule = "lognormal";
+  o.mean = 8;
+  o.cap = 24;
+  o.seed = 11;
+  const rl::ResponseLengths lengths(o);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(random_tokens(3 + i, m.config.vocab_size, 60 + i));
+  const int G = 4;
+  std::vector<GenerationRequest> reqs = group_requests(prompts, G);
+  std::vector<int64_t> drawn;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].max_new_tokens = lengths.draw(int64_t(i) / G, int64_t(i) % G);
+    drawn.push_back(reqs[i].max_new_tokens);
+  }
+  BOOST_TEST(*std::max_element(drawn.begin(), drawn.end()) > *std::min_element(drawn.begin(), drawn.end()));
+  const auto free_run = CpuGenerator(m.config, m.weights).generate(group_requests(prompts, G), p, max_new(24), 1, 0, 64);
+  for (int max_batch : {256, 3}) {  // one wave, and waves that split the groups
+    CpuGenerator gen(m.config, m.weights, GenerationOptions{max_batch});
+    const auto out = gen.generate(reqs, p, max_new(24), 1, 0, 64);
+    int64_t total = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      BOOST_TEST(int64_t(out[i].completion.size()) == drawn[i], "request " << i);
+      BOOST_TEST(reason(out[i]) == "length");
+      BOOST_TEST(out[i].completion == std::vector<int32_t>(free_run[i].completion.begin(),
+                                                           free_run[i].completion.begin() + drawn[i]));
+      total += drawn[i];
+    }
+    BOOST_TEST(gen.stats().generated_tokens == total);
+  }
+  // A request's own limit above the call's is refused, naming the request.
+  reqs[2].max_new_tokens = 25;
+  BOOST_CHECK_THROW(CpuGenerator(m.config, m.weights).generate(reqs, p, max_new(24), 1, 0, 64), hone::UserError);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_stop_string_cuts_the_text_not_the_tokens, Fixture) {
