@@ -29,6 +29,8 @@
 #             against the dense ceiling and the projection to 48 layers and eight GPUs, bench-generation at 24 layers,
 #             and transformers parity of the GPU engine on a tiny Qwen3-MoE and on two layers of the real shape when
 #             python3 has torch), ep-check (two GPUs: mk/gpu-ep-check.sh, ep=2 against ep=1 and one GPU)
+#   generation between steps (one GPU): keep-off (the Qwen3-0.6B step with generation.keep_graphs=false, beside grpo);
+#             long tail: tail (input/bench-grpo-qwen3-1.7b-tail.toml and its fixed-length companion, 2 steps each)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -87,6 +89,17 @@ if want reward; then  # the GPU engine's rollouts through reward.command, kept w
 fi
 if want grpo; then
   run_part 200 grpo "$hone" run input/bench-grpo-qwen3-0.6b.toml "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want keep-off; then  # the Qwen3-0.6B step with the decode graphs captured anew every step (the old way), to set
+  # beside `grpo` (kept graphs: captures N, 0, 0, ... in /steps/generation/cuda_graph_captures)
+  run_part 200 keep-off "$hone" run input/bench-grpo-qwen3-0.6b.toml run.name=keep-off-bench-grpo-qwen3-0.6b \
+    generation.keep_graphs=false "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want tail; then  # the long-tail deck and its fixed-length companion (same expected tokens), two steps each
+  run_part 280 tail "$hone" run input/bench-grpo-qwen3-1.7b-tail.toml run.max_steps=2 "output.dir=$logdir" \
+    "checkpoint.dir=$logdir/ck"
+  run_part 280 tail-fixed "$hone" run input/bench-grpo-qwen3-1.7b-tail-fixed.toml run.max_steps=2 \
+    "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
 if want grpo-baseline; then
   run_part 200 grpo-baseline "${HONE_BASELINE:?grpo-baseline needs HONE_BASELINE}" run input/bench-grpo-qwen3-0.6b.toml \
