@@ -36,6 +36,7 @@ struct PlanKey {
   int d_type;
   bool bias;
   int align_a, align_b, align_d, align_bias;
+  bool varying = false;  // gemm_varying's: M and K are buckets, the call sets its own sizes
   auto operator<=>(const PlanKey&) const = default;
 };
 
@@ -186,7 +187,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf
                     N,                K,                lda,
                     ldb,              ldd,              int(d_type),
                     bias != nullptr,  alignment_of(A),  alignment_of(B),
-                    alignment_of(D),  bias ? alignment_of(bias) : 0};
+                    alignment_of(D),  bias ? alignment_of(bias) : 0, false};
   auto it = st.plans.find(key);
   if (it == st.plans.end()) {
     // The experts' GEMMs of a mixture of experts take a new row count almost every pass: the cache starts over
@@ -224,6 +225,60 @@ void* gemm_scratch(size_t bytes, const GpuContext& ctx) {
   return st.scratch;
 }
 
+namespace {
+
+// The sizes of the three layouts (as try_lt_plan creates them) set to M, N, K.
+void set_layout_sizes(Plan& plan, bool trans_a, bool trans_b, int M, int N, int K) {
+  auto set = [](cublasLtMatrixLayout_t l, int64_t rows, int64_t cols) {
+    const uint64_t r = uint64_t(rows), c = uint64_t(cols);
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof(r)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof(c)));
+  };
+  if (trans_b) set(plan.a, K, N);
+  else set(plan.a, N, K);
+  if (trans_a) set(plan.b, M, K);
+  else set(plan.b, K, M);
+  set(plan.d, N, M);
+}
+
+int bucket(int n) {
+  int b = 64;
+  while (b < n) b *= 2;
+  return b;
+}
+
+}  // namespace
+
 size_t gemm_plan_count(const GpuContext& ctx) { return state_of(ctx).plans.size(); }
+
+void gemm_varying(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, const bf16* B,
+                  int ldb, float beta, void* D, GemmOut d_type, int ldd, const GpuContext& ctx) {
+  HONE_CHECK(M >= 0 && N >= 0 && K > 0, "bad GEMM shape M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+  HONE_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldd >= N, "bad GEMM leading dimensions lda=",
+             lda, " ldb=", ldb, " ldd=", ldd, " for M=", M, " N=", N, " K=", K);
+  HONE_CHECK(A && B && D, "GEMM with a null operand");
+  // Only a size that is a layout's column count is rounded up: a row count is bounded by its leading dimension.
+  const int Mb = trans_a ? M : bucket(M), Kb = (trans_a && !trans_b) ? bucket(K) : K;
+  GemmState& st = state_of(ctx);
+  const PlanKey key{trans_a, trans_b, Mb, N, Kb, lda, ldb, ldd, int(d_type), false, alignment_of(A), alignment_of(B),
+                    alignment_of(D), 0, true};
+  auto it = st.plans.find(key);
+  if (it == st.plans.end()) {
+    if (st.plans.size() >= kMaxPlans) st.plans.clear();
+    it = st.plans.emplace(key, make_plan(key, nullptr, ctx)).first;
+  }
+  Plan& plan = *it->second;
+  if (plan.use_lt) {
+    set_layout_sizes(plan, trans_a, trans_b, M, N, K);
+    const cublasStatus_t status =
+        cublasLtMatmul(ctx.impl->cublaslt, plan.desc, &alpha, B, plan.a, A, plan.b, &beta, D, plan.d, D, plan.d,
+                       &plan.algo, ctx.impl->workspace, ctx.impl->workspace_bytes, ctx.stream);
+    set_layout_sizes(plan, trans_a, trans_b, Mb, N, Kb);
+    if (status == CUBLAS_STATUS_SUCCESS) return;
+    // The bucket's algorithm refused this call's sizes (nothing was enqueued): the exact shape's plan instead.
+  }
+  gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, D, d_type, ldd, nullptr, ctx);
+}
 
 }  // namespace hone::cuda

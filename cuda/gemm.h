@@ -22,6 +22,13 @@ enum class GemmOut { bf16, f32 };  // the type of D (and of C, which is D itself
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, const bf16* B, int ldb,
           float beta, void* D, GemmOut d_type, int ldd, const bf16* bias, const GpuContext& ctx);
 
+// As gemm (no bias), for a product whose M (without trans_a) or K (with trans_a and without trans_b) changes from
+// call to call: one expert's rows of a mixture of experts. The plan is made once for that size rounded up to a power
+// of two and each call sets its own sizes, so a new row count costs no heuristic query; where cuBLASLt refuses the
+// bucket's algorithm for the call's sizes, the exact shape's plan runs it.
+void gemm_varying(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, const bf16* B,
+                  int ldb, float beta, void* D, GemmOut d_type, int ldd, const GpuContext& ctx);
+
 // A device buffer of at least `bytes` owned by the context (256-byte aligned), for work buffers of ops built on
 // GEMMs (the LM head's logits chunks). Grows on demand (synchronizing the stream first); its content is undefined
 // and valid until the next call. One buffer per context: a caller must not hold it across another op using it.

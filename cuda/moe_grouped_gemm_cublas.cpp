@@ -1,6 +1,7 @@
-// The experts' grouped linear layers through cuBLASLt, one GEMM per expert with rows (the offsets on the host): the
-// alternative the benchmark measures our one-launch kernel (cuda/moe_grouped_gemm.cu) against. Same math as
-// linear_forward / linear_backward on each expert's rows.
+// The experts' grouped linear layers through cuBLASLt, one GEMM per expert with rows (the offsets on the host): what
+// a large pass of the model runs (model/gpu_moe_feed_forward.cpp), and what the benchmark measures our one-launch
+// kernel (cuda/moe_grouped_gemm.cu) against. Same math as linear_forward / linear_backward on each expert's rows;
+// the row counts change every pass, so the GEMMs take gemm_varying's bucketed plans.
 #include "cuda/gemm.h"
 #include "cuda/moe_ops.h"
 #include "runtime/error.h"
@@ -14,8 +15,8 @@ void moe_grouped_linear_forward_cublas(bf16* out, const bf16* x, const bf16* w, 
     const int64_t b = host_offsets[e];
     const int n = host_offsets[e + 1] - host_offsets[e];
     if (n == 0 || OC == 0) continue;
-    gemm(false, true, n, OC, IC, 1.f, x + b * IC, IC, w + int64_t(e) * OC * IC, IC, 0.f, out + b * OC, GemmOut::bf16,
-         OC, nullptr, ctx);
+    gemm_varying(false, true, n, OC, IC, 1.f, x + b * IC, IC, w + int64_t(e) * OC * IC, IC, 0.f, out + b * OC,
+                 GemmOut::bf16, OC, ctx);
   }
 }
 
@@ -26,9 +27,10 @@ void moe_grouped_linear_backward_cublas(bf16* dx, float* dw, const bf16* dout, c
     const int n = host_offsets[e + 1] - host_offsets[e];
     if (n == 0 || OC == 0 || IC == 0) continue;
     const bf16* we = w + int64_t(e) * OC * IC;
-    if (dx) gemm(false, false, n, IC, OC, 1.f, dout + b * OC, OC, we, IC, 1.f, dx + b * IC, GemmOut::bf16, IC, nullptr, ctx);
-    gemm(true, false, OC, IC, n, 1.f, dout + b * OC, OC, x + b * IC, IC, 1.f, dw + int64_t(e) * OC * IC, GemmOut::f32,
-         IC, nullptr, ctx);
+    if (dx)
+      gemm_varying(false, false, n, IC, OC, 1.f, dout + b * OC, OC, we, IC, 1.f, dx + b * IC, GemmOut::bf16, IC, ctx);
+    gemm_varying(true, false, OC, IC, n, 1.f, dout + b * OC, OC, x + b * IC, IC, 1.f, dw + int64_t(e) * OC * IC,
+                 GemmOut::f32, IC, ctx);
   }
 }
 

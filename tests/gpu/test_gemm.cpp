@@ -131,6 +131,44 @@ BOOST_AUTO_TEST_CASE(plans_are_cached_by_shape, *boost::unit_test::precondition(
   BOOST_TEST(out[0] == 0.f);
 }
 
+// gemm_varying (one expert's rows): the row count (and, for a weight gradient, the depth) changes from call to
+// call; each call matches gemm on its own sizes, and calls within one power-of-two bucket share a plan.
+BOOST_AUTO_TEST_CASE(varying_rows_match_gemm_and_share_a_plan, *boost::unit_test::precondition(test::needs_gpu)) {
+  const int N = 96, Kmax = 300, Mmax = 300;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> ha(size_t(Mmax) * Kmax), hb(size_t(Kmax) * N);
+  for (auto& v : ha) v = nd(rng);
+  for (auto& v : hb) v = nd(rng);
+  DeviceBuffer<bf16> a(int64_t(Mmax) * Kmax), b(int64_t(Kmax) * N);
+  a.upload(ha);
+  b.upload(hb);
+  DeviceBuffer<float> d1(int64_t(Mmax) * N), d2(int64_t(Mmax) * N);
+  for (const bool weight_grad : {false, true}) {
+    // rows: out[M, N] = a[M, K] b[K, N] with M varying; weight gradient: out[K0, N] = a^T b over a varying depth.
+    const size_t before = hone::cuda::gemm_plan_count(gpu());
+    for (const int n : {1, 7, 64, 65, 100, 127, 128, 200, 300}) {
+      const int M = weight_grad ? 40 : n, K = weight_grad ? n : 80;
+      const int lda = weight_grad ? 40 : 80;
+      d1.zero();
+      d2.zero();
+      hone::cuda::gemm(weight_grad, false, M, N, K, 1.f, a.get(), lda, b.get(), N, 1.f, d1.get(), GemmOut::f32, N,
+                       nullptr, gpu());
+      hone::cuda::gemm_varying(weight_grad, false, M, N, K, 1.f, a.get(), lda, b.get(), N, 1.f, d2.get(),
+                               GemmOut::f32, N, gpu());
+      const auto x = d1.download(), y = d2.download();
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < int64_t(M) * N; ++i) {
+        num += (double(x[size_t(i)]) - y[size_t(i)]) * (double(x[size_t(i)]) - y[size_t(i)]);
+        den += double(x[size_t(i)]) * x[size_t(i)];
+      }
+      BOOST_TEST(std::sqrt(num / std::max(den, 1e-30)) <= 1e-5, "weight_grad=" << weight_grad << " n=" << n);
+    }
+    // gemm's exact plans: 9 sizes; gemm_varying's: the buckets 64, 128, 256, 512.
+    BOOST_TEST(hone::cuda::gemm_plan_count(gpu()) <= before + 9 + 4);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_shapes_are_refused, *boost::unit_test::precondition(test::needs_gpu)) {
   DeviceBuffer<bf16> a(64), b(64);
   DeviceBuffer<float> d(64);
