@@ -3,11 +3,9 @@
 
 #if HONE_CUDA
 
-#include <vector>
 
 #include "comm/host_collectives.h"
 #include "cuda/check.h"
-#include "parallel/shard_weights.h"
 #include "runtime/error.h"
 
 namespace hone::rl {
@@ -45,32 +43,6 @@ void set_expert_parallel_options(GpuDataParallelOptions& po, const ShardLayout& 
     edp_comm = ps.device(CommGroup::edp, eo);
     po.edp = edp_comm.get();
   }
-}
-
-void read_expert_parallel_state(const ModelConfig& mc, const ParallelState& ps, const ShardLayout& stage,
-                                GpuExpertParallel& ep, GpuDataParallelOptimizer& optimizer, ModelWeights& master,
-                                Tensor& m, Tensor& v) {
-  const ShardLayout& full = ep.full_layout();
-  const int64_t n = stage.num_local_params(), nf = full.num_local_params();
-  ModelWeights shard = allocate_shard_weights(stage, mc);
-  std::vector<float> shard_m(static_cast<size_t>(n)), shard_v(static_cast<size_t>(n));
-  optimizer.read_state(&shard, shard_m.data(), shard_v.data(), ps.dp_rank());  // each rank its own
-  std::vector<float> all_w(static_cast<size_t>(nf)), all_m(static_cast<size_t>(nf)), all_v(static_cast<size_t>(nf));
-  ep.gather_experts_host(shard.flat.f32(), all_w.data());
-  ep.gather_experts_host(shard_m.data(), all_m.data());
-  ep.gather_experts_host(shard_v.data(), all_v.data());
-  if (ps.dp_rank() != 0) return;
-  const bool root = ps.tp_rank() == 0;
-  const int64_t whole = count_parameters(mc);
-  if (root) {
-    if (master.flat.numel() != whole) master = allocate_weights(mc);
-    m = Tensor::empty({whole});
-    v = Tensor::empty({whole});
-  }
-  Comm& tp = ps.tp();
-  gather_model_flat(mc, full, all_w.data(), tp, ps.pp(), root ? master.flat.f32() : nullptr);
-  gather_model_flat(mc, full, all_m.data(), tp, ps.pp(), root ? m.f32() : nullptr);
-  gather_model_flat(mc, full, all_v.data(), tp, ps.pp(), root ? v.f32() : nullptr);
 }
 
 }  // namespace hone::rl

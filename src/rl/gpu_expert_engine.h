@@ -1,6 +1,6 @@
 // The GPU policy engine's pieces for expert parallelism (parallel.ep > 1; rl/gpu_policy_engine.cpp): generation's
-// weights holding every expert, the optimizer's clipping norm and expert-data-parallel group, and the checkpoint
-// state gathered from the expert-parallel ranks.
+// weights holding every expert, and the optimizer's clipping norm and expert-data-parallel group (the checkpoint
+// state: rl/gpu_engine_state.h).
 #pragma once
 
 #if HONE_CUDA
@@ -30,12 +30,6 @@ std::unique_ptr<DeviceArray<bf16>> every_expert_weights(const GpuExpertParallel&
 void set_expert_parallel_options(GpuDataParallelOptions& po, const ShardLayout& stage, const ParallelState& ps,
                                  GpuTensorParallel* tp, double nccl_timeout_s, const cuda::GpuContext& ctx,
                                  std::unique_ptr<NcclComm>& edp_comm);
-
-// read_state under expert parallelism: every rank downloads its part, the experts are all-gathered over the host ep
-// group (the whole tp shard on every ep rank), then the dp-rank-0 ranks gather the shards over tp onto world rank 0.
-void read_expert_parallel_state(const ModelConfig& mc, const ParallelState& ps, const ShardLayout& stage,
-                                GpuExpertParallel& ep, GpuDataParallelOptimizer& optimizer, ModelWeights& master,
-                                Tensor& m, Tensor& v);
 
 }  // namespace hone::rl
 

@@ -29,12 +29,9 @@
 // master weights into the training copy, then reshards it into the generation copy over NCCL
 // (parallel/gpu_reshard.h); with train.offload_during_generation the idle training copies and the Adam moments
 // wait in pinned host memory while generation runs.
-// A mixture of experts (Qwen3-MoE): the load-balancing loss weighted per micro-batch, the routing statistics of the
-// training passes, generation's routing against training's, and routing replay (rl/gpu_moe_routing.h). Under expert
-// parallelism (parallel.ep > 1; pp = cp = 1) training and the reference hold this rank's experts and exchange routed
-// rows over the expert-parallel group's NcclComm (parallel/gpu_expert_parallel.h); generation holds every expert in
-// a bf16 buffer of its own, all-gathered at refit; the experts' gradients are summed over the expert-data-parallel
-// group.
+// A mixture of experts: the load-balancing loss, routing statistics and replay (rl/gpu_moe_routing.h); under expert
+// parallelism (parallel.ep > 1) training holds this rank's experts (parallel/gpu_expert_parallel.h), generation every
+// expert (rl/gpu_expert_engine.h). Checkpoint state of the sharded layouts: rl/gpu_engine_state.h.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -63,6 +60,7 @@
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/pipeline_simulation.h"
 #include "parallel/shard_weights.h"
+#include "rl/gpu_engine_state.h"
 #include "rl/gpu_expert_engine.h"
 #include "rl/gpu_memory_check.h"
 #include "rl/gpu_moe_routing.h"
@@ -461,39 +459,14 @@ class GpuPolicyEngine final : public PolicyEngine {
       optimizer_->read_state(dp_root ? &master : nullptr, dp_root ? m.f32() : nullptr, dp_root ? v.f32() : nullptr, 0);
       return;
     }
-    ModelWeights shard;
-    std::vector<float> shard_m, shard_v;
-    if (dp_root) {
-      shard = allocate_shard_weights(stage_, mc_);
-      shard_m.resize(size_t(n));
-      shard_v.resize(size_t(n));
-    }
-    optimizer_->read_state(dp_root ? &shard : nullptr, shard_m.data(), shard_v.data(), 0);
-    if (!dp_root) return;
-    const bool root = ps_.tp_rank() == 0 && ps_.pp_rank() == 0;
-    const int64_t whole = count_parameters(mc_);
-    if (root) {
-      if (master.flat.numel() != whole) master = allocate_weights(mc_);
-      m = Tensor::empty({whole});
-      v = Tensor::empty({whole});
-    }
-    Comm& tp = ps_.tp();
-    gather_model_flat(mc_, stage_, shard.flat.f32(), tp, ps_.pp(), root ? master.flat.f32() : nullptr);
-    gather_model_flat(mc_, stage_, shard_m.data(), tp, ps_.pp(), root ? m.f32() : nullptr);
-    gather_model_flat(mc_, stage_, shard_v.data(), tp, ps_.pp(), root ? v.f32() : nullptr);
+    read_sharded_state(mc_, ps_, stage_, dp_root, *optimizer_, master, m, v);
   }
   void write_state(const ModelWeights& master, const float* m, const float* v, int step_count) override {
     HONE_CHECK(master.flat.numel() == count_parameters(mc_), "checkpoint weights do not match the model");
     if (!tp_ && !pipe_.split() && !ep_) {
       optimizer_->write_state(master, m, v, step_count);
     } else {
-      // This rank's slices of its stage of the whole state.
-      ModelWeights shard = allocate_shard_weights(stage_, mc_);
-      extract_shard(stage_, master, shard);
-      std::vector<float> shard_m(size_t(shard.flat.numel())), shard_v(size_t(shard.flat.numel()));
-      extract_shard_flat(stage_, m, shard_m.data());
-      extract_shard_flat(stage_, v, shard_v.data());
-      optimizer_->write_state(shard, shard_m.data(), shard_v.data(), step_count);
+      write_sharded_state(mc_, stage_, *optimizer_, master, m, v, step_count);  // this rank's slices
     }
     optimizer_->refit(train_w_->get());
     if (ep_) ep_->gather_experts(train_w_->get(), gen_w_->get());  // collective: every rank restores
