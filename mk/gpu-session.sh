@@ -31,6 +31,11 @@
 #             python3 has torch), ep-check (two GPUs: mk/gpu-ep-check.sh, ep=2 against ep=1 and one GPU)
 #   generation between steps (one GPU): keep-off (the Qwen3-0.6B step with generation.keep_graphs=false, beside grpo);
 #             long tail: tail (input/bench-grpo-qwen3-1.7b-tail.toml and its fixed-length companion, 2 steps each)
+#   checkpoints (two GPUs): resume-check (mk/gpu-resume-check.sh: tp=2, pp=2 and ep=2 saved and resumed on the
+#             same layout against a straight run)
+#   four GPUs: tail-8b (the Llama-3.1-8B step deck at the seed's shape: 2048 rollouts of 256-token prompts and
+#             responses of the long-tail deck's log-normal lengths capped at 4096-token sequences, dp=4, 2 steps),
+#             moe-4gpu (the Qwen3-30B-A3B shape cut to 4 layers, 256 prompts x 8, at ep=4, tp=2 x ep=2 and ep=1)
 #   comparing two builds on one machine: grpo-baseline runs the Qwen3-0.6B step with the executable HONE_BASELINE
 #             (another build's hone, using this bundle's libraries), named baseline-*, before or after `grpo`
 set -uo pipefail
@@ -119,6 +124,7 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 # shellcheck disable=SC2206
 mpi_args=(--allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x PATH $HONE_MPIRUN_ENV)
 mpi=(mpirun -np 2 "${mpi_args[@]}")
+qwen=input/bench-grpo-qwen3-0.6b.toml
 if want nccl; then
   run_part 150 nccl mpirun -np "$gpus" "${mpi_args[@]}" "$bundle/bin/nccl_check"
 fi
@@ -149,6 +155,29 @@ if want cp-32k; then  # 32k-token sequences (input/bench-grpo-qwen3-1.7b-32k.tom
   run_part 200 cp-32k-cp2-none "${mpi[@]}" "$hone" run $long run.name=long-cp2-none parallel.cp=2 \
     train.recompute=none run.max_steps=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
+if want resume-check; then
+  run_part 400 resume-check bash mk/gpu-resume-check.sh "$logdir/resume-check"
+fi
+# shellcheck disable=SC2206
+mpi4=(mpirun -np 4 "${mpi_args[@]}")
+if want tail-8b; then  # NeMo-RL's Llama-3.1-8B row: 64 prompts x 32 there, 256 x 8 here (the same 2048 rollouts)
+  run_part 480 tail-8b "${mpi4[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml run.name=llama-8b-tail-dp4 \
+    grpo.num_prompts_per_step=256 data.response_length=lognormal data.response_length_mean=800 \
+    data.response_length_sigma=0.8 generation.max_new_tokens=3840 generation.max_total_sequence_length=4096 \
+    run.max_steps=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want moe-4gpu; then  # the two-GPU ep=2 row's deck with twice the prompts on twice the GPUs
+  moe30=(model.architecture=qwen3_moe model.hidden_size=2048 model.num_layers=4 model.num_attention_heads=32
+         model.num_key_value_heads=4 model.head_dim=128 model.num_experts=128 model.num_experts_per_tok=8
+         model.moe_intermediate_size=768 model.intermediate_size=6144 model.tie_word_embeddings=false
+         grpo.num_prompts_per_step=256 generation.kv_cache_gib=20 run.max_steps=3)
+  run_part 200 moe-ep4 "${mpi4[@]}" "$hone" run $qwen run.name=moe30-ep4 parallel.ep=4 "${moe30[@]}" \
+    "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+  run_part 200 moe-tp2-ep2 "${mpi4[@]}" "$hone" run $qwen run.name=moe30-tp2-ep2 parallel.tp=2 parallel.ep=2 \
+    "${moe30[@]}" "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+  run_part 200 moe-ep1 "${mpi4[@]}" "$hone" run $qwen run.name=moe30-ep1 "${moe30[@]}" "output.dir=$logdir" \
+    "checkpoint.dir=$logdir/ck"
+fi
 if want ep-check; then
   run_part 600 ep-check bash mk/gpu-ep-check.sh "$logdir/ep-check"
 fi
@@ -156,7 +185,6 @@ if want grpo-8b-tp2; then  # the Llama-3.1-8B shape at tp=2 (sequence parallel),
   run_part 420 grpo-8b-tp2 "${mpi[@]}" "$hone" run input/bench-grpo-llama-3.1-8b.toml run.name=llama-8b-tp2 \
     parallel.tp=2 "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
 fi
-qwen=input/bench-grpo-qwen3-0.6b.toml
 if want grpo-1gpu; then
   run_part 200 grpo-1gpu env CUDA_VISIBLE_DEVICES=0 "$hone" run $qwen run.name=qwen-1gpu-p64 "output.dir=$logdir" \
     "checkpoint.dir=$logdir/ck"
