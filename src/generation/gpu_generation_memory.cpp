@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "cuda/carver.h"
 #include "cuda/check.h"
 #include "model/gpu_moe_feed_forward.h"
 #include "parallel/gpu_tensor_parallel.h"
@@ -19,21 +20,6 @@
 namespace hone {
 
 using cuda::bf16;
-
-namespace {
-
-// Bump allocation of 256-byte aligned regions; with base == nullptr it only counts.
-struct Carver {
-  char* base;
-  size_t used = 0;
-  char* take(size_t bytes) {
-    char* r = base ? base + used : nullptr;
-    used += (bytes + 255) / 256 * 256;
-    return r;
-  }
-};
-
-}  // namespace
 
 // ---- Region ------------------------------------------------------------------------------------------------------
 
@@ -152,30 +138,30 @@ void GpuGenerationForward::allocate_buffers() {
   const size_t routing_bytes = size_t(std::max(R, Tp)) * size_t(routing_width_) * sizeof(int32_t);
 
   auto carve = [&](char* base) {
-    Carver cv{base};
+    cuda::Carver cv{base};
     const size_t dec_act = carve_gpu_layer_activations(dec_act_, nullptr, shape_, R);
-    carve_gpu_layer_activations(dec_act_, cv.take(dec_act), shape_, R);
+    carve_gpu_layer_activations(dec_act_, cv.take_bytes(dec_act), shape_, R);
     const size_t dec_scr = carve_gpu_layer_forward_scratch(dec_scratch_, nullptr, shape_, R);
-    carve_gpu_layer_forward_scratch(dec_scratch_, cv.take(dec_scr), shape_, R);
-    dec_x_[0] = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    dec_x_[1] = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    dec_h_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    dec_rstd_ = reinterpret_cast<float*>(cv.take(size_t(R) * sizeof(float)));
+    carve_gpu_layer_forward_scratch(dec_scratch_, cv.take_bytes(dec_scr), shape_, R);
+    dec_x_[0] = cv.take<bf16>(int64_t(R) * C);
+    dec_x_[1] = cv.take<bf16>(int64_t(R) * C);
+    dec_h_ = cv.take<bf16>(int64_t(R) * C);
+    dec_rstd_ = cv.take<float>(R);
 
     const size_t pre_act = carve_gpu_layer_activations(pre_act_, nullptr, shape_, Tp);
-    carve_gpu_layer_activations(pre_act_, cv.take(pre_act), shape_, Tp);
+    carve_gpu_layer_activations(pre_act_, cv.take_bytes(pre_act), shape_, Tp);
     const size_t pre_scr = carve_gpu_layer_forward_scratch(pre_scratch_, nullptr, shape_, Tp);
-    carve_gpu_layer_forward_scratch(pre_scratch_, cv.take(pre_scr), shape_, Tp);
-    pre_x_[0] = reinterpret_cast<bf16*>(cv.take(size_t(Tp) * C * sizeof(bf16)));
-    pre_x_[1] = reinterpret_cast<bf16*>(cv.take(size_t(Tp) * C * sizeof(bf16)));
-    pre_g_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    pre_h_ = reinterpret_cast<bf16*>(cv.take(size_t(R) * C * sizeof(bf16)));
-    pre_rstd_ = reinterpret_cast<float*>(cv.take(size_t(R) * sizeof(float)));
+    carve_gpu_layer_forward_scratch(pre_scratch_, cv.take_bytes(pre_scr), shape_, Tp);
+    pre_x_[0] = cv.take<bf16>(int64_t(Tp) * C);
+    pre_x_[1] = cv.take<bf16>(int64_t(Tp) * C);
+    pre_g_ = cv.take<bf16>(int64_t(R) * C);
+    pre_h_ = cv.take<bf16>(int64_t(R) * C);
+    pre_rstd_ = cv.take<float>(R);
 
-    logits_ = reinterpret_cast<float*>(cv.take(size_t(R) * size_t(c_.vocab_size) * sizeof(float)));
-    d_in_ = reinterpret_cast<int32_t*>(cv.take(size_t(in_size_) * sizeof(int32_t)));
-    d_out_ = cv.take(out_bytes);
-    routing_d_ = routing_width_ > 0 ? reinterpret_cast<int32_t*>(cv.take(routing_bytes)) : nullptr;
+    logits_ = cv.take<float>(int64_t(R) * c_.vocab_size);
+    d_in_ = cv.take<int32_t>(in_size_);
+    d_out_ = cv.take_bytes(out_bytes);
+    routing_d_ = routing_width_ > 0 ? reinterpret_cast<int32_t*>(cv.take_bytes(routing_bytes)) : nullptr;
     return cv.used;
   };
   carve(buf_mem_.allocate(carve(nullptr), keep_, "generation buffers"));  // the old buffers go first

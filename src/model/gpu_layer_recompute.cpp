@@ -3,37 +3,34 @@
 
 #if HONE_CUDA
 
+#include "cuda/carver.h"
+
 namespace hone {
 
 size_t carve_gpu_selective_activations(GpuLayerActivations& a, char* base, const GpuLayerActivations& scratch,
                                        const LayerShape& s, int T) {
   const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
-  size_t used = 0;
-  auto take = [&](int64_t per_token, size_t bytes) -> char* {
-    char* r = base ? base + used : nullptr;
-    used += (size_t(per_token) * size_t(T) * bytes + 255) / 256 * 256;
-    return r;
-  };
+  cuda::Carver cv{base};
   a = scratch;  // the recomputed ones
   a.x_in = nullptr;
-  a.rstd1 = reinterpret_cast<float*>(take(1, sizeof(float)));
-  a.q = reinterpret_cast<bf16*>(take(Q, sizeof(bf16)));
-  a.k = reinterpret_cast<bf16*>(take(K, sizeof(bf16)));
-  a.v = reinterpret_cast<bf16*>(take(K, sizeof(bf16)));
+  a.rstd1 = cv.take<float>(T);
+  a.q = cv.take<bf16>(T * Q);
+  a.k = cv.take<bf16>(T * K);
+  a.v = cv.take<bf16>(T * K);
   if (s.qk_norm) {
-    a.rstd_q = reinterpret_cast<float*>(take(s.heads, sizeof(float)));
-    a.rstd_k = reinterpret_cast<float*>(take(s.kv_heads, sizeof(float)));
+    a.rstd_q = cv.take<float>(int64_t(T) * s.heads);
+    a.rstd_k = cv.take<float>(int64_t(T) * s.kv_heads);
   } else {  // RoPE reads the projections themselves
     a.q_n = a.q;
     a.k_n = a.k;
   }
-  a.attn = reinterpret_cast<bf16*>(take(Q, sizeof(bf16)));
-  a.lse = reinterpret_cast<float*>(take(s.heads, sizeof(float)));
-  a.x_mid = reinterpret_cast<bf16*>(take(C, sizeof(bf16)));
-  a.rstd2 = reinterpret_cast<float*>(take(1, sizeof(float)));
-  a.gate = reinterpret_cast<bf16*>(take(I, sizeof(bf16)));
-  a.up = reinterpret_cast<bf16*>(take(I, sizeof(bf16)));
-  return used;
+  a.attn = cv.take<bf16>(T * Q);
+  a.lse = cv.take<float>(int64_t(T) * s.heads);
+  a.x_mid = cv.take<bf16>(T * C);
+  a.rstd2 = cv.take<float>(T);
+  a.gate = cv.take<bf16>(T * I);
+  a.up = cv.take<bf16>(T * I);
+  return cv.used;
 }
 
 void recompute_gpu_selective_activations(const LayerShape& s, const GpuLayerParams<const bf16>& w,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "cuda/carver.h"
 #include "cuda/check.h"
 #include "cuda/gemm.h"
 #include "cuda/moe_ops.h"
@@ -15,18 +16,6 @@ namespace hone {
 
 namespace {
 
-// Bump allocation in a region, 256-byte aligned; with base == nullptr it only counts.
-struct Carve {
-  char* base;
-  size_t used = 0;
-  template <typename E>
-  E* take(int64_t n) {
-    E* r = base ? reinterpret_cast<E*>(base + used) : nullptr;
-    used += (size_t(n) * sizeof(E) + 255) / 256 * 256;
-    return r;
-  }
-};
-
 // A sparse layer's saved region: routing (and at ep = 1 the expert-side rows, N = T k).
 struct Saved {
   float* probs = nullptr, *topk_w = nullptr;
@@ -35,7 +24,7 @@ struct Saved {
 };
 size_t carve_saved(Saved& v, char* base, const LayerShape& s, int T) {
   const int64_t Nt = int64_t(T) * s.top_k, E = s.experts_total, C = s.hidden, Im = s.moe_intermediate;
-  Carve c{base};
+  cuda::Carver c{base};
   v.probs = c.take<float>(int64_t(T) * E);
   v.topk_w = c.take<float>(Nt);
   v.topk = c.take<int32_t>(Nt);
@@ -60,7 +49,7 @@ struct ForwardScratch {
 };
 size_t carve_forward(ForwardScratch& v, char* base, const LayerShape& s, int T) {
   const int64_t Nt = int64_t(T) * s.top_k;
-  Carve c{base};
+  cuda::Carver c{base};
   v.logits = c.take<float>(int64_t(T) * s.experts_total);
   v.route_bytes = cuda::moe_route_workspace_bytes(int(Nt), s.experts_total);
   v.route = c.take<char>(int64_t(v.route_bytes));
@@ -75,7 +64,7 @@ struct BackwardScratch {
 };
 size_t carve_backward(BackwardScratch& v, char* base, const LayerShape& s, int T) {
   const int64_t Nt = int64_t(T) * s.top_k, E = s.experts_total, C = s.hidden, Im = s.moe_intermediate;
-  Carve c{base};
+  cuda::Carver c{base};
   v.dyp = c.take<bf16>(Nt * C);
   v.dtopk_w = c.take<float>(Nt);
   v.dlogits = c.take<float>(int64_t(T) * E);
@@ -263,7 +252,7 @@ void GpuMoeFeedForward::sparse_forward(int layer, const LayerShape& s, const Gpu
     if (pool_[size_t(layer)]) CUDA_CHECK(cudaFreeAsync(pool_[size_t(layer)], ctx.stream));
     CUDA_CHECK(cudaMallocAsync(&pool_[size_t(layer)], Pool::bytes(N, C, Im), ctx.stream));
     expert_rows_[size_t(layer)] = N;
-    Carve c{static_cast<char*>(pool_[size_t(layer)])};
+    cuda::Carver c{static_cast<char*>(pool_[size_t(layer)])};
     xe = c.take<bf16>(N * C);
     gate = c.take<bf16>(N * Im);
     up = c.take<bf16>(N * Im);
@@ -329,13 +318,13 @@ void GpuMoeFeedForward::sparse_backward(int layer, const LayerShape& s, const Gp
     N = expert_rows_[size_t(layer)];
     eo = expert_offsets_[size_t(layer)].get();
     HONE_CHECK(pool_[size_t(layer)], "backward of layer ", layer, " without its forward's expert rows");
-    Carve c{static_cast<char*>(pool_[size_t(layer)])};
+    cuda::Carver c{static_cast<char*>(pool_[size_t(layer)])};
     xe = c.take<bf16>(N * C);
     gate = c.take<bf16>(N * Im);
     up = c.take<bf16>(N * Im);
     act = c.take<bf16>(N * Im);
     CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&grads), Pool::bytes(N, C, Im), ctx.stream));
-    Carve d{grads};
+    cuda::Carver d{grads};
     dye = d.take<bf16>(N * C);
     dact = d.take<bf16>(N * Im);
     dgate = d.take<bf16>(N * Im);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "cuda/carver.h"
 #include "cuda/check.h"
 #include "model/gpu_moe_feed_forward.h"
 #include "model/gpu_op_profiler.h"
@@ -16,25 +17,6 @@
 
 namespace hone {
 namespace {
-
-// Bump allocation of per-token regions (T rows unless given, per_token elements each), 256-byte aligned; with
-// base == nullptr it only counts.
-struct ByteCarver {
-  char* base;
-  int T;
-  size_t used = 0;
-  template <typename E>
-  E* take(int64_t per_token, int rows = -1) {
-    E* r = base ? reinterpret_cast<E*>(base + used) : nullptr;
-    used += (size_t(per_token) * size_t(rows < 0 ? T : rows) * sizeof(E) + 255) / 256 * 256;
-    return r;
-  }
-  char* take_bytes(size_t bytes) {
-    char* r = base ? base + used : nullptr;
-    used += (bytes + 255) / 256 * 256;
-    return r;
-  }
-};
 
 // Activation gradients accumulate (+=), so every one is zeroed before the op that fills it.
 void zero(bf16* p, int64_t n, const cuda::GpuContext& ctx) {
@@ -47,52 +29,52 @@ size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const Lay
   const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
   const int Tl = local_rows < 0 ? T : local_rows;
   const bool sp = Tl != T;
-  ByteCarver cv{base, T};
-  a.rstd1 = cv.take<float>(1, Tl);
+  cuda::Carver cv{base};
+  a.rstd1 = cv.take<float>(Tl);
   // Under sequence parallelism the gathered rows are not kept per layer (carve_gpu_gathered_rows).
-  a.h1 = sp ? nullptr : cv.take<bf16>(C);
-  a.h1_local = sp ? cv.take<bf16>(C, Tl) : a.h1;
-  a.q = cv.take<bf16>(Q);
-  a.k = cv.take<bf16>(K);
-  a.v = cv.take<bf16>(K);
+  a.h1 = sp ? nullptr : cv.take<bf16>(T * C);
+  a.h1_local = sp ? cv.take<bf16>(Tl * C) : a.h1;
+  a.q = cv.take<bf16>(T * Q);
+  a.k = cv.take<bf16>(T * K);
+  a.v = cv.take<bf16>(T * K);
   if (s.qk_norm) {
-    a.q_n = cv.take<bf16>(Q);
-    a.k_n = cv.take<bf16>(K);
-    a.rstd_q = cv.take<float>(s.heads);
-    a.rstd_k = cv.take<float>(s.kv_heads);
+    a.q_n = cv.take<bf16>(T * Q);
+    a.k_n = cv.take<bf16>(T * K);
+    a.rstd_q = cv.take<float>(int64_t(T) * s.heads);
+    a.rstd_k = cv.take<float>(int64_t(T) * s.kv_heads);
   } else {
     a.q_n = a.q;
     a.k_n = a.k;
     a.rstd_q = a.rstd_k = nullptr;
   }
-  a.q_r = cv.take<bf16>(Q);
-  a.k_r = cv.take<bf16>(K);
-  a.attn = cv.take<bf16>(Q);
-  a.lse = cv.take<float>(s.heads);
-  a.x_mid = cv.take<bf16>(C, Tl);
-  a.rstd2 = cv.take<float>(1, Tl);
-  a.h2 = sp ? nullptr : cv.take<bf16>(C);
-  a.h2_local = sp ? cv.take<bf16>(C, Tl) : a.h2;
-  a.gate = cv.take<bf16>(I);
-  a.up = cv.take<bf16>(I);
-  a.act = cv.take<bf16>(I);
+  a.q_r = cv.take<bf16>(T * Q);
+  a.k_r = cv.take<bf16>(T * K);
+  a.attn = cv.take<bf16>(T * Q);
+  a.lse = cv.take<float>(int64_t(T) * s.heads);
+  a.x_mid = cv.take<bf16>(Tl * C);
+  a.rstd2 = cv.take<float>(Tl);
+  a.h2 = sp ? nullptr : cv.take<bf16>(T * C);
+  a.h2_local = sp ? cv.take<bf16>(Tl * C) : a.h2;
+  a.gate = cv.take<bf16>(T * I);
+  a.up = cv.take<bf16>(T * I);
+  a.act = cv.take<bf16>(T * I);
   a.ffn = s.experts_total > 0 ? cv.take_bytes(gpu_moe_saved_bytes(s, T)) : nullptr;
   return cv.used;
 }
 
 size_t carve_gpu_gathered_rows(GpuLayerActivations& a, char* base, const LayerShape& s, int T) {
-  ByteCarver cv{base, T};
-  a.h1 = cv.take<bf16>(s.hidden);
-  a.h2 = cv.take<bf16>(s.hidden);
+  cuda::Carver cv{base};
+  a.h1 = cv.take<bf16>(int64_t(T) * s.hidden);
+  a.h2 = cv.take<bf16>(int64_t(T) * s.hidden);
   return cv.used;
 }
 
 size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& sh, int T,
                                        int local_rows) {
   const int Tl = local_rows < 0 ? T : local_rows;
-  ByteCarver cv{base, T};
-  scratch.branch = cv.take<bf16>(sh.hidden);
-  scratch.branch_local = Tl != T ? cv.take<bf16>(sh.hidden, Tl) : scratch.branch;
+  cuda::Carver cv{base};
+  scratch.branch = cv.take<bf16>(int64_t(T) * sh.hidden);
+  scratch.branch_local = Tl != T ? cv.take<bf16>(int64_t(Tl) * sh.hidden) : scratch.branch;
   scratch.ffn = sh.experts_total > 0 ? cv.take_bytes(gpu_moe_forward_scratch_bytes(sh, T)) : nullptr;
   return cv.used;
 }
@@ -100,21 +82,21 @@ size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, con
 size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const LayerShape& sh, int T, int local_rows) {
   const int64_t C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim(), I = sh.intermediate;
   const int Tl = local_rows < 0 ? T : local_rows;
-  ByteCarver cv{base, T};
-  s.dh = cv.take<bf16>(C);
-  s.dh_local = Tl != T ? cv.take<bf16>(C, Tl) : s.dh;
-  s.dy = Tl != T ? cv.take<bf16>(C) : nullptr;
-  s.dact = cv.take<bf16>(I);
-  s.dgate = cv.take<bf16>(I);
-  s.dup = cv.take<bf16>(I);
-  s.dattn = cv.take<bf16>(Q);
-  s.dq_r = cv.take<bf16>(Q);
-  s.dq_n = cv.take<bf16>(Q);
-  s.dq = cv.take<bf16>(Q);
-  s.dk_r = cv.take<bf16>(K);
-  s.dk_n = cv.take<bf16>(K);
-  s.dk = cv.take<bf16>(K);
-  s.dv = cv.take<bf16>(K);
+  cuda::Carver cv{base};
+  s.dh = cv.take<bf16>(T * C);
+  s.dh_local = Tl != T ? cv.take<bf16>(Tl * C) : s.dh;
+  s.dy = Tl != T ? cv.take<bf16>(T * C) : nullptr;
+  s.dact = cv.take<bf16>(T * I);
+  s.dgate = cv.take<bf16>(T * I);
+  s.dup = cv.take<bf16>(T * I);
+  s.dattn = cv.take<bf16>(T * Q);
+  s.dq_r = cv.take<bf16>(T * Q);
+  s.dq_n = cv.take<bf16>(T * Q);
+  s.dq = cv.take<bf16>(T * Q);
+  s.dk_r = cv.take<bf16>(T * K);
+  s.dk_n = cv.take<bf16>(T * K);
+  s.dk = cv.take<bf16>(T * K);
+  s.dv = cv.take<bf16>(T * K);
   s.ffn_backward = sh.experts_total > 0 ? cv.take_bytes(gpu_moe_backward_scratch_bytes(sh, T)) : nullptr;
   return cv.used;
 }
