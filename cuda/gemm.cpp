@@ -274,7 +274,6 @@ void gemm_varying(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
     const cublasStatus_t status =
         cublasLtMatmul(ctx.impl->cublaslt, plan.desc, &alpha, B, plan.a, A, plan.b, &beta, D, plan.d, D, plan.d,
                        &plan.algo, ctx.impl->workspace, ctx.impl->workspace_bytes, ctx.stream);
-    set_layout_sizes(plan, trans_a, trans_b, Mb, N, Kb);
     if (status == CUBLAS_STATUS_SUCCESS) return;
     // The bucket's algorithm refused this call's sizes (nothing was enqueued): the exact shape's plan instead.
   }
