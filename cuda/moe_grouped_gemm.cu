@@ -39,6 +39,26 @@ __device__ __forceinline__ void load_tile(bf16* smem, const bf16* G, int64_t ld,
   }
 }
 
+using Accumulators = wmma::fragment<wmma::accumulator, 16, 16, 16, float>[2][2];
+
+// The block's BM x BN results (each warp's 32 x 32 of accumulators at rows wm, columns wn of the tile), staged
+// through Cs [BM][BN] in shared memory, written to G (row-major, leading dimension ld) at G[r0 + i][c0 + j] by
+// write(&G[..][..], value), only where r0 + i < rmax and c0 + j < cmax.
+template <typename T, typename Write>
+__device__ __forceinline__ void store_tile(T* G, int64_t ld, int64_t r0, int64_t rmax, int64_t c0, int64_t cmax,
+                                           float* Cs, const Accumulators& acc, int wm, int wn, Write write) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(Cs + (wm + 16 * i) * BN + wn + 16 * j, acc[i][j], BN, wmma::mem_row_major);
+  __syncthreads();
+  for (int i = threadIdx.x; i < BM * BN; i += kThreads) {
+    const int64_t r = r0 + i / BN, c = c0 + i % BN;
+    if (r < rmax && c < cmax) write(G + r * ld + c, Cs[i]);
+  }
+}
+
 // Which expert and which of its row tiles grid row `tile` is (-1: past the last tile).
 __device__ __forceinline__ void find_tile(const int32_t* offsets, int E, int tile, int* expert, int* m_tile) {
   __shared__ int found[2];
@@ -79,7 +99,7 @@ __global__ void __launch_bounds__(kThreads) grouped_rows_kernel(bf16* out, const
   __shared__ __align__(32) bf16 Bs[BK * BN];
   __shared__ __align__(32) float Cs[BM * BN];
   const int warp = threadIdx.x / 32, wm = (warp / 2) * 32, wn = (warp % 2) * 32;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  Accumulators acc;
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -117,19 +137,12 @@ __global__ void __launch_bounds__(kThreads) grouped_rows_kernel(bf16* out, const
     }
     __syncthreads();
   }
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      wmma::store_matrix_sync(Cs + (wm + 16 * i) * BN + wn + 16 * j, acc[i][j], BN, wmma::mem_row_major);
-  __syncthreads();
-  for (int i = threadIdx.x; i < BM * BN; i += kThreads) {
-    const int64_t r = row_begin + i / BN, c = n0 + i % BN;
-    if (r >= row_end || c >= N) continue;
-    bf16* o = out + r * N + c;
-    if constexpr (kMode == Mode::forward) *o = __float2bfloat16_rn(Cs[i]);
-    else *o = __float2bfloat16_rn(__bfloat162float(*o) + Cs[i]);
-  }
+  if constexpr (kMode == Mode::forward)
+    store_tile(out, N, row_begin, row_end, n0, N, Cs, acc, wm, wn,
+               [](bf16* o, float v) { *o = __float2bfloat16_rn(v); });
+  else
+    store_tile(out, N, row_begin, row_end, n0, N, Cs, acc, wm, wn,
+               [](bf16* o, float v) { *o = __float2bfloat16_rn(__bfloat162float(*o) + v); });
 }
 
 // dw[e] [OC, IC] += dout[rows]^T x[rows]: A = dout^T read col-major from dout [rows, OC] (smem [k][m]), B = x
@@ -144,7 +157,7 @@ __global__ void __launch_bounds__(kThreads) grouped_weight_grad_kernel(float* dw
   __shared__ __align__(32) bf16 Bs[BK * BN];
   __shared__ __align__(32) float Cs[BM * BN];
   const int warp = threadIdx.x / 32, wm = (warp / 2) * 32, wn = (warp % 2) * 32;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  Accumulators acc;
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -168,17 +181,7 @@ __global__ void __launch_bounds__(kThreads) grouped_weight_grad_kernel(float* dw
     }
     __syncthreads();
   }
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      wmma::store_matrix_sync(Cs + (wm + 16 * i) * BN + wn + 16 * j, acc[i][j], BN, wmma::mem_row_major);
-  __syncthreads();
-  float* we = dw + int64_t(e) * OC * IC;
-  for (int i = threadIdx.x; i < BM * BN; i += kThreads) {
-    const int64_t m = m0 + i / BN, n = n0 + i % BN;
-    if (m < OC && n < IC) we[m * IC + n] += Cs[i];
-  }
+  store_tile(dw + int64_t(e) * OC * IC, IC, m0, OC, n0, IC, Cs, acc, wm, wn, [](float* o, float v) { *o += v; });
 }
 
 // Grid rows enough for every expert's row tiles: sum ceil(n_e / BM) <= max_rows / BM + E.
