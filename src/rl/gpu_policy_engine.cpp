@@ -58,13 +58,13 @@
 #include "parallel/gpu_pipeline_model.h"
 #include "parallel/gpu_reshard.h"
 #include "parallel/gpu_tensor_parallel.h"
-#include "parallel/pipeline_simulation.h"
 #include "parallel/shard_weights.h"
 #include "rl/gpu_engine_state.h"
 #include "rl/gpu_expert_engine.h"
 #include "rl/gpu_memory_check.h"
 #include "rl/gpu_moe_routing.h"
 #include "rl/gpu_offloadable_weights.h"
+#include "rl/gpu_pipeline_training.h"
 #include "rl/gpu_policy_loss.h"
 #include "rl/pipeline_broadcast.h"
 #include "runtime/gpu_device_select.h"
@@ -373,7 +373,13 @@ class GpuPolicyEngine final : public PolicyEngine {
     optimizer_->zero_grads();
     loss_->reserve(mbs);
     const bool entropy_grad = loss.config.entropy_coef != 0;
-    if (pipeline_) return train_pipeline(mbs, loss, entropy_grad);
+    if (pipeline_) {  // a stage whose tied embedding is summed over its two copies first reduces in the optimizer step
+      auto metrics = train_pipeline(*pipeline_, *loss_, mbs, loss, entropy_grad, optimizer_->grads(),
+                                    emb_comm_ ? nullptr : reducer_.get(), ps_.pp(), stats_);
+      mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->device_bytes()));
+      note_device_use();
+      return metrics;
+    }
     GpuMoeFeedForward* moe = policy_->moe();
     // Under expert parallelism every rank of the group runs as many passes: empty ones first where it has fewer
     // micro-batches (the last pass, which reduces the gradients while it runs, is a real one where there is one).
@@ -491,37 +497,6 @@ class GpuPolicyEngine final : public PolicyEngine {
     go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s_.rollouts_per_step() / gen_layout_.replicas())));
     generator_ = std::make_unique<GpuGenerator>(mc_, layout, weights, ctx_, go, tp);
     if (gen_progress_) generator_->set_progress(gen_progress_);
-  }
-
-  std::vector<PolicyLossMetrics> train_pipeline(const std::vector<MicroBatch>& mbs, const TrainLoss& loss,
-                                                 bool entropy_grad) {
-    std::vector<const PackedBatch*> batches;
-    for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
-    auto fn = [&](int i, const GpuTransformer& head) {
-      const GpuPolicyLoss::Gradients g = loss_->run(size_t(i), mbs[size_t(i)], loss, head.logprobs(), head.entropy());
-      return GpuPipelineModel::LossGrads{g.dlogprob, entropy_grad ? g.dentropy : nullptr};
-    };
-    // The data-parallel reduction overlaps this rank's last backward, except on the stages whose tied embedding is
-    // summed over its two copies first (they reduce in the optimizer step).
-    auto before_last = [&](GpuTransformer& x) {
-      if (!reducer_ || emb_comm_) return;
-      reducer_->attach(x);
-      reducer_->arm();
-    };
-    const PipelineRunStats r = pipeline_->train(batches, loss.temperature, fn, optimizer_->grads(), before_last);
-    std::vector<PolicyLossMetrics> metrics(mbs.size());
-    if (pipeline_->last_stage()) metrics = loss_->metrics(mbs.size());
-    broadcast_loss_metrics(ps_.pp(), metrics, pipe_.pp() - 1);
-    const PipelineSimulation sim = simulate_pipeline(pipeline_->last_schedule());
-    stats_.pipeline_passes += 1;
-    stats_.pipeline_microbatches += int(mbs.size());
-    stats_.pipeline_makespan += sim.makespan;
-    stats_.pipeline_busy += sim.busy;
-    stats_.pipeline_compute_s += r.compute_s;
-    stats_.pipeline_exchange_s += r.exchange_s;
-    mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->device_bytes()));
-    note_device_use();
-    return metrics;
   }
 
   void release_arenas() {
