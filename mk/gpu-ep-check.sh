@@ -10,7 +10,11 @@
 #     experts' rows computed on another GPU);
 #   * every run learns (the reward of the last steps), and routes (moe/routing_mismatch: generation's experts
 #     against training's, bf16 in both);
-#   * the ep=2 checkpoint (whole tensors) resumes on one GPU.
+#   * the ep=2 checkpoint (whole tensors) resumes on one GPU;
+#   * generation with the experts split (generation.experts=parallel: each GPU decodes on its own experts, the two
+#     GPUs' passes in lockstep, rows exchanged at every sparse layer): step 1's rollouts against ep=2 with every
+#     expert replicated (the same routing; the experts' GEMMs see other row counts, so bf16 near-ties may differ),
+#     the run learns, and its generation time beside the replicated run's.
 # Needs two GPUs: on one it says so and exits 0. Prints PASS/FAIL lines; exits 1 when anything failed.
 #   mk/gpu-ep-check.sh LOGDIR
 set -uo pipefail
@@ -51,7 +55,8 @@ fi
 fail=0
 run one env CUDA_VISIBLE_DEVICES=0 -- || fail=1
 run ep1 "${mpi[@]}" -- || fail=1
-run ep2 "${mpi[@]}" -- parallel.ep=2 || fail=1
+run ep2 "${mpi[@]}" -- parallel.ep=2 generation.experts=replicated || fail=1
+run ep2split "${mpi[@]}" -- parallel.ep=2 generation.experts=parallel || fail=1
 cp -r "$logdir/ep2" "$logdir/resumed"
 timeout 180 env CUDA_VISIBLE_DEVICES=0 "$hone" run input/demo.toml "${common[@]}" run.name=ep2 \
   "output.dir=$logdir/resumed" "checkpoint.dir=$logdir/resumed/ck" run.resume=auto "run.max_steps=$((steps + 5))" \
@@ -78,7 +83,7 @@ def load(name, run=None):
     smp = f["samples"]
     s["samples"] = list(zip(smp["step"][:], [text(x) for x in smp["completion"][:]], [text(x) for x in smp["prompt"][:]]))
     return s
-runs = {n: load(n) for n in ("one", "ep1", "ep2")}
+runs = {n: load(n) for n in ("one", "ep1", "ep2", "ep2split")}
 def same_share(a, b, step):
     x = [s for s in runs[a]["samples"] if s[0] == step]
     y = [s for s in runs[b]["samples"] if s[0] == step]
@@ -89,6 +94,13 @@ share, n = same_share("ep1", "ep2", 1)
 report(n == 256 and share >= 0.99, f"step 1: {share:.3f} of {n} rollouts identical at ep=1 and ep=2 on two GPUs")
 share, n = same_share("one", "ep2", 1)
 report(share >= 0.9, f"step 1: {share:.3f} of {n} rollouts identical on one GPU and at ep=2")
+share, n = same_share("ep2", "ep2split", 1)
+report(n == 256 and share >= 0.9, f"step 1: {share:.3f} of {n} rollouts identical at ep=2 with the experts replicated and split in generation")
+gen = {}
+for name in ("ep2", "ep2split"):
+    f = h5py.File(f"{d}/{name}/{name}.h5", "r")
+    gen[name] = float(np.mean(f["steps"]["time"]["generation"][1:]))
+print(f"INFO: generation seconds per step (mean of steps 2-{steps}): replicated {gen['ep2']:.4f}, split {gen['ep2split']:.4f}")
 for key in ("loss", "grad_norm", "moe/aux_loss", "moe/load_imbalance/max"):
     a, b = runs["ep1"][key][0], runs["ep2"][key][0]
     rel = abs(a - b) / max(abs(a), 1e-30)

@@ -38,7 +38,7 @@ hone_run() {  # dir name steps overrides...
 for layout in tp pp ep; do
   case $layout in
     tp) over=(parallel.tp=2) ;;
-    pp) over=(parallel.pp=2) ;;
+    pp) over=(parallel.pp=2 model.num_layers=2) ;;  # the demo model has one layer
     ep) over=(parallel.ep=2 "${moe[@]}") ;;
   esac
   d=$logdir/$layout

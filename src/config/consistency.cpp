@@ -208,6 +208,10 @@ void check_parallel(const Config& c) {
     conflict(c, "parallel.sequence_parallel", "parallel.tp_comm_overlap",
              "the overlap moves the sequence-parallel all-gathers and reduce-scatters; turn sequence_parallel on or "
              "tp_comm_overlap off");
+  if (c.get_string("generation.experts") == "parallel" && c.get_int("parallel.ep") == 1)
+    conflict(c, "generation.experts", "parallel.ep",
+             "generation splits the experts over the expert-parallel group; set parallel.ep > 1 or "
+             "generation.experts = \"auto\"");
 }
 
 }  // namespace

@@ -243,6 +243,12 @@ std::vector<KeySpec> build_schema() {
         "keep the decode CUDA graphs from step to step: between generation phases only the KV cache's and buffers' "
         "physical memory goes back to the device (for training), their addresses stay, so later steps capture "
         "nothing (the cache keeps its first size); false: free and capture again every step"),
+      e("generation.experts", S{"auto", "replicated", "parallel"}, "auto",
+        "mixture of experts under parallel.ep > 1: replicated = every generating rank holds every expert (gathered "
+        "at refit; no rank waits for another), parallel = the experts stay split as in training and the "
+        "expert-parallel group's forward passes run in lockstep (rows exchanged at every sparse layer; decode steps "
+        "run without CUDA graphs); auto = replicated where every expert fits next to the training state, else "
+        "parallel (the CPU engine: replicated)"),
       i("generation.tp", 0, at_least(0), "ranks",
         "tensor-parallel size of a generation replica: every group of this many consecutive ranks holds the whole "
         "model for decoding and refit reshards the training weights into it; 0 = parallel.tp (doc/parallelism.md)"),

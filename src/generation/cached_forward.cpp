@@ -6,6 +6,8 @@
 
 #include "model/moe_feed_forward.h"
 #include "ops/ops.h"
+#include "parallel/expert_lockstep.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 
@@ -48,7 +50,10 @@ class CacheAttention final : public LayerAttention {
 
 }  // namespace
 
-CachedForward::CachedForward(const ModelConfig& config, TensorParallel* tp) : c_(config), tp_(tp) {
+CachedForward::CachedForward(const ModelConfig& config, TensorParallel* tp, ExpertParallel* ep,
+                             ExpertLockstep* lockstep)
+    : c_(config), tp_(tp), lockstep_(lockstep) {
+  HONE_CHECK(!ep == !lockstep, "split experts in generation need their lockstep");
   HONE_CHECK(c_.vocab_size > 0 && c_.hidden_size > 0 && c_.num_hidden_layers >= 0 && c_.num_attention_heads > 0 &&
                  c_.num_key_value_heads > 0 && c_.head_dim > 0 && c_.intermediate_size > 0,
              "generation needs a complete model shape");
@@ -57,8 +62,9 @@ CachedForward::CachedForward(const ModelConfig& config, TensorParallel* tp) : c_
   RopeParams rope = c_.rope;
   if (rope.head_dim == 0) rope.head_dim = c_.head_dim;
   HONE_CHECK(rope.head_dim == c_.head_dim, "rope.head_dim ", rope.head_dim, " != head_dim ", c_.head_dim);
-  shape_ = tp_ ? tp_->shape() : layer_shape(c_);
-  feed_forward_ = make_layer_feed_forward(c_);
+  shape_ = tp_ ? tp_->shape() : ep ? ep->shape() : layer_shape(c_);
+  HONE_CHECK(!ep || shape_.experts == ep->shape().experts, "the tensor-parallel shape holds every expert under ep");
+  feed_forward_ = make_layer_feed_forward(c_, ep);
   inv_freq_.resize(size_t(c_.head_dim / 2));
   cpu::rope_inv_freq(inv_freq_.data(), rope);
 }
@@ -122,6 +128,7 @@ void CachedForward::head(const ModelWeights& w, const int32_t* rows, int n, floa
 void CachedForward::prefill(const ModelWeights& w, KvCache& cache, const int32_t* tokens, const int32_t* cu_seqlens,
                             const int32_t* slots, int num_seqs, float* logits) {
   HONE_CHECK(num_seqs > 0 && cu_seqlens[0] == 0, "prefill needs sequences packed from row 0");
+  if (lockstep_) lockstep_->vote(true);
   const int R = cu_seqlens[num_seqs];
   reserve(R);
   for (int s = 0; s < num_seqs; ++s) {
@@ -142,6 +149,7 @@ void CachedForward::prefill(const ModelWeights& w, KvCache& cache, const int32_t
 void CachedForward::decode(const ModelWeights& w, KvCache& cache, const int32_t* tokens, const int32_t* positions,
                            const int32_t* slots, int B, float* logits) {
   if (B == 0) return;
+  if (lockstep_) lockstep_->vote(true);
   reserve(B);
   for (int b = 0; b < B; ++b) {
     HONE_CHECK(positions[b] >= 0 && positions[b] < cache.max_len() && slots[b] >= 0 && slots[b] < cache.num_slots(),
@@ -153,6 +161,28 @@ void CachedForward::decode(const ModelWeights& w, KvCache& cache, const int32_t*
   }
   layers(w, cache, Mode::decode, tokens, B, nullptr, 0, slots);
   head(w, rows_.data(), B, logits);
+}
+
+void CachedForward::finish(const ModelWeights& w) {
+  if (!lockstep_) return;
+  while (lockstep_->vote(false)) idle_pass(w);
+}
+
+// Only the sparse layers cross ranks: each runs over no rows of this rank (route, plan and dispatch of nothing;
+// its experts compute what the others send; combine sends it back).
+void CachedForward::idle_pass(const ModelWeights& w) {
+  auto* moe = dynamic_cast<MoeFeedForward*>(feed_forward_.get());
+  HONE_CHECK(moe, "an idle pass of a model without experts");
+  lockstep_->count_idle_pass();
+  reserve(1);
+  moe->set_routing_record(nullptr);
+  LayerActivations a = act_;
+  a.x_in = x_[0].data();
+  const LayerBatch lb{pos_.data(), nullptr, 0, 0, inv_freq_.data()};
+  LayerCollectives<float>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
+  for (int l = 0; l < c_.num_hidden_layers; ++l)
+    if (moe->is_sparse(l))
+      moe->forward(l, shape_, w.layers[size_t(l)], lb, a, whole_rows, head_x_.data(), x_[1].data());
 }
 
 }  // namespace hone

@@ -7,6 +7,8 @@
 //            the slot's cached tokens through attention_decode_forward.
 // Both return the logits (no temperature) of one row per sequence: the last prompt token, or the new token.
 // Buffers grow to the largest call and are reused: the decode loop does no heap allocation once warm.
+// Under expert parallelism with the experts split (parallel/expert_lockstep.h) every pass votes first, and finish()
+// runs idle passes until the group's other ranks are done too.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,8 @@
 
 namespace hone {
 
+class ExpertLockstep;
+class ExpertParallel;
 class TensorParallel;
 
 class CachedForward {
@@ -28,7 +32,10 @@ class CachedForward {
   // With tp (which must outlive this object) the weights are this rank's shard: the KV cache holds this rank's KV
   // heads (shape().kv_heads), every call is collective over tp, and every rank gets the whole vocabulary's logits
   // (the slices all-gathered), so that every rank samples the same token.
-  explicit CachedForward(const ModelConfig& config, TensorParallel* tp = nullptr);
+  // With ep (and its lockstep; both outlive this object) the weights hold this rank's experts (ep->layout()) and the
+  // sparse layers exchange rows over the expert-parallel group.
+  explicit CachedForward(const ModelConfig& config, TensorParallel* tp = nullptr, ExpertParallel* ep = nullptr,
+                         ExpertLockstep* lockstep = nullptr);
 
   // Prompts packed: tokens[cu_seqlens[num_seqs]], prompt s is tokens[cu_seqlens[s], cu_seqlens[s+1]) at positions
   // 0, 1, ... and is cached in slot slots[s]. logits[num_seqs, V] gets the last prompt token's logits.
@@ -39,6 +46,10 @@ class CachedForward {
   // already cached). logits[B, V] gets each new token's logits.
   void decode(const ModelWeights& w, KvCache& cache, const int32_t* tokens, const int32_t* positions,
               const int32_t* slots, int B, float* logits);
+
+  // After this rank's last pass of a generation call: with the experts split, idle passes (no rows of its own, its
+  // experts computing the others' rows) until every rank of the group is done. Collective over the group.
+  void finish(const ModelWeights& w);
 
   // Mixture of experts: the experts each row of the last prefill or decode was routed to, [rows, sparse layers, k]
   // in the call's row order (empty for a dense model).
@@ -56,9 +67,11 @@ class CachedForward {
   // Final norm and LM head over the rows listed in `rows` (n of them) of the residual stream.
   void head(const ModelWeights& w, const int32_t* rows, int n, float* logits);
   void reserve(int R);
+  void idle_pass(const ModelWeights& w);
 
   ModelConfig c_;
   TensorParallel* tp_ = nullptr;
+  ExpertLockstep* lockstep_ = nullptr;
   LayerShape shape_;
   std::unique_ptr<LayerFeedForward> feed_forward_;
   std::vector<float> inv_freq_;

@@ -63,8 +63,8 @@ std::vector<GenerationRequest> group_requests(const std::vector<std::vector<int3
 }
 
 CpuGenerator::CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options,
-                           TensorParallel* tp)
-    : config_(config), weights_(weights), options_(options), forward_(config, tp) {
+                           TensorParallel* tp, ExpertParallel* ep, ExpertLockstep* lockstep)
+    : config_(config), weights_(weights), options_(options), forward_(config, tp, ep, lockstep) {
   HONE_USER_CHECK(options_.max_batch > 0, "generation max_batch must be > 0, got ", options_.max_batch);
 }
 
@@ -90,6 +90,7 @@ std::vector<Rollout> CpuGenerator::generate(const std::vector<GenerationRequest>
   std::vector<Rollout> out(requests.size());
   for (size_t b = 0; b < requests.size(); b += size_t(options_.max_batch))
     generate_wave(requests, b, std::min(requests.size(), b + size_t(options_.max_batch)), out);
+  forward_.finish(weights_);
   timeline_.end(seconds_since(call_start_), stats_.generated_tokens);
   stats_.tail = generation_tail(timeline_);
   return out;

@@ -87,6 +87,8 @@ struct GenerationStats {
   GenerationTail tail;  // the call's wall time, tokens/s, its last 10 % of sequences, batch occupancy
 };
 
+class ExpertLockstep;
+class ExpertParallel;
 class TensorParallel;
 
 class CpuGenerator {
@@ -95,8 +97,11 @@ class CpuGenerator {
   // outlive the generator (the config is copied).
   // With tp, the weights are this rank's tensor-parallel shard and generate() is collective over tp: every rank
   // of the group runs the same requests and returns the same rollouts.
+  // With ep and its lockstep (a mixture of experts with its experts split: parallel/expert_lockstep.h), the weights
+  // hold this rank's experts and generate() is collective over the expert-parallel group: each rank generates its
+  // own requests, and returns only when every rank of the group is done.
   CpuGenerator(const ModelConfig& config, const ModelWeights& weights, GenerationOptions options = {},
-               TensorParallel* tp = nullptr);
+               TensorParallel* tp = nullptr, ExpertParallel* ep = nullptr, ExpertLockstep* lockstep = nullptr);
 
   // One rollout per request, in request order. Throws UserError for an empty prompt, a token id outside the
   // vocabulary, a prompt that leaves no room under max_total_sequence_length, or bad sampling/stop settings.

@@ -10,6 +10,8 @@
 #include "cuda/check.h"
 #include "cuda/kernel_scratch.h"
 #include "model/gpu_moe_feed_forward.h"
+#include "parallel/expert_lockstep.h"
+#include "parallel/gpu_expert_parallel.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "runtime/error.h"
 
@@ -67,17 +69,20 @@ int64_t GpuGenerationForward::block_bytes(const ModelConfig& c, int block_size, 
 
 GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout,
                                            const bf16* weights, const cuda::GpuContext& ctx, GpuTensorParallel* tp,
-                                           bool keep_graphs)
+                                           bool keep_graphs, GpuExpertParallel* ep, ExpertLockstep* lockstep)
     : c_(config),
       tp_(tp),
-      shape_(tp ? tp->shape() : layer_shape(config)),
+      lockstep_(lockstep),
+      shape_(tp ? tp->shape() : ep ? ep->shape() : layer_shape(config)),
       layout_(layout),
       w_(weights),
       ctx_(ctx),
-      feed_forward_(make_gpu_layer_feed_forward(config)),
+      feed_forward_(make_gpu_layer_feed_forward(config, ep)),
       inv_freq_(config.head_dim / 2),
       keep_(keep_graphs && can_keep_graphs(tp)) {
   HONE_CHECK(w_ != nullptr, "generation needs the device weights");
+  HONE_CHECK(!ep == !lockstep, "split experts in generation need their lockstep");
+  HONE_CHECK(!ep || shape_.experts == ep->shape().experts, "the tensor-parallel shape holds every expert under ep");
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
   HONE_CHECK(c_.rope.head_dim == c_.head_dim, "rope.head_dim ", c_.rope.head_dim, " != head_dim ", c_.head_dim);
@@ -117,6 +122,7 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
              "prefill of ", T, " tokens, ", S, " sequences, ", R, " rows exceeds the buffers (", max_prefill_, ", ",
              max_rows_, ")");
   HONE_CHECK(int(positions.size()) == T && int(slots.size()) == T && cu_seqlens.back() == T, "malformed prefill");
+  if (lockstep_) lockstep_->vote(true);
   const int64_t Tp = align_ints(max_prefill_);
   int32_t* h = h_in_ + off_prefill_;
   std::copy(tokens.begin(), tokens.end(), h);
@@ -215,6 +221,10 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
              "malformed decode batch");
   const int real_groups = batch.group_offsets.empty() ? 0 : int(batch.group_offsets.size()) - 1;
   HONE_CHECK(int(batch.prefix_lens.size()) == real_groups, "malformed decode groups");
+  if (lockstep_) {
+    lockstep_->vote(true);
+    use_graph = false;  // the sparse layers wait for the host (the exchange's counts)
+  }
   const int Bg = use_graph ? decode_bucket(B, max_rows_) : B;
   // A graph has a fixed group count: the real groups, then empty ones (offsets at the end of the grouped rows).
   const int G = use_graph ? std::max(1, Bg / 2) : real_groups;
@@ -235,6 +245,28 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
   if (use_graph) decode_graph(Bg, args);
   else decode_layers(B, args);
   download_routing(B);
+}
+
+void GpuGenerationForward::finish() {
+  if (!lockstep_) return;
+  while (lockstep_->vote(false)) idle_pass();
+}
+
+// Only the sparse layers cross ranks: each runs over none of this rank's rows (nothing routed or sent; its experts
+// compute what the others send, and the combine returns it).
+void GpuGenerationForward::idle_pass() {
+  HONE_CHECK(max_rows_ > 0, "an idle generation pass before the buffers are reserved");
+  auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get());
+  HONE_CHECK(moe, "an idle pass of a model without experts");
+  lockstep_->count_idle_pass();
+  const GpuLayerBatch lb{din_.positions, nullptr, 0, 0, 1, inv_freq_.get()};
+  LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
+  GpuLayerActivations a = dec_act_;
+  a.x_in = dec_x_[0];
+  for (int l = 0; l < c_.num_hidden_layers; ++l)
+    if (moe->sparse_index(l) >= 0)
+      moe->forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, dec_scratch_,
+                   whole_rows, dec_h_, dec_x_[1], ctx_, nullptr);
 }
 
 // Rows B..Bg-1 are padding (a graph's bucket): token 0, no cache write, the zeroed dummy block; groups past the

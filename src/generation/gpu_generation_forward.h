@@ -53,14 +53,22 @@ struct SampleRows {
   std::vector<int32_t> sample_index, position, gen_len, seq_len, max_new;  // [R]
 };
 
+class ExpertLockstep;
+class GpuExpertParallel;
+
 class GpuGenerationForward {
  public:
   // tp: null for the whole model; else this rank's shard (layout: the shard's), and tp outlives this object.
   // keep_graphs: release() keeps the addresses and the graphs (above); under tp only while NCCL does not register
   // graph-captured buffers (NCCL_GRAPH_REGISTER=0, which NcclComm sets unless the environment chose): a registered
   // buffer is mapped by the peers, and their mapping would outlive release().
+  // ep and lockstep (a mixture of experts with its experts split in generation, parallel/expert_lockstep.h): the
+  // weights hold this rank's experts (layout: ep's), every prefill and decode step is collective over the
+  // expert-parallel group (a vote, then the sparse layers' exchanges) and runs eagerly (the exchange's counts go
+  // through the host); finish() runs idle passes until the group is done. Both outlive this object.
   GpuGenerationForward(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
-                       const cuda::GpuContext& ctx, GpuTensorParallel* tp = nullptr, bool keep_graphs = true);
+                       const cuda::GpuContext& ctx, GpuTensorParallel* tp = nullptr, bool keep_graphs = true,
+                       GpuExpertParallel* ep = nullptr, ExpertLockstep* lockstep = nullptr);
   ~GpuGenerationForward();
   GpuGenerationForward(const GpuGenerationForward&) = delete;
   GpuGenerationForward& operator=(const GpuGenerationForward&) = delete;
@@ -87,8 +95,13 @@ class GpuGenerationForward {
                const std::vector<int32_t>& gather);
   // Copy-on-write of partial prompt blocks, in every layer's pools (after the prefill that filled the sources).
   void copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& copies);
-  // One decode step; logits rows 0..B-1. use_graph: replay (capturing first if needed) the bucket's graph.
+  // One decode step; logits rows 0..B-1. use_graph: replay (capturing first if needed) the bucket's graph (never
+  // with the experts split).
   void decode(const DecodeBatch& batch, bool use_graph);
+  // With the experts split, after this rank's last pass of a generation call: idle passes (no rows of its own, its
+  // experts computing the group's) until every rank of the group is done; needs reserve()'s buffers. Collective.
+  void finish();
+  bool splits_experts() const { return lockstep_ != nullptr; }
 
   // Samples a token for logits rows 0..R-1 and checks the stop rules; results in tokens()/logprobs()/done()
   // (host, valid after the call returns: it synchronizes the stream).
@@ -151,6 +164,7 @@ class GpuGenerationForward {
   static bool can_keep_graphs(const GpuTensorParallel* tp);
   void allocate_buffers();
   void zero_dummy_blocks();
+  void idle_pass();
   static int64_t align_ints(int64_t n) { return (n + 63) / 64 * 64; }  // int32 counts to 256-byte multiples
   int upload_decode_inputs(const DecodeBatch& batch, int Bg, int G);
   void decode_graph(int Bg, const cuda::PagedDecodeArgs& args);
@@ -160,6 +174,7 @@ class GpuGenerationForward {
 
   const ModelConfig c_;
   GpuTensorParallel* const tp_;
+  ExpertLockstep* const lockstep_;
   const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ParamLayout layout_;
   const cuda::bf16* w_;

@@ -405,7 +405,8 @@ std::vector<Rollout> GenerationCall::finish(const DecodeFunction& decode) {
 }  // namespace
 
 GpuGenerator::GpuGenerator(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
-                           const cuda::GpuContext& ctx, GpuGenerationOptions options, GpuTensorParallel* tp)
+                           const cuda::GpuContext& ctx, GpuGenerationOptions options, GpuTensorParallel* tp,
+                           GpuExpertParallel* ep, ExpertLockstep* lockstep)
     : config_(config), options_(options), ctx_(ctx) {
   const int bs = options_.block_size;
   HONE_USER_CHECK(bs > 0 && (bs & (bs - 1)) == 0, "KV block size must be a power of two, got ", bs);
@@ -416,7 +417,8 @@ GpuGenerator::GpuGenerator(const ModelConfig& config, const ParamLayout& layout,
   HONE_USER_CHECK(options_.kv_cache_gib > 0 ||
                       (options_.kv_cache_memory_fraction > 0 && options_.kv_cache_memory_fraction < 1),
                   "kv_cache_memory_fraction must be in (0, 1), got ", options_.kv_cache_memory_fraction);
-  fwd_ = std::make_unique<GpuGenerationForward>(config_, layout, weights, ctx_, tp, options_.keep_graphs);
+  fwd_ = std::make_unique<GpuGenerationForward>(config_, layout, weights, ctx_, tp, options_.keep_graphs, ep,
+                                                lockstep);
 }
 
 GpuGenerator::~GpuGenerator() = default;
@@ -431,9 +433,10 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
   const auto call_start = Clock::now();  // the tail's clock: cache allocation and graph capture count, as in the phase
   stats_ = GpuGenerationStats{};
   stats_.sequences = int64_t(requests.size());
-  if (requests.empty()) return {};
+  if (requests.empty() && !fwd_->splits_experts()) return {};
 
-  const int max_len = longest_sequence(requests, stop, max_total_sequence_length);
+  // Nothing of its own to generate with the experts split: buffers for the idle passes (the group's rows) all the same.
+  const int max_len = requests.empty() ? 2 : longest_sequence(requests, stop, max_total_sequence_length);
   prepare_cache(*fwd_, options_, max_len, stop);
   stats_.kv_capacity_tokens = int64_t(fwd_->num_blocks()) * options_.block_size;
   const int64_t replays0 = fwd_->graph_replays(), captures0 = fwd_->graph_captures();
@@ -457,6 +460,7 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
     timeline.pass(seconds_since(call_start), call.finished(), stats_.generated_tokens);
     if (progress_) progress_({call.finished(), stats_.sequences, stats_.generated_tokens});
   }
+  fwd_->finish();  // the experts split: idle passes until the expert-parallel group is done
   std::vector<Rollout> out = call.finish(decode);
   stats_.cuda_graph_replays = fwd_->graph_replays() - replays0;
   stats_.cuda_graph_captures = fwd_->graph_captures() - captures0;

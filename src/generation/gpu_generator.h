@@ -49,13 +49,20 @@ struct GpuGenerationStats : GenerationStats {
   int64_t prefill_passes = 0;       // model passes of each kind
 };
 
+class ExpertLockstep;
+class GpuExpertParallel;
+
 class GpuGenerator {
  public:
   // `weights`: the device bf16 weights (layout's offsets); must outlive the generator, like the context.
   // Under tensor parallelism, tp (outliving the generator too) and the shard's layout and weights: every rank of
   // the group calls generate() with the same requests and gets the same rollouts.
+  // With ep and its lockstep (the experts split in generation: parallel/expert_lockstep.h), the layout and weights
+  // hold this rank's experts, each rank of the expert-parallel group generates its own requests (none is fine), and
+  // generate() returns when every rank of the group is done; decode steps run without CUDA graphs.
   GpuGenerator(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
-               const cuda::GpuContext& ctx, GpuGenerationOptions options = {}, GpuTensorParallel* tp = nullptr);
+               const cuda::GpuContext& ctx, GpuGenerationOptions options = {}, GpuTensorParallel* tp = nullptr,
+               GpuExpertParallel* ep = nullptr, ExpertLockstep* lockstep = nullptr);
   ~GpuGenerator();
   GpuGenerator(const GpuGenerator&) = delete;
   GpuGenerator& operator=(const GpuGenerator&) = delete;

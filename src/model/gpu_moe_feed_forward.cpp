@@ -170,7 +170,8 @@ void GpuMoeFeedForward::forward(int layer, const LayerShape& s, const GpuLayerPa
   const int64_t C = s.hidden;
   if (Tl != T) collectives->gather_sequence(a.h2_local, a.h2, int64_t(Tl) * C);
   sparse_forward(layer, s, w, b, a, scratch, y, ctx, prof);
-  if (collectives) collectives->reduce_row_parallel_output(y, out, int64_t(T) * C);
+  // A generation idle pass has no rows (T = 0 on every rank of the tensor-parallel group alike): nothing to reduce.
+  if (collectives && T > 0) collectives->reduce_row_parallel_output(y, out, int64_t(T) * C);
 }
 
 void GpuMoeFeedForward::backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w,
@@ -217,7 +218,7 @@ void GpuMoeFeedForward::sparse_forward(int layer, const LayerShape& s, const Gpu
     if (forced_)
       cuda::moe_topk_replay(sv.topk, sv.topk_w, sv.probs, forced_ + int64_t(i) * k, int64_t(sparse_layers_) * k, T,
                             E, k, s.norm_topk_prob, ctx);
-    if (record_)
+    if (record_ && T > 0)
       CUDA_CHECK(cudaMemcpy2DAsync(record_ + int64_t(i) * k, size_t(sparse_layers_) * k * sizeof(int32_t), sv.topk,
                                    size_t(k) * sizeof(int32_t), size_t(k) * sizeof(int32_t), size_t(T),
                                    cudaMemcpyDeviceToDevice, ctx.stream));
@@ -250,7 +251,8 @@ void GpuMoeFeedForward::sparse_forward(int layer, const LayerShape& s, const Gpu
     host_eo_[size_t(layer)].clear();
     if (expert_gemms_by_cublas(N, El, ctx)) host_eo_[size_t(layer)] = off;
     if (pool_[size_t(layer)]) CUDA_CHECK(cudaFreeAsync(pool_[size_t(layer)], ctx.stream));
-    CUDA_CHECK(cudaMallocAsync(&pool_[size_t(layer)], Pool::bytes(N, C, Im), ctx.stream));
+    // At least a little: a generation idle pass may receive no rows at all.
+    CUDA_CHECK(cudaMallocAsync(&pool_[size_t(layer)], std::max<size_t>(Pool::bytes(N, C, Im), 256), ctx.stream));
     expert_rows_[size_t(layer)] = N;
     cuda::Carver c{static_cast<char*>(pool_[size_t(layer)])};
     xe = c.take<bf16>(N * C);

@@ -26,6 +26,7 @@
 
 #include "comm/comm.h"
 #include "model/expert_dispatch.h"
+#include "parallel/expert_exchange.h"
 #include "model/model_config.h"
 #include "parallel/shard_layout.h"
 
@@ -58,12 +59,6 @@ class ExpertParallel final : public ExpertDispatch<float> {
   void extract_experts(const float* full, float* local) const;
 
  private:
-  // One layer's exchange: rows (not elements) per rank, and for each expert-side row its place in the received
-  // buffer (received rows are grouped by source rank, then by expert).
-  struct Plan {
-    std::vector<int64_t> send_rows, send_offsets, recv_rows, recv_offsets;
-    std::vector<int64_t> source;  // [expert-side rows]
-  };
   // A run of the experts' region: this rank's block of one (layer, matrix) stack and where it lands in the full one.
   struct ExpertBlock {
     int64_t local = 0, full = 0, n = 0;
@@ -72,10 +67,10 @@ class ExpertParallel final : public ExpertDispatch<float> {
   Comm& ep_;
   ShardLayout layout_, full_;
   int E_ = 0, El_ = 0;
-  std::vector<Plan> plans_;  // per layer
+  std::vector<ExpertExchangePlan> plans_;  // per layer
   std::vector<ExpertBlock> blocks_;
   std::vector<float> recv_, send_;  // scratch of one exchange
-  std::vector<int64_t> counts_, elem_a_, elem_b_, elem_c_, elem_d_;
+  std::vector<int64_t> elem_a_, elem_b_, elem_c_, elem_d_;
 };
 
 }  // namespace hone

@@ -34,54 +34,27 @@ GpuExpertParallel::GpuExpertParallel(const ModelConfig& c, Comm& host, Comm& dev
   }
 }
 
-void GpuExpertParallel::scaled(const std::vector<int64_t>& rows, int64_t row, std::vector<int64_t>& out) const {
-  out.resize(rows.size());
-  for (size_t r = 0; r < rows.size(); ++r) out[r] = rows[r] * row;
-}
-
 int64_t GpuExpertParallel::plan(int layer, const int64_t* counts, int64_t* expert_counts) {
-  const int P = size();
   Plan& pl = plans_.at(size_t(layer));
-  counts_.resize(size_t(P) * El_);
-  host_.all_to_all(counts, counts_.data(), El_);
-  pl.send_rows.assign(size_t(P), 0);
-  pl.recv_rows.assign(size_t(P), 0);
-  for (int r = 0; r < P; ++r)
-    for (int i = 0; i < El_; ++i) {
-      pl.send_rows[size_t(r)] += counts[size_t(r) * El_ + size_t(i)];
-      pl.recv_rows[size_t(r)] += counts_[size_t(r) * El_ + size_t(i)];
-    }
-  pl.send_offsets.assign(size_t(P), 0);
-  pl.recv_offsets.assign(size_t(P), 0);
-  for (int r = 1; r < P; ++r) {
-    pl.send_offsets[size_t(r)] = pl.send_offsets[size_t(r) - 1] + pl.send_rows[size_t(r) - 1];
-    pl.recv_offsets[size_t(r)] = pl.recv_offsets[size_t(r) - 1] + pl.recv_rows[size_t(r) - 1];
+  pl.rows = plan_expert_exchange(host_, El_, counts, expert_counts, pl.exchange);
+  // Expert-side row p <- received row source[p], and the inverse for the combine, as device row gathers.
+  const std::vector<int64_t>& src = pl.exchange.source;
+  source_.resize(src.size());
+  inverse_.resize(src.size());
+  for (size_t p = 0; p < src.size(); ++p) {
+    source_[p] = int32_t(src[p]);
+    inverse_[size_t(src[p])] = int32_t(p);
   }
-  // Expert i's rows from rank 0, then rank 1, ...: source[p] is the received row of expert-side row p.
-  std::vector<int32_t> source, inverse;
-  for (int i = 0; i < El_; ++i) {
-    expert_counts[i] = 0;
-    for (int s = 0; s < P; ++s) {
-      int64_t at = pl.recv_offsets[size_t(s)];
-      for (int j = 0; j < i; ++j) at += counts_[size_t(s) * El_ + size_t(j)];
-      const int64_t n = counts_[size_t(s) * El_ + size_t(i)];
-      for (int64_t q = 0; q < n; ++q) source.push_back(int32_t(at + q));
-      expert_counts[i] += n;
-    }
-  }
-  pl.rows = int64_t(source.size());
-  inverse.resize(source.size());
-  for (size_t p = 0; p < source.size(); ++p) inverse[size_t(source[p])] = int32_t(p);
   if (pl.source.size() < pl.rows) {
     pl.source = DeviceArray<int32_t>(pl.rows, "expert rows' sources");
     pl.inverse = DeviceArray<int32_t>(pl.rows, "expert rows' places");
   }
   if (pl.rows > 0) {
-    CUDA_CHECK(cudaMemcpyAsync(pl.source.get(), source.data(), source.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                               ctx_.stream));
-    CUDA_CHECK(cudaMemcpyAsync(pl.inverse.get(), inverse.data(), inverse.size() * sizeof(int32_t),
+    CUDA_CHECK(cudaMemcpyAsync(pl.source.get(), source_.data(), source_.size() * sizeof(int32_t),
                                cudaMemcpyHostToDevice, ctx_.stream));
-    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the host vectors go out of scope
+    CUDA_CHECK(cudaMemcpyAsync(pl.inverse.get(), inverse_.data(), inverse_.size() * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, ctx_.stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the next plan rewrites the host vectors
   }
   return pl.rows;
 }
@@ -89,10 +62,10 @@ int64_t GpuExpertParallel::plan(int layer, const int64_t* counts, int64_t* exper
 void GpuExpertParallel::dispatch(int layer, const cuda::bf16* token_rows, cuda::bf16* expert_rows, int64_t row) {
   const Plan& pl = plans_.at(size_t(layer));
   if (stage_.size() < pl.rows * row) stage_ = DeviceArray<cuda::bf16>(pl.rows * row, "expert rows in transit");
-  scaled(pl.send_rows, row, a_);
-  scaled(pl.send_offsets, row, b_);
-  scaled(pl.recv_rows, row, c_);
-  scaled(pl.recv_offsets, row, d_);
+  rows_to_elements(pl.exchange.send_rows, row, a_);
+  rows_to_elements(pl.exchange.send_offsets, row, b_);
+  rows_to_elements(pl.exchange.recv_rows, row, c_);
+  rows_to_elements(pl.exchange.recv_offsets, row, d_);
   device_.all_to_allv(reinterpret_cast<const uint16_t*>(token_rows), a_, b_, reinterpret_cast<uint16_t*>(stage_.get()),
                       c_, d_);
   cuda::moe_permute_forward(expert_rows, stage_.get(), pl.source.get(), int(pl.rows), int(row), ctx_);
@@ -102,10 +75,10 @@ void GpuExpertParallel::combine(int layer, const cuda::bf16* expert_rows, cuda::
   const Plan& pl = plans_.at(size_t(layer));
   if (stage_.size() < pl.rows * row) stage_ = DeviceArray<cuda::bf16>(pl.rows * row, "expert rows in transit");
   cuda::moe_permute_forward(stage_.get(), expert_rows, pl.inverse.get(), int(pl.rows), int(row), ctx_);
-  scaled(pl.recv_rows, row, a_);
-  scaled(pl.recv_offsets, row, b_);
-  scaled(pl.send_rows, row, c_);
-  scaled(pl.send_offsets, row, d_);
+  rows_to_elements(pl.exchange.recv_rows, row, a_);
+  rows_to_elements(pl.exchange.recv_offsets, row, b_);
+  rows_to_elements(pl.exchange.send_rows, row, c_);
+  rows_to_elements(pl.exchange.send_offsets, row, d_);
   device_.all_to_allv(reinterpret_cast<const uint16_t*>(stage_.get()), a_, b_, reinterpret_cast<uint16_t*>(token_rows),
                       c_, d_);
 }

@@ -16,6 +16,7 @@
 #include "cuda/ops_cuda.h"
 #include "model/expert_dispatch.h"
 #include "model/model_config.h"
+#include "parallel/expert_exchange.h"
 #include "parallel/shard_layout.h"
 
 namespace hone {
@@ -49,14 +50,13 @@ class GpuExpertParallel final : public ExpertDispatch<cuda::bf16> {
 
  private:
   struct Plan {
-    std::vector<int64_t> send_rows, send_offsets, recv_rows, recv_offsets;
+    ExpertExchangePlan exchange;
     DeviceArray<int32_t> source, inverse;  // expert-side row p <- received row source[p]; inverse the other way
     int64_t rows = 0;
   };
   struct ExpertBlock {
     int64_t local = 0, full = 0, n = 0;
   };
-  void scaled(const std::vector<int64_t>& rows, int64_t row, std::vector<int64_t>& out) const;
 
   Comm& host_;
   Comm& device_;
@@ -66,7 +66,8 @@ class GpuExpertParallel final : public ExpertDispatch<cuda::bf16> {
   std::vector<Plan> plans_;
   std::vector<ExpertBlock> blocks_;
   DeviceArray<cuda::bf16> stage_;  // received (dispatch) or regrouped (combine) rows
-  std::vector<int64_t> counts_, a_, b_, c_, d_;
+  std::vector<int64_t> a_, b_, c_, d_;
+  std::vector<int32_t> source_, inverse_;  // host staging of a plan's row gathers
 };
 
 }  // namespace hone

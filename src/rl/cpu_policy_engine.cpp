@@ -20,8 +20,9 @@
 // Under expert parallelism (parallel.ep > 1, a mixture of experts; pp = cp = 1) the training and reference roles
 // hold this rank's experts and their forwards exchange routed rows over the expert-parallel group
 // (parallel/expert_parallel.h); generation holds every expert (gathered at refit), so that no generating rank waits
-// for another; the optimizer sums the experts' gradients over the expert-data-parallel group; forward passes pair up
-// over the group (empty passes fill in where a rank has fewer micro-batches).
+// for another, or with generation.experts = parallel this rank's experts only, its passes in lockstep with the
+// group's (parallel/expert_lockstep.h); the optimizer sums the experts' gradients over the expert-data-parallel
+// group; forward passes pair up over the group (empty passes fill in where a rank has fewer micro-batches).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,6 +33,7 @@
 #include "model/moe_feed_forward.h"
 #include "model/transformer.h"
 #include "parallel/context_parallel.h"
+#include "parallel/expert_lockstep.h"
 #include "parallel/expert_parallel.h"
 #include "ops/ops.h"
 #include "parallel/generation_layout.h"
@@ -89,7 +91,14 @@ class CpuPolicyEngine final : public PolicyEngine {
       if (ref_w_.flat.defined())
         ref_model_ = std::make_unique<Transformer>(mc_, ref_w_, tp_.get(), ModelSpan{}, cp_.get(), ep_.get());
     }
-    if (ep_) {
+    if (ep_ && s.generation_experts == "parallel") {
+      // Generation on a copy of this rank's shard, its experts only: the group's passes run in lockstep and
+      // exchange rows at every sparse layer as training's do (parallel/expert_lockstep.h).
+      gen_lockstep_ = std::make_unique<ExpertLockstep>(ep_->comm());
+      gen_w_ = allocate_shard_weights(stage_, mc_);
+      std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
+      make_generator(tp_.get());
+    } else if (ep_) {
       // Generation holds every expert of this tp rank's shard, gathered over the expert-parallel group in connect()
       // (collective) and at every refit.
       gen_w_ = allocate_shard_weights(ep_->full_layout(), mc_);
@@ -111,7 +120,9 @@ class CpuPolicyEngine final : public PolicyEngine {
       d += cat(", pipeline parallel over ", pipe_.pp(), " stages",
                pipe_.vpp() > 1 ? cat(" (interleaved 1F1B, ", pipe_.vpp(), " chunks each)") : std::string(" (1F1B)"));
     if (cp_) d += cat(", context parallel over ", cp_->size(), " ranks");
-    if (ep_) d += cat(", expert parallel over ", ep_->size(), " ranks");
+    if (ep_)
+      d += cat(", expert parallel over ", ep_->size(), " ranks",
+               gen_lockstep_ ? " (generation too, in lockstep)" : " (generation with every expert)");
     if (!gen_layout_.same_as_training)
       d += cat(", generation on ", gen_layout_.replicas(), gen_layout_.replicas() == 1 ? " replica" : " replicas",
                " of ", gen_layout_.tg, " rank",
@@ -159,7 +170,7 @@ class CpuPolicyEngine final : public PolicyEngine {
       };
       experts.begin = stage_.num_dense_params();
       experts.edp = &ps_.edp();
-      ep_->gather_experts(train_w_.flat.f32(), gen_w_.flat.f32());
+      if (!gen_lockstep_) ep_->gather_experts(train_w_.flat.f32(), gen_w_.flat.f32());
     }
     if (s_.distributed_optimizer && dp.size() > 1)
       zero_ = std::make_unique<DistributedAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm);
@@ -315,7 +326,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   int optimizer_step_count() const override { return zero_ ? zero_->step_count() : plain_->adamw().step_count(); }
 
   void refit() override {
-    if (ep_) {
+    if (ep_ && !gen_lockstep_) {
       ep_->gather_experts(train_w_.flat.f32(), gen_w_.flat.f32());
       return;
     }
@@ -396,7 +407,7 @@ class CpuPolicyEngine final : public PolicyEngine {
     }
     const int64_t n = train_w_.flat.numel();
     std::memcpy(train_w_.flat.f32(), master.flat.f32(), train_w_.flat.nbytes());
-    if (ep_) extract_shard(ep_->full_layout(), whole, gen_w_);  // every expert: no collective needed
+    if (ep_ && !gen_lockstep_) extract_shard(ep_->full_layout(), whole, gen_w_);  // every expert: no collective
     else refit();  // the generation copy (a collective reshard under differing layouts: every rank restores)
     stats_.refit_bytes = 0;
     if (zero_) {
@@ -421,7 +432,8 @@ class CpuPolicyEngine final : public PolicyEngine {
     GenerationOptions go;
     // A replica generates its share of the step's groups: the rollouts over the replicas.
     go.max_batch = int(std::max<int64_t>(1, std::min<int64_t>(256, s_.rollouts_per_step() / gen_layout_.replicas())));
-    generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go, tp);
+    generator_ = std::make_unique<CpuGenerator>(mc_, gen_w_, go, tp, gen_lockstep_ ? ep_.get() : nullptr,
+                                                gen_lockstep_.get());
     if (gen_progress_) generator_->set_progress(gen_progress_);
   }
 
@@ -472,6 +484,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<TensorParallel> tp_;  // parallel.tp > 1
   std::unique_ptr<ContextParallel> cp_;  // parallel.cp > 1
   std::unique_ptr<ExpertParallel> ep_;  // parallel.ep > 1
+  std::unique_ptr<ExpertLockstep> gen_lockstep_;  // generation.experts = parallel: generation's experts split too
   MoeStepStats moe_stats_;
   ModelWeights train_w_, gen_w_, ref_w_, grads_;
   std::unique_ptr<Transformer> train_model_, ref_model_;      // pp = 1

@@ -6,6 +6,7 @@
 #if HONE_CUDA
 
 #include <memory>
+#include <string>
 
 #include "comm/nccl_comm.h"
 #include "comm/parallel_state.h"
@@ -19,6 +20,12 @@
 #include "train/gpu_data_parallel_optimizer.h"
 
 namespace hone::rl {
+
+// generation.experts: whether generation keeps this rank's experts only, its passes in lockstep with the group's
+// (parallel, or auto when a bf16 copy of every expert would take more than 80 % of the free memory now), rather
+// than a replica of every expert (replicated, or auto when it fits). Collective over world under auto: every rank
+// decides alike.
+bool generation_splits_experts(const std::string& mode, const GpuExpertParallel& ep, Comm& world);
 
 // Generation's bf16 buffer of every expert (filled by GpuExpertParallel::gather_experts at every refit). A user error
 // when it cannot fit next to what the device holds already.

@@ -31,7 +31,9 @@
 // wait in pinned host memory while generation runs.
 // A mixture of experts: the load-balancing loss, routing statistics and replay (rl/gpu_moe_routing.h); under expert
 // parallelism (parallel.ep > 1) training holds this rank's experts (parallel/gpu_expert_parallel.h), generation every
-// expert (rl/gpu_expert_engine.h). Checkpoint state of the sharded layouts: rl/gpu_engine_state.h.
+// expert (rl/gpu_expert_engine.h) or, with generation.experts, the training weights' experts with the group's passes
+// in lockstep (parallel/expert_lockstep.h). Checkpoint state of the sharded layouts: rl/gpu_engine_state.h; the
+// pipeline's training pass: rl/gpu_pipeline_training.h.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -51,6 +53,7 @@
 #include "generation/gpu_generator.h"
 #include "model/gpu_moe_feed_forward.h"
 #include "parallel/gpu_context_parallel.h"
+#include "parallel/expert_lockstep.h"
 #include "parallel/gpu_expert_parallel.h"
 #include "model/gpu_transformer.h"
 #include "parallel/embedding_group.h"
@@ -143,7 +146,11 @@ class GpuPolicyEngine final : public PolicyEngine {
         reference_ = std::make_unique<GpuTransformer>(mc_, layout_, ctx_, max_tokens, tp_.get(), ModelSpan{},
                                                       ref_w_->get(), cp_.get(), ep_.get());
     }
-    if (ep_) {
+    if (ep_ && generation_splits_experts(s.generation_experts, *ep_, ps_.world())) {
+      // Generation on the training weights, this rank's experts only: the group's passes in lockstep.
+      gen_lockstep_ = std::make_unique<ExpertLockstep>(ps_.ep());
+      make_generator(layout_, train_w_->get(), tp_.get());
+    } else if (ep_) {
       // Generation reads a buffer with every expert, filled in connect() and at every refit (collective).
       gen_w_ = every_expert_weights(*ep_);
       make_generator(ep_->full_layout().param_layout(), gen_w_->get(), gen_tp_.get());
@@ -202,7 +209,9 @@ class GpuPolicyEngine final : public PolicyEngine {
       d += cat(", pipeline parallel over ", pipe_.pp(), " stages",
                pipe_.vpp() > 1 ? cat(" (interleaved 1F1B, ", pipe_.vpp(), " chunks each)") : std::string(" (1F1B)"));
     if (cp_) d += cat(", context parallel over ", cp_->size(), " GPUs (ring attention over NCCL)");
-    if (ep_) d += cat(", expert parallel over ", ep_->size(), " GPUs (NCCL)");
+    if (ep_)
+      d += cat(", expert parallel over ", ep_->size(), " GPUs (NCCL; ",
+               gen_lockstep_ ? "generation too, in lockstep)" : "generation with every expert)");
     if (!gen_layout_.same_as_training)
       d += cat(", generation on ", gen_layout_.replicas(), gen_layout_.replicas() == 1 ? " replica" : " replicas",
                " of ", gen_layout_.tg, " GPU", gen_layout_.tg > 1 ? "s" : "", " (resharding refit)");
@@ -279,7 +288,7 @@ class GpuPolicyEngine final : public PolicyEngine {
       resharder_->run(train_w_->get(), gen_w_->get());
       CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
     }
-    if (ep_) ep_->gather_experts(train_w_->get(), gen_w_->get());
+    if (ep_ && gen_w_) ep_->gather_experts(train_w_->get(), gen_w_->get());
     log_debug("GPU optimizer: ", optimizer_->zero_layout().buckets().size(), " gradient buckets, ",
               optimizer_->device_bytes() / double(1 << 30), " GiB of optimizer state and gradients on the device");
   }
@@ -422,7 +431,7 @@ class GpuPolicyEngine final : public PolicyEngine {
 
   void refit() override {
     optimizer_->refit(train_w_->get());
-    if (ep_) ep_->gather_experts(train_w_->get(), gen_w_->get());
+    if (ep_ && gen_w_) ep_->gather_experts(train_w_->get(), gen_w_->get());
     if (resharder_) {
       resharder_->run(train_w_->get(), gen_w_->get());
       stats_.refit_bytes += double(resharder_->plan().elements_received) * sizeof(bf16);
@@ -475,7 +484,7 @@ class GpuPolicyEngine final : public PolicyEngine {
       write_sharded_state(mc_, stage_, *optimizer_, master, m, v, step_count);  // this rank's slices
     }
     optimizer_->refit(train_w_->get());
-    if (ep_) ep_->gather_experts(train_w_->get(), gen_w_->get());  // collective: every rank restores
+    if (ep_ && gen_w_) ep_->gather_experts(train_w_->get(), gen_w_->get());  // collective: every rank restores
     if (resharder_) resharder_->run(train_w_->get(), gen_w_->get());  // collective: every rank restores
     CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
@@ -495,7 +504,8 @@ class GpuPolicyEngine final : public PolicyEngine {
     go.keep_graphs = s_.keep_graphs;
     // A replica generates its share of the step's groups.
     go.max_num_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1024, s_.rollouts_per_step() / gen_layout_.replicas())));
-    generator_ = std::make_unique<GpuGenerator>(mc_, layout, weights, ctx_, go, tp);
+    generator_ = std::make_unique<GpuGenerator>(mc_, layout, weights, ctx_, go, tp,
+                                                gen_lockstep_ ? ep_.get() : nullptr, gen_lockstep_.get());
     if (gen_progress_) generator_->set_progress(gen_progress_);
   }
 
@@ -553,6 +563,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<GenerationGroup> gen_group_;  // a generation layout of its own
   std::unique_ptr<GpuTensorParallel> gen_tp_;      // generation's tp group: its replica's, or every expert's
   std::unique_ptr<DeviceArray<bf16>> gen_w_;       // generation's weights when they are not the training copy
+  std::unique_ptr<ExpertLockstep> gen_lockstep_;   // generation.experts = parallel: generation's experts split too
   std::unique_ptr<NcclComm> ep_comm_, edp_comm_;   // parallel.ep > 1
   std::unique_ptr<GpuExpertParallel> ep_;
   std::unique_ptr<GpuMoeRouting> routing_;         // a mixture of experts: routing tables on the device

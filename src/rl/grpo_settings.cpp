@@ -86,6 +86,7 @@ void read_generation_keys(const Config& c, GrpoSettings& s) {
   s.cuda_graphs = c.get_bool("generation.cuda_graphs");
   s.keep_graphs = c.get_bool("generation.keep_graphs");
   s.generation_tp = deck_generation_tp(c);
+  s.generation_experts = c.get_string("generation.experts");
 }
 
 // [train], and parallel.nccl_timeout_s.

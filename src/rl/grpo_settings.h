@@ -52,6 +52,7 @@ struct GrpoSettings {
   bool cuda_graphs = true;
   bool keep_graphs = true;  // the decode graphs and the cache's addresses kept from step to step
   int generation_tp = 1;  // generation.tp resolved (parallel.tp when 0)
+  std::string generation_experts = "auto";  // generation.experts: auto, replicated or parallel
   // [train]
   LrSchedule lr;
   AdamWConfig adamw;

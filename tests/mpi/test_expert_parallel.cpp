@@ -3,15 +3,21 @@
 // logprobs equal the whole model's on its batch within 1e-5; its dense gradients equal the whole model's on its
 // batch, and its experts' gradients the whole model's summed over both ranks' batches (what the expert-data-parallel
 // reduction then adds nothing to at ep = world), within 1e-5 relative, with the load-balancing loss in the
-// gradient. Also: generation's replica of every expert gathered from the ranks' halves, and extracted back.
+// gradient. Also: generation's replica of every expert gathered from the ranks' halves, and extracted back; and
+// generation with the experts split (parallel/expert_lockstep.h): each rank generates its own requests, a different
+// number of them with different lengths (none at all in one call), and gets the rollouts one rank with every expert
+// generates for them, the rank that finishes first running idle passes for the other.
 // (Tensor and expert parallelism composed run as `hone run` on 4 ranks: tests/unit/test_grpo_ep.cpp.)
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
 
+#include "comm/host_collectives.h"
 #include "comm/mpi_comm.h"
+#include "generation/cpu_generator.h"
 #include "model/moe_feed_forward.h"
 #include "model/transformer.h"
+#include "parallel/expert_lockstep.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/shard_weights.h"
 #include "unit/transformer_test_util.h"
@@ -129,11 +135,65 @@ void run(bool norm) {
   }
 }
 
+// Requests of one rank in one call: rank 0 three of different lengths, rank 1 one long one, or none (call 1).
+std::vector<GenerationRequest> requests_of(const ModelConfig& c, int rank, int call) {
+  std::vector<GenerationRequest> r;
+  const int n = rank == 0 ? 3 : (call == 1 ? 0 : 1);
+  for (int i = 0; i < n; ++i) {
+    GenerationRequest q;
+    const auto seq = test::random_sequences({4 + i + rank}, c.vocab_size, uint64_t(40 + 10 * rank + i + call))[0];
+    q.prompt.assign(seq.begin(), seq.end());
+    q.sample_index = 100 * rank + i;
+    q.max_new_tokens = rank == 0 ? 2 + 3 * i : 12;
+    r.push_back(q);
+  }
+  return r;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(ep2_equals_one_rank) {
   run(false);
   run(true);
+}
+
+BOOST_AUTO_TEST_CASE(generation_with_split_experts_equals_every_expert) {
+  MpiComm world(MPI_COMM_WORLD, "ep");
+  BOOST_REQUIRE(world.size() == 2);
+  const ModelConfig c = moe(true);
+  ModelWeights whole = allocate_weights(c);
+  test::randomize(whole, 31);
+  ExpertParallel ep(c, world);
+  ModelWeights shard = allocate_shard_weights(ep.layout(), c);
+  extract_shard(ep.layout(), whole, shard);
+  ExpertLockstep lockstep(world);
+  CpuGenerator split(c, shard, GenerationOptions{2}, nullptr, &ep, &lockstep);  // waves of 2: several prefills
+  CpuGenerator every(c, whole, GenerationOptions{2});
+  SamplingParams p;
+  p.temperature = 0.9f;
+  StopCriteria stop;
+  stop.max_new_tokens = 12;
+  for (int call = 0; call < 2; ++call) {
+    BOOST_TEST_CONTEXT("rank " << world.rank() << ", call " << call) {
+      const std::vector<GenerationRequest> req = requests_of(c, world.rank(), call);
+      lockstep.reset();
+      const std::vector<Rollout> got = split.generate(req, p, stop, 7, uint32_t(call), 64);
+      const std::vector<Rollout> want = every.generate(req, p, stop, 7, uint32_t(call), 64);
+      BOOST_REQUIRE_EQUAL(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        BOOST_TEST(got[i].completion == want[i].completion);
+        BOOST_TEST(got[i].routing == want[i].routing);
+        check_close(got[i].logprobs.data(), want[i].logprobs.data(), int64_t(want[i].logprobs.size()), 1e-5,
+                    "generation logprobs");
+      }
+      // A rank's own passes: a prefill per wave and its decode steps. The rank with fewer idles until the other is
+      // done (rank 1 has no requests at all in call 1).
+      const int64_t mine = split.stats().waves + split.stats().decode_steps;
+      const int64_t most = all_reduce_max_value(world, mine);
+      BOOST_TEST(lockstep.idle_passes() == most - mine);
+      if (call == 1 && world.rank() == 1) BOOST_TEST(lockstep.idle_passes() > 0);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -7,7 +7,9 @@
 //   * tp = 2 x ep = 2 on 4 ranks against tp = 1, ep = 1 on 2 ranks;
 //   * an ep = 2 checkpoint holds whole tensors and resumes at ep = 1, as the uninterrupted ep = 1 run goes on;
 //   * with the load-balancing loss off, ep = 2 on 2 ranks equals one rank (the policy loss adds up over ranks);
-//   * loss.router_replay: training routes every token as generation did.
+//   * loss.router_replay: training routes every token as generation did;
+//   * generation.experts = parallel (generation on this rank's experts, the group's passes in lockstep): the same
+//     rollouts, bit for bit, and the same run as with every expert replicated, at ep = 2 and at tp = 2 x ep = 2.
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>
@@ -80,6 +82,19 @@ BOOST_AUTO_TEST_CASE(tp2_by_ep2_equals_tp1_ep1) {
   const std::string one = run_in("grpo-tp1-ep1", kArgs, 2);
   const std::string four = run_in("grpo-tp2-ep2", kArgs + " parallel.tp=2 parallel.ep=2", 4,
                                   "tensor parallel over 2 ranks with sequence parallelism, expert parallel over 2");
+  check_equal_runs(one, four);
+}
+
+BOOST_AUTO_TEST_CASE(generation_with_split_experts_equals_replicated) {
+  const std::string rep = run_in("grpo-ep2-gen-replicated", kArgs + " parallel.ep=2 generation.experts=replicated", 2,
+                                 "(generation with every expert)");
+  const std::string split = run_in("grpo-ep2-gen-parallel", kArgs + " parallel.ep=2 generation.experts=parallel", 2,
+                                   "(generation too, in lockstep)");
+  check_equal_runs(rep, split);
+  const std::string one = run_in("grpo-tp1-ep1-gen", kArgs, 2);
+  const std::string four = run_in("grpo-tp2-ep2-gen-parallel",
+                                  kArgs + " parallel.tp=2 parallel.ep=2 generation.experts=parallel", 4,
+                                  "(generation too, in lockstep)");
   check_equal_runs(one, four);
 }
 
