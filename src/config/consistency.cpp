@@ -86,6 +86,9 @@ void check_tokenizer_and_data(const Config& c) {
     conflict(c, "data.min_digits", "data.max_digits", "min_digits must be <= max_digits");
   if (c.get_int("data.min_length") > c.get_int("data.max_length"))
     conflict(c, "data.min_length", "data.max_length", "min_length must be <= max_length");
+  const std::string& task = c.get_string("data.task");
+  if (c.get_bool("data.partial_credit") && task != "sort" && task != "reverse")
+    conflict(c, "data.task", "data.partial_credit", "partial credit is defined for the sort and reverse tasks only; remove the key");
 }
 
 // Drawn response lengths (data.response_length) are a benchmark rule of the random_tokens task: they ignore what the
@@ -127,8 +130,9 @@ void check_response_length(const Config& c) {
     conflict(c, "data.response_length", "generation.stop_strings", why);
 }
 
-// Your own reward replaces the built-in one: the math checker's keys then have nothing to act on, and neither do
-// they with a synthetic task (scored by the task's own checker).
+// Your own reward replaces the built-in one: the math checker's keys then have nothing to act on, nor has the sort
+// and reverse checkers' data.partial_credit; neither have the math checker's keys with a synthetic task (scored by
+// the task's own checker).
 void check_reward(const Config& c) {
   const bool command = !c.get_string("reward.command").empty(), library = !c.get_string("reward.library").empty();
   if (command && library) conflict(c, "reward.command", "reward.library", "choose one reward: a program or a plug-in");
@@ -138,6 +142,8 @@ void check_reward(const Config& c) {
   const std::string why = own ? "your own reward replaces the math checker; remove the math checker's key"
                               : "a synthetic task is scored by its own checker, not the math checker; remove the key";
   if (math) return;
+  if (own && c.get_bool("data.partial_credit"))
+    conflict(c, own, "data.partial_credit", "your own reward replaces the task's checker; remove data.partial_credit");
   if (c.get_string("reward.format") != "boxed") conflict(c, other, "reward.format", why);
   if (c.get_float("reward.format_reward") != 0.0) conflict(c, other, "reward.format_reward", why);
   if (!c.get_bool("reward.fallback_last_number")) conflict(c, other, "reward.fallback_last_number", why);

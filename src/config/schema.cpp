@@ -168,6 +168,9 @@ std::vector<KeySpec> build_schema() {
       i("data.min_length", 3, closed(1, 256), "", "sort, reverse: shortest sequence"),
       i("data.max_length", 6, closed(1, 256), "", "sort, reverse: longest sequence"),
       e("data.alphabet", S{"digits", "letters"}, "digits", "sort, reverse: symbols the sequences are made of"),
+      b("data.partial_credit", false,
+        "sort, reverse: a wrong answer line earns the length of its longest common subsequence with the expected "
+        "string over the longer of their two lengths, instead of 0 (only the exact answer earns 1)"),
       i("data.prompt_tokens", 128, closed(1, 1 << 20), "tokens", "random_tokens: token ids per prompt (drawn uniformly from the model's vocabulary)"),
       e("data.response_length", S{"off", "lognormal", "fixed"}, "off",
         "random_tokens, benchmarks only: every sample stops at a length drawn for it (seeded by run.seed, the prompt and "

@@ -1,5 +1,6 @@
 // The sort and reverse tasks: "sort:dbca=" -> "abcd", "rev:dbca=" -> "acbd" (letters a-z or digits 0-9).
 #include <algorithm>
+#include <vector>
 
 #include "data/data_rng.h"
 #include "data/synthetic_tasks.h"
@@ -8,6 +9,21 @@
 namespace hone::rl {
 
 namespace {
+
+// The length of the longest common subsequence of a and b (one row of the dynamic program: O(|a| |b|) time, O(|b|)
+// memory; b is the expected answer, at most 64 characters).
+size_t longest_common_subsequence(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1, 0);
+  for (char x : a) {
+    size_t diagonal = 0;  // row[j] of the previous character of a
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = x == b[j - 1] ? diagonal + 1 : std::max(up, row[j - 1]);
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
 
 class SequenceTask : public SyntheticTask {
  public:
@@ -35,7 +51,9 @@ class SequenceTask : public SyntheticTask {
   }
 
   // Correct when the completion's first line equals the answer exactly. formatted: the line has the right length
-  // and only characters of the alphabet.
+  // and only characters of the alphabet. With partial credit a wrong line earns the longest common subsequence of
+  // the line and the answer over the longer of the two: the answer's characters in its order count, extra
+  // characters cost, and only the exact answer reaches 1.
   RewardResult score(const Prompt& prompt, const std::string& completion) const noexcept override {
     RewardResult r;
     try {
@@ -47,6 +65,9 @@ class SequenceTask : public SyntheticTask {
                     });
       r.correct = !prompt.answer.empty() && r.extracted == prompt.answer;
       r.reward = r.correct ? 1.0 : 0.0;
+      if (!r.correct && o_.partial_credit && !prompt.answer.empty())
+        r.reward = double(longest_common_subsequence(r.extracted, prompt.answer)) /
+                   double(std::max(r.extracted.size(), prompt.answer.size()));
     } catch (...) {
       r = RewardResult{};
     }

@@ -10,6 +10,8 @@ void validate(const SyntheticTaskOptions& o) {
   const std::string& t = o.task;
   HONE_USER_CHECK(t == "arithmetic" || t == "countdown" || t == "sort" || t == "reverse" || t == "random_tokens",
                   "data.task = '", t, "' is not a task; allowed: arithmetic, countdown, sort, reverse, random_tokens");
+  HONE_USER_CHECK(!o.partial_credit || t == "sort" || t == "reverse", "data.partial_credit is for the sort and reverse "
+                  "tasks only, not data.task = '", t, "'");
   if (t == "random_tokens") {
     HONE_USER_CHECK(o.prompt_tokens >= 1, "data.prompt_tokens must be at least 1, got ", o.prompt_tokens);
     HONE_USER_CHECK(o.vocab_size >= 1, "random_tokens needs the model's vocabulary size, got ", o.vocab_size);

@@ -23,6 +23,7 @@ struct SyntheticTaskOptions {
   int min_length = 3;               // [data.min_length] sort/reverse string length
   int max_length = 6;               // [data.max_length]
   std::string alphabet = "letters"; // [data.alphabet] letters (a-z) | digits (0-9)
+  bool partial_credit = false;      // [data.partial_credit] sort, reverse: a wrong answer earns its share of the answer
   int prompt_tokens = 128;          // [data.prompt_tokens] random_tokens: ids per prompt
   int vocab_size = 0;               // random_tokens: ids are drawn from [0, vocab_size) (the model's vocabulary)
   uint64_t seed = 0;                // [run.seed]

@@ -232,6 +232,7 @@ DataOptions GrpoTrainer::data_options(const Config& c) const {
     o.synthetic.min_length = int(c.get_int("data.min_length"));
     o.synthetic.max_length = int(c.get_int("data.max_length"));
     o.synthetic.alphabet = c.get_string("data.alphabet");
+    o.synthetic.partial_credit = c.get_bool("data.partial_credit");
     o.synthetic.prompt_tokens = int(c.get_int("data.prompt_tokens"));
     o.synthetic.vocab_size = mc_.vocab_size;
     o.synthetic.seed = s_.seed;

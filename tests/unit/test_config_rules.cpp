@@ -141,6 +141,19 @@ BOOST_AUTO_TEST_CASE(response_length_is_for_random_tokens_benchmarks_only) {
                  "to act on") != std::string::npos);
 }
 
+// data.partial_credit acts on the sort and reverse checkers only: another task, or a reward of your own, refuses it.
+BOOST_AUTO_TEST_CASE(partial_credit_is_for_sort_and_reverse_only) {
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"data.partial_credit=true"}) ==
+             "override 'data.partial_credit=true': conflicting keys 'data.task' = 'arithmetic' (deck.toml:9:1) and "
+             "'data.partial_credit' = true (override 'data.partial_credit=true'): partial credit is defined for the "
+             "sort and reverse tasks only; remove the key");
+  for (const char* task : {"data.task=sort", "data.task=reverse"})
+    BOOST_TEST(deck_error(test::kRandomInitDeck, {task, "data.partial_credit=true"}) == "(no error)");
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"data.task=sort", "data.partial_credit=true", "reward.command=./score"})
+                 .find("'data.partial_credit' = true (override 'data.partial_credit=true'): your own reward replaces "
+                       "the task's checker") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(other_conflicts) {
   BOOST_TEST(deck_error(test::kCheckpointDeck, {"generation.max_new_tokens=4096"}).find(
                  "max_new_tokens must be < max_total_sequence_length") != std::string::npos);

@@ -20,9 +20,10 @@ namespace {
 std::string mpi(int n) {
   return "timeout 240 mpirun -np " + std::to_string(n) + " --oversubscribe --allow-run-as-root ";
 }
-// As the tensor-parallel tests: two optimizer steps per GRPO step, every rollout stored, an entropy bonus.
+// As the tensor-parallel tests: two optimizer steps per GRPO step, every rollout stored, rewards that differ within
+// groups (kPolicyGradientArgs: the policy-gradient term is in the loss), an entropy bonus.
 const std::string kArgs = "run.max_steps=3 train.global_batch_size=8 output.sample_every=1 output.num_samples=16 "
-                          "loss.entropy_coef=0.01";
+                          "loss.entropy_coef=0.01 " + std::string(kPolicyGradientArgs);
 
 std::string tail(const std::string& s) { return s.substr(s.size() > 1500 ? s.size() - 1500 : 0); }
 
@@ -49,6 +50,8 @@ void check_equal_runs(const std::string& one, const std::string& other) {
   BOOST_TEST(completions == test_h5::strings(f2.id, "/samples/completion"));
   BOOST_TEST(test_h5::doubles(f1.id, "/samples/reward") == test_h5::doubles(f2.id, "/samples/reward"));
   check_metrics_close(h1, h2, training_metrics(), 1e-4, 1, 3);
+  check_advantages_nonzero(h1, 1, 3);
+  check_advantages_nonzero(h2, 1, 3);
   BOOST_TEST(metric(h1, "grad_norm")[0] > 0.0);
   BOOST_TEST(max_weight_diff(one + "/ck/step_00000003/model.safetensors", other + "/ck/step_00000003/model.safetensors") <
              1e-5);

@@ -24,10 +24,11 @@ namespace {
 std::string mpi(int n) {
   return "timeout 240 mpirun -np " + std::to_string(n) + " --oversubscribe --allow-run-as-root ";
 }
+// Rewards that differ within groups (kPolicyGradientArgs): the policy-gradient term is in the loss.
 const std::string kArgs =
     "run.max_steps=3 train.global_batch_size=8 output.sample_every=1 output.num_samples=16 loss.entropy_coef=0.01 "
     "model.architecture=qwen3_moe model.num_layers=2 model.num_experts=4 model.num_experts_per_tok=2 "
-    "model.moe_intermediate_size=16 loss.moe_aux_loss_coef=0.05";
+    "model.moe_intermediate_size=16 loss.moe_aux_loss_coef=0.05 " + std::string(kPolicyGradientArgs);
 
 std::string tail(const std::string& s) { return s.substr(s.size() > 1500 ? s.size() - 1500 : 0); }
 
@@ -55,6 +56,8 @@ void check_equal_runs(const std::string& one, const std::string& other, int64_t 
   for (const char* m : {"moe/aux_loss", "moe/load_imbalance/max", "moe/load_imbalance/layer_0", "moe/routing_mismatch"})
     names.push_back(m);
   check_metrics_close(h1, h2, names, 1e-4, 1, size_t(step));
+  check_advantages_nonzero(h1, 1, size_t(step));
+  check_advantages_nonzero(h2, 1, size_t(step));
   BOOST_TEST(metric(h1, "grad_norm")[0] > 0.0);
   BOOST_TEST(metric(h1, "moe/aux_loss")[0] > 0.0);
   char ck[64];
@@ -112,6 +115,8 @@ BOOST_AUTO_TEST_CASE(ep2_checkpoint_resumes_at_ep1) {
   BOOST_TEST(out.find("resuming from") != std::string::npos);
   BOOST_TEST(steps(dir + "/out/t.h5") == (std::vector<int64_t>{1, 2, 3}));
   check_metrics_close(whole + "/out/t.h5", dir + "/out/t.h5", training_metrics(), 1e-4, 3, 3);
+  check_advantages_nonzero(whole + "/out/t.h5", 3, 3);
+  check_advantages_nonzero(dir + "/out/t.h5", 3, 3);
   BOOST_TEST(max_weight_diff(whole + "/ck/step_00000003/model.safetensors", dir + "/ck/step_00000003/model.safetensors") <
              1e-5);
 }
@@ -124,6 +129,8 @@ BOOST_AUTO_TEST_CASE(without_the_load_balancing_loss_ep2_equals_one_rank) {
   test_h5::File f1(h1), f2(h2);
   BOOST_TEST(test_h5::strings(f1.id, "/samples/completion") == test_h5::strings(f2.id, "/samples/completion"));
   check_metrics_close(h1, h2, training_metrics(), 1e-4, 1, 3);
+  check_advantages_nonzero(h1, 1, 3);
+  check_advantages_nonzero(h2, 1, 3);
   BOOST_TEST(max_weight_diff(one + "/ck/step_00000003/model.safetensors", two + "/ck/step_00000003/model.safetensors") <
              1e-5);
 }

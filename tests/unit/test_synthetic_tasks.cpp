@@ -202,6 +202,45 @@ BOOST_AUTO_TEST_CASE(sort_and_reverse) {
   BOOST_TEST(rev->score(q, "").reward == 0.0);
 }
 
+// data.partial_credit: a wrong line earns LCS(line, answer) / max(|line|, |answer|); only the exact answer earns 1.
+BOOST_AUTO_TEST_CASE(sort_and_reverse_partial_credit) {
+  SyntheticTaskOptions o = opts("reverse");
+  o.alphabet = "digits";
+  auto exact = make_synthetic_task(o);
+  o.partial_credit = true;
+  auto partial = make_synthetic_task(o);
+  Prompt q;
+  q.text = "rev:1234=";
+  q.answer = "4321";
+  BOOST_TEST(exact->score(q, "4311").reward == 0.0);
+  BOOST_TEST(partial->score(q, "4321").reward == 1.0);
+  BOOST_TEST(partial->score(q, " 4321 \nmore").correct);
+  const RewardResult near = partial->score(q, "4311");
+  BOOST_TEST(near.reward == 0.75);  // 431 in order
+  BOOST_TEST(!near.correct);
+  BOOST_TEST(near.formatted);
+  BOOST_TEST(partial->score(q, "1234").reward == 0.25);   // one character in order
+  BOOST_TEST(partial->score(q, "43210").reward == 0.8);   // the answer and one character more
+  BOOST_TEST(partial->score(q, "43\n21").reward == 0.5);  // the first line only
+  BOOST_TEST(partial->score(q, "4x3y2z1w").reward == 0.5);
+  BOOST_TEST(partial->score(q, "4321" + std::string(996, 'x')).reward == 0.004);
+  BOOST_TEST(partial->score(q, "9876").reward == 0.0);
+  BOOST_TEST(partial->score(q, "").reward == 0.0);
+  Prompt empty = q;
+  empty.answer.clear();
+  BOOST_TEST(partial->score(empty, "").reward == 0.0);
+  BOOST_TEST(partial->score(empty, "12").reward == 0.0);
+  // sort: the characters of the input in the wrong order earn what the longest ordered run of them is worth.
+  o.task = "sort";
+  o.alphabet = "letters";
+  auto sort = make_synthetic_task(o);
+  q.text = "sort:dbca=";
+  q.answer = "abcd";
+  BOOST_TEST(sort->score(q, "dcba").reward == 0.25);
+  BOOST_TEST(sort->score(q, "bacd").reward == 0.75);
+  BOOST_TEST(sort->score(q, "abcd").reward == 1.0);
+}
+
 BOOST_AUTO_TEST_CASE(options_are_validated) {
   SyntheticTaskOptions o = opts("juggle");
   BOOST_TEST(user_error(o).find("data.task = 'juggle' is not a task") == 0);
@@ -226,6 +265,12 @@ BOOST_AUTO_TEST_CASE(options_are_validated) {
   o = opts("reverse");
   o.min_length = 0;
   BOOST_TEST(user_error(o).find("data.min_length") == 0);
+  for (const char* task : {"arithmetic", "countdown", "random_tokens"}) {
+    o = opts(task);
+    o.vocab_size = 101;
+    o.partial_credit = true;
+    BOOST_TEST(user_error(o).find("data.partial_credit is for the sort and reverse tasks only") == 0, task);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(prompt_stream_shards_and_resumes) {
@@ -259,8 +304,12 @@ BOOST_AUTO_TEST_CASE(rewards_never_throw_on_random_bytes) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<uint32_t>(state >> 33);
   };
-  for (const char* name : {"arithmetic", "countdown", "sort", "reverse"}) {
-    auto t = make_synthetic_task(opts(name));
+  for (const char* name : {"arithmetic", "countdown", "sort", "reverse", "sort+partial", "reverse+partial"}) {
+    const std::string task = name;
+    SyntheticTaskOptions o = opts(task.substr(0, task.find('+')));
+    o.partial_credit = task.find('+') != std::string::npos;
+    if (o.partial_credit) o.alphabet = "digits";  // lines of the digits below share characters with the answer
+    auto t = make_synthetic_task(o);
     Prompt p = t->make(1);
     for (int i = 0; i < 1000; ++i) {
       std::string s;
@@ -268,7 +317,10 @@ BOOST_AUTO_TEST_CASE(rewards_never_throw_on_random_bytes) {
       for (size_t k = 0; k < n; ++k) s += (i % 2) ? static_cast<char>(next() % 256) : "0123456789+-*/() =\n"[next() % 19];
       RewardResult r;
       BOOST_CHECK_NO_THROW(r = t->score(p, s));
-      BOOST_TEST((r.reward == 0.0 || r.reward == 1.0));
+      if (o.partial_credit)
+        BOOST_TEST((r.correct ? r.reward == 1.0 : (r.reward >= 0.0 && r.reward < 1.0)), name);
+      else
+        BOOST_TEST((r.reward == 0.0 || r.reward == 1.0), name);
     }
   }
 }
