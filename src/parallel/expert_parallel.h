@@ -18,7 +18,8 @@
 // region of the flat buffer (after every dense parameter) with that group.
 //
 // Generation keeps every expert on every rank (a replica of the whole model's experts, filled by gather_experts at
-// refit): a generating rank never waits for another's decode steps.
+// refit: a generating rank never waits for another's decode steps), or with generation.experts = parallel this
+// rank's experts, its passes in lockstep with the group's (parallel/expert_lockstep.h) through these same hooks.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // the expert-parallel group on the host (its MpiComm: the host has them, it needed them to size the rows), the rows
 // over the group's NcclComm on the engine's stream (grouped ncclSend/ncclRecv: Comm::all_to_allv), regrouped by
 // expert on the receiver with a row gather (cuda::moe_permute_forward) and back before the combine. Generation
-// keeps every expert: gather_experts all-gathers this rank's bf16 experts into the generation buffer at refit.
+// keeps every expert (gather_experts all-gathers this rank's bf16 experts into the generation buffer at refit) or
+// runs its passes in lockstep over these hooks (generation.experts: parallel/expert_lockstep.h).
 // Guarded by HONE_CUDA.
 #pragma once
 
