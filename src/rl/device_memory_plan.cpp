@@ -78,6 +78,14 @@ void set_generation_layout(DeviceMemoryPlan& plan, const ModelConfig& c, int tg,
     if (tp_fits_model(c, t)) plan.next_generation_tp = t;
 }
 
+void set_expert_replica(DeviceMemoryPlan& plan, const ModelConfig& c, int tp, int ep, bool replicated) {
+  plan.expert_replica = 0;
+  if (!c.is_moe() || ep <= 1 || !replicated) return;
+  int64_t largest = 0;  // every expert of a tp rank's shard, the dense part included (generation's whole copy)
+  for (int r = 0; r < tp; ++r) largest = std::max(largest, ShardLayout::of(c, tp, r).num_local_params());
+  plan.expert_replica = 2.0 * double(largest);
+}
+
 double DeviceMemoryPlan::optimizer_state() const {
   const double kept = distributed ? std::ceil(double(num_params) / double(std::max(dp, 1))) : double(num_params);
   return 12.0 * kept;
@@ -120,6 +128,10 @@ std::vector<Change> training_changes(const DeviceMemoryPlan& p) {
   } else {
     out.push_back({p.distributed ? "more GPUs" : "more GPUs with train.distributed_optimizer = true", -1});
   }
+  // No more GPUs and the same training: generation gives its copy back and decodes in lockstep instead.
+  if (p.expert_replica > 0)
+    out.push_back({"generation.experts = \"parallel\" (generation on this rank's experts: no copy of every expert)",
+                   p.training() - p.expert_replica});
   const double tokens = tokens_per_rank(p.microbatch_tokens, p.cp);
   for (Recompute r : {Recompute::selective, Recompute::full}) {
     if (int(r) <= int(p.recompute)) continue;
@@ -165,6 +177,9 @@ std::string device_memory_refusal(const DeviceMemoryPlan& p, double free_bytes) 
            ". ");
   if (p.training() < p.generation()) {
     m += "To fit: ";
+    if (p.expert_replica > 0)
+      m += cat("generation.experts = \"parallel\" (gives back generation's ", gib(p.expert_replica),
+               " copy of every expert), ");
     if (p.generation_copy > 0 && p.next_generation_tp > 0)
       m += cat("generation.tp = ", p.next_generation_tp, " (a smaller generation copy per GPU), ");
     if (p.generation_copy > 0 && !p.offload_during_generation)

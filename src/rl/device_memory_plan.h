@@ -43,6 +43,10 @@ struct DeviceMemoryPlan {
   double generation_copy = 0;    // bf16 generation weights of their own (+ refit staging); 0: generation shares
   int generation_tp = 0;         // the generation replicas' size, when generation_copy > 0
   int next_generation_tp = 0;    // a larger generation.tp the model allows within one node; 0: none
+  // Under expert parallelism with generation.experts = replicated: generation's bf16 copy of every expert, loaded
+  // with the weights (so in neither phase's count: the free memory is measured with it on the device); a refusal
+  // then offers generation.experts = parallel, which gives it back.
+  double expert_replica = 0;
   double activations = 0;     // bytes of the training arenas for one micro-batch (this rank's rows)
   int64_t microbatch_tokens = 0;
   double kv_cache = 0;        // bytes of the KV cache when its size is fixed (generation.kv_cache_gib); 0 otherwise
@@ -71,6 +75,10 @@ void set_tensor_parallel(DeviceMemoryPlan& plan, const ModelConfig& c, int tp, c
 // generation_tp, next_generation_tp and training_weights, for a generation layout of its own (same_as_training
 // false); leaves them 0 otherwise.
 void set_generation_layout(DeviceMemoryPlan& plan, const ModelConfig& c, int tg, bool same_as_training);
+// Fills expert_replica: the bf16 copy of every expert of this rank's tensor-parallel shard that generation holds
+// under expert parallelism (ep > 1) when it replicates the experts; 0 otherwise (a dense model, ep = 1, or the
+// experts split in generation).
+void set_expert_replica(DeviceMemoryPlan& plan, const ModelConfig& c, int tp, int ep, bool replicated);
 
 // Empty when the plan fits in `free_bytes` (the device memory free once the weights are on it); else the message
 // of the refusal: every number and what to change.

@@ -13,13 +13,15 @@ namespace hone::rl {
 
 void check_gpu_memory_fits(const GrpoSettings& s, const ModelConfig& mc, const ParallelState& ps,
                            const PipelineLayout& pipe, const GenerationLayout& gen, int ranks, bool distributed,
-                           const GpuTransformer* policy, const GpuPipelineModel* pipeline, const std::string& device) {
+                           const GpuTransformer* policy, const GpuPipelineModel* pipeline, const std::string& device,
+                           bool expert_replica) {
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   DeviceMemoryPlan plan;
   // This rank's shard of its stage's parameters (and of the experts), not the model's.
   set_tensor_parallel(plan, mc, ps.tp_size(), &pipe, ps.ep_size());
   set_generation_layout(plan, mc, gen.tg, gen.same_as_training);
+  set_expert_replica(plan, mc, ps.tp_size(), ps.ep_size(), expert_replica);
   plan.dp = ranks;
   plan.cp = ps.cp_size();
   plan.distributed = distributed;

@@ -22,7 +22,8 @@ namespace hone::rl {
 // else from the policy model.
 void check_gpu_memory_fits(const GrpoSettings& s, const ModelConfig& mc, const ParallelState& ps,
                            const PipelineLayout& pipe, const GenerationLayout& gen, int ranks, bool distributed,
-                           const GpuTransformer* policy, const GpuPipelineModel* pipeline, const std::string& device);
+                           const GpuTransformer* policy, const GpuPipelineModel* pipeline, const std::string& device,
+                           bool expert_replica = false);
 
 }  // namespace hone::rl
 

@@ -230,7 +230,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     const int ranks = optimizer_ranks();
     zero_ = s_.distributed_optimizer && ranks > 1;
     check_gpu_memory_fits(s_, mc_, ps_, pipe_, gen_layout_, ranks, zero_, policy_.get(), pipeline_.get(),
-                          cat("cuda:", device_, " ", name_));
+                          cat("cuda:", device_, " ", name_), ep_ && gen_w_);
     NcclOptions o;
     o.timeout_s = s_.nccl_timeout_s;
     // dp, or dp x cp: the ranks holding the same weights

@@ -347,15 +347,25 @@ class Preflight {
     plan.offload_during_generation = c_.get_bool("train.offload_during_generation");
     plan.microbatch_tokens = c_.get_int("train.max_tokens_per_microbatch");
     plan.kv_cache = c_.get_float("generation.kv_cache_gib") * double(int64_t(1) << 30);
+    // Generation's copy of every expert under expert parallelism: counted with generation.experts = replicated;
+    // under auto only named (the run keeps it where it fits, else splits the experts).
+    const std::string experts = c_.get_string("generation.experts");
+    set_expert_replica(plan, m, grid_->tp(), grid_->ep(), experts != "parallel");
+    const double replica = experts == "replicated" ? plan.expert_replica : 0.0;
     const double weights = 2.0 * double(plan.num_params);
     line("memory", cat("per GPU rank, at least: ", gib(weights), " bf16 weights + ", gib(plan.optimizer_state()),
                        " optimizer state", plan.distributed ? cat(" (1/", plan.dp, " shard)") : std::string(), " + ",
                        gib(plan.gradients()), " fp32 gradients",
                        plan.generation_copy > 0 ? cat(" + ", gib(plan.generation_copy), " generation copy") : std::string(),
-                       " = ", gib(weights + plan.training()),
+                       replica > 0 ? cat(" + ", gib(replica), " generation copy of every expert") : std::string(),
+                       " = ", gib(weights + replica + plan.training()),
                        " before the activations of a ", plan.microbatch_tokens,
-                       "-token micro-batch; generation: ", gib(weights + plan.generation()),
-                       plan.kv_cache > 0 ? " with the KV cache" : " before the KV cache"));
+                       "-token micro-batch; generation: ", gib(weights + replica + plan.generation()),
+                       plan.kv_cache > 0 ? " with the KV cache" : " before the KV cache",
+                       plan.expert_replica > 0 && replica == 0
+                           ? cat("; generation.experts = auto adds a ", gib(plan.expert_replica),
+                                 " copy of every expert where it fits (else the experts stay split)")
+                           : std::string()));
   }
 
   // The host memory planner's count for one CPU rank (rl/host_memory_plan.h), and what this machine has now: `hone

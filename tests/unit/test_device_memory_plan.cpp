@@ -234,4 +234,45 @@ BOOST_AUTO_TEST_CASE(pipeline_stages_and_a_generation_copy) {
   BOOST_TEST(has(m, "generation.tp = 8"));
 }
 
+BOOST_AUTO_TEST_CASE(a_replica_of_every_expert_is_offered_back_as_split_generation) {
+  // The Qwen3-30B-A3B shape at ep = 2: generation's replica of every expert is the whole model in bf16 (61 GB);
+  // with the experts split in generation, or at ep = 1, there is none.
+  hone::ModelConfig c;
+  c.arch = hone::Architecture::qwen3_moe;
+  c.vocab_size = 151936;
+  c.hidden_size = 2048;
+  c.intermediate_size = 6144;
+  c.num_hidden_layers = 48;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 4;
+  c.head_dim = 128;
+  c.rope.head_dim = 128;
+  c.num_experts = 128;
+  c.num_experts_per_tok = 8;
+  c.moe_intermediate_size = 768;
+  c.max_position_embeddings = 40960;
+  c.qk_norm = true;
+  c.validate();
+  hone::rl::DeviceMemoryPlan p;
+  set_tensor_parallel(p, c, 1, nullptr, 2);
+  set_expert_replica(p, c, 1, 1, true);
+  BOOST_TEST(p.expert_replica == 0.0);
+  set_expert_replica(p, c, 1, 2, false);
+  BOOST_TEST(p.expert_replica == 0.0);
+  set_expert_replica(p, c, 1, 2, true);
+  BOOST_TEST(p.expert_replica == 2.0 * double(c.num_parameters()));
+  set_expert_replica(p, c, 4, 2, true);  // a tensor-parallel rank's copy: a quarter of the experts' width
+  BOOST_TEST(p.expert_replica < 0.3 * 2.0 * double(c.num_parameters()));
+  // Refused for training memory: the split generation is offered, with what it leaves.
+  set_expert_replica(p, c, 1, 2, true);
+  p.dp = 2;
+  p.distributed = true;
+  p.activations = 10 * GiB;
+  p.microbatch_tokens = 16384;
+  const std::string m = device_memory_refusal(p, p.training() - 1 * GiB);
+  BOOST_TEST_INFO(m);
+  BOOST_TEST(has(m, "generation.experts = \"parallel\""));
+  BOOST_TEST(has(m, "the cheapest change that fits"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
