@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "model/bench_args.h"
 #include "model/model_config.h"
 #include "parallel/pipeline_layout.h"
 #include "rl/device_memory_plan.h"
@@ -237,22 +238,7 @@ BOOST_AUTO_TEST_CASE(pipeline_stages_and_a_generation_copy) {
 BOOST_AUTO_TEST_CASE(a_replica_of_every_expert_is_offered_back_as_split_generation) {
   // The Qwen3-30B-A3B shape at ep = 2: generation's replica of every expert is the whole model in bf16 (61 GB);
   // with the experts split in generation, or at ep = 1, there is none.
-  hone::ModelConfig c;
-  c.arch = hone::Architecture::qwen3_moe;
-  c.vocab_size = 151936;
-  c.hidden_size = 2048;
-  c.intermediate_size = 6144;
-  c.num_hidden_layers = 48;
-  c.num_attention_heads = 32;
-  c.num_key_value_heads = 4;
-  c.head_dim = 128;
-  c.rope.head_dim = 128;
-  c.num_experts = 128;
-  c.num_experts_per_tok = 8;
-  c.moe_intermediate_size = 768;
-  c.max_position_embeddings = 40960;
-  c.qk_norm = true;
-  c.validate();
+  const hone::ModelConfig c = hone::bench_shape("qwen3-30b-a3b");
   hone::rl::DeviceMemoryPlan p;
   set_tensor_parallel(p, c, 1, nullptr, 2);
   set_expert_replica(p, c, 1, 1, true);
