@@ -31,9 +31,8 @@
 // wait in pinned host memory while generation runs.
 // A mixture of experts: the load-balancing loss, routing statistics and replay (rl/gpu_moe_routing.h); under expert
 // parallelism (parallel.ep > 1) training holds this rank's experts (parallel/gpu_expert_parallel.h), generation every
-// expert (rl/gpu_expert_engine.h) or, with generation.experts, the training weights' experts with the group's passes
-// in lockstep (parallel/expert_lockstep.h). Checkpoint state of the sharded layouts: rl/gpu_engine_state.h; the
-// pipeline's training pass: rl/gpu_pipeline_training.h.
+// expert (rl/gpu_expert_engine.h) or its own in lockstep (generation.experts: parallel/expert_lockstep.h).
+// Checkpoint state of the sharded layouts: rl/gpu_engine_state.h; pipeline training: rl/gpu_pipeline_training.h.
 #include <algorithm>
 #include <array>
 #include <chrono>
