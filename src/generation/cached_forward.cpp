@@ -163,6 +163,8 @@ void CachedForward::decode(const ModelWeights& w, KvCache& cache, const int32_t*
   head(w, rows_.data(), B, logits);
 }
 
+int64_t CachedForward::idle_passes() const { return lockstep_ ? lockstep_->idle_passes() : -1; }
+
 void CachedForward::finish(const ModelWeights& w) {
   if (!lockstep_) return;
   while (lockstep_->vote(false)) idle_pass(w);

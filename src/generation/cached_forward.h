@@ -50,6 +50,8 @@ class CachedForward {
   // After this rank's last pass of a generation call: with the experts split, idle passes (no rows of its own, its
   // experts computing the others' rows) until every rank of the group is done. Collective over the group.
   void finish(const ModelWeights& w);
+  // The lockstep's idle passes so far (-1 without a lockstep).
+  int64_t idle_passes() const;
 
   // Mixture of experts: the experts each row of the last prefill or decode was routed to, [rows, sparse layers, k]
   // in the call's row order (empty for a dense model).

@@ -14,6 +14,7 @@ void GenerationTail::add(const GenerationTail& o) {
   decode_steps += o.decode_steps;
   decode_rows += o.decode_rows;
   batch_slots += o.batch_slots;
+  if (o.idle_passes >= 0) idle_passes = std::max<int64_t>(idle_passes, 0) + o.idle_passes;
 }
 
 GenerationTail generation_tail(const GenerationTimeline& t, double finished_fraction) {

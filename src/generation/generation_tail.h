@@ -54,6 +54,9 @@ struct GenerationTail {
   int64_t decode_steps = 0;
   int64_t decode_rows = 0;    // running sequences summed over the decode steps
   int64_t batch_slots = 0;    // max_num_seqs summed over the decode steps
+  // generation.experts = parallel: passes run over none of this rank's own rows while other ranks of its
+  // expert-parallel group still worked (parallel/expert_lockstep.h); -1 when generation does not run in lockstep.
+  int64_t idle_passes = -1;
 
   double tokens_per_s() const { return seconds > 0 ? double(generated_tokens) / seconds : 0.0; }
   // Running sequences per decode step.

@@ -247,6 +247,8 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
   download_routing(B);
 }
 
+int64_t GpuGenerationForward::idle_passes() const { return lockstep_ ? lockstep_->idle_passes() : -1; }
+
 void GpuGenerationForward::finish() {
   if (!lockstep_) return;
   while (lockstep_->vote(false)) idle_pass();

@@ -102,6 +102,7 @@ class GpuGenerationForward {
   // experts computing the group's) until every rank of the group is done; needs reserve()'s buffers. Collective.
   void finish();
   bool splits_experts() const { return lockstep_ != nullptr; }
+  int64_t idle_passes() const;  // the lockstep's so far (-1 without one)
 
   // Samples a token for logits rows 0..R-1 and checks the stop rules; results in tokens()/logprobs()/done()
   // (host, valid after the call returns: it synchronizes the stream).

@@ -269,12 +269,13 @@ void GrpoTrainer::set_layout_metrics(StepRow& row) {
 void GrpoTrainer::set_generation_metrics(StepRow& row) {
   const GenerationTail g = engine_->stats().generation;
   const bool leader = gen_.rank_in_replica(ps_.world_rank()) == 0;
-  double sum[5] = {double(g.generated_tokens), double(g.tail_tokens), double(g.decode_rows), double(g.decode_steps),
-                   double(g.batch_slots)};
+  double sum[6] = {double(g.generated_tokens), double(g.tail_tokens), double(g.decode_rows), double(g.decode_steps),
+                   double(g.batch_slots), double(std::max<int64_t>(g.idle_passes, 0))};
   if (!leader) std::fill(std::begin(sum), std::end(sum), 0.0);
-  double mx[2] = {g.seconds, g.tail_seconds};
-  ps_.world().all_reduce_sum(sum, 5);
-  ps_.world().all_reduce_max(mx, 2);
+  double mx[3] = {g.seconds, g.tail_seconds, g.idle_passes >= 0 ? 1.0 : 0.0};
+  ps_.world().all_reduce_sum(sum, 6);
+  ps_.world().all_reduce_max(mx, 3);
+  if (mx[2] > 0) row.set("generation/expert_idle_passes", sum[5]);
   if (sum[0] <= 0 || mx[0] <= 0) return;
   const double tokens_per_s = sum[0] / mx[0];
   row.set("generation/tokens_per_s", tokens_per_s);

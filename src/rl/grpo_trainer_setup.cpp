@@ -55,6 +55,9 @@ const std::vector<ExtraMetric>& grpo_extra_metrics() {
       {"generation/mean_running_seqs", "1", "sequences running per decode step, mean over the replicas' decode steps"},
       {"generation/batch_occupancy", "1",
        "generation/mean_running_seqs over the engine's max_num_seqs: how full admission keeps the decode batch"},
+      {"generation/expert_idle_passes", "1",
+       "generation.experts = parallel: passes a replica ran over none of its own rows while others of its "
+       "expert-parallel group still generated, summed over the replicas"},
       {"memory/device_peak", "bytes",
        "GPU: device memory in use at the step's fullest point as the driver counts it (workspaces, CUDA context; the largest rank's)"},
   };

@@ -94,6 +94,11 @@ BOOST_AUTO_TEST_CASE(generation_with_split_experts_equals_replicated) {
   const std::string split = run_in("grpo-ep2-gen-parallel", kArgs + " parallel.ep=2 generation.experts=parallel", 2,
                                    "(generation too, in lockstep)");
   check_equal_runs(rep, split);
+  // The lockstep's idle passes are reported with the experts split, and only then.
+  const std::vector<double> idle = metric(split + "/out/t.h5", "generation/expert_idle_passes");
+  BOOST_TEST(idle.size() == 3u);
+  for (double v : idle) BOOST_TEST(v >= 0.0);
+  BOOST_TEST(metric(rep + "/out/t.h5", "generation/expert_idle_passes").empty());
   const std::string one = run_in("grpo-tp1-ep1-gen", kArgs, 2);
   const std::string four = run_in("grpo-tp2-ep2-gen-parallel",
                                   kArgs + " parallel.tp=2 parallel.ep=2 generation.experts=parallel", 4,
