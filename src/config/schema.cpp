@@ -250,8 +250,9 @@ std::vector<KeySpec> build_schema() {
         "mixture of experts under parallel.ep > 1: replicated = every generating rank holds every expert (gathered "
         "at refit; no rank waits for another), parallel = the experts stay split as in training and the "
         "expert-parallel group's forward passes run in lockstep (rows exchanged at every sparse layer; decode steps "
-        "run without CUDA graphs); auto = replicated where every expert fits next to the training state, else "
-        "parallel (the CPU engine: replicated)"),
+        "run without CUDA graphs); auto = replicated where a bf16 copy of every expert fits in 80 % of the GPU "
+        "memory free once the weights are loaded (the memory check then counts it and names parallel if the run "
+        "does not fit), else parallel; the CPU engine replicates"),
       i("generation.tp", 0, at_least(0), "ranks",
         "tensor-parallel size of a generation replica: every group of this many consecutive ranks holds the whole "
         "model for decoding and refit reshards the training weights into it; 0 = parallel.tp (doc/parallelism.md)"),

@@ -252,6 +252,8 @@ int64_t GpuGenerationForward::idle_passes() const { return lockstep_ ? lockstep_
 void GpuGenerationForward::finish() {
   if (!lockstep_) return;
   while (lockstep_->vote(false)) idle_pass();
+  // The sparse layers' expert-side rows of the last pass go back before training needs the memory.
+  if (auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) moe->release(ctx_);
 }
 
 // Only the sparse layers cross ranks: each runs over none of this rank's rows (nothing routed or sent; its experts
