@@ -163,11 +163,11 @@ void CachedForward::decode(const ModelWeights& w, KvCache& cache, const int32_t*
   head(w, rows_.data(), B, logits);
 }
 
-int64_t CachedForward::idle_passes() const { return lockstep_ ? lockstep_->idle_passes() : -1; }
-
-void CachedForward::finish(const ModelWeights& w) {
-  if (!lockstep_) return;
-  while (lockstep_->vote(false)) idle_pass(w);
+int64_t CachedForward::finish(const ModelWeights& w) {
+  if (!lockstep_) return -1;
+  int64_t idle = 0;
+  for (; lockstep_->vote(false); ++idle) idle_pass(w);
+  return idle;
 }
 
 // Only the sparse layers cross ranks: each runs over no rows of this rank (route, plan and dispatch of nothing;
@@ -175,7 +175,6 @@ void CachedForward::finish(const ModelWeights& w) {
 void CachedForward::idle_pass(const ModelWeights& w) {
   auto* moe = dynamic_cast<MoeFeedForward*>(feed_forward_.get());
   HONE_CHECK(moe, "an idle pass of a model without experts");
-  lockstep_->count_idle_pass();
   reserve(1);
   moe->set_routing_record(nullptr);
   LayerActivations a = act_;

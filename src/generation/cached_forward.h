@@ -48,10 +48,9 @@ class CachedForward {
               const int32_t* slots, int B, float* logits);
 
   // After this rank's last pass of a generation call: with the experts split, idle passes (no rows of its own, its
-  // experts computing the others' rows) until every rank of the group is done. Collective over the group.
-  void finish(const ModelWeights& w);
-  // The lockstep's idle passes so far (-1 without a lockstep).
-  int64_t idle_passes() const;
+  // experts computing the others' rows) until every rank of the group is done. Collective over the group. Returns
+  // the idle passes it ran (-1 without a lockstep).
+  int64_t finish(const ModelWeights& w);
 
   // Mixture of experts: the experts each row of the last prefill or decode was routed to, [rows, sparse layers, k]
   // in the call's row order (empty for a dense model).

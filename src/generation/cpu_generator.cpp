@@ -90,11 +90,10 @@ std::vector<Rollout> CpuGenerator::generate(const std::vector<GenerationRequest>
   std::vector<Rollout> out(requests.size());
   for (size_t b = 0; b < requests.size(); b += size_t(options_.max_batch))
     generate_wave(requests, b, std::min(requests.size(), b + size_t(options_.max_batch)), out);
-  const int64_t idle0 = forward_.idle_passes();
-  forward_.finish(weights_);
+  const int64_t idle = forward_.finish(weights_);
   timeline_.end(seconds_since(call_start_), stats_.generated_tokens);
   stats_.tail = generation_tail(timeline_);
-  if (idle0 >= 0) stats_.tail.idle_passes = forward_.idle_passes() - idle0;
+  stats_.tail.idle_passes = idle;
   return out;
 }
 

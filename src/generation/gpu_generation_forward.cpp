@@ -247,13 +247,13 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
   download_routing(B);
 }
 
-int64_t GpuGenerationForward::idle_passes() const { return lockstep_ ? lockstep_->idle_passes() : -1; }
-
-void GpuGenerationForward::finish() {
-  if (!lockstep_) return;
-  while (lockstep_->vote(false)) idle_pass();
+int64_t GpuGenerationForward::finish() {
+  if (!lockstep_) return -1;
+  int64_t idle = 0;
+  for (; lockstep_->vote(false); ++idle) idle_pass();
   // The sparse layers' expert-side rows of the last pass go back before training needs the memory.
   if (auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) moe->release(ctx_);
+  return idle;
 }
 
 // Only the sparse layers cross ranks: each runs over none of this rank's rows (nothing routed or sent; its experts
@@ -262,7 +262,6 @@ void GpuGenerationForward::idle_pass() {
   HONE_CHECK(max_rows_ > 0, "an idle generation pass before the buffers are reserved");
   auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get());
   HONE_CHECK(moe, "an idle pass of a model without experts");
-  lockstep_->count_idle_pass();
   const GpuLayerBatch lb{din_.positions, nullptr, 0, 0, 1, inv_freq_.get()};
   LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
   GpuLayerActivations a = dec_act_;

@@ -100,9 +100,9 @@ class GpuGenerationForward {
   void decode(const DecodeBatch& batch, bool use_graph);
   // With the experts split, after this rank's last pass of a generation call: idle passes (no rows of its own, its
   // experts computing the group's) until every rank of the group is done; needs reserve()'s buffers. Collective.
-  void finish();
+  // Returns the idle passes it ran (-1 without a lockstep).
+  int64_t finish();
   bool splits_experts() const { return lockstep_ != nullptr; }
-  int64_t idle_passes() const;  // the lockstep's so far (-1 without one)
 
   // Samples a token for logits rows 0..R-1 and checks the stop rules; results in tokens()/logprobs()/done()
   // (host, valid after the call returns: it synchronizes the stream).

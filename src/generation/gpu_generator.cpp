@@ -460,14 +460,13 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
     timeline.pass(seconds_since(call_start), call.finished(), stats_.generated_tokens);
     if (progress_) progress_({call.finished(), stats_.sequences, stats_.generated_tokens});
   }
-  const int64_t idle0 = fwd_->idle_passes();
-  fwd_->finish();  // the experts split: idle passes until the expert-parallel group is done
+  const int64_t idle = fwd_->finish();  // the experts split: idle passes until the expert-parallel group is done
   std::vector<Rollout> out = call.finish(decode);
   stats_.cuda_graph_replays = fwd_->graph_replays() - replays0;
   stats_.cuda_graph_captures = fwd_->graph_captures() - captures0;
   timeline.end(seconds_since(call_start), stats_.generated_tokens);
   stats_.tail = generation_tail(timeline);
-  if (idle0 >= 0) stats_.tail.idle_passes = fwd_->idle_passes() - idle0;
+  stats_.tail.idle_passes = idle;
   return out;
 }
 

@@ -12,8 +12,6 @@
 // A prefill on one rank pairs with a decode step on another: each pass calls every sparse layer once, in order.
 #pragma once
 
-#include <cstdint>
-
 #include "comm/comm.h"
 
 namespace hone {
@@ -24,15 +22,10 @@ class ExpertLockstep {
 
   // Collective over the group: whether any rank votes that it works in this pass.
   bool vote(bool working);
-  // Idle passes run since the last reset (generation's metric of the wait for other ranks).
-  void count_idle_pass() { ++idle_passes_; }
-  int64_t idle_passes() const { return idle_passes_; }
-  void reset() { idle_passes_ = 0; }
   Comm& comm() const { return ep_; }
 
  private:
   Comm& ep_;
-  int64_t idle_passes_ = 0;
 };
 
 }  // namespace hone

@@ -9,6 +9,27 @@
 
 namespace hone::rl {
 
+namespace {
+
+// The whole model's master weights and moments on the root (tp and pp rank 0) from this rank's flat buffers of
+// `layout`. Collective over the tensor- and pipeline-parallel groups.
+void gather_whole_state(const ModelConfig& mc, const ParallelState& ps, const ShardLayout& layout, const float* w,
+                        const float* sm, const float* sv, ModelWeights& master, Tensor& m, Tensor& v) {
+  const bool root = ps.tp_rank() == 0 && ps.pp_rank() == 0;
+  const int64_t whole = count_parameters(mc);
+  if (root) {
+    if (master.flat.numel() != whole) master = allocate_weights(mc);
+    m = Tensor::empty({whole});
+    v = Tensor::empty({whole});
+  }
+  Comm& tp = ps.tp();
+  gather_model_flat(mc, layout, w, tp, ps.pp(), root ? master.flat.f32() : nullptr);
+  gather_model_flat(mc, layout, sm, tp, ps.pp(), root ? m.f32() : nullptr);
+  gather_model_flat(mc, layout, sv, tp, ps.pp(), root ? v.f32() : nullptr);
+}
+
+}  // namespace
+
 void read_sharded_state(const ModelConfig& mc, const ParallelState& ps, const ShardLayout& stage, bool dp_root,
                         GpuDataParallelOptimizer& optimizer, ModelWeights& master, Tensor& m, Tensor& v) {
   const int64_t n = optimizer.num_params();
@@ -21,17 +42,7 @@ void read_sharded_state(const ModelConfig& mc, const ParallelState& ps, const Sh
   }
   optimizer.read_state(dp_root ? &shard : nullptr, shard_m.data(), shard_v.data(), 0);
   if (!dp_root) return;
-  const bool root = ps.tp_rank() == 0 && ps.pp_rank() == 0;
-  const int64_t whole = count_parameters(mc);
-  if (root) {
-    if (master.flat.numel() != whole) master = allocate_weights(mc);
-    m = Tensor::empty({whole});
-    v = Tensor::empty({whole});
-  }
-  Comm& tp = ps.tp();
-  gather_model_flat(mc, stage, shard.flat.f32(), tp, ps.pp(), root ? master.flat.f32() : nullptr);
-  gather_model_flat(mc, stage, shard_m.data(), tp, ps.pp(), root ? m.f32() : nullptr);
-  gather_model_flat(mc, stage, shard_v.data(), tp, ps.pp(), root ? v.f32() : nullptr);
+  gather_whole_state(mc, ps, stage, shard.flat.f32(), shard_m.data(), shard_v.data(), master, m, v);
 }
 
 void read_expert_parallel_state(const ModelConfig& mc, const ParallelState& ps, const ShardLayout& stage,
@@ -47,17 +58,7 @@ void read_expert_parallel_state(const ModelConfig& mc, const ParallelState& ps, 
   ep.gather_experts_host(shard_m.data(), all_m.data());
   ep.gather_experts_host(shard_v.data(), all_v.data());
   if (ps.dp_rank() != 0) return;
-  const bool root = ps.tp_rank() == 0;
-  const int64_t whole = count_parameters(mc);
-  if (root) {
-    if (master.flat.numel() != whole) master = allocate_weights(mc);
-    m = Tensor::empty({whole});
-    v = Tensor::empty({whole});
-  }
-  Comm& tp = ps.tp();
-  gather_model_flat(mc, full, all_w.data(), tp, ps.pp(), root ? master.flat.f32() : nullptr);
-  gather_model_flat(mc, full, all_m.data(), tp, ps.pp(), root ? m.f32() : nullptr);
-  gather_model_flat(mc, full, all_v.data(), tp, ps.pp(), root ? v.f32() : nullptr);
+  gather_whole_state(mc, ps, full, all_w.data(), all_m.data(), all_v.data(), master, m, v);  // pp = 1 under ep
 }
 
 void write_sharded_state(const ModelConfig& mc, const ShardLayout& stage, GpuDataParallelOptimizer& optimizer,
