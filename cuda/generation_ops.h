@@ -44,6 +44,11 @@ struct PagedDecodeArgs {
   const int32_t* group_offsets = nullptr;  // [num_groups + 1], device
   const int32_t* prefix_lens = nullptr;    // [num_groups], device
   int max_prefix_len = 0;                  // host bound on prefix_lens
+  // The shared-prefix path's plan; 0 leaves it to the op. Benchmarks and tests set them to compare plans.
+  int max_group_rows = 0;       // rows of the largest group (0: B / num_groups; a captured graph's padding groups
+                                // make that average too small); any group size stays correct
+  int prefix_vectors = 0;       // query vectors a CTA attends over a group's prefix: 1, 2, 4 or 8
+  int prefix_split_tokens = 0;  // the shortest piece the prefix is split into along the sequence (>= 16)
 };
 void paged_attention_decode_forward(bf16* out, const bf16* q, const bf16* k_pool, const bf16* v_pool,
                                     const PagedDecodeArgs& a, int Hq, int Hkv, int D, float scale,

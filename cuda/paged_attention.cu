@@ -328,12 +328,12 @@ int pow2_at_least(int x) {
 
 // Splits of a sequence of up to max_len tokens when base_ctas CTAs run without splitting. Non-increasing in
 // base_ctas, so the workspace bound can use the smallest base the shapes allow.
-int splits_for(int64_t base_ctas, int max_len, int sm_count) {
+int splits_for(int64_t base_ctas, int max_len, int sm_count, int min_split_tokens = kMinSplitTokens) {
   if (max_len <= 0 || base_ctas <= 0) return 1;
   const int64_t want = 4 * int64_t(std::max(sm_count, 1));
   int64_t n = (want + base_ctas - 1) / base_ctas;
   n = std::max<int64_t>(n, ceil_div(max_len, kLongSplitTokens));
-  n = std::min<int64_t>(n, std::max(1, ceil_div(max_len, kMinSplitTokens)));
+  n = std::min<int64_t>(n, std::max(1, ceil_div(max_len, min_split_tokens)));
   return int(std::clamp<int64_t>(n, 1, kMaxSplits));
 }
 
@@ -345,6 +345,10 @@ struct Plan {
 
 int query_chunk_max(int nvec) { return pow2_at_least(std::clamp(nvec, 1, 8)); }
 
+int prefix_min_split(const PagedDecodeArgs& a) {
+  return a.prefix_split_tokens > 0 ? a.prefix_split_tokens : kMinSplitTokens;
+}
+
 Plan make_plan(const PagedDecodeArgs& a, int Hq, int Hkv, const GpuContext& ctx) {
   Plan p;
   const int R = Hq / Hkv;
@@ -354,10 +358,12 @@ Plan make_plan(const PagedDecodeArgs& a, int Hq, int Hkv, const GpuContext& ctx)
   p.chunk = ceil_div(a.max_seq_len, p.nsplit);
   p.direct = a.num_groups == 0 && p.nsplit == 1;
   if (a.num_groups > 0) {
-    const int avg_vectors = std::max(1, a.B / a.num_groups) * R;
-    p.qmax_p = query_chunk_max(avg_vectors);
+    const int avg_vectors = (a.max_group_rows > 0 ? a.max_group_rows : std::max(1, a.B / a.num_groups)) * R;
+    // At most 4 vectors a CTA by default: 8 hold twice the registers, halve the CTAs an SM runs and were slower at
+    // every shape of bench_decode_attention (H100).
+    p.qmax_p = a.prefix_vectors > 0 ? a.prefix_vectors : std::min(4, query_chunk_max(avg_vectors));
     p.qy = ceil_div(avg_vectors, p.qmax_p);
-    p.nsplit_p = splits_for(int64_t(a.num_groups) * Hkv * p.qy, a.max_prefix_len, ctx.sm_count);
+    p.nsplit_p = splits_for(int64_t(a.num_groups) * Hkv * p.qy, a.max_prefix_len, ctx.sm_count, prefix_min_split(a));
     p.chunk_p = std::max(1, ceil_div(a.max_prefix_len, p.nsplit_p));
   }
   return p;
@@ -404,6 +410,12 @@ void check_args(const PagedDecodeArgs& a, int Hq, int Hkv, int D) {
     HONE_CHECK(a.group_offsets && a.prefix_lens && a.max_prefix_len >= 0 && a.max_prefix_len <= a.max_seq_len,
                "shared-prefix groups need group_offsets, prefix_lens and max_prefix_len in [0, max_seq_len], got ",
                a.max_prefix_len);
+  HONE_CHECK(a.prefix_vectors == 0 || a.prefix_vectors == 1 || a.prefix_vectors == 2 || a.prefix_vectors == 4 ||
+                 a.prefix_vectors == 8,
+             "prefix_vectors must be 0, 1, 2, 4 or 8, got ", a.prefix_vectors);
+  HONE_CHECK(a.max_group_rows >= 0, "negative max_group_rows ", a.max_group_rows);
+  HONE_CHECK(a.prefix_split_tokens == 0 || a.prefix_split_tokens >= 16, "prefix_split_tokens must be 0 or >= 16, got ",
+             a.prefix_split_tokens);
 }
 
 template <int D>
@@ -439,7 +451,8 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 size_t paged_attention_decode_workspace(const PagedDecodeArgs& a, int Hq, int D, const GpuContext& ctx) {
   // Hkv >= 1 and at least one query chunk: the smallest CTA counts, hence the most splits any Hkv can get.
   const int nsplit = splits_for(int64_t(a.B) * ceil_div(Hq, 8), a.max_seq_len, ctx.sm_count);
-  const int nsplit_p = a.num_groups > 0 ? splits_for(a.num_groups, a.max_prefix_len, ctx.sm_count) : 1;
+  const int nsplit_p =
+      a.num_groups > 0 ? splits_for(a.num_groups, a.max_prefix_len, ctx.sm_count, prefix_min_split(a)) : 1;
   const bool plain_partials = a.num_groups > 0 || nsplit > 1;
   return layout_for(a.B, Hq, D, nsplit, nsplit_p, plain_partials, a.num_groups > 0).bytes;
 }

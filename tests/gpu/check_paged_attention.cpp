@@ -8,7 +8,8 @@
 //     nonzero prefix, whose sequence ends exactly at the prefix (empty suffix).
 // Blocks are placed in random order; every pool entry no row owns (whole blocks and the tails of last blocks) is
 // NaN, so a read beyond a row's length fails the check. "paged_attention_decode_shared" runs the shared-prefix path
-// and, on the same data, the plain path (num_groups = 0), and returns the worse of the two errors.
+// (its own plan and each prefix plan a caller may set) and, on the same data, the plain path (num_groups = 0), and
+// returns the worst of the errors.
 #if HONE_CUDA
 #include <algorithm>
 #include <cmath>
@@ -132,12 +133,18 @@ double check_paged(const test::OpShape& s, std::mt19937_64& rng, bool shared_pat
   a.max_seq_len = b.max_len;
   a.block_size = bs;
   double err = 0;
-  for (int pass = 0; pass < (shared_path ? 2 : 1); ++pass) {
-    const bool groups = shared_path && pass == 0;
+  // The shared-prefix path with the op's own plan, then with each prefix plan a caller may ask for (query vectors
+  // per CTA; the last also splits the prefix into pieces of 16 tokens); then the plain path on the same data.
+  const int kPlans[][2] = {{0, 0}, {1, 0}, {2, 0}, {4, 0}, {8, 16}};
+  const int passes = shared_path ? 6 : 1;
+  for (int pass = 0; pass < passes; ++pass) {
+    const bool groups = shared_path && pass < 5;
     a.num_groups = groups ? int(b.prefix_lens.size()) : 0;
     a.group_offsets = groups ? doffsets.get() : nullptr;
     a.prefix_lens = groups ? dprefix.get() : nullptr;
     a.max_prefix_len = groups ? b.max_prefix : 0;
+    a.prefix_vectors = groups ? kPlans[pass][0] : 0;
+    a.prefix_split_tokens = groups ? kPlans[pass][1] : 0;
     dout.poison();
     test::inputs_ready();
     hone::cuda::paged_attention_decode_forward(dout.get(), dq.get(), dk.get(), dv.get(), a, Hq, Hkv, D, scale,

@@ -1,7 +1,8 @@
-// Micro-benchmark of the generation kernels at the Qwen3-0.6B decode shape (Hq 16, Hkv 8, D 128, KV block 16):
-// B = 512 rows in 64 groups of 8 sharing a 128-token prompt, contexts of 129 .. 640 tokens. Decode attention is
-// timed with CUDA events after warm-up, plain path vs shared-prefix path, over the same block tables (a group's
-// prompt blocks are physically shared, as in the engine). Achieved GB/s counts the bytes each path must read:
+// Micro-benchmark of the generation kernels at the Qwen3-0.6B (Hq 16, Hkv 8, D 128) and Llama-3.2-1B (Hq 32, Hkv 8,
+// D 64) decode shapes, KV block 16: B = 512 rows in 64 groups of 8 sharing a 128-token prompt, contexts of 129 ..
+// 640 tokens, random data. Decode attention is timed with CUDA events after warm-up, plain path vs shared-prefix
+// path (the op's own plan and each plan it accepts), over the same block tables (a group's prompt blocks are
+// physically shared, as in the engine). Achieved GB/s counts the bytes each path must read:
 //   plain : sum_b L_b * Hkv * D * 2 (K and V) * 2 bytes + q and out (B * Hq * D * 2 bytes each)
 //   shared: (sum_g P_g + sum_b (L_b - P_g(b))) * Hkv * D * 2 * 2 bytes + q and out
 // (the split/partial traffic of the combine is overhead, not counted). Also times sample_tokens at B = 512,
@@ -12,8 +13,11 @@
 #if HONE_CUDA
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "cuda/check.h"
@@ -48,21 +52,49 @@ T* device_copy(const std::vector<T>& h) {
   return d;
 }
 
-void bench_attention(const hone::cuda::GpuContext& ctx) {
-  const int Hq = 16, Hkv = 8, D = 128, bs = 16, groups = 64, G = 8, B = groups * G, prompt = 128, max_ctx = 640;
+// Random bf16 of about unit scale (never time on constant data), written in pieces from one host buffer.
+void fill_random(bf16* d, size_t n, uint64_t seed) {
+  std::vector<uint16_t> h(std::min<size_t>(n, size_t(1) << 24));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& x : h) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const uint32_t r = uint32_t(s >> 40);
+    x = uint16_t(0x3E00u + (r & 0x1FFu) + ((r & 0x200u) << 6));  // |x| in [0.125, 2), either sign
+  }
+  for (size_t at = 0; at < n; at += h.size()) {
+    const size_t m = std::min(h.size(), n - at);
+    CUDA_CHECK(cudaMemcpy(d + at, h.data(), m * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  }
+}
+
+struct AttentionShape {
+  const char* name;
+  int Hq, Hkv, D;
+};
+
+// One decode step's attention of one layer for B = 512 rows in 64 groups of 8 sharing a 128-token prompt, at the
+// contexts of the benchmark decks: the plain path, then the shared-prefix path with the op's own plan and with each
+// prefix plan (query vectors per CTA x shortest prefix split) the op accepts.
+void bench_attention(const hone::cuda::GpuContext& ctx, const AttentionShape& sh) {
+  const int Hq = sh.Hq, Hkv = sh.Hkv, D = sh.D, bs = 16, groups = 64, G = 8, B = groups * G, prompt = 128;
+  const int max_ctx = 640;
   const int max_blocks = max_ctx / bs;
   const int prefix_blocks = prompt / bs, suffix_blocks = max_blocks - prefix_blocks;
   const int64_t num_blocks = int64_t(groups) * prefix_blocks + int64_t(B) * suffix_blocks;
-  const size_t pool_bytes = size_t(num_blocks) * Hkv * bs * D * sizeof(bf16);
+  const size_t pool_n = size_t(num_blocks) * Hkv * bs * D;
   bf16 *k_pool = nullptr, *v_pool = nullptr, *q = nullptr, *out = nullptr;
-  CUDA_CHECK(cudaMalloc(&k_pool, pool_bytes));
-  CUDA_CHECK(cudaMalloc(&v_pool, pool_bytes));
+  CUDA_CHECK(cudaMalloc(&k_pool, pool_n * sizeof(bf16)));
+  CUDA_CHECK(cudaMalloc(&v_pool, pool_n * sizeof(bf16)));
   CUDA_CHECK(cudaMalloc(&q, size_t(B) * Hq * D * sizeof(bf16)));
   CUDA_CHECK(cudaMalloc(&out, size_t(B) * Hq * D * sizeof(bf16)));
-  CUDA_CHECK(cudaMemset(k_pool, 0x3C, pool_bytes));  // bf16 0x3C3C ~ 0.0115: finite values
-  CUDA_CHECK(cudaMemset(v_pool, 0x3C, pool_bytes));
-  CUDA_CHECK(cudaMemset(q, 0x3C, size_t(B) * Hq * D * sizeof(bf16)));
+  fill_random(k_pool, pool_n, 1);
+  fill_random(v_pool, pool_n, 2);
+  fill_random(q, size_t(B) * Hq * D, 3);
 
+  // A group's prompt blocks once, then every row's own blocks, handed out row by row per block position as the
+  // engine's decode steps allocate them (rows interleaved), so a row's blocks are not contiguous.
+  // The offsets and prefix lengths are followed by those of a captured decode graph's padding groups (B / 2 groups
+  // in all; the padding ones empty, at the end of the rows), which the graph plan below passes.
   std::vector<int32_t> table(static_cast<size_t>(B) * max_blocks), offsets, prefix_lens;
   int32_t next = 0;
   for (int g = 0; g < groups; ++g) {
@@ -75,43 +107,61 @@ void bench_attention(const hone::cuda::GpuContext& ctx) {
       for (int i = 0; i < prefix_blocks; ++i) table[size_t(r) * max_blocks + i] = first + i;
     }
   }
-  offsets.push_back(B);
-  for (int r = 0; r < B; ++r)
-    for (int i = prefix_blocks; i < max_blocks; ++i) table[size_t(r) * max_blocks + i] = next++;
+  for (int g = groups; g <= B / 2; ++g) offsets.push_back(B);
+  prefix_lens.resize(size_t(B / 2), 0);
+  for (int i = prefix_blocks; i < max_blocks; ++i)
+    for (int r = 0; r < B; ++r) table[size_t(r) * max_blocks + i] = next++;
   int32_t* d_table = device_copy(table);
   int32_t* d_offsets = device_copy(offsets);
   int32_t* d_prefix = device_copy(prefix_lens);
   int32_t* d_lens = nullptr;
   CUDA_CHECK(cudaMalloc(&d_lens, size_t(B) * sizeof(int32_t)));
 
-  std::printf("decode attention, Qwen3-0.6B shape: B=%d (%d groups x %d), Hq=%d Hkv=%d D=%d block=%d, prompt %d\n", B,
-              groups, G, Hq, Hkv, D, bs, prompt);
-  std::printf("  %-8s %-7s %12s %12s %10s\n", "context", "path", "time [us]", "bytes [MB]", "GB/s");
-  const float scale = 0.08838834764831845f;
-  for (int len : {129, 256, 384, 512, 640}) {
+  std::printf("decode attention, %s shape: B=%d (%d groups x %d), Hq=%d Hkv=%d D=%d block=%d, prompt %d\n", sh.name,
+              B, groups, G, Hq, Hkv, D, bs, prompt);
+  std::printf("  %-8s %-7s %-6s %5s %8s %6s %12s %12s %10s\n", "context", "path", "args", "rows", "vectors", "split",
+              "time [us]", "bytes [MB]", "GB/s");
+  const float scale = 1.f / std::sqrt(float(D));
+  // "exact": the arguments of an eager decode step (this batch's lengths and groups); "graph": those of a captured
+  // decode graph (lengths and prefix bounded by the block table, B / 2 groups), with the largest group's rows as a
+  // hint (rows 8) or without it (rows auto: the average over the padded groups).
+  struct Plan {
+    bool shared, graph;
+    int rows, vectors, split;
+  };
+  std::vector<Plan> plans = {{false, false, 0, 0, 0}, {true, false, 0, 0, 0}, {true, true, 0, 0, 0}};
+  for (int v : {0, 1, 2, 4, 8})
+    for (int split : {0, 64, 32}) plans.push_back({true, true, G, v, split});
+  for (int len : {129, 384, 640}) {
     const std::vector<int32_t> lens(static_cast<size_t>(B), len);
     CUDA_CHECK(cudaMemcpy(d_lens, lens.data(), lens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     const double kv_token = double(Hkv) * D * 2 * sizeof(bf16), qo = 2.0 * B * Hq * D * sizeof(bf16);
-    for (bool shared : {false, true}) {
+    for (const Plan& pl : plans) {
       hone::cuda::PagedDecodeArgs a;
       a.block_tables = d_table;
       a.seq_lens = d_lens;
       a.B = B;
       a.max_blocks = max_blocks;
-      a.max_seq_len = len;
+      a.max_seq_len = pl.graph ? max_ctx : len;
       a.block_size = bs;
-      if (shared) {
-        a.num_groups = groups;
+      if (pl.shared) {
+        a.num_groups = pl.graph ? B / 2 : groups;
         a.group_offsets = d_offsets;
         a.prefix_lens = d_prefix;
-        a.max_prefix_len = prompt;
+        a.max_prefix_len = pl.graph ? max_ctx : prompt;
+        a.max_group_rows = pl.rows;
+        a.prefix_vectors = pl.vectors;
+        a.prefix_split_tokens = pl.split;
       }
       const double us = time_us([&] { hone::cuda::paged_attention_decode_forward(out, q, k_pool, v_pool, a, Hq, Hkv, D,
                                                                                  scale, ctx); },
                                 ctx.stream, 5, 50);
-      const double tokens = shared ? double(groups) * prompt + double(B) * (len - prompt) : double(B) * len;
+      const double tokens = pl.shared ? double(groups) * prompt + double(B) * (len - prompt) : double(B) * len;
       const double bytes = tokens * kv_token + qo;
-      std::printf("  %-8d %-7s %12.1f %12.1f %10.0f\n", len, shared ? "shared" : "plain", us, bytes / 1e6,
+      auto num = [](int v) { return v ? std::to_string(v) : std::string("auto"); };
+      std::printf("  %-8d %-7s %-6s %5s %8s %6s %12.1f %12.1f %10.0f\n", len, pl.shared ? "shared" : "plain",
+                  pl.graph ? "graph" : "exact", pl.shared ? num(pl.rows).c_str() : "-",
+                  pl.shared ? num(pl.vectors).c_str() : "-", pl.shared ? num(pl.split).c_str() : "-", us, bytes / 1e6,
                   bytes / (us * 1e3));
     }
   }
@@ -180,7 +230,8 @@ int main() {
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-    bench_attention(ctx);
+    bench_attention(ctx, {"Qwen3-0.6B", 16, 8, 128});
+    bench_attention(ctx, {"Llama-3.2-1B", 32, 8, 64});
     bench_sampler(ctx);
     hone::cuda::destroy_gpu_context(ctx);
   } catch (const std::exception& e) {
