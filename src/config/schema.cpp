@@ -348,7 +348,13 @@ std::vector<KeySpec> build_schema() {
       i("bench.rounds", 3, at_least(1), "", "hone bench-generation: timed rounds after one warm-up round"),
       i("bench.max_num_seqs", 512, at_least(1), "sequences", "hone bench-generation: sequences decoded together at most"),
       i("bench.max_prefill_tokens", 16384, at_least(1), "tokens", "hone bench-generation: tokens per prefill pass"),
-      b("bench.shared_prefix", true, "hone bench-generation: share a group's prompt KV blocks and read them once per decode step"),
+      b("bench.shared_prefix", true, "hone bench-generation: share a group's prompt KV blocks (one copy per group in the KV cache)"),
+      b("bench.prefix_attention", false,
+        "hone bench-generation: decode attention reads a group's shared prompt blocks once for the group (the shared-prefix "
+        "path) instead of once per row through the plain path"),
+      i("bench.profile_pass", 0, at_least(0), "",
+        "hone bench-generation: 0, or the batched pass (prefill or decode step, counted from 1) of the last round after which "
+        "a profiler range of two passes opens (cudaProfilerStart/Stop; for ncu --profile-from-start off)"),
   };
 }
 
