@@ -226,8 +226,10 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
     use_graph = false;  // the sparse layers wait for the host (the exchange's counts)
   }
   const int Bg = use_graph ? decode_bucket(B, max_rows_) : B;
-  // A graph has a fixed group count: the real groups, then empty ones (offsets at the end of the grouped rows).
-  const int G = use_graph ? std::max(1, Bg / 2) : real_groups;
+  // A graph has a fixed group count: the real groups, then empty ones (offsets at the end of the grouped rows). A
+  // batch without groups runs the plain path alone; a graph captured so stays right for batches with groups (every
+  // row then reads its whole context).
+  const int G = use_graph && real_groups > 0 ? std::max(1, Bg / 2) : real_groups;
   HONE_CHECK(real_groups <= G, "more decode groups (", real_groups, ") than a graph of ", Bg, " rows holds");
   const int max_prefix = upload_decode_inputs(batch, Bg, G);
 
@@ -242,6 +244,11 @@ void GpuGenerationForward::decode(const DecodeBatch& batch, bool use_graph) {
   args.group_offsets = G > 0 ? din_.group_offsets : nullptr;
   args.prefix_lens = G > 0 ? din_.prefix_lens : nullptr;
   args.max_prefix_len = use_graph ? MB * block_size_ : max_prefix;
+  // The prefix plan by the largest group: a graph's padding groups would make the average group look small (the
+  // plan of a captured graph stays; later batches of larger groups are still right, only slower).
+  for (int g = 0; g < real_groups; ++g)
+    args.max_group_rows =
+        std::max(args.max_group_rows, int(batch.group_offsets[size_t(g) + 1] - batch.group_offsets[size_t(g)]));
   if (use_graph) decode_graph(Bg, args);
   else decode_layers(B, args);
   download_routing(B);

@@ -265,8 +265,8 @@ int GenerationCall::shared_prefix_blocks(const std::vector<int64_t>& members) co
   return std::min(common, shortest / bs_);
 }
 
-// Decode rows: shared-prefix groups first (each group's rows consecutive, its bounds and prefix length in db_), then
-// the other rows.
+// Decode rows: the rows that share prompt blocks first, each group's rows consecutive (with prefix attention, its
+// bounds and prefix length in db_), then the other rows.
 void GenerationCall::order_decode_rows(const std::vector<int64_t>& d) {
   std::vector<int64_t> rest;
   db_.group_offsets.clear();
@@ -277,10 +277,12 @@ void GenerationCall::order_decode_rows(const std::vector<int64_t>& d) {
     for (const std::vector<int64_t>& sub : split_by_first_block(d, i, j)) {
       const int common = shared_prefix_blocks(sub);
       if (options_.shared_prefix && sub.size() >= 2 && common >= 1) {
-        if (db_.group_offsets.empty()) db_.group_offsets.push_back(0);
-        rows_.insert(rows_.end(), sub.begin(), sub.end());
-        db_.group_offsets.push_back(int32_t(rows_.size()));
-        db_.prefix_lens.push_back(common * bs_);
+        rows_.insert(rows_.end(), sub.begin(), sub.end());  // side by side, whichever path reads their prompt
+        if (options_.prefix_attention) {
+          if (db_.group_offsets.empty()) db_.group_offsets.push_back(0);
+          db_.group_offsets.push_back(int32_t(rows_.size()));
+          db_.prefix_lens.push_back(common * bs_);
+        }
       } else {
         rest.insert(rest.end(), sub.begin(), sub.end());
       }

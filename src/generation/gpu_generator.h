@@ -37,7 +37,11 @@ struct GpuGenerationOptions {
   int max_prefill_tokens = 16384;          // tokens per prefill pass (one longer sequence still runs alone)
   bool cuda_graphs = true;                 // replay decode steps from graphs captured per batch-size bucket
   bool keep_graphs = true;                 // release() keeps addresses and graphs for the next generate()
-  bool shared_prefix = true;               // share a group's prompt blocks and read them once per decode step
+  bool shared_prefix = true;               // share a group's prompt blocks in the KV cache (one copy a group)
+  // Decode attention reads a group's shared blocks once for the group (the shared-prefix path) instead of once per
+  // row through the plain path, whose rows of a group run side by side and find those blocks in L2: the plain path
+  // is the faster one at every shape measured (doc/performance.md), so this is off but for comparisons.
+  bool prefix_attention = false;
 };
 
 struct GpuGenerationStats : GenerationStats {

@@ -226,29 +226,37 @@ BOOST_AUTO_TEST_CASE(graphs_and_shared_prefix_change_nothing, *boost::unit_test:
   hone::GpuGenerationOptions base;
   base.kv_cache_gib = 0.01;
   base.max_num_seqs = 24;  // several batch buckets as sequences finish
-  hone::GpuGenerationOptions no_graphs = base, no_share = base;
+  hone::GpuGenerationOptions no_graphs = base, no_share = base, prefix_path = base;
   no_graphs.cuda_graphs = false;
   no_share.shared_prefix = false;
+  prefix_path.prefix_attention = true;  // the groups' prompt blocks through the shared-prefix attention path
   auto g0 = m.generator(base);
   auto g1 = m.generator(no_graphs);
   auto g2 = m.generator(no_share);
+  auto g3 = m.generator(prefix_path);
   const auto a = g0.generate(req, sp, st, 4, 8, 256);
   const auto again = g0.generate(req, sp, st, 4, 8, 256);  // replays the graphs captured by the first call
   const auto b = g1.generate(req, sp, st, 4, 8, 256);
   const auto c = g2.generate(req, sp, st, 4, 8, 256);
+  const auto p = g3.generate(req, sp, st, 4, 8, 256);
   BOOST_TEST(g0.stats().cuda_graph_replays > 0);
   BOOST_TEST(g1.stats().cuda_graph_replays == 0);
   BOOST_TEST(g0.stats().shared_prefix_rows > 0);
   BOOST_TEST(g2.stats().shared_prefix_rows == 0);
   BOOST_TEST(g2.stats().peak_kv_bytes > g0.stats().peak_kv_bytes);
-  const Agreement r = agree(a, again), ab = agree(a, b), ac = agree(a, c);
+  BOOST_TEST(g3.stats().shared_prefix_rows == g0.stats().shared_prefix_rows);
+  BOOST_TEST(g3.stats().cuda_graph_replays > 0);
+  const Agreement r = agree(a, again), ab = agree(a, b), ac = agree(a, c), ap = agree(a, p);
   BOOST_TEST_MESSAGE("graph replay " << 100 * r.identical << "%, graphs off " << 100 * ab.identical
-                                     << "%, shared prefix off " << 100 * ac.identical << "% identical");
+                                     << "%, shared prefix off " << 100 * ac.identical << "%, prefix attention "
+                                     << 100 * ap.identical << "% identical");
   BOOST_TEST(r.identical == 1.0);  // the same schedule and shapes: bitwise
   BOOST_TEST(ab.identical >= 0.9);
   BOOST_TEST(ac.identical >= 0.9);
   BOOST_TEST(ab.max_logprob_diff < 0.15);
   BOOST_TEST(ac.max_logprob_diff < 0.15);
+  BOOST_TEST(ap.identical >= 0.9);
+  BOOST_TEST(ap.max_logprob_diff < 0.15);
   // Refit in place: new weights are seen by the captured graphs (a different model, different completions).
   hone::ModelWeights w2 = test::gpu_test_weights(m.c, 99, 0.08f);
   m.gpu->upload_weights(w2);
