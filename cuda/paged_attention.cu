@@ -86,7 +86,9 @@ __device__ void attend(const Args& a, const int32_t* table, int t0, int t1, int 
                        const int64_t* dst, int nq, bool direct, float* part_o, float* part_lse) {
   constexpr int L = D / 8;   // lanes per token
   constexpr int S = 32 / L;  // tokens per warp and step
-  constexpr int U = QMAX <= 2 ? 4 : 2;
+  // Tokens a lane loads before it computes: enough bytes in flight to cover the memory latency. Head dims <= 64
+  // move half the bytes per load, so they unroll further (registers allow it up to 4 query vectors).
+  constexpr int U = QMAX <= 2 || (D <= 64 && QMAX <= 4) ? 4 : 2;
   constexpr int kStep = kWarps * S * U;
   __shared__ float s_acc[kWarps][QMAX][D];
   __shared__ float s_m[kWarps][QMAX], s_l[kWarps][QMAX];
