@@ -1,17 +1,29 @@
 // The fused token sampler and the stop check of the generation engine (cuda/generation_ops.h). One CTA of 1024
 // threads per row, the rules of src/generation/sampler.h in the same order, without sorting the vocabulary:
-//   1. max and argmax (lowest id on ties) of the logits; greedy stops here (plus the sum for its logprob).
+//   1. one read of the row (float4 loads where 16-byte aligned): max and argmax (lowest id on ties) and the mass
+//      sum w of each of 32 segments (one per warp), kept relative to the warp's running max, rescaled in double when
+//      it grows and at the end to the row max; their sum is the full vocabulary's mass. Greedy stops here.
 //   2. top-k: radix select (4 passes of 8-bit digits) of the k-th largest logit on an order-preserving uint32 key;
 //      everything >= it is kept, so ties at the boundary are all kept as on the CPU.
 //   3. top-p: radix select on the same key of the largest logit theta whose tail mass sum_{x >= theta} w (over the
 //      top-k survivors) reaches p * (their mass), with mass histograms in double; every token tied with it is kept.
 //   4. min-p: keep w >= min_p (w = exp((x - max) / T) is the probability relative to the most probable token).
 //   5. draw: u = philox_uniform(seed, step, sample, position); the first kept token, in ascending id order, whose
-//      running kept mass exceeds u * (kept mass), found in three levels: 32 segment sums (one per warp), 32
-//      sub-segment sums of the chosen segment, and a warp scan over the chosen sub-segment.
+//      running kept mass exceeds u * (kept mass), found in three levels: 32 segment sums, 32 sub-segment sums of
+//      the chosen segment, and a warp scan over the chosen sub-segment. Without filters the segment sums are step
+//      1's (the row is read 1 + 1/32 times); with filters a pass over the kept weights gives them.
 // Weights are fp32 expf of (x - max) / T, sums in double; the CPU decides in double, so the two can differ only when
 // u * mass lands within ~1e-7 relative of a token boundary. logprob = (x_tok - max) / T - log(sum of all w) in double.
-// A NaN logit is never drawn (weight 0, lowest key); a row without any finite logit gives its argmax and a NaN logprob.
+// Step 1's masses add expf((x - m) / T) * exp((m - max) / T), m in [x, max] the warp's max when x was read, the
+// second factor in double: a term is as close to the CPU's double weight as expf((x - max) / T) is (|x - m| <=
+// |x - max|: its fp32 argument rounds no more) and the rescaling adds ~1e-16. They decide only the segment and
+// u * mass (and the logprob's sum); inside the segment the draw recomputes expf((x - max) / T), so a token boundary
+// moves by the same kind of per-weight fp32 error as before and the ~1e-7 above still bounds it. When rounding puts
+// u * mass past the segment's recomputed mass, the segment's last kept token is drawn (that boundary case). When the
+// recomputed mass is 0 (step 1's came from weights below fp32's range relative to the row max: possible only at
+// u = 0), the draw starts again from exact segment sums, as with filters.
+// A NaN logit is never drawn (weight 0, lowest key); a row whose max is not finite (no finite logit, or +inf) gives
+// its argmax and a NaN logprob.
 #include <cstdint>
 
 #include "cuda/check.h"
@@ -25,6 +37,7 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 constexpr unsigned kFull = 0xffffffffu;
+constexpr int kNone = 0x7fffffff;  // argmax index before any non-NaN logit
 
 struct RowParams {
   float inv_t;
@@ -222,23 +235,138 @@ struct Keep {
   }
 };
 
-// Sums kept weights of 32 consecutive pieces of [lo, hi), one per warp, into piece[]; returns nothing.
-__device__ void piece_sums(const float* x, int lo, int hi, const Keep& keep, double* piece, double* total_out) {
+// The 32 segments of a row, one per warp in the fused pass: `head` elements up to the row's first 16-byte boundary
+// belong to segment 0, then segment s starts at head + s * len with len a multiple of 4, so every segment's body is
+// read with aligned float4 loads whatever ld and the row's address are (the head and the last 1-3 ids are scalar).
+struct Segments {
+  int head, len, V;
+  __device__ Segments(const float* x, int V_) : V(V_) {
+    const int misaligned = int((reinterpret_cast<uintptr_t>(x) >> 2) & 3u);
+    head = min(V, (4 - misaligned) & 3);
+    len = ((V - head + kWarps - 1) / kWarps + 3) & ~3;
+  }
+  __device__ int begin(int s) const { return s == 0 ? 0 : min(V, head + s * len); }
+};
+
+__device__ __forceinline__ void argmax_add(float v, int i, float& best, int& best_i) {
+  if (v > best || (best_i == kNone && v == v)) {  // ids come in increasing order: the first of equal values stays
+    best = v;
+    best_i = i;
+  }
+}
+
+__device__ __forceinline__ void argmax_merge(float ob, int oi, float& best, int& best_i) {
+  if (ob > best || (ob == best && oi < best_i)) {
+    best = ob;
+    best_i = oi;
+  }
+}
+
+// One lane's state in the fused pass. m is the same in every lane of the warp (the largest logit the warp has seen,
+// -inf before any), so raising it is a uniform branch, taken about log(iterations) times per row.
+struct Online {
+  float m = -INFINITY;
+  double s = 0.0;  // this lane's sum of expf((x - m) * inv_t) over its non-NaN logits, rescaled when m grows
+  float best = -INFINITY;
+  int best_i = kNone;
+};
+
+// Adds N logits of this lane (ids id0 + (j / 4) * 128 + j % 4; NaN where the lane has none) to its state.
+template <int N>
+__device__ __forceinline__ void online_add(Online& o, const float (&v)[N], int id0, float inv_t, double inv_t_d) {
+  float cm = v[0];
+#pragma unroll
+  for (int j = 1; j < N; ++j) cm = fmaxf(cm, v[j]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) cm = fmaxf(cm, __shfl_xor_sync(kFull, cm, off));
+  if (cm > o.m) {  // the factor in double: no rounding of its own reaches the segment masses
+    o.s *= exp((double(o.m) - double(cm)) * inv_t_d);
+    o.m = cm;
+  }
+  if (o.m > -INFINITY) {  // else every logit so far is -inf or NaN (weight 0), and x - m would be NaN for -inf
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      if (v[j] == v[j]) o.s += double(expf((v[j] - o.m) * inv_t));
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) argmax_add(v[j], id0 + (j >> 2) * 128 + (j & 3), o.best, o.best_i);
+}
+
+// 1. The fused pass, one read of the row: warp w reads segment w (head and tail scalar, the body as float4, kUnroll
+// loads in flight per lane) and keeps its max and argmax and its mass relative to its own max. Warp 0 then gives:
+// s_best[0], s_best_i[0] the row's max and argmax (lowest id on ties, 0 for a row of NaN); s_seg[w] the mass of
+// segment w relative to the row max; *total their sum in segment order. Every thread returns once they are written.
+template <int kUnroll>
+__device__ void fused_pass(const float* x, int V, const Segments& seg, float inv_t, double inv_t_d, float* s_best,
+                           int* s_best_i, float* s_seg_m, double* s_seg, double* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int a = seg.begin(warp), b = seg.begin(warp + 1);
+  const int va = max(a, seg.head);  // the body: 16-byte aligned
+  const int n4 = (b - va) >> 2;
+  Online o;
+  if (warp == 0 && seg.head > 0) {
+    const float v[1] = {lane < seg.head ? x[lane] : NAN};
+    online_add(o, v, lane, inv_t, inv_t_d);
+  }
+  const float4* p4 = reinterpret_cast<const float4*>(x + va);
+  for (int base = 0; base < n4; base += 32 * kUnroll) {
+    float v[4 * kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int q = base + u * 32 + lane;
+      const float4 f = q < n4 ? __ldg(p4 + q) : make_float4(NAN, NAN, NAN, NAN);
+      v[4 * u] = f.x;
+      v[4 * u + 1] = f.y;
+      v[4 * u + 2] = f.z;
+      v[4 * u + 3] = f.w;
+    }
+    online_add(o, v, va + 4 * (base + lane), inv_t, inv_t_d);
+  }
+  const int t0 = va + 4 * n4;  // fewer than 4 ids after the body (the row's last segment only)
+  if (t0 < b) {
+    const float v[1] = {t0 + lane < b ? x[t0 + lane] : NAN};
+    online_add(o, v, t0 + lane, inv_t, inv_t_d);
+  }
+  const double s = warp_sum(o.s);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    argmax_merge(__shfl_xor_sync(kFull, o.best, off), __shfl_xor_sync(kFull, o.best_i, off), o.best, o.best_i);
+  if (lane == 0) {
+    s_best[warp] = o.best;
+    s_best_i[warp] = o.best_i;
+    s_seg_m[warp] = o.m;
+    s_seg[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float best = s_best[lane];
+    int best_i = s_best_i[lane];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+      argmax_merge(__shfl_xor_sync(kFull, best, off), __shfl_xor_sync(kFull, best_i, off), best, best_i);
+    const float m = s_seg_m[lane];  // a segment of -inf and NaN only (or empty) holds no mass
+    s_seg[lane] = m > -INFINITY ? s_seg[lane] * exp((double(m) - double(best)) * inv_t_d) : 0.0;
+    __syncwarp();
+    if (lane == 0) {
+      s_best[0] = best;
+      s_best_i[0] = best_i == kNone ? 0 : best_i;
+      double t = 0.0;
+      for (int w = 0; w < kWarps; ++w) t += s_seg[w];
+      *total = t;
+    }
+  }
+  __syncthreads();
+}
+
+// Sums kept weights of 32 consecutive pieces of [lo, hi), one per warp, into piece[].
+__device__ void piece_sums(const float* x, int lo, int hi, const Keep& keep, double* piece) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int len = (hi - lo + kWarps - 1) / kWarps;
   const int a = min(hi, lo + warp * len), b = min(hi, a + len);
-  double s = 0.0, t = 0.0;
-  for (int i = a + lane; i < b; i += 32) {
-    const float xi = x[i];
-    s += keep(xi);
-    if (total_out) t += weight_of(xi, keep.xmax, keep.inv_t);
-  }
+  double s = 0.0;
+  for (int i = a + lane; i < b; i += 32) s += keep(x[i]);
   s = warp_sum(s);
-  if (total_out) t = warp_sum(t);
-  if (lane == 0) {
-    piece[warp] = s;
-    if (total_out) total_out[warp] = t;
-  }
+  if (lane == 0) piece[warp] = s;
 }
 
 // Thread 0: the first piece whose running sum exceeds *residual (then *residual becomes the remainder inside it),
@@ -259,70 +387,34 @@ __device__ int pick_piece(const double* piece, double* residual) {
   return last;
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(int32_t* tokens, float* logprobs, const float* logits,
-                                                          int64_t ld, int V, RowParams p, uint64_t seed,
-                                                          uint32_t step, const int32_t* sample_index,
-                                                          const int32_t* position) {
+// kFilters: top-k, top-p or min-p is on (their selects and an exact first level of the draw; no minimum of CTAs per
+// SM: 64 registers, one CTA, 4 float4 loads in flight per lane). Otherwise greedy or the plain draw, which takes its
+// first level from the fused pass: 32 registers, so two CTAs share an SM and one's draw overlaps the other's read.
+template <bool kFilters>
+__global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
+    sample_kernel(int32_t* tokens, float* logprobs, const float* logits, int64_t ld, int V, RowParams p, uint64_t seed,
+                  uint32_t step, const int32_t* sample_index, const int32_t* position) {
   __shared__ double s_red[kWarps];
-  __shared__ double s_piece[kWarps], s_total[kWarps];
+  __shared__ double s_piece[kWarps], s_seg[kWarps];
   __shared__ double s_hist_d[256];
   __shared__ unsigned s_hist_u[256];
-  __shared__ float s_best[kWarps];
+  __shared__ float s_best[kWarps], s_seg_m[kWarps];
   __shared__ int s_best_i[kWarps];
   __shared__ int s_bin, s_piece_pick, s_token;
   __shared__ unsigned s_above_u;
-  __shared__ double s_above_d, s_residual;
+  __shared__ double s_above_d, s_residual, s_total;
   __shared__ bool s_reached;
 
   const int row = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float* x = logits + int64_t(row) * ld;
+  const Segments seg(x, V);
 
-  // 1. max and argmax, lowest id on ties (a thread sees its ids in increasing order).
-  float best = -INFINITY;
-  int best_i = 0x7fffffff;
-  for (int i = threadIdx.x; i < V; i += kThreads) {
-    const float v = x[i];
-    if (v > best || (best_i == 0x7fffffff && v == v)) {
-      best = v;
-      best_i = i;
-    }
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    const float ob = __shfl_xor_sync(kFull, best, off);
-    const int oi = __shfl_xor_sync(kFull, best_i, off);
-    if (ob > best || (ob == best && oi < best_i)) {
-      best = ob;
-      best_i = oi;
-    }
-  }
-  if (lane == 0) {
-    s_best[warp] = best;
-    s_best_i[warp] = best_i;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    best = s_best[lane];
-    best_i = s_best_i[lane];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      const float ob = __shfl_xor_sync(kFull, best, off);
-      const int oi = __shfl_xor_sync(kFull, best_i, off);
-      if (ob > best || (ob == best && oi < best_i)) {
-        best = ob;
-        best_i = oi;
-      }
-    }
-    if (lane == 0) {
-      s_best[0] = best;
-      s_best_i[0] = best_i == 0x7fffffff ? 0 : best_i;
-    }
-  }
-  __syncthreads();
+  fused_pass<kFilters ? 4 : 2>(x, V, seg, p.inv_t, p.inv_t_d, s_best, s_best_i, s_seg_m, s_seg, &s_total);
   const float xmax = s_best[0];
   const int argmax = s_best_i[0];
-  if (!(xmax > -INFINITY)) {
+  const double total = s_total;
+  if (!(xmax > -INFINITY && xmax < INFINITY)) {  // no finite logit, or +inf: no distribution to draw from
     if (threadIdx.x == 0) {
       tokens[row] = argmax;
       logprobs[row] = NAN;
@@ -331,81 +423,92 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(int32_t* tokens, float
   }
 
   int token = argmax;
-  double total = 0.0;
-  if (p.greedy) {
-    double t = 0.0;
-    for (int i = threadIdx.x; i < V; i += kThreads) t += weight_of(x[i], xmax, p.inv_t);
-    total = block_sum(t, s_red);
-  } else {
-    // 2-4. filters, as a key floor and the min-p weight floor.
-    uint32_t floor_key = 0u;
-    if (p.top_k > 0 && p.top_k < V) floor_key = select_kth_key(x, V, p.top_k, s_hist_u, &s_bin, &s_above_u);
-    if (p.top_p < 1.f) {
-      double m = 0.0;
-      for (int i = threadIdx.x; i < V; i += kThreads) {
-        const float xi = x[i];
-        if (order_key(xi) >= floor_key) m += weight_of(xi, xmax, p.inv_t);
+  if (!p.greedy) {
+    Keep keep{0u, 0.f, xmax, p.inv_t};
+    if constexpr (kFilters) {
+      // 2-4. filters, as a key floor and the min-p weight floor.
+      uint32_t floor_key = 0u;
+      if (p.top_k > 0 && p.top_k < V) floor_key = select_kth_key(x, V, p.top_k, s_hist_u, &s_bin, &s_above_u);
+      if (p.top_p < 1.f) {
+        double m = 0.0;
+        for (int i = threadIdx.x; i < V; i += kThreads) {
+          const float xi = x[i];
+          if (order_key(xi) >= floor_key) m += weight_of(xi, xmax, p.inv_t);
+        }
+        m = block_sum(m, s_red);
+        const double target = double(p.top_p) * m;
+        floor_key = select_mass_key(x, V, floor_key, target, xmax, p.inv_t, s_hist_d, &s_bin, &s_above_d, &s_reached);
       }
-      m = block_sum(m, s_red);
-      const double target = double(p.top_p) * m;
-      floor_key = select_mass_key(x, V, floor_key, target, xmax, p.inv_t, s_hist_d, &s_bin, &s_above_d, &s_reached);
+      keep = Keep{floor_key, p.min_p > 0.f ? p.min_p : 0.f, xmax, p.inv_t};
     }
-    const Keep keep{floor_key, p.min_p > 0.f ? p.min_p : 0.f, xmax, p.inv_t};
 
-    // 5. draw: segment sums (with the total mass for the logprob), sub-segment sums, warp scan.
-    piece_sums(x, 0, V, keep, s_piece, s_total);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double kept = 0.0, all = 0.0;
-      for (int w = 0; w < kWarps; ++w) {
-        kept += s_piece[w];
-        all += s_total[w];
+    // 5. draw: the segment, the sub-segment, a warp scan. The first level comes from the fused pass without filters
+    // (exact = false) and from a pass over the kept weights with them; when a fused-pass segment turns out to hold
+    // no kept weight (see the header), the draw starts again with the exact first level.
+    bool exact = kFilters;
+    for (;;) {
+      int lo = 0, hi = V;
+      if (exact) {
+        piece_sums(x, 0, V, keep, s_piece);
+        __syncthreads();
       }
-      s_above_d = all;
-      const float u = philox_uniform(seed, step, uint32_t(sample_index[row]), uint32_t(position[row]), kStreamToken);
-      double residual = double(u) * kept;
-      s_piece_pick = pick_piece(s_piece, &residual);
-      s_residual = residual;
-    }
-    __syncthreads();
-    total = s_above_d;
-    const int seg_len = (V + kWarps - 1) / kWarps;
-    int lo = 0, hi = V;
-    if (s_piece_pick >= 0) {
-      lo = min(V, s_piece_pick * seg_len);
-      hi = min(V, lo + seg_len);
-    }
-    __syncthreads();
-    piece_sums(x, lo, hi, keep, s_piece, nullptr);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double residual = s_residual;
-      s_piece_pick = pick_piece(s_piece, &residual);
-      s_residual = residual;
-      s_token = -1;
-    }
-    __syncthreads();
-    const int sub_len = (hi - lo + kWarps - 1) / kWarps;
-    const int a = min(hi, lo + max(s_piece_pick, 0) * sub_len), b = min(hi, a + sub_len);
-    if (warp == 0 && s_piece_pick >= 0) {
-      const double residual = s_residual;
-      double carry = 0.0;
-      int last = -1;
-      int found = -1;
-      for (int base = a; base < b && found < 0; base += 32) {
-        const int i = base + lane;
-        const double w = i < b ? double(keep(x[i])) : 0.0;
-        const double run = carry + warp_inclusive_scan(w, lane);
-        const unsigned hit = __ballot_sync(kFull, w > 0.0 && run > residual);
-        const unsigned nz = __ballot_sync(kFull, w > 0.0);
-        if (nz) last = base + 31 - __clz(nz);
-        if (hit) found = base + __ffs(hit) - 1;
-        carry = __shfl_sync(kFull, run, 31);
+      if (threadIdx.x == 0) {
+        double kept = total;
+        if (exact) {
+          kept = 0.0;
+          for (int w = 0; w < kWarps; ++w) kept += s_piece[w];
+        }
+        const float u =
+            philox_uniform(seed, step, uint32_t(sample_index[row]), uint32_t(position[row]), kStreamToken);
+        double residual = double(u) * kept;
+        s_piece_pick = pick_piece(exact ? s_piece : s_seg, &residual);
+        s_residual = residual;
       }
-      if (lane == 0) s_token = found >= 0 ? found : last;
+      __syncthreads();
+      const int pick = s_piece_pick;
+      if (pick >= 0) {
+        const int len = (V + kWarps - 1) / kWarps;
+        lo = exact ? min(V, pick * len) : seg.begin(pick);
+        hi = exact ? min(V, lo + len) : seg.begin(pick + 1);
+      }
+      __syncthreads();
+      piece_sums(x, lo, hi, keep, s_piece);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        double residual = s_residual;
+        s_piece_pick = pick_piece(s_piece, &residual);
+        s_residual = residual;
+        s_token = -1;
+      }
+      __syncthreads();
+      const int sub_len = (hi - lo + kWarps - 1) / kWarps;
+      const int a = min(hi, lo + max(s_piece_pick, 0) * sub_len), b = min(hi, a + sub_len);
+      if (warp == 0 && s_piece_pick >= 0) {
+        const double residual = s_residual;
+        double carry = 0.0;
+        int last = -1;
+        int found = -1;
+        for (int base = a; base < b && found < 0; base += 32) {
+          const int i = base + lane;
+          const double w = i < b ? double(keep(x[i])) : 0.0;
+          const double run = carry + warp_inclusive_scan(w, lane);
+          const unsigned hit = __ballot_sync(kFull, w > 0.0 && run > residual);
+          const unsigned nz = __ballot_sync(kFull, w > 0.0);
+          if (nz) last = base + 31 - __clz(nz);
+          if (hit) found = base + __ffs(hit) - 1;
+          carry = __shfl_sync(kFull, run, 31);
+        }
+        if (lane == 0) s_token = found >= 0 ? found : last;
+      }
+      __syncthreads();
+      const int t = s_token;
+      if (t >= 0 || exact) {
+        if (t >= 0) token = t;  // else (no kept mass anywhere: impossible, the max is kept) the argmax
+        break;
+      }
+      exact = true;
+      __syncthreads();
     }
-    __syncthreads();
-    if (s_token >= 0) token = s_token;  // else (no kept mass anywhere: impossible, the max is kept) the argmax
   }
   if (threadIdx.x == 0) {
     tokens[row] = token;
@@ -445,8 +548,13 @@ void sample_tokens(int32_t* tokens, float* logprobs, const float* logits, int64_
   rp.top_p = p.top_p;
   rp.min_p = p.min_p;
   rp.greedy = p.greedy;
-  sample_kernel<<<unsigned(B), kThreads, 0, ctx.stream>>>(tokens, logprobs, logits, ld, V, rp, seed, step,
-                                                          sample_index, position);
+  const bool filters = !p.greedy && ((p.top_k > 0 && p.top_k < V) || p.top_p < 1.f || p.min_p > 0.f);
+  if (filters)
+    sample_kernel<true><<<unsigned(B), kThreads, 0, ctx.stream>>>(tokens, logprobs, logits, ld, V, rp, seed, step,
+                                                                  sample_index, position);
+  else
+    sample_kernel<false><<<unsigned(B), kThreads, 0, ctx.stream>>>(tokens, logprobs, logits, ld, V, rp, seed, step,
+                                                                   sample_index, position);
   CUDA_CHECK_LAST();
 }
 

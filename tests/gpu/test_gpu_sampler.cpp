@@ -4,11 +4,17 @@
 //     with fp32 exp, the CPU in double, so a uniform within ~1e-7 of a boundary may pick a neighbour: the count is
 //     printed), the logprob of the GPU's token within 1e-4 of the CPU's temperature_logprob; greedy exactly equal.
 //     Rows are stored with a stride wider than the vocabulary and NaN in the padding (never read).
+//   * edge rows for the fused first pass: the same agreement over 8 row shapes (huge negatives before a max in the
+//     last segment, one very large logit, NaN and -inf, rising and falling ramps, ties, a few live logits, no
+//     finite logit or +inf), V from 1 to 151,939, aligned and unaligned rows, 5 settings, 2 steps: >= 99.9% equal
+//     tokens per setting (greedy all), never a NaN or -inf token, rows without a finite max their argmax with NaN;
+//     and a uniform of exactly 0 on rows whose first half has weights below fp32's range (the draw's restart).
 //   * distribution: 200,000 draws from one row of known logits (positions vary) against sampling_distribution:
 //     chi-square below the 1e-4 upper tail critical value, and no draw of a filtered-out token.
 //   * check_stops: exact, on cases chosen to hit each rule and its boundary.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -22,6 +28,7 @@
 #include "cuda/generation_ops.h"
 #include "device_buffer.h"
 #include "generation/sampler.h"
+#include "ops/philox.h"
 
 namespace {
 
@@ -50,9 +57,10 @@ struct Draws {
   std::vector<float> logprobs;
 };
 
-// Samples B rows of V logits (row stride ld) on the GPU.
+// Samples B rows of V logits (row stride ld, the first row at element `offset` of `logits`) on the GPU.
 Draws gpu_sample(const std::vector<float>& logits, int64_t ld, int B, int V, const hone::SamplingParams& p,
-                 uint64_t seed, uint32_t step, const std::vector<int32_t>& sample, const std::vector<int32_t>& pos) {
+                 uint64_t seed, uint32_t step, const std::vector<int32_t>& sample, const std::vector<int32_t>& pos,
+                 int64_t offset = 0) {
   test::DeviceBuffer<float> dl(int64_t(logits.size()));
   test::DeviceBuffer<int32_t> dtok(B), dsample(B), dpos(B);
   test::DeviceBuffer<float> dlp(B);
@@ -61,8 +69,8 @@ Draws gpu_sample(const std::vector<float>& logits, int64_t ld, int B, int V, con
   dpos.upload_raw(pos);
   dtok.poison();
   dlp.poison();
-  hone::cuda::sample_tokens(dtok.get(), dlp.get(), dl.get(), ld, B, V, to_gpu(p), seed, step, dsample.get(),
-                            dpos.get(), gpu());
+  hone::cuda::sample_tokens(dtok.get(), dlp.get(), dl.get() + offset, ld, B, V, to_gpu(p), seed, step,
+                            dsample.get(), dpos.get(), gpu());
   CUDA_CHECK(cudaStreamSynchronize(gpu().stream));
   Draws d;
   d.tokens.resize(static_cast<size_t>(B));
@@ -146,6 +154,78 @@ void check_agreement(int B, int V, uint64_t seed) {
   }
 }
 
+// Row shapes aimed at the fused first pass (per-warp segments with a running max rescaled as it grows, float4 reads
+// after an unaligned head): the row max in the last segment after segments of huge negative logits, one very large
+// logit, NaN and -inf, a rising ramp (the running max grows at every read), all logits tied, a few live logits among
+// very negative ones, a falling ramp (the max in the first segment), and rows without a usable max.
+constexpr int kShapes = 8;
+
+void fill_shape(float* x, int V, int shape, int variant, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.f, 3.f);
+  std::uniform_int_distribution<int> any(0, V - 1);
+  const float fv = float(V);
+  for (int i = 0; i < V; ++i) x[i] = nd(rng);
+  switch (shape) {
+    case 0:  // huge negatives, then the max in the last 1/40 of the row
+      for (int i = 0; i < 3 * V / 4; ++i) x[i] = i % 3 == 0 ? -1e30f : i % 3 == 1 ? -3e38f : -40.f + nd(rng) / 3.f;
+      x[V - 1 - std::uniform_int_distribution<int>(0, std::max(0, V / 40))(rng)] = 15.f;
+      break;
+    case 1:  // one logit far above the rest (a point mass), or dominant
+      x[any(rng)] = variant % 2 == 0 ? 1e4f : 18.f;
+      break;
+    case 2:  // NaN and -inf among normal logits
+      for (int i = 0; i < V; ++i) {
+        const int r = int(rng() % 10);
+        if (r == 0) x[i] = NAN;
+        if (r == 1) x[i] = -INFINITY;
+      }
+      break;
+    case 3:
+      for (int i = 0; i < V; ++i) x[i] = 30.f * float(i) / fv + nd(rng) / 6.f;
+      break;
+    case 4:
+      for (int i = 0; i < V; ++i) x[i] = 1.25f;
+      break;
+    case 5:  // ~200 live logits among -1e4
+      for (int i = 0; i < V; ++i)
+        if (rng() % uint64_t(std::max(1, V / 200)) != 0) x[i] = -1e4f;
+      break;
+    case 6:
+      for (int i = 0; i < V; ++i) x[i] = 30.f * (1.f - float(i) / fv) + nd(rng) / 6.f;
+      break;
+    default:  // no finite logit (NaN and -inf, or NaN only), or +inf twice
+      if (variant % 2 == 0) {
+        for (int i = 0; i < V; ++i) x[i] = rng() % 3 == 0 ? -INFINITY : NAN;
+      } else {
+        x[any(rng)] = INFINITY;
+        x[any(rng)] = INFINITY;
+      }
+  }
+}
+
+// What the GPU must return for a row: the CPU sampler on the row with NaN read as -inf (weight 0 either way) when
+// the max is finite; else (no finite logit, or +inf) the argmax (lowest id of the largest non-NaN logit, 0 when all
+// are NaN) with a NaN logprob. `clean` receives the row the CPU saw.
+struct Want {
+  int32_t token;
+  bool finite;
+};
+Want want_for(std::span<const float> row, const hone::SamplingParams& p, uint64_t seed, uint32_t step,
+              uint32_t sample, uint32_t pos, std::vector<float>& clean) {
+  clean.assign(row.begin(), row.end());
+  int32_t best = -1;
+  for (size_t i = 0; i < clean.size(); ++i) {
+    if (std::isnan(clean[i])) {
+      clean[i] = -INFINITY;
+      continue;
+    }
+    if (best < 0 || row[i] > row[size_t(best)]) best = int32_t(i);
+  }
+  if (best < 0) return {0, false};
+  if (!std::isfinite(row[size_t(best)])) return {best, false};
+  return {hone::sample_token(clean, p, seed, step, sample, pos).token, true};
+}
+
 // Upper 1e-4 tail of chi-square with k degrees of freedom (Wilson-Hilferty; z = 3.719 for 1e-4).
 double chi2_critical_1e4(int k) {
   const double z = 3.719, a = 2.0 / (9.0 * k);
@@ -159,6 +239,110 @@ BOOST_AUTO_TEST_SUITE(gpu_sampler)
 BOOST_AUTO_TEST_CASE(tokens_and_logprobs_match_the_cpu_sampler, *boost::unit_test::precondition(test::needs_gpu)) {
   check_agreement(2000, 1000, 101);
   check_agreement(4, 151936, 202);  // Qwen3 vocabulary: every level of the draw and the radix selects
+}
+
+BOOST_AUTO_TEST_CASE(fused_pass_edge_rows_match_the_cpu_sampler, *boost::unit_test::precondition(test::needs_gpu)) {
+  // V not a multiple of 4 or 32 or 1024 (and the Qwen3 vocabulary); rows aligned to 16 bytes or not (ld = V, ld odd,
+  // ld a multiple of 4 above V, the first row one element past an aligned address); two steps (other uniforms).
+  std::vector<Combo> settings;
+  for (const Combo& c : combos())
+    if (c.name == "plain" || c.name == "temperature 0.7" || c.name == "greedy" || c.name == "min-p 0.05" ||
+        c.name == "top-k 50 + top-p 0.9")
+      settings.push_back(c);
+  BOOST_REQUIRE(settings.size() == 5);
+  struct Layout {
+    int64_t extra_ld;  // ld = V + extra_ld, or the next multiple of 4 above V + 4 when < 0
+    int64_t offset;
+  };
+  const std::vector<Layout> layouts = {{0, 0}, {1, 1}, {-1, 0}, {-1, 1}};
+  for (const Combo& c : settings) {
+    int64_t rows = 0, mismatches = 0, outside = 0;
+    double worst_lp = 0;
+    for (const int V : {1, 3, 5, 37, 1023, 1025, 4099, 151936, 151939}) {
+      const int B = V > 10000 ? 3 * kShapes : 32 * kShapes;
+      for (const Layout& L : layouts) {
+        const int64_t ld = L.extra_ld >= 0 ? V + L.extra_ld : (V + 3) / 4 * 4 + 4;
+        std::mt19937_64 rng(uint64_t(V) * 1000 + uint64_t(ld) * 10 + uint64_t(L.offset));
+        std::vector<float> x(size_t(L.offset + int64_t(B) * ld), NAN);
+        for (int b = 0; b < B; ++b) fill_shape(x.data() + L.offset + int64_t(b) * ld, V, b % kShapes, b / kShapes, rng);
+        std::vector<int32_t> sample(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
+        for (int b = 0; b < B; ++b) {
+          sample[size_t(b)] = b % 7;
+          pos[size_t(b)] = 11 * b + V % 97;
+        }
+        for (const uint32_t step : {1u, 2u}) {
+          const uint64_t seed = 9000 + uint64_t(V);
+          const Draws d = gpu_sample(x, ld, B, V, c.p, seed, step, sample, pos, L.offset);
+          std::vector<float> clean;
+          for (int b = 0; b < B; ++b) {
+            const std::span<const float> row(x.data() + L.offset + int64_t(b) * ld, size_t(V));
+            const Want want =
+                want_for(row, c.p, seed, step, uint32_t(sample[size_t(b)]), uint32_t(pos[size_t(b)]), clean);
+            const int32_t got = d.tokens[size_t(b)];
+            const float lp = d.logprobs[size_t(b)];
+// (a macro: Boost formats a message only when the check fails)
+#define WHERE                                                                                 \
+  c.name << " V=" << V << " ld=" << ld << " offset=" << L.offset << " row " << b << " shape " \
+         << b % kShapes << " step " << step << ": token " << got << " logprob " << lp << ", want token " << want.token
+            BOOST_REQUIRE_MESSAGE(got >= 0 && got < V, WHERE);
+            if (!want.finite) {  // the argmax with a NaN logprob
+              BOOST_CHECK_MESSAGE(got == want.token && std::isnan(lp), WHERE);
+              continue;
+            }
+            ++rows;
+            if (got != want.token) {
+              ++mismatches;
+              if (hone::sampling_distribution(clean, c.p)[size_t(got)] == 0.0) ++outside;
+            }
+            BOOST_CHECK_MESSAGE(std::isfinite(clean[size_t(got)]), WHERE);  // never a NaN or -inf logit
+#undef WHERE
+            worst_lp = std::max(worst_lp, std::fabs(hone::temperature_logprob(clean, c.p.temperature, got) - lp));
+          }
+        }
+      }
+    }
+    std::printf("  sampler edge rows %-28s rows %lld, token mismatches %lld (%lld outside the CPU's kept set), "
+                "max |logprob diff| %.2e\n", c.name.c_str(), static_cast<long long>(rows),
+                static_cast<long long>(mismatches), static_cast<long long>(outside), worst_lp);
+    BOOST_TEST_INFO(c.name);
+    if (c.p.greedy) BOOST_TEST(mismatches == 0);
+    else BOOST_TEST(double(mismatches) <= 0.001 * double(rows));
+    BOOST_TEST(double(outside) <= 0.001 * double(rows));
+    BOOST_TEST(worst_lp <= 1e-4);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(zero_uniform_draws_the_first_token_of_nonzero_fp32_weight,
+                     *boost::unit_test::precondition(test::needs_gpu)) {
+  // philox_uniform(4242, 1, 0, 17463744) is exactly 0: the draw takes the first token whose fp32 weight is > 0. The
+  // first half of each row sits 120 below the max (weights nonzero in double, 0 in fp32), so the fused pass gives
+  // segment 0 a tiny mass that the draw's exact recomputation finds empty: the draw must start again from exact
+  // segment sums and land on the first id of the second half, not fall back to the argmax.
+  const uint64_t seed = 4242;
+  const uint32_t step = 1, position = 17463744;
+  BOOST_REQUIRE(hone::philox_uniform(seed, step, 0, position) == 0.f);
+  for (const int V : {33, 1000, 4099, 151936}) {
+    const int B = 8;
+    const int64_t ld = V + (V % 2);
+    std::mt19937_64 rng{uint64_t(V)};
+    std::normal_distribution<float> nd(0.f, 3.f);
+    std::vector<float> x(size_t(B) * size_t(ld), NAN);
+    for (int b = 0; b < B; ++b) {
+      float* r = x.data() + size_t(b) * ld;
+      for (int i = 0; i < V; ++i) r[i] = i < V / 2 ? -105.f + nd(rng) / 10.f : nd(rng);
+      r[V - 2] = 15.f;
+    }
+    const std::vector<int32_t> sample(static_cast<size_t>(B), 0), pos(static_cast<size_t>(B), int32_t(position));
+    for (const float t : {1.f, 0.7f}) {
+      hone::SamplingParams p;
+      p.temperature = t;
+      const Draws d = gpu_sample(x, ld, B, V, p, seed, step, sample, pos);
+      for (int b = 0; b < B; ++b) {
+        BOOST_TEST_INFO("V=" << V << " T=" << t << " row " << b);
+        BOOST_TEST(d.tokens[size_t(b)] == V / 2);
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(frequencies_follow_the_sampling_distribution, *boost::unit_test::precondition(test::needs_gpu)) {
