@@ -6,6 +6,9 @@
 //   * Forward writes (overwrites) its outputs, and saves what backward needs in the buffers it is given.
 //   * Backward ACCUMULATES (+=) into every gradient it produces (dx, dw, ...), so gradients of a parameter used
 //     twice, of micro-batches, and of the residual stream add up without extra copies. Callers zero them first.
+//     Exceptions, so that the first op to produce an activation gradient need not find it zeroed: the input
+//     gradients of linear_backward, rmsnorm_backward, rope_backward and swiglu_backward take a flag (false:
+//     written, true: accumulated). Parameter gradients always accumulate.
 //   * A gradient pointer that may be null says so; backward then skips that gradient.
 //   * Linear weights are stored as Hugging Face stores them: W[out_features, in_features], y = x W^T + b.
 #pragma once
@@ -55,19 +58,23 @@ void embedding_slice_backward(float* dwte, const float* dout, const int32_t* ids
 // ---- RMSNorm over the last C values of each row: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) --------
 // Also the per-head q/k norm of Qwen3: rows = T*H, C = D, w of length D.
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int rows, int C, float eps);
+// dx is written, or (accumulate) added to; dw always accumulates.
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
-                      int rows, int C);
+                      int rows, int C, bool accumulate = true);
 
 // ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias[OC]) ------------------------------------------------
 void linear_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
 // dx, dw and dbias may each be null (the input gradient of some rows and the weight gradient in separate calls).
+// dx is written (accumulate_dx false) or added to; dw and dbias always accumulate.
 void linear_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w, int T,
-                     int IC, int OC);
+                     int IC, int OC, bool accumulate_dx);
 
 // ---- RoPE on x[T, H, D] by position ids (packed sequences restart at 0) ---------------------------------------
 void rope_inv_freq(float* inv_freq, const RopeParams& p);  // D/2 values
 void rope_forward(float* out, const float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D);
-void rope_backward(float* dx, const float* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D);
+// dx is written, or (accumulate) added to.
+void rope_backward(float* dx, const float* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
+                   bool accumulate = true);
 
 // ---- causal attention over packed variable-length sequences, grouped-query heads ----------------------------
 // q[T, Hq, D], k/v[T, Hkv, D], out[T, Hq, D]; sequence s covers rows [cu_seqlens[s], cu_seqlens[s+1]);
@@ -117,7 +124,9 @@ void paged_attention_decode_forward(float* out, const float* q, const float* k_p
 
 // ---- SwiGLU: out = silu(gate) * up, elementwise over N values --------------------------------------------------
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t N);
-void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N);
+// dgate and dup are written, or (accumulate) added to.
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N,
+                     bool accumulate);
 
 // ---- residual add: out = a + b ----------------------------------------------------------------------------------
 void add_forward(float* out, const float* a, const float* b, int64_t N);
