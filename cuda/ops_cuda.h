@@ -4,7 +4,7 @@
 //   * parameter gradients (dw, dbias, dwte, ...) in fp32 and ACCUMULATED (+=), as on the CPU;
 //   * activation gradients (dx, dq, ...) in bf16 and ACCUMULATED (+=): computed in fp32, added to the bf16 value
 //     already there, rounded once; except where an op takes an accumulate flag (false: the gradient is written, so
-//     its first producer needs no zeroed buffer);
+//     its first producer needs no zeroed buffer) and attention_backward, which writes, as on the CPU;
 //   * every op takes the GpuContext (stream, library handles, workspace) last and is asynchronous on its stream.
 // Plain header: CUDA headers only, so both .cu files (nvcc) and host .cpp files (g++) include it.
 #pragma once
@@ -82,7 +82,8 @@ inline void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const 
 void attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
                        int num_seqs, int max_seqlen, int T, int Hq, int Hkv, int D, float scale,
                        const GpuContext& ctx);
-// dq/dk/dv bf16, ACCUMULATED like every activation gradient.
+// dq/dk/dv bf16, WRITTEN on every row (cu_seqlens must cover [0, T)), not accumulated: cuDNN writes them in place,
+// and attention is their first producer in the layer.
 void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out, const float* lse,
                         const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens, int num_seqs,
                         int max_seqlen, int T, int Hq, int Hkv, int D, float scale, const GpuContext& ctx);

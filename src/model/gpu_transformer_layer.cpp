@@ -19,7 +19,7 @@ namespace hone {
 namespace {
 
 // The first op to produce an activation gradient writes it (accumulate false) and the ops after it add to it, so
-// none needs zeroing; only attention's and the q/k norm's backward, which accumulate, still get zeroed buffers.
+// none needs zeroing; only the q/k-norm backward, which accumulates, still gets zeroed buffers.
 void zero(bf16* p, int64_t n, const cuda::GpuContext& ctx) {
   CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(n) * sizeof(bf16), ctx.stream));
 }
@@ -276,15 +276,9 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
   const int Tl = collectives ? collectives->local_rows(T) : T;
   const int64_t TQ = int64_t(T) * Q, TK = int64_t(T) * K;
   bf16* dy = Tl != T ? s.dy : dres;
-  // First writers: o_proj's dgrad writes dattn; RoPE's backward dq and dk (without the q/k norm); q_proj's dgrad dh
-  // (row chunk by row chunk), k_proj's and v_proj's add to it. Attention's backward and the q/k norm's accumulate,
-  // into buffers zeroed here.
-  {
-    ProfileScope ps(prof, "memset");
-    zero(s.dq_r, TQ, ctx);
-    zero(s.dk_r, TK, ctx);
-    zero(s.dv, TK, ctx);
-  }
+  // First writers: o_proj's dgrad writes dattn; attention's backward dq_r, dk_r and dv; RoPE's backward dq and dk
+  // (without the q/k norm); q_proj's dgrad dh (row chunk by row chunk), k_proj's and v_proj's add to it. The q/k
+  // norm's backward accumulates, into buffers zeroed here.
   if (sh.qk_norm) {
     ProfileScope ps(prof, "memset");
     zero(s.dq, TQ, ctx);

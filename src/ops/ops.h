@@ -8,7 +8,7 @@
 //     twice, of micro-batches, and of the residual stream add up without extra copies. Callers zero them first.
 //     Exceptions, so that the first op to produce an activation gradient need not find it zeroed: the input
 //     gradients of linear_backward, rmsnorm_backward, rope_backward and swiglu_backward take a flag (false:
-//     written, true: accumulated). Parameter gradients always accumulate.
+//     written, true: accumulated), and attention_backward writes dq/dk/dv. Parameter gradients always accumulate.
 //   * A gradient pointer that may be null says so; backward then skips that gradient.
 //   * Linear weights are stored as Hugging Face stores them: W[out_features, in_features], y = x W^T + b.
 #pragma once
@@ -79,7 +79,8 @@ void rope_backward(float* dx, const float* dout, const int32_t* pos, const float
 // ---- causal attention over packed variable-length sequences, grouped-query heads ----------------------------
 // q[T, Hq, D], k/v[T, Hkv, D], out[T, Hq, D]; sequence s covers rows [cu_seqlens[s], cu_seqlens[s+1]);
 // token i attends to tokens j <= i of its own sequence. Hq % Hkv == 0; query head h uses kv head h / (Hq/Hkv).
-// lse[Hq, T] (log-sum-exp of the scaled scores) is saved for backward.
+// lse[Hq, T] (log-sum-exp of the scaled scores) is saved for backward. Backward WRITES dq, dk and dv (the sequences
+// must cover all T rows): it is the first producer of those gradients wherever it is used.
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const int32_t* cu_seqlens, int num_seqs, int T, int Hq, int Hkv, int D, float scale);
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
