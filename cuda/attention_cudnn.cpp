@@ -6,7 +6,9 @@
 // whose batch b starts at a ragged offset (cu_seqlens[b] * H * D elements), with a padding mask giving each batch
 // its true length. S is max_seqlen rounded up; B is num_seqs rounded up (extra batches have length 0). cuDNN's Stats
 // (natural-log log-sum-exp of the scaled scores, fp32) are kept in a padded, packed [B, Hq, S, 1] buffer and
-// converted to/from our lse[Hq, T] by small kernels. cuDNN writes gradients; we add them into dq/dk/dv.
+// converted to/from our lse[Hq, T] by small kernels. The packed attention's backward has cuDNN write dq/dk/dv in
+// place (the op writes them; cuDNN reduces the GQA groups into dk/dv itself); a ring attention block's gradients
+// land in zeroed scratch (cuDNN writes the segments' rows only) and are added into the running dq/dk/dv.
 // Graphs are built once per (direction, B, S, Hq, Hkv, D, scale) and cached in the context.
 #include "cuda/attention_cudnn.h"
 
@@ -348,27 +350,19 @@ bool attention_backward_cudnn(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, co
   const IndexArrays idx = make_index_arrays(st, cu_seqlens, num_seqs, key, ctx);
   auto* stats = static_cast<float*>(st.stats.get(size_t(key.B) * Hq * key.S * sizeof(float), ctx.stream));
   attention_lse_to_stats(stats, lse, cu_seqlens, num_seqs, T, key.B, Hq, key.S, ctx);
-  // cuDNN's gradients land in scratch, then are added into ours. 256-byte aligned pieces.
-  const size_t nq = size_t(T) * Hq * D, nkv = size_t(T) * Hkv * D;
-  const size_t q_bytes = (nq * sizeof(bf16) + 255) / 256 * 256, kv_bytes = (nkv * sizeof(bf16) + 255) / 256 * 256;
-  auto* base = static_cast<char*>(st.grads.get(q_bytes + 2 * kv_bytes, ctx.stream));
-  auto* gq = reinterpret_cast<bf16*>(base);
-  auto* gk = reinterpret_cast<bf16*>(base + q_bytes);
-  auto* gv = reinterpret_cast<bf16*>(base + q_bytes + kv_bytes);
+  // cuDNN writes the gradients straight into dq/dk/dv: every packed row belongs to a sequence (cu_seqlens covers
+  // [0, T)), so every row is written, and the op's contract is to write them.
   void* workspace = g.workspace_bytes > 0 ? st.workspace.get(size_t(g.workspace_bytes), ctx.stream) : nullptr;
   std::unordered_map<int64_t, void*> pack = {
       {kQ, const_cast<bf16*>(q)},     {kK, const_cast<bf16*>(k)},   {kV, const_cast<bf16*>(v)},
       {kO, const_cast<bf16*>(out)},   {kDO, const_cast<bf16*>(dout)}, {kStats, stats},
-      {kDQ, gq},                      {kDK, gk},                    {kDV, gv},
+      {kDQ, dq},                      {kDK, dk},                    {kDV, dv},
       {kSeqQ, idx.seq_len},           {kSeqKV, idx.seq_len},        {kOffQ, idx.q_offset},
       {kOffO, idx.q_offset},          {kOffDO, idx.q_offset},       {kOffDQ, idx.q_offset},
       {kOffK, idx.kv_offset},         {kOffV, idx.kv_offset},       {kOffDK, idx.kv_offset},
       {kOffDV, idx.kv_offset}};
   auto status = g.graph->execute(ctx.impl->cudnn, pack, workspace);
   HONE_CHECK(status.is_good(), "cuDNN attention backward failed: ", status.get_message());
-  attention_accumulate_bf16(dq, gq, int64_t(nq), ctx);
-  attention_accumulate_bf16(dk, gk, int64_t(nkv), ctx);
-  attention_accumulate_bf16(dv, gv, int64_t(nkv), ctx);
   return true;
 }
 

@@ -3,7 +3,8 @@
 // reference in the tests. Straightforward on
 // purpose: one warp per query row (forward, dq) or per key row (dk, dv), each lane holding D/32 features in fp32
 // registers, scores reduced across the warp, an online softmax in the forward. Every output element is written by
-// exactly one warp, so gradients accumulate without atomics (computed in fp32, added to the bf16 value once).
+// exactly one warp, so gradients need no atomics (computed in fp32, rounded to bf16 once): the packed attention's
+// are written (as cuDNN writes them), a block's are added to the bf16 value already there.
 #include <cmath>
 
 #include "cuda/attention_cudnn.h"
@@ -89,7 +90,7 @@ __global__ void delta_kernel(float* delta, const bf16* dout, const bf16* out, in
   if (lane == 0) delta[int64_t(h) * T + t] = s;
 }
 
-// dq[t, h] += scale * sum_j P_tj (dP_tj - delta_t) k_j over j in [start, t].
+// dq[t, h] = scale * sum_j P_tj (dP_tj - delta_t) k_j over j in [start, t].
 __global__ void dq_kernel(bf16* dq, const bf16* dout, const float* lse, const float* delta, const bf16* q,
                           const bf16* k, const bf16* v, const int32_t* cu, int num_seqs, int T, int Hq, int Hkv,
                           int D, float scale) {
@@ -117,11 +118,11 @@ __global__ void dq_kernel(bf16* dq, const bf16* dout, const float* lse, const fl
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int d = lane + 32 * c;
-    if (d < D) dq[row * D + d] = __float2bfloat16(__bfloat162float(dq[row * D + d]) + acc[c]);
+    if (d < D) dq[row * D + d] = __float2bfloat16(acc[c]);
   }
 }
 
-// Warp per key row (j, g), g fastest: dv_j += sum P_ij dout_i, dk_j += scale * sum P_ij (dP_ij - delta_i) q_i over
+// Warp per key row (j, g), g fastest: dv_j = sum P_ij dout_i, dk_j = scale * sum P_ij (dP_ij - delta_i) q_i over
 // the group's query heads and rows i in [j, end of the sequence).
 __global__ void dkdv_kernel(bf16* dk, bf16* dv, const bf16* dout, const float* lse, const float* delta,
                             const bf16* q, const bf16* k, const bf16* v, const int32_t* cu, int num_seqs, int T,
@@ -155,8 +156,8 @@ __global__ void dkdv_kernel(bf16* dk, bf16* dv, const bf16* dout, const float* l
   for (int c = 0; c < kChunks; ++c) {
     const int d = lane + 32 * c;
     if (d < D) {
-      dk[row * D + d] = __float2bfloat16(__bfloat162float(dk[row * D + d]) + dk_acc[c]);
-      dv[row * D + d] = __float2bfloat16(__bfloat162float(dv[row * D + d]) + dv_acc[c]);
+      dk[row * D + d] = __float2bfloat16(dk_acc[c]);
+      dv[row * D + d] = __float2bfloat16(dv_acc[c]);
     }
   }
 }

@@ -3,7 +3,8 @@
 //   * activations and weights in bf16, accumulation in fp32; softmax, logprob, entropy, lse, RMSNorm rstd in fp32;
 //   * parameter gradients (dw, dbias, dwte, ...) in fp32 and ACCUMULATED (+=), as on the CPU;
 //   * activation gradients (dx, dq, ...) in bf16 and ACCUMULATED (+=): computed in fp32, added to the bf16 value
-//     already there, rounded once;
+//     already there, rounded once; except where an op takes an accumulate flag (false: the gradient is written, so
+//     its first producer needs no zeroed buffer) and attention_backward, which writes, as on the CPU;
 //   * every op takes the GpuContext (stream, library handles, workspace) last and is asynchronous on its stream.
 // Plain header: CUDA headers only, so both .cu files (nvcc) and host .cpp files (g++) include it.
 #pragma once
@@ -44,8 +45,13 @@ void embedding_slice_backward(float* dwte, const bf16* dout, const int32_t* ids,
 // ---- RMSNorm over rows of C (also per-head q/k norm: rows = T*H, C = D) ----------------------------------------------
 void rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int rows, int C, float eps,
                      const GpuContext& ctx);
+// dx written, or (accumulate) added to; dw always accumulated. Without the flag: accumulated.
 void rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w, const float* rstd,
-                      int rows, int C, const GpuContext& ctx);
+                      int rows, int C, bool accumulate, const GpuContext& ctx);
+inline void rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w, const float* rstd,
+                             int rows, int C, const GpuContext& ctx) {
+  rmsnorm_backward(dx, dw, dout, x, w, rstd, rows, C, /*accumulate=*/true, ctx);
+}
 // Fused residual add + RMSNorm (saves a pass over the residual stream): sum = a + b; out = rmsnorm(sum).
 void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* w, int rows,
                          int C, float eps, const GpuContext& ctx);
@@ -53,16 +59,22 @@ void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const
 // ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias) through cuBLASLt (bf16 in, fp32 accumulate) ------------------
 void linear_forward(bf16* out, const bf16* x, const bf16* w, const bf16* bias, int T, int IC, int OC,
                     const GpuContext& ctx);
-// dx (bf16, accumulated), dw (fp32, accumulated), dbias (fp32, accumulated): each may be null (the input gradient
-// of some rows and the weight gradient in separate calls, as the tensor-parallel layers do).
+// dx (bf16; written, or accumulated with accumulate_dx: the GEMM's beta), dw (fp32, accumulated), dbias (fp32,
+// accumulated): each may be null (the input gradient of some rows and the weight gradient in separate calls, as the
+// tensor-parallel layers do).
 void linear_backward(bf16* dx, float* dw, float* dbias, const bf16* dout, const bf16* x, const bf16* w, int T, int IC,
-                     int OC, const GpuContext& ctx);
+                     int OC, bool accumulate_dx, const GpuContext& ctx);
 
 // ---- RoPE on x[T, H, D] by position ids (inv_freq: D/2 fp32 values from cpu::rope_inv_freq, on the device) -----------
 void rope_forward(bf16* out, const bf16* x, const int32_t* pos, const float* inv_freq, int T, int H, int D,
                   const GpuContext& ctx);
+// dx written, or (accumulate) added to. Without the flag: accumulated.
 void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
-                   const GpuContext& ctx);
+                   bool accumulate, const GpuContext& ctx);
+inline void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
+                          const GpuContext& ctx) {
+  rope_backward(dx, dout, pos, inv_freq, T, H, D, /*accumulate=*/true, ctx);
+}
 
 // ---- causal attention over packed variable-length sequences, GQA (cuDNN fused SDPA, plans cached by shape) ----------
 // q[T, Hq, D], k/v[T, Hkv, D], out[T, Hq, D] bf16; lse[Hq, T] fp32 (natural-log log-sum-exp of the scaled scores).
@@ -70,7 +82,8 @@ void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const float* 
 void attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
                        int num_seqs, int max_seqlen, int T, int Hq, int Hkv, int D, float scale,
                        const GpuContext& ctx);
-// dq/dk/dv bf16, ACCUMULATED like every activation gradient.
+// dq/dk/dv bf16, WRITTEN on every row (cu_seqlens must cover [0, T)), not accumulated: cuDNN writes them in place,
+// and attention is their first producer in the layer.
 void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* out, const float* lse,
                         const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens, int num_seqs,
                         int max_seqlen, int T, int Hq, int Hkv, int D, float scale, const GpuContext& ctx);
@@ -91,8 +104,9 @@ void attention_merge_forward(float* out, float* lse, const bf16* block_out, cons
 
 // ---- SwiGLU: out = silu(gate) * up -------------------------------------------------------------------------------------
 void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int64_t N, const GpuContext& ctx);
+// dgate and dup written, or (accumulate) added to.
 void swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int64_t N,
-                     const GpuContext& ctx);
+                     bool accumulate, const GpuContext& ctx);
 
 // ---- residual add ------------------------------------------------------------------------------------------------------
 void add_forward(bf16* out, const bf16* a, const bf16* b, int64_t N, const GpuContext& ctx);

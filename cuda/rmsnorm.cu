@@ -1,7 +1,8 @@
 // RMSNorm on bf16 rows (also the per-head q/k norm: rows = T*H, C = D), fp32 math, Hugging Face's order:
 // rstd = 1/sqrt(mean(x^2) + eps), out = w * (x * rstd), rounded once to bf16.
 //   forward / fused add+forward: one warp per row (8 rows per block), two passes over the row (the second hits L1/L2).
-//   backward dx: one warp per row, dx += rstd (dout w - x rstd^2 sum(dout w x)/C) in fp32, rounded once.
+//   backward dx: one warp per row, dx (+)= rstd (dout w - x rstd^2 sum(dout w x)/C) in fp32, rounded once (the old
+//   dx is read only when accumulating).
 //   backward dw: deterministic two-level sum: blocks of 32 columns x a slice of rows write partial sums (fixed
 //   slices, fixed order), a second kernel adds the slices in order into dw (fp32, accumulated).
 // 16-byte accesses when C % 8 == 0 and the row pointers are 16-byte aligned; scalar otherwise.
@@ -103,7 +104,7 @@ __global__ void add_rmsnorm_forward_kernel(bf16* sum, bf16* out, float* rstd, co
 }
 
 __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf16* x, const bf16* w,
-                                           const float* rstd, int rows, int C, bool vec) {
+                                           const float* rstd, int rows, int C, bool vec, bool accumulate) {
   const int row = warp_row();
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
@@ -133,7 +134,12 @@ __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf1
       detail::load8(gv, dout + off + c);
       detail::load8(wv, w + c);
       detail::load8(xv, x + off + c);
-      detail::load8(dv, dx + off + c);
+      if (accumulate) {
+        detail::load8(dv, dx + off + c);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) dv[j] = 0.f;
+      }
 #pragma unroll
       for (int j = 0; j < kVec; ++j) dv[j] += rs * (gv[j] * wv[j] - xv[j] * k);
       detail::store8(dx + off + c, dv);
@@ -141,7 +147,8 @@ __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf1
   } else {
     for (int c = lane; c < C; c += 32) {
       const float g = __bfloat162float(dout[off + c]), wc = __bfloat162float(w[c]), xc = __bfloat162float(x[off + c]);
-      dx[off + c] = __float2bfloat16_rn(__bfloat162float(dx[off + c]) + rs * (g * wc - xc * k));
+      const float old = accumulate ? __bfloat162float(dx[off + c]) : 0.f;
+      dx[off + c] = __float2bfloat16_rn(old + rs * (g * wc - xc * k));
     }
   }
 }
@@ -204,12 +211,12 @@ void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const
 }
 
 void rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w, const float* rstd,
-                      int rows, int C, const GpuContext& ctx) {
+                      int rows, int C, bool accumulate, const GpuContext& ctx) {
   if (rows <= 0 || C <= 0) return;
   const bool vec = C % kVec == 0 && detail::aligned16(dx) && detail::aligned16(dout) && detail::aligned16(x) &&
                    detail::aligned16(w);
   rmsnorm_backward_dx_kernel<<<row_blocks(rows), kWarpsPerBlock * 32, 0, ctx.stream>>>(dx, dout, x, w, rstd, rows,
-                                                                                        C, vec);
+                                                                                        C, vec, accumulate);
   CUDA_CHECK_LAST();
 
   // Slices of rows: enough blocks for ~4 per SM, never a slice without rows. The count depends only on the shape

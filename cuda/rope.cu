@@ -12,9 +12,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// backward == false: out = R x; backward == true: out += R^T x.
+// backward == false: out = R x; backward == true: out (+)= R^T x (added to the old out when accumulate).
 template <bool kBackward>
-__global__ void rope_kernel(bf16* out, const bf16* x, const int32_t* pos, const float* inv_freq, int H, int D) {
+__global__ void rope_kernel(bf16* out, const bf16* x, const int32_t* pos, const float* inv_freq, int H, int D,
+                            bool accumulate = false) {
   const int t = blockIdx.x, half = D / 2, i = threadIdx.x;
   if (i >= half) return;
   const float angle = float(pos[t]) * inv_freq[i];
@@ -24,8 +25,8 @@ __global__ void rope_kernel(bf16* out, const bf16* x, const int32_t* pos, const 
     const int64_t base = (int64_t(t) * H + h) * D;
     const float a = __bfloat162float(x[base + i]), b = __bfloat162float(x[base + i + half]);
     if (kBackward) {
-      const float lo = __bfloat162float(out[base + i]) + (a * cs + b * sn);
-      const float hi = __bfloat162float(out[base + i + half]) + (b * cs - a * sn);
+      const float lo = (accumulate ? __bfloat162float(out[base + i]) : 0.f) + (a * cs + b * sn);
+      const float hi = (accumulate ? __bfloat162float(out[base + i + half]) : 0.f) + (b * cs - a * sn);
       out[base + i] = __float2bfloat16_rn(lo);
       out[base + i + half] = __float2bfloat16_rn(hi);
     } else {
@@ -59,10 +60,10 @@ void rope_forward(bf16* out, const bf16* x, const int32_t* pos, const float* inv
 }
 
 void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
-                   const GpuContext& ctx) {
+                   bool accumulate, const GpuContext& ctx) {
   if (T <= 0) return;
   check_shape(H, D);
-  rope_kernel<true><<<unsigned(T), rope_block(H, D), 0, ctx.stream>>>(dx, dout, pos, inv_freq, H, D);
+  rope_kernel<true><<<unsigned(T), rope_block(H, D), 0, ctx.stream>>>(dx, dout, pos, inv_freq, H, D, accumulate);
   CUDA_CHECK_LAST();
 }
 

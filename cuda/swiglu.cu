@@ -1,5 +1,6 @@
 // SwiGLU on bf16: out = silu(gate) * up with silu(g) = g / (1 + exp(-g)), in fp32 as the CPU twin computes it.
-// Backward accumulates dgate and dup (bf16, += in fp32, rounded once). One grid-stride pass, 16-byte accesses
+// Backward writes dgate and dup, or accumulates them (bf16, += in fp32, rounded once; the old values are read only
+// then). One grid-stride pass, 16-byte accesses
 // when every pointer is 16-byte aligned, a scalar tail for N % 8.
 #include "cuda/check.h"
 #include "cuda/elementwise_common.cuh"
@@ -37,23 +38,25 @@ __global__ void swiglu_forward_kernel(bf16* out, const bf16* gate, const bf16* u
 }
 
 __global__ void swiglu_backward_kernel(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
-                                       int64_t N, bool vec) {
+                                       int64_t N, bool vec, bool accumulate) {
   const int64_t start = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t nvec = vec ? N / kVec : 0;
   for (int64_t i = start; i < nvec; i += stride) {
-    float d[kVec], g[kVec], u[kVec], dg[kVec], du[kVec];
+    float d[kVec], g[kVec], u[kVec], dg[kVec] = {}, du[kVec] = {};
     detail::load8(d, dout + i * kVec);
     detail::load8(g, gate + i * kVec);
     detail::load8(u, up + i * kVec);
-    detail::load8(dg, dgate + i * kVec);
-    detail::load8(du, dup + i * kVec);
+    if (accumulate) {
+      detail::load8(dg, dgate + i * kVec);
+      detail::load8(du, dup + i * kVec);
+    }
 #pragma unroll
     for (int k = 0; k < kVec; ++k) swiglu_grad(dg[k], du[k], d[k], g[k], u[k]);
     detail::store8(dgate + i * kVec, dg);
     detail::store8(dup + i * kVec, du);
   }
   for (int64_t i = nvec * kVec + start; i < N; i += stride) {
-    float dg = __bfloat162float(dgate[i]), du = __bfloat162float(dup[i]);
+    float dg = accumulate ? __bfloat162float(dgate[i]) : 0.f, du = accumulate ? __bfloat162float(dup[i]) : 0.f;
     swiglu_grad(dg, du, __bfloat162float(dout[i]), __bfloat162float(gate[i]), __bfloat162float(up[i]));
     dgate[i] = __float2bfloat16_rn(dg);
     dup[i] = __float2bfloat16_rn(du);
@@ -73,12 +76,12 @@ void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int64_t N, cons
 }
 
 void swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int64_t N,
-                     const GpuContext& ctx) {
+                     bool accumulate, const GpuContext& ctx) {
   if (N <= 0) return;
   const bool vec = detail::aligned16(dgate) && detail::aligned16(dup) && detail::aligned16(dout) &&
                    detail::aligned16(gate) && detail::aligned16(up);
   swiglu_backward_kernel<<<detail::grid_for(work_items(N, vec), kThreads, ctx), kThreads, 0, ctx.stream>>>(
-      dgate, dup, dout, gate, up, N, vec);
+      dgate, dup, dout, gate, up, N, vec, accumulate);
   CUDA_CHECK_LAST();
 }
 

@@ -350,9 +350,7 @@ void GpuMoeFeedForward::sparse_backward(int layer, const LayerShape& s, const Gp
   }
   {
     ProfileScope ps(prof, "swiglu_backward");
-    zero(dgate, size_t(N) * Im * sizeof(bf16), ctx);
-    zero(dup, size_t(N) * Im * sizeof(bf16), ctx);
-    cuda::swiglu_backward(dgate, dup, dact, gate, up, N * Im, ctx);
+    cuda::swiglu_backward(dgate, dup, dact, gate, up, N * Im, /*accumulate=*/false, ctx);  // writes: no zeroing
   }
   {
     ProfileScope ps(prof, "moe_grouped_gemm_backward");

@@ -471,15 +471,17 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
   bf16* dres = static_cast<bf16*>(bwd_->alloc_bytes(TlC * sizeof(bf16), "dres"));
   bf16* dh_f = static_cast<bf16*>(bwd_->alloc_bytes(TlC * sizeof(bf16), "dh final"));
   if (sp && span_.head) {
-    // The padding tokens get no gradient.
+    // The padding tokens get no gradient: the batch's rows are copied, only the padding rows after them zeroed.
     float* padded = static_cast<float*>(bwd_->alloc_bytes(2 * size_t(T) * sizeof(float), "padded token gradients"));
-    CUDA_CHECK(cudaMemsetAsync(padded, 0, 2 * size_t(T) * sizeof(float), ctx_.stream));
+    const size_t pad_bytes = size_t(T - T_batch_) * sizeof(float);
     CUDA_CHECK(cudaMemcpyAsync(padded, dlogprob, size_t(T_batch_) * sizeof(float), cudaMemcpyDeviceToDevice,
                                ctx_.stream));
+    CUDA_CHECK(cudaMemsetAsync(padded + T_batch_, 0, pad_bytes, ctx_.stream));
     dlogprob = padded;
     if (dentropy) {
       CUDA_CHECK(cudaMemcpyAsync(padded + T, dentropy, size_t(T_batch_) * sizeof(float), cudaMemcpyDeviceToDevice,
                                  ctx_.stream));
+      CUDA_CHECK(cudaMemsetAsync(padded + T + T_batch_, 0, pad_bytes, ctx_.stream));
       dentropy = padded + T;
     }
   }
@@ -492,10 +494,9 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
   if (!span_.head) {  // the next chunk's gradient of this span's output: this rank's rows
     CUDA_CHECK(cudaMemcpyAsync(dres, output_grad, TlC * sizeof(bf16), cudaMemcpyDeviceToDevice, ctx_.stream));
   } else {
-    {
+    {  // the LM head's backward accumulates into dh_f; the final norm's backward writes dres (its first producer)
       ProfileScope ps(prof_, "memset");
       CUDA_CHECK(cudaMemsetAsync(dh_f, 0, TlC * sizeof(bf16), ctx_.stream));
-      CUDA_CHECK(cudaMemsetAsync(dres, 0, TlC * sizeof(bf16), ctx_.stream));
     }
     {
       ProfileScope ps(prof_, "lm_head_backward");
@@ -508,7 +509,8 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
                                        chunk_v_, ctx_);
     }
     ProfileScope ps(prof_, "rmsnorm_backward");
-    cuda::rmsnorm_backward(dres, grads + layout_.norm, dh_f, x_[size_t(L)], w + layout_.norm, rstd_f_, Tl, C, ctx_);
+    cuda::rmsnorm_backward(dres, grads + layout_.norm, dh_f, x_[size_t(L)], w + layout_.norm, rstd_f_, Tl, C,
+                           /*accumulate=*/false, ctx_);
   }
   const GpuLayerBatch lb = layer_batch();
   for (int l = span_.layer_end - 1; l >= span_.layer_begin; --l) {

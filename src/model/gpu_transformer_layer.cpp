@@ -18,7 +18,8 @@
 namespace hone {
 namespace {
 
-// Activation gradients accumulate (+=), so every one is zeroed before the op that fills it.
+// The first op to produce an activation gradient writes it (accumulate false) and the ops after it add to it, so
+// none needs zeroing; only the q/k-norm backward, which accumulates, still gets zeroed buffers.
 void zero(bf16* p, int64_t n, const cuda::GpuContext& ctx) {
   CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(n) * sizeof(bf16), ctx.stream));
 }
@@ -175,18 +176,19 @@ namespace {
 
 // The backward of a row-parallel projection y = x W^T (o_proj, down_proj; x [T, IC] holds this rank's slice of the
 // features): the input gradient dx from the residual gradient dres [local rows, C], gathered to all T rows in dy
-// under sequence parallelism (dy is dres without), then the weight gradient.
+// under sequence parallelism (dy is dres without), then the weight gradient. dx is written (each chunk of rows by
+// its own GEMM): it is the first producer of that gradient.
 void row_parallel_linear_backward(bf16* dx, float* dw, const bf16* x, const bf16* w, int T, int IC, int C, bf16* dres,
                                   bf16* dy, LayerCollectives<bf16>* collectives, const cuda::GpuContext& ctx,
                                   GpuOpProfiler* prof) {
   auto dgrad = [&](int r0, int n) {
     ProfileScope ps(prof, "linear_backward");
     cuda::linear_backward(dx + int64_t(r0) * IC, nullptr, nullptr, dy + int64_t(r0) * C, x + int64_t(r0) * IC, w, n,
-                          IC, C, ctx);
+                          IC, C, /*accumulate_dx=*/false, ctx);
   };
   auto wgrad = [&] {
     ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C, ctx);
+    cuda::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C, /*accumulate_dx=*/true, ctx);
   };
   if (collectives) {
     collectives->row_parallel_backward(dres, dy, T, C, dgrad, wgrad);
@@ -230,33 +232,28 @@ void GpuDenseFeedForward::backward(int, const LayerShape& sh, const GpuLayerPara
                                    GpuOpProfiler* prof) {
   const int T = b.T, C = sh.hidden, I = sh.intermediate;
   const int Tl = collectives ? collectives->local_rows(T) : T;
-  const int64_t TC = int64_t(T) * C, TI = int64_t(T) * I;
+  const int64_t TI = int64_t(T) * I;
   // The residual gradient as the down projection's backward reads it: all T rows (gathered under sequence
   // parallelism).
   bf16* dy = Tl != T ? s.dy : dres;
-  {
-    ProfileScope ps(prof, "memset");
-    zero(s.dact, TI, ctx);
-    zero(s.dgate, TI, ctx);
-    zero(s.dup, TI, ctx);
-    zero(s.dh, TC, ctx);
-  }
+  // First writers: down_proj's dgrad writes dact, swiglu_backward dgate and dup, gate_proj's dgrad dh (row chunk by
+  // row chunk, as the collectives hook hands them out); up_proj's dgrad adds to dh.
   row_parallel_linear_backward(s.dact, g.down_proj, a.act, w.down_proj, T, I, C, dres, dy, collectives, ctx, prof);
   {
     ProfileScope ps(prof, "swiglu_backward");
-    cuda::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI, ctx);
+    cuda::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI, /*accumulate=*/false, ctx);
   }
   auto gate_up_dgrad = [&](int r0, int n) {
     ProfileScope ps(prof, "linear_backward");
     bf16* dh = s.dh + int64_t(r0) * C;
     const bf16* h = a.h2 + int64_t(r0) * C;
-    cuda::linear_backward(dh, nullptr, nullptr, s.dgate + int64_t(r0) * I, h, w.gate_proj, n, C, I, ctx);
-    cuda::linear_backward(dh, nullptr, nullptr, s.dup + int64_t(r0) * I, h, w.up_proj, n, C, I, ctx);
+    cuda::linear_backward(dh, nullptr, nullptr, s.dgate + int64_t(r0) * I, h, w.gate_proj, n, C, I, false, ctx);
+    cuda::linear_backward(dh, nullptr, nullptr, s.dup + int64_t(r0) * I, h, w.up_proj, n, C, I, true, ctx);
   };
   auto gate_up_wgrad = [&] {  // under sequence parallelism a.h2 is the layers' shared place, gathered again
     ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(nullptr, g.gate_proj, nullptr, s.dgate, a.h2, w.gate_proj, T, C, I, ctx);
-    cuda::linear_backward(nullptr, g.up_proj, nullptr, s.dup, a.h2, w.up_proj, T, C, I, ctx);
+    cuda::linear_backward(nullptr, g.gate_proj, nullptr, s.dgate, a.h2, w.gate_proj, T, C, I, true, ctx);
+    cuda::linear_backward(nullptr, g.up_proj, nullptr, s.dup, a.h2, w.up_proj, T, C, I, true, ctx);
   };
   if (collectives) {
     collectives->column_parallel_backward(a.h2_local, a.h2, s.dh, s.dh_local, T, C, gate_up_dgrad, gate_up_wgrad);
@@ -277,21 +274,17 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
   const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim();
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const int Tl = collectives ? collectives->local_rows(T) : T;
-  const int64_t TC = int64_t(T) * C, TQ = int64_t(T) * Q, TK = int64_t(T) * K;
+  const int64_t TQ = int64_t(T) * Q, TK = int64_t(T) * K;
   bf16* dy = Tl != T ? s.dy : dres;
-  {
+  // First writers: o_proj's dgrad writes dattn; attention's backward dq_r, dk_r and dv; RoPE's backward dq and dk
+  // (without the q/k norm); q_proj's dgrad dh (row chunk by row chunk), k_proj's and v_proj's add to it. The q/k
+  // norm's backward accumulates, into buffers zeroed here.
+  if (sh.qk_norm) {
     ProfileScope ps(prof, "memset");
-    zero(s.dattn, TQ, ctx);
-    zero(s.dq_r, TQ, ctx);
-    zero(s.dk_r, TK, ctx);
-    zero(s.dv, TK, ctx);
     zero(s.dq, TQ, ctx);
     zero(s.dk, TK, ctx);
-    if (sh.qk_norm) {
-      zero(s.dq_n, TQ, ctx);
-      zero(s.dk_n, TK, ctx);
-    }
-    zero(s.dh, TC, ctx);
+    zero(s.dq_n, TQ, ctx);
+    zero(s.dk_n, TK, ctx);
   }
   row_parallel_linear_backward(s.dattn, g.o_proj, a.attn, w.o_proj, T, Q, C, dres, dy, collectives, ctx, prof);
   {
@@ -309,22 +302,22 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
     cuda::rmsnorm_backward(s.dk, g.k_norm, s.dk_n, a.k, w.k_norm, a.rstd_k, T * Hkv, D, ctx);
   } else {
     ProfileScope ps(prof, "rope_backward");
-    cuda::rope_backward(s.dq, s.dq_r, b.positions, b.inv_freq, T, Hq, D, ctx);
-    cuda::rope_backward(s.dk, s.dk_r, b.positions, b.inv_freq, T, Hkv, D, ctx);
+    cuda::rope_backward(s.dq, s.dq_r, b.positions, b.inv_freq, T, Hq, D, /*accumulate=*/false, ctx);
+    cuda::rope_backward(s.dk, s.dk_r, b.positions, b.inv_freq, T, Hkv, D, /*accumulate=*/false, ctx);
   }
   auto qkv_dgrad = [&](int r0, int n) {
     ProfileScope ps(prof, "linear_backward");
     bf16* dh = s.dh + int64_t(r0) * C;
     const bf16* h = a.h1 + int64_t(r0) * C;
-    cuda::linear_backward(dh, nullptr, nullptr, s.dq + int64_t(r0) * Q, h, w.q_proj, n, C, Q, ctx);
-    cuda::linear_backward(dh, nullptr, nullptr, s.dk + int64_t(r0) * K, h, w.k_proj, n, C, K, ctx);
-    cuda::linear_backward(dh, nullptr, nullptr, s.dv + int64_t(r0) * K, h, w.v_proj, n, C, K, ctx);
+    cuda::linear_backward(dh, nullptr, nullptr, s.dq + int64_t(r0) * Q, h, w.q_proj, n, C, Q, false, ctx);
+    cuda::linear_backward(dh, nullptr, nullptr, s.dk + int64_t(r0) * K, h, w.k_proj, n, C, K, true, ctx);
+    cuda::linear_backward(dh, nullptr, nullptr, s.dv + int64_t(r0) * K, h, w.v_proj, n, C, K, true, ctx);
   };
   auto qkv_wgrad = [&] {
     ProfileScope ps(prof, "linear_backward");
-    cuda::linear_backward(nullptr, g.q_proj, g.q_bias, s.dq, a.h1, w.q_proj, T, C, Q, ctx);
-    cuda::linear_backward(nullptr, g.k_proj, g.k_bias, s.dk, a.h1, w.k_proj, T, C, K, ctx);
-    cuda::linear_backward(nullptr, g.v_proj, g.v_bias, s.dv, a.h1, w.v_proj, T, C, K, ctx);
+    cuda::linear_backward(nullptr, g.q_proj, g.q_bias, s.dq, a.h1, w.q_proj, T, C, Q, true, ctx);
+    cuda::linear_backward(nullptr, g.k_proj, g.k_bias, s.dk, a.h1, w.k_proj, T, C, K, true, ctx);
+    cuda::linear_backward(nullptr, g.v_proj, g.v_bias, s.dv, a.h1, w.v_proj, T, C, K, true, ctx);
   };
   if (collectives) {
     collectives->column_parallel_backward(a.h1_local, a.h1, s.dh, s.dh_local, T, C, qkv_dgrad, qkv_wgrad);

@@ -89,8 +89,9 @@ size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& scratch, char* base, co
 
 // The attention seam: reads a.q_r [T, Q], a.k_r and a.v [T, K] of layer `layer`'s rows and writes a.attn [T, Q]
 // (and a.lse [heads, T] where a backward follows), on ctx's stream. Its backward, from dattn [T, Q] and what forward
-// saved, ACCUMULATES into dq_r [T, Q], dk_r and dv [T, K]; generation's seams have none and refuse it. Context
-// parallelism is an implementation of this seam (parallel/gpu_ring_attention.h).
+// saved, WRITES dq_r [T, Q], dk_r and dv [T, K] (all T rows; the layer does not zero them first); generation's
+// seams have none and refuse it. Context parallelism is an implementation of this seam
+// (parallel/gpu_ring_attention.h: its local block writes, the other ranks' blocks add to that).
 class GpuLayerAttention {
  public:
   virtual ~GpuLayerAttention() = default;

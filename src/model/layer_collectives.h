@@ -64,10 +64,11 @@ class LayerCollectives {
     dgrad(0, T);
     wgrad();
   }
-  // Backward of the column-parallel GEMMs: dgrad(row0, rows) adds those rows of the input gradient dx [T, C],
-  // this rank's partial sums (covering [0, T) once each); wgrad() forms the weight gradients from the forward's
-  // input full [T, C], all-gathered again from `local` under sequence parallelism (the layers share one place for
-  // the gathered rows). out gets dx's sum: all T rows (out may be dx) or this rank's rows.
+  // Backward of the column-parallel GEMMs: dgrad(row0, rows) forms those rows of the input gradient dx [T, C],
+  // this rank's partial sums (covering [0, T) once each, so the first GEMM of each call may write its rows rather
+  // than add to them); wgrad() forms the weight gradients from the forward's input full [T, C], all-gathered again
+  // from `local` under sequence parallelism (the layers share one place for the gathered rows). out gets dx's sum:
+  // all T rows (out may be dx) or this rank's rows.
   virtual void column_parallel_backward(const E* local, E* full, E* dx, E* out, int T, int C, const RowGemm& dgrad,
                                         const Gemm& wgrad) {
     dgrad(0, T);

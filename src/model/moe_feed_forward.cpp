@@ -170,7 +170,7 @@ void MoeFeedForward::sparse_backward(int layer, const LayerShape& s, const Layer
                                    Im, C);
   assign_zero(dgate_, N * Im);
   assign_zero(dup_, N * Im);
-  cpu::swiglu_backward(dgate_.data(), dup_.data(), dact_.data(), st.gate.data(), st.up.data(), N * Im);
+  cpu::swiglu_backward(dgate_.data(), dup_.data(), dact_.data(), st.gate.data(), st.up.data(), N * Im, true);
   assign_zero(dxe_, N * C);
   cpu::moe_grouped_linear_backward(dxe_.data(), g.expert_gate.f32(), dgate_.data(), st.xe.data(), w.expert_gate.f32(),
                                    eo, El, C, Im);
@@ -197,7 +197,7 @@ void MoeFeedForward::sparse_backward(int layer, const LayerShape& s, const Layer
     cpu::moe_topk_backward(dlogits_.data() + int64_t(n) * E, dtopk_w_.data() + int64_t(n) * k, nullptr,
                            st.probs.data() + int64_t(n) * E, st.topk_idx.data() + int64_t(n) * k,
                            st.topk_w.data() + int64_t(n) * k, T - n, E, k, s.norm_topk_prob);
-  cpu::linear_backward(dh, g.router.f32(), nullptr, dlogits_.data(), a.h2, w.router.f32(), T, C, E);
+  cpu::linear_backward(dh, g.router.f32(), nullptr, dlogits_.data(), a.h2, w.router.f32(), T, C, E, true);
 }
 
 double MoeFeedForward::aux_loss() const {

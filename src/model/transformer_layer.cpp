@@ -35,9 +35,9 @@ void row_parallel_linear_backward(float* dx, float* dw, const float* x, const fl
                                   float* dres, float* dy, LayerCollectives<float>* collectives) {
   auto dgrad = [&](int r0, int n) {
     cpu::linear_backward(dx + int64_t(r0) * IC, nullptr, nullptr, dy + int64_t(r0) * C, x + int64_t(r0) * IC, w, n,
-                         IC, C);
+                         IC, C, true);
   };
-  auto wgrad = [&] { cpu::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C); };
+  auto wgrad = [&] { cpu::linear_backward(nullptr, dw, nullptr, dy, x, w, T, IC, C, true); };
   if (collectives) {
     collectives->row_parallel_backward(dres, dy, T, C, dgrad, wgrad);
   } else {
@@ -161,17 +161,17 @@ void DenseFeedForward::backward(int, const LayerShape& sh, const LayerWeights& w
   row_parallel_linear_backward(s.dact, g.down_proj.f32(), a.act, w.down_proj.f32(), T, I, C, dres, dy, collectives);
   zero(s.dgate, TI);
   zero(s.dup, TI);
-  cpu::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI);
+  cpu::swiglu_backward(s.dgate, s.dup, s.dact, a.gate, a.up, TI, true);
   zero(s.dh, TC);
   auto gate_up_dgrad = [&](int r0, int n) {
     float* dh = s.dh + int64_t(r0) * C;
     const float* h = a.h2 + int64_t(r0) * C;
-    cpu::linear_backward(dh, nullptr, nullptr, s.dgate + int64_t(r0) * I, h, w.gate_proj.f32(), n, C, I);
-    cpu::linear_backward(dh, nullptr, nullptr, s.dup + int64_t(r0) * I, h, w.up_proj.f32(), n, C, I);
+    cpu::linear_backward(dh, nullptr, nullptr, s.dgate + int64_t(r0) * I, h, w.gate_proj.f32(), n, C, I, true);
+    cpu::linear_backward(dh, nullptr, nullptr, s.dup + int64_t(r0) * I, h, w.up_proj.f32(), n, C, I, true);
   };
   auto gate_up_wgrad = [&] {  // under sequence parallelism a.h2 is the shared place, gathered again
-    cpu::linear_backward(nullptr, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I);
-    cpu::linear_backward(nullptr, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I);
+    cpu::linear_backward(nullptr, g.gate_proj.f32(), nullptr, s.dgate, a.h2, w.gate_proj.f32(), T, C, I, true);
+    cpu::linear_backward(nullptr, g.up_proj.f32(), nullptr, s.dup, a.h2, w.up_proj.f32(), T, C, I, true);
   };
   if (collectives) {
     collectives->column_parallel_backward(a.h2_local, a.h2, s.dh, s.dh_local, T, C, gate_up_dgrad, gate_up_wgrad);
@@ -262,14 +262,14 @@ void layer_backward(int layer, const LayerShape& sh, const LayerWeights& w, Laye
   auto qkv_dgrad = [&](int r0, int n) {
     float* dh = s.dh + int64_t(r0) * C;
     const float* h = a.h1 + int64_t(r0) * C;
-    cpu::linear_backward(dh, nullptr, nullptr, s.dq + int64_t(r0) * Q, h, w.q_proj.f32(), n, C, Q);
-    cpu::linear_backward(dh, nullptr, nullptr, s.dk + int64_t(r0) * K, h, w.k_proj.f32(), n, C, K);
-    cpu::linear_backward(dh, nullptr, nullptr, s.dv + int64_t(r0) * K, h, w.v_proj.f32(), n, C, K);
+    cpu::linear_backward(dh, nullptr, nullptr, s.dq + int64_t(r0) * Q, h, w.q_proj.f32(), n, C, Q, true);
+    cpu::linear_backward(dh, nullptr, nullptr, s.dk + int64_t(r0) * K, h, w.k_proj.f32(), n, C, K, true);
+    cpu::linear_backward(dh, nullptr, nullptr, s.dv + int64_t(r0) * K, h, w.v_proj.f32(), n, C, K, true);
   };
   auto qkv_wgrad = [&] {
-    cpu::linear_backward(nullptr, g.q_proj.f32(), opt_mut(g.q_bias), s.dq, a.h1, w.q_proj.f32(), T, C, Q);
-    cpu::linear_backward(nullptr, g.k_proj.f32(), opt_mut(g.k_bias), s.dk, a.h1, w.k_proj.f32(), T, C, K);
-    cpu::linear_backward(nullptr, g.v_proj.f32(), opt_mut(g.v_bias), s.dv, a.h1, w.v_proj.f32(), T, C, K);
+    cpu::linear_backward(nullptr, g.q_proj.f32(), opt_mut(g.q_bias), s.dq, a.h1, w.q_proj.f32(), T, C, Q, true);
+    cpu::linear_backward(nullptr, g.k_proj.f32(), opt_mut(g.k_bias), s.dk, a.h1, w.k_proj.f32(), T, C, K, true);
+    cpu::linear_backward(nullptr, g.v_proj.f32(), opt_mut(g.v_bias), s.dv, a.h1, w.v_proj.f32(), T, C, K, true);
   };
   if (collectives) {
     collectives->column_parallel_backward(a.h1_local, a.h1, s.dh, s.dh_local, T, C, qkv_dgrad, qkv_wgrad);

@@ -6,6 +6,9 @@
 //   * Forward writes (overwrites) its outputs, and saves what backward needs in the buffers it is given.
 //   * Backward ACCUMULATES (+=) into every gradient it produces (dx, dw, ...), so gradients of a parameter used
 //     twice, of micro-batches, and of the residual stream add up without extra copies. Callers zero them first.
+//     Exceptions, so that the first op to produce an activation gradient need not find it zeroed: the input
+//     gradients of linear_backward, rmsnorm_backward, rope_backward and swiglu_backward take a flag (false:
+//     written, true: accumulated), and attention_backward writes dq/dk/dv. Parameter gradients always accumulate.
 //   * A gradient pointer that may be null says so; backward then skips that gradient.
 //   * Linear weights are stored as Hugging Face stores them: W[out_features, in_features], y = x W^T + b.
 #pragma once
@@ -55,24 +58,29 @@ void embedding_slice_backward(float* dwte, const float* dout, const int32_t* ids
 // ---- RMSNorm over the last C values of each row: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) --------
 // Also the per-head q/k norm of Qwen3: rows = T*H, C = D, w of length D.
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int rows, int C, float eps);
+// dx is written, or (accumulate) added to; dw always accumulates.
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
-                      int rows, int C);
+                      int rows, int C, bool accumulate = true);
 
 // ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias[OC]) ------------------------------------------------
 void linear_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
 // dx, dw and dbias may each be null (the input gradient of some rows and the weight gradient in separate calls).
+// dx is written (accumulate_dx false) or added to; dw and dbias always accumulate.
 void linear_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w, int T,
-                     int IC, int OC);
+                     int IC, int OC, bool accumulate_dx);
 
 // ---- RoPE on x[T, H, D] by position ids (packed sequences restart at 0) ---------------------------------------
 void rope_inv_freq(float* inv_freq, const RopeParams& p);  // D/2 values
 void rope_forward(float* out, const float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D);
-void rope_backward(float* dx, const float* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D);
+// dx is written, or (accumulate) added to.
+void rope_backward(float* dx, const float* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
+                   bool accumulate = true);
 
 // ---- causal attention over packed variable-length sequences, grouped-query heads ----------------------------
 // q[T, Hq, D], k/v[T, Hkv, D], out[T, Hq, D]; sequence s covers rows [cu_seqlens[s], cu_seqlens[s+1]);
 // token i attends to tokens j <= i of its own sequence. Hq % Hkv == 0; query head h uses kv head h / (Hq/Hkv).
-// lse[Hq, T] (log-sum-exp of the scaled scores) is saved for backward.
+// lse[Hq, T] (log-sum-exp of the scaled scores) is saved for backward. Backward WRITES dq, dk and dv (the sequences
+// must cover all T rows): it is the first producer of those gradients wherever it is used.
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const int32_t* cu_seqlens, int num_seqs, int T, int Hq, int Hkv, int D, float scale);
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
@@ -117,7 +125,9 @@ void paged_attention_decode_forward(float* out, const float* q, const float* k_p
 
 // ---- SwiGLU: out = silu(gate) * up, elementwise over N values --------------------------------------------------
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t N);
-void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N);
+// dgate and dup are written, or (accumulate) added to.
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N,
+                     bool accumulate);
 
 // ---- residual add: out = a + b ----------------------------------------------------------------------------------
 void add_forward(float* out, const float* a, const float* b, int64_t N);

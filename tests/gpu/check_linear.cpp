@@ -4,7 +4,8 @@
 //   * fp32 gradients (dw, dbias) from bf16 inputs: 1e-4. Products of bf16 values are exact in fp32, so GPU and CPU
 //     differ only in fp32 summation order (~1e-6); 1e-4 leaves room for the accumulation order cuBLASLt picks, and
 //     any indexing or transpose error is O(1).
-// Accumulated gradients are pre-filled with random values of the size of the increment, and the totals compared.
+// Accumulated gradients are pre-filled with random values of the size of the increment, and the totals compared; a
+// written dx (accumulate_dx false) is poisoned first and compared with the increment.
 #include <algorithm>
 #include <cmath>
 
@@ -67,8 +68,10 @@ struct BackwardResult {
 };
 
 // Runs both backward passes with pre-filled accumulators; with_dx = false passes a null dx to the GPU, with_dw =
-// false a null dw and dbias (the input gradient alone, as the tensor-parallel layers ask for a few rows of it).
-BackwardResult run_linear_backward(const test::OpShape& s, bool with_dx, std::mt19937_64& rng, bool with_dw = true) {
+// false a null dw and dbias (the input gradient alone, as the tensor-parallel layers ask for a few rows of it);
+// accumulate_dx = false has the GPU write dx over NaN.
+BackwardResult run_linear_backward(const test::OpShape& s, bool with_dx, std::mt19937_64& rng, bool with_dw = true,
+                                   bool accumulate_dx = true) {
   const int T = int(s[0]), IC = int(s[1]), OC = int(s[2]);
   const bool with_bias = s[3] != 0;
   auto x = test::random_vector(int64_t(T) * IC, rng);
@@ -82,17 +85,19 @@ BackwardResult run_linear_backward(const test::OpShape& s, bool with_dx, std::mt
 
   // The CPU increments (from zero) give the size of the pre-filled values.
   std::vector<float> inc_dx(size_t(T) * IC, 0.f), inc_dw(size_t(OC) * IC, 0.f), inc_db(size_t(OC), 0.f);
-  hone::cpu::linear_backward(inc_dx.data(), inc_dw.data(), inc_db.data(), dout.data(), x.data(), w.data(), T, IC, OC);
+  hone::cpu::linear_backward(inc_dx.data(), inc_dw.data(), inc_db.data(), dout.data(), x.data(), w.data(), T, IC, OC,
+                             false);
   auto dx0 = prefill_like(inc_dx, rng), dw0 = prefill_like(inc_dw, rng), db0 = prefill_like(inc_db, rng);
   d_dx.upload(dx0);  // dx0 now holds the bf16-rounded values the GPU starts from
   d_dw.upload(dw0);
   d_db.upload(db0);
+  if (with_dx && !accumulate_dx) d_dx.poison();  // written: the old values must not be read
   CUDA_CHECK(cudaDeviceSynchronize());
   hone::cuda::linear_backward(with_dx ? d_dx.get() : nullptr, with_dw ? d_dw.get() : nullptr,
                               with_bias && with_dw ? d_db.get() : nullptr, d_dout.get(), d_x.get(), d_w.get(), T, IC,
-                              OC, gpu());
+                              OC, accumulate_dx, gpu());
   BackwardResult r{};
-  r.dx = err(d_dx.download(), with_dx ? plus(dx0, inc_dx) : dx0);  // a null dx must stay untouched
+  r.dx = err(d_dx.download(), !with_dx ? dx0 : accumulate_dx ? plus(dx0, inc_dx) : inc_dx);  // null: untouched
   r.dw = err(d_dw.download(), with_dw ? plus(dw0, inc_dw) : dw0);  // and a null dw
   r.dbias = err(d_db.download(), with_bias && with_dw ? plus(db0, inc_db) : db0);
   return r;
@@ -107,6 +112,12 @@ double check_linear_backward_params(const test::OpShape& s, std::mt19937_64& rng
   return std::max({r.dw, r.dbias, r.dx});
 }
 
+// dx written (beta 0) over NaN, with the weight gradients accumulated as ever.
+double check_linear_backward_dx_written(const test::OpShape& s, std::mt19937_64& rng) {
+  const BackwardResult r = run_linear_backward(s, /*with_dx=*/true, rng, /*with_dw=*/true, /*accumulate_dx=*/false);
+  return std::max({r.dx, r.dw, r.dbias});
+}
+
 // The input gradient alone: dx as with the weights, dw and dbias untouched.
 double check_linear_backward_dx_only(const test::OpShape& s, std::mt19937_64& rng) {
   const BackwardResult r = run_linear_backward(s, /*with_dx=*/true, rng, /*with_dw=*/false);
@@ -119,6 +130,8 @@ const std::vector<test::OpShape> kShapes = {
 
 const test::OpCheckRegistration reg_fwd{{"linear_forward", 1e-2, kShapes, &check_linear_forward}};
 const test::OpCheckRegistration reg_bwd_dx{{"linear_backward_dx", 1e-2, kShapes, &check_linear_backward_dx}};
+const test::OpCheckRegistration reg_bwd_dx_written{
+    {"linear_backward_dx_written", 1e-2, kShapes, &check_linear_backward_dx_written}};
 const test::OpCheckRegistration reg_bwd_dx_only{
     {"linear_backward_dx_only", 1e-2, kShapes, &check_linear_backward_dx_only}};
 const test::OpCheckRegistration reg_bwd_params{

@@ -73,7 +73,8 @@ struct Backward {
   double dx_err, dw_err;
 };
 
-Backward run_backward(const test::OpShape& s, std::mt19937_64& rng) {
+// accumulate: dx pre-filled with random values and added to; else poisoned and written.
+Backward run_backward(const test::OpShape& s, std::mt19937_64& rng, bool accumulate = true) {
   const int rows = int(s[0]), C = int(s[1]);
   const int64_t n = int64_t(rows) * C;
   std::vector<float> x = test::random_vector(n, rng, 2.f), w = test::random_vector(C, rng);
@@ -86,14 +87,15 @@ Backward run_backward(const test::OpShape& s, std::mt19937_64& rng) {
   bw.upload(w);
   bg.upload(g);
   bdx.upload(dx);
+  if (!accumulate) bdx.poison();
   bdw.upload(dw);
   hone::cpu::rmsnorm_forward(tmp.data(), rstd.data(), x.data(), w.data(), rows, C, kEps);
   brstd.upload(rstd);  // both sides use the CPU's rstd
   test::inputs_ready();
   hone::cuda::rmsnorm_backward(bdx.get(), bdw.get(), bg.get(), bx.get(), bw.get(), brstd.get(), rows, C,
-                               test::check_context());
+                               accumulate, test::check_context());
   const std::vector<float> got_dx = bdx.download(), got_dw = bdw.download();
-  hone::cpu::rmsnorm_backward(dx.data(), dw.data(), g.data(), x.data(), w.data(), rstd.data(), rows, C);
+  hone::cpu::rmsnorm_backward(dx.data(), dw.data(), g.data(), x.data(), w.data(), rstd.data(), rows, C, accumulate);
   return {test::rel_l2(got_dx.data(), dx.data(), n), test::rel_l2(got_dw.data(), dw.data(), C)};
 }
 
@@ -112,6 +114,9 @@ const test::OpCheckRegistration reg_add{
 const test::OpCheckRegistration reg_dx{
     {"rmsnorm_backward_dx", 1e-2, kShapes,
      [](const test::OpShape& s, std::mt19937_64& r) { return run_backward(s, r).dx_err; }}};
+const test::OpCheckRegistration reg_dx_written{
+    {"rmsnorm_backward_dx_written", 1e-2, kShapes,
+     [](const test::OpShape& s, std::mt19937_64& r) { return run_backward(s, r, false).dx_err; }}};
 const test::OpCheckRegistration reg_dw{
     {"rmsnorm_backward_dw", 1e-5, kShapes,
      [](const test::OpShape& s, std::mt19937_64& r) { return run_backward(s, r).dw_err; }}};

@@ -1,4 +1,5 @@
-// GPU op checks for RoPE forward (also in place) and backward (accumulated into random dx), bf16, tolerance 1e-2.
+// GPU op checks for RoPE forward (also in place) and backward (accumulated into random dx, or written over NaN),
+// bf16, tolerance 1e-2.
 // Shapes {T, H, D, in_place, max_pos}: Qwen3 (theta 1e6) and Llama 3 (scaled) frequencies alternate by shape;
 // positions are random in [0, max_pos), up to 40000 (large angles take sincosf's slow argument reduction).
 #if HONE_CUDA
@@ -21,7 +22,7 @@ std::vector<float> inv_freq_for(int D, bool llama3) {
   return inv;
 }
 
-double check_rope(const test::OpShape& s, std::mt19937_64& rng, bool backward) {
+double check_rope(const test::OpShape& s, std::mt19937_64& rng, bool backward, bool accumulate = true) {
   const int T = int(s[0]), H = int(s[1]), D = int(s[2]);
   const bool in_place = s[3] != 0;
   const int max_pos = int(s[4]);
@@ -35,7 +36,7 @@ double check_rope(const test::OpShape& s, std::mt19937_64& rng, bool backward) {
   bx.upload(x);
   bpos.upload_raw(pos);
   binv.upload(inv);
-  if (backward)
+  if (backward && accumulate)
     bout.upload(acc);
   else
     bout.poison();
@@ -44,9 +45,9 @@ double check_rope(const test::OpShape& s, std::mt19937_64& rng, bool backward) {
   std::vector<float> got;
   std::vector<float> want = backward ? acc : std::vector<float>(static_cast<size_t>(n));
   if (backward) {
-    hone::cuda::rope_backward(bout.get(), bx.get(), bpos.get(), binv.get(), T, H, D, ctx);
+    hone::cuda::rope_backward(bout.get(), bx.get(), bpos.get(), binv.get(), T, H, D, accumulate, ctx);
     got = bout.download();
-    hone::cpu::rope_backward(want.data(), x.data(), pos.data(), inv.data(), T, H, D);
+    hone::cpu::rope_backward(want.data(), x.data(), pos.data(), inv.data(), T, H, D, accumulate);
   } else {
     bf16* out = in_place ? bx.get() : bout.get();
     hone::cuda::rope_forward(out, bx.get(), bpos.get(), binv.get(), T, H, D, ctx);
@@ -64,6 +65,10 @@ const test::OpCheckRegistration reg_fwd{
     {"rope_forward", 1e-2, kShapes, [](const test::OpShape& s, std::mt19937_64& r) { return check_rope(s, r, false); }}};
 const test::OpCheckRegistration reg_bwd{
     {"rope_backward", 1e-2, kShapes, [](const test::OpShape& s, std::mt19937_64& r) { return check_rope(s, r, true); }}};
+const test::OpCheckRegistration reg_bwd_written{{"rope_backward_written", 1e-2, kShapes,
+                                                 [](const test::OpShape& s, std::mt19937_64& r) {
+                                                   return check_rope(s, r, true, /*accumulate=*/false);
+                                                 }}};
 
 }  // namespace
 #endif  // HONE_CUDA

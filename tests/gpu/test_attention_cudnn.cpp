@@ -1,6 +1,7 @@
 // GPU cases of the packed attention beyond the per-op checks: the cuDNN plan cache (a second call with the same
-// bucketed shape builds no graph), the HONE_ATTENTION switch, and the cuDNN path against the CUDA reference on a
-// larger packed batch than the CPU checks use.
+// bucketed shape builds no graph), the HONE_ATTENTION switch, the cuDNN path against the CUDA reference on a
+// larger packed batch than the CPU checks use, and the backward writing dq/dk/dv in place: every packed row, nothing
+// past them (the bucketed batch and sequence padding must not reach memory after the T rows).
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -69,9 +70,6 @@ BOOST_AUTO_TEST_CASE(cudnn_plans_are_built_once_per_bucketed_shape, *boost::unit
     BOOST_TEST(hone::cuda::attention_cudnn_graphs_built(g.ctx) == 1);
   }
   for (Packed* p : {&a, &b}) {
-    p->dq.zero();
-    p->dk.zero();
-    p->dv.zero();
     BOOST_TEST_REQUIRE(hone::cuda::attention_backward_cudnn(
         p->dq.get(), p->dk.get(), p->dv.get(), p->dout.get(), p->out.get(), p->lse.get(), p->q.get(), p->k.get(),
         p->v.get(), p->dcu.get(), p->num_seqs, p->max_len, p->T, p->Hq, p->Hkv, p->D, p->scale(), g.ctx));
@@ -110,10 +108,10 @@ BOOST_AUTO_TEST_CASE(cudnn_agrees_with_the_cuda_reference, *boost::unit_test::pr
   // The same inputs in both.
   for (auto [from, to] : {std::pair{&c.q, &r.q}, {&c.k, &r.k}, {&c.v, &r.v}, {&c.dout, &r.dout}})
     CUDA_CHECK(cudaMemcpy(to->get(), from->get(), size_t(from->size()) * sizeof(bf16), cudaMemcpyDeviceToDevice));
-  for (Packed* p : {&c, &r}) {
-    p->dq.zero();
-    p->dk.zero();
-    p->dv.zero();
+  for (Packed* p : {&c, &r}) {  // both paths write their gradients
+    p->dq.poison();
+    p->dk.poison();
+    p->dv.poison();
   }
   BOOST_TEST_REQUIRE(hone::cuda::attention_forward_cudnn(c.out.get(), c.lse.get(), c.q.get(), c.k.get(), c.v.get(),
                                                          c.dcu.get(), c.num_seqs, c.max_len, c.T, c.Hq, c.Hkv, c.D,
@@ -138,6 +136,40 @@ BOOST_AUTO_TEST_CASE(cudnn_agrees_with_the_cuda_reference, *boost::unit_test::pr
   compare(c.dq, r.dq, "dq", 1e-2);
   compare(c.dk, r.dk, "dk", 1e-2);
   compare(c.dv, r.dv, "dv", 1e-2);
+}
+
+// cuDNN writes the gradients straight into the caller's buffers: all T rows (poisoned before) get finite values, and
+// guard rows after them (the padded batches and sequences of the bucketed graph start there) keep theirs.
+BOOST_AUTO_TEST_CASE(cudnn_backward_writes_every_row_in_place_and_no_more,
+                     *boost::unit_test::precondition(test::needs_gpu)) {
+  ContextGuard g;
+  std::mt19937_64 rng(10);
+  Packed p(16, 8, 128, {5, 90, 33}, rng);  // buckets B 8, S 128: padding in both
+  BOOST_TEST_REQUIRE(hone::cuda::attention_forward_cudnn(p.out.get(), p.lse.get(), p.q.get(), p.k.get(), p.v.get(),
+                                                         p.dcu.get(), p.num_seqs, p.max_len, p.T, p.Hq, p.Hkv, p.D,
+                                                         p.scale(), g.ctx));
+  const int64_t guard_rows = 256, nq = int64_t(p.T) * p.Hq * p.D, nkv = int64_t(p.T) * p.Hkv * p.D;
+  test::DeviceBuffer<bf16> dq(nq + guard_rows * p.Hq * p.D), dk(nkv + guard_rows * p.Hkv * p.D),
+      dv(nkv + guard_rows * p.Hkv * p.D);
+  for (auto* b : {&dq, &dk, &dv}) {
+    b->zero();
+    CUDA_CHECK(cudaMemset(b->get(), 0xFF, size_t(b == &dq ? nq : nkv) * sizeof(bf16)));  // NaN on the T rows
+  }
+  BOOST_TEST_REQUIRE(hone::cuda::attention_backward_cudnn(
+      dq.get(), dk.get(), dv.get(), p.dout.get(), p.out.get(), p.lse.get(), p.q.get(), p.k.get(), p.v.get(),
+      p.dcu.get(), p.num_seqs, p.max_len, p.T, p.Hq, p.Hkv, p.D, p.scale(), g.ctx));
+  CUDA_CHECK(cudaStreamSynchronize(g.ctx.stream));
+  for (auto* b : {&dq, &dk, &dv}) {
+    const auto h = b->download();
+    const size_t rows_end = size_t(b == &dq ? nq : nkv);
+    size_t bad_rows = 0, touched_guard = 0;
+    for (size_t i = 0; i < h.size(); ++i) {
+      if (i < rows_end && !std::isfinite(h[i])) ++bad_rows;
+      if (i >= rows_end && h[i] != 0.f) ++touched_guard;
+    }
+    BOOST_TEST(bad_rows == 0u, "unwritten gradient elements: " << bad_rows);
+    BOOST_TEST(touched_guard == 0u, "elements written past the T rows: " << touched_guard);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -128,7 +128,7 @@ BOOST_AUTO_TEST_CASE(empty_inputs_do_nothing, *boost::unit_test::precondition(te
                                                             targets.get(), f.get(), nullptr, 0, 4, 4, 1.f, 2, gpu()));
   BOOST_CHECK_NO_THROW(hone::cuda::lm_head_logits(f.get(), b.get(), b.get(), 0, 4, 4, gpu()));
   BOOST_CHECK_NO_THROW(hone::cuda::linear_forward(b.get(), b.get(), b.get(), nullptr, 0, 4, 4, gpu()));
-  BOOST_CHECK_NO_THROW(hone::cuda::linear_backward(b.get(), f.get(), f.get(), b.get(), b.get(), b.get(), 0, 4, 4, gpu()));
+  BOOST_CHECK_NO_THROW(hone::cuda::linear_backward(b.get(), f.get(), f.get(), b.get(), b.get(), b.get(), 0, 4, 4, false, gpu()));
   for (float x : f.download()) BOOST_TEST(x == 0.f);
   BOOST_CHECK_THROW(hone::cuda::lm_head_logprob_forward(f.get(), nullptr, f.get(), b.get(), b.get(), targets.get(), 1,
                                                         4, 4, 0.f, 2, gpu()),

@@ -152,16 +152,18 @@ BOOST_AUTO_TEST_CASE(ring_in_one_process_equals_causal_attention) {
                                      Tl, Hq, D);
       }
     }
+    // Each rank's own causal block writes its gradients first (attention_backward writes), then the other ranks'
+    // blocks add theirs, as the ring does.
     for (int i = 0; i < C; ++i) {
-      ldq[size_t(i)].assign(bo.size(), 0.f);
-      ldk[size_t(i)].assign(size_t(Tl * Hkv * D), 0.f);
-      ldv[size_t(i)].assign(size_t(Tl * Hkv * D), 0.f);
-    }
-    for (int i = 0; i < C; ++i) {
+      ldq[size_t(i)].assign(bo.size(), std::nanf(""));
+      ldk[size_t(i)].assign(size_t(Tl * Hkv * D), std::nanf(""));
+      ldv[size_t(i)].assign(size_t(Tl * Hkv * D), std::nanf(""));
       const PackedBatch& lb = sp[size_t(i)].local;
       cpu::attention_backward(ldq[size_t(i)].data(), ldk[size_t(i)].data(), ldv[size_t(i)].data(), ldo[size_t(i)].data(),
                               lo[size_t(i)].data(), ll[size_t(i)].data(), lq[size_t(i)].data(), lk[size_t(i)].data(),
                               lv[size_t(i)].data(), lb.cu_seqlens.data(), lb.num_seqs(), Tl, Hq, Hkv, D, kScale);
+    }
+    for (int i = 0; i < C; ++i) {
       for (int j = 1; j < C; ++j) {
         const int r = (i - j + C) % C;
         cpu::attention_block_backward(ldq[size_t(i)].data(), ldk[size_t(r)].data(), ldv[size_t(r)].data(),

@@ -69,6 +69,14 @@ static void check_rmsnorm(int rows, int C, uint64_t seed) {
   BOOST_TEST(m.empty(), m);
   m = test::gradient_mismatch("rmsnorm dw", test::added(dw, dw0), num_dw, 2e-3);
   BOOST_TEST(m.empty(), m);
+  // Written, not accumulated: a NaN dx is overwritten; dw still accumulates.
+  auto dx_w = test::nan_floats(x.size());
+  auto dw_w = dw0;
+  cpu::rmsnorm_backward(dx_w.data(), dw_w.data(), r.data(), x.data(), w.data(), rstd.data(), rows, C, false);
+  m = test::gradient_mismatch("rmsnorm dx written", std::vector<double>(dx_w.begin(), dx_w.end()), num_dx, 2e-3);
+  BOOST_TEST(m.empty(), m);
+  m = test::gradient_mismatch("rmsnorm dw (dx written)", test::added(dw_w, dw0), num_dw, 2e-3);
+  BOOST_TEST(m.empty(), m);
 }
 
 BOOST_AUTO_TEST_CASE(rmsnorm_forward_and_gradients) {
@@ -97,10 +105,17 @@ BOOST_AUTO_TEST_CASE(swiglu_forward_and_gradients) {
   const auto num_du = test::numerical_gradient(up.data(), up.size(), loss, 1e-2f);
   auto dg = test::random_floats(size_t(N), 43), du = test::random_floats(size_t(N), 44);
   const auto dg0 = dg, du0 = du;
-  cpu::swiglu_backward(dg.data(), du.data(), r.data(), gate.data(), up.data(), N);
+  cpu::swiglu_backward(dg.data(), du.data(), r.data(), gate.data(), up.data(), N, true);
   m = test::gradient_mismatch("swiglu dgate", test::added(dg, dg0), num_dg, 1e-3);
   BOOST_TEST(m.empty(), m);
   m = test::gradient_mismatch("swiglu dup", test::added(du, du0), num_du, 1e-3);
+  BOOST_TEST(m.empty(), m);
+  // Written, not accumulated: NaN buffers are overwritten.
+  auto dg_w = test::nan_floats(size_t(N)), du_w = test::nan_floats(size_t(N));
+  cpu::swiglu_backward(dg_w.data(), du_w.data(), r.data(), gate.data(), up.data(), N, false);
+  m = test::gradient_mismatch("swiglu dgate written", std::vector<double>(dg_w.begin(), dg_w.end()), num_dg, 1e-3);
+  BOOST_TEST(m.empty(), m);
+  m = test::gradient_mismatch("swiglu dup written", std::vector<double>(du_w.begin(), du_w.end()), num_du, 1e-3);
   BOOST_TEST(m.empty(), m);
 }
 
@@ -112,7 +127,7 @@ BOOST_AUTO_TEST_CASE(swiglu_is_finite_for_large_gates) {
   BOOST_TEST(std::fabs(out[0]) < 1e-30f);
   BOOST_TEST(out[3] == 200.f);
   std::vector<float> dg(4, 0.f), du(4, 0.f);
-  cpu::swiglu_backward(dg.data(), du.data(), dout.data(), gate.data(), up.data(), 4);
+  cpu::swiglu_backward(dg.data(), du.data(), dout.data(), gate.data(), up.data(), 4, true);
   BOOST_TEST(test::all_finite(dg.data(), 4));
   BOOST_TEST(dg[3] == 1.f);
 }

@@ -125,6 +125,10 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_by_position_and_backward_is_the_transpos
   cpu::rope_backward(dx.data(), r.data(), pos.data(), inv.data(), T, H, D);
   m = test::gradient_mismatch("rope dx", test::added(dx, dx0), num, 1e-4);
   BOOST_TEST(m.empty(), m);
+  auto dx_w = test::nan_floats(x.size());  // written, not accumulated: NaN is overwritten
+  cpu::rope_backward(dx_w.data(), r.data(), pos.data(), inv.data(), T, H, D, false);
+  m = test::gradient_mismatch("rope dx written", std::vector<double>(dx_w.begin(), dx_w.end()), num, 1e-4);
+  BOOST_TEST(m.empty(), m);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

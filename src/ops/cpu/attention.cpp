@@ -74,11 +74,14 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 }
 
 // One task per (sequence, kv head): it alone writes dk, dv of that head's rows and dq of its query heads, so the
-// accumulations need no atomics.
+// accumulations need no atomics. The gradients are written (as cuDNN writes them): they start from zero here.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                         const float* q, const float* k, const float* v, const int32_t* cu_seqlens, int num_seqs,
                         int T, int Hq, int Hkv, int D, float scale) {
   check_layout(cu_seqlens, num_seqs, T, Hq, Hkv);
+  std::fill(dq, dq + int64_t(T) * Hq * D, 0.f);
+  std::fill(dk, dk + int64_t(T) * Hkv * D, 0.f);
+  std::fill(dv, dv + int64_t(T) * Hkv * D, 0.f);
   const int group = Hq / Hkv;
   const bool parallel = int64_t(Hq) * T * D > 16384;
 #pragma omp parallel if (parallel)

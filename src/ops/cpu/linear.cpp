@@ -19,10 +19,13 @@ void linear_forward(float* out, const float* x, const float* w, const float* bia
   }
 }
 
-// dx[T, IC] += dout[T, OC] W[OC, IC];  dW[OC, IC] += dout^T x;  dbias[OC] += column sums of dout. Each may be null:
-// the tensor-parallel layers form the input gradient of a few rows at a time and the weight gradient once.
+// dx[T, IC] (+)= dout[T, OC] W[OC, IC];  dW[OC, IC] += dout^T x;  dbias[OC] += column sums of dout. Each may be
+// null: the tensor-parallel layers form the input gradient of a few rows at a time and the weight gradient once.
+// dx is written (accumulate_dx false) or added to; with OC == 0 a written dx is all zeros.
 void linear_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w, int T,
-                     int IC, int OC) {
+                     int IC, int OC, bool accumulate_dx) {
+  if (dx && !accumulate_dx && OC == 0 && IC > 0)
+    for (int64_t i = 0; i < int64_t(T) * IC; ++i) dx[i] = 0.f;
   if (T == 0 || OC == 0 || IC == 0) {
     if (dbias && T > 0 && IC == 0) {
       for (int t = 0; t < T; ++t)
@@ -30,7 +33,9 @@ void linear_backward(float* dx, float* dw, float* dbias, const float* dout, cons
     }
     return;
   }
-  if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, IC, OC, 1.f, dout, OC, w, IC, 1.f, dx, IC);
+  if (dx)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, IC, OC, 1.f, dout, OC, w, IC, accumulate_dx ? 1.f : 0.f,
+                dx, IC);
   if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, T, 1.f, dout, OC, x, IC, 1.f, dw, IC);
   if (dbias) {
 #pragma omp parallel for if (int64_t(T) * OC > 65536)

@@ -83,7 +83,8 @@ void rope_forward(float* out, const float* x, const int32_t* pos, const float* i
 }
 
 // The transpose of the rotation: dx_i += g_i cos + g_{i+D/2} sin, dx_{i+D/2} += g_{i+D/2} cos - g_i sin.
-void rope_backward(float* dx, const float* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D) {
+void rope_backward(float* dx, const float* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
+                   bool accumulate) {
   const int half = D / 2;
 #pragma omp parallel if (int64_t(T) * H * D > 65536)
   {
@@ -95,8 +96,9 @@ void rope_backward(float* dx, const float* dout, const int32_t* pos, const float
         const int64_t base = (int64_t(t) * H + h) * D;
         for (int i = 0; i < half; ++i) {
           const float ga = dout[base + i], gb = dout[base + i + half];
-          dx[base + i] += ga * cs[size_t(i)] + gb * sn[size_t(i)];
-          dx[base + i + half] += gb * cs[size_t(i)] - ga * sn[size_t(i)];
+          const float lo = ga * cs[size_t(i)] + gb * sn[size_t(i)], hi = gb * cs[size_t(i)] - ga * sn[size_t(i)];
+          dx[base + i] = accumulate ? dx[base + i] + lo : lo;
+          dx[base + i + half] = accumulate ? dx[base + i + half] + hi : hi;
         }
       }
     }

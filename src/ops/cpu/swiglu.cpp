@@ -13,15 +13,17 @@ void swiglu_forward(float* out, const float* gate, const float* up, int64_t N) {
   }
 }
 
-// d silu/dg = sig (1 + g (1 - sig)) with sig = 1 / (1 + exp(-g)).
-void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N) {
+// d silu/dg = sig (1 + g (1 - sig)) with sig = 1 / (1 + exp(-g)). dgate/dup are written or (accumulate) added to.
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int64_t N,
+                     bool accumulate) {
 #pragma omp parallel for if (N > 65536)
   for (int64_t i = 0; i < N; ++i) {
     const float g = gate[i];
     const float sig = 1.0f / (1.0f + std::exp(-g));
     const float silu = g * sig;
-    dgate[i] += dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
-    dup[i] += dout[i] * silu;
+    const float dg = dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig)), du = dout[i] * silu;
+    dgate[i] = accumulate ? dgate[i] + dg : dg;
+    dup[i] = accumulate ? dup[i] + du : du;
   }
 }
 
