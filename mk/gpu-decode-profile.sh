@@ -27,7 +27,10 @@ by, total = {}, 0.0
 for r in csv.DictReader(rows):
     if r.get("Metric Name") != "gpu__time_duration.sum":
         continue
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r["Metric Unit"], 1.0)
+    unit = r["Metric Unit"]
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(unit)
+    if scale is None:
+        sys.exit(f"unknown time unit {unit!r}")
     us = float(r["Metric Value"].replace(",", "")) * scale
     name = re.sub(r"\(.*", "", r["Kernel Name"])[:70]
     n, t = by.get(name, (0, 0.0))
