@@ -76,6 +76,16 @@ inline void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const 
   rope_backward(dx, dout, pos, inv_freq, T, H, D, /*accumulate=*/true, ctx);
 }
 
+// ---- Qwen3's per-head q/k norm and RoPE in one pass (cuda/qk_norm_rope.cu), as cpu::qk_norm_rope_forward/backward:
+// x, out, dout, dx [T, H, D] bf16, w [D] bf16, rstd [T*H] fp32, dw [D] fp32. The normed row stays in fp32 between
+// the norm and the rotation (one rounding, of out). dx is WRITTEN, not accumulated (no zeroing needed); dw is
+// ACCUMULATED. D a multiple of 16, at most 512; pointers 16-byte aligned. The forward allocates nothing and never
+// waits for the host (it runs inside generation's CUDA graphs); out may alias x.
+void qk_norm_rope_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, const int32_t* pos,
+                          const float* inv_freq, int T, int H, int D, float eps, const GpuContext& ctx);
+void qk_norm_rope_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w, const float* rstd,
+                           const int32_t* pos, const float* inv_freq, int T, int H, int D, const GpuContext& ctx);
+
 // ---- causal attention over packed variable-length sequences, GQA (cuDNN fused SDPA, plans cached by shape) ----------
 // q[T, Hq, D], k/v[T, Hkv, D], out[T, Hq, D] bf16; lse[Hq, T] fp32 (natural-log log-sum-exp of the scaled scores).
 // cu_seqlens (device, int32, num_seqs+1). max_seqlen: the longest sequence (the host knows it from packing).

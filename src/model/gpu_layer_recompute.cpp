@@ -20,9 +20,6 @@ size_t carve_gpu_selective_activations(GpuLayerActivations& a, char* base, const
   if (s.qk_norm) {
     a.rstd_q = cv.take<float>(int64_t(T) * s.heads);
     a.rstd_k = cv.take<float>(int64_t(T) * s.kv_heads);
-  } else {  // RoPE reads the projections themselves
-    a.q_n = a.q;
-    a.k_n = a.k;
   }
   a.attn = cv.take<bf16>(T * Q);
   a.lse = cv.take<float>(int64_t(T) * s.heads);
@@ -40,11 +37,12 @@ void recompute_gpu_selective_activations(const LayerShape& s, const GpuLayerPara
   const float eps = s.eps;
   cuda::rmsnorm_forward(a.h1, a.rstd1, a.x_in, w.input_layernorm, T, C, eps, ctx);
   if (s.qk_norm) {
-    cuda::rmsnorm_forward(a.q_n, a.rstd_q, a.q, w.q_norm, T * s.heads, D, eps, ctx);
-    cuda::rmsnorm_forward(a.k_n, a.rstd_k, a.k, w.k_norm, T * s.kv_heads, D, eps, ctx);
+    cuda::qk_norm_rope_forward(a.q_r, a.rstd_q, a.q, w.q_norm, b.positions, b.inv_freq, T, s.heads, D, eps, ctx);
+    cuda::qk_norm_rope_forward(a.k_r, a.rstd_k, a.k, w.k_norm, b.positions, b.inv_freq, T, s.kv_heads, D, eps, ctx);
+  } else {
+    cuda::rope_forward(a.q_r, a.q, b.positions, b.inv_freq, T, s.heads, D, ctx);
+    cuda::rope_forward(a.k_r, a.k, b.positions, b.inv_freq, T, s.kv_heads, D, ctx);
   }
-  cuda::rope_forward(a.q_r, a.q_n, b.positions, b.inv_freq, T, s.heads, D, ctx);
-  cuda::rope_forward(a.k_r, a.k_n, b.positions, b.inv_freq, T, s.kv_heads, D, ctx);
   // The forward's fused residual add + RMSNorm normalized the rounded sum, which x_mid holds: the same values.
   cuda::rmsnorm_forward(a.h2, a.rstd2, a.x_mid, w.post_attention_layernorm, T, C, eps, ctx);
   cuda::swiglu_forward(a.act, a.gate, a.up, int64_t(T) * s.intermediate, ctx);

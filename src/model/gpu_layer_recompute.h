@@ -12,7 +12,7 @@
 
 namespace hone {
 
-// Points a at `scratch` for the recomputed activations (h1, q_n, k_n, q_r, k_r, h2, act) and carves the kept ones
+// Points a at `scratch` for the recomputed activations (h1, q_r, k_r, h2, act) and carves the kept ones
 // from base (256-byte aligned regions; base == nullptr only counts) for T tokens; returns their bytes.
 size_t carve_gpu_selective_activations(GpuLayerActivations& a, char* base, const GpuLayerActivations& scratch,
                                        const LayerShape& s, int T);

@@ -1,8 +1,8 @@
 // The GPU decoder layer body (Llama / Qwen2 / Qwen3), forward and backward, and its dense feed-forward, written
 // against cuda/ops_cuda.h in the order of model/transformer_layer.cpp. The post-attention residual add and RMSNorm
-// run as one fused op. The GEMMs that a tensor-parallel collective brackets go to the collectives hook as functions
-// of their rows (the hook may move the rows in chunks and run the GEMMs chunk by chunk); at tp = 1 they run directly
-// on all rows.
+// run as one fused op, and so do Qwen3's q/k norms and RoPE. The GEMMs that a tensor-parallel collective brackets go
+// to the collectives hook as functions of their rows (the hook may move the rows in chunks and run the GEMMs chunk by
+// chunk); at tp = 1 they run directly on all rows.
 #include "model/gpu_transformer_layer.h"
 
 #if HONE_CUDA
@@ -16,15 +16,9 @@
 #include "runtime/error.h"
 
 namespace hone {
-namespace {
 
-// The first op to produce an activation gradient writes it (accumulate false) and the ops after it add to it, so
-// none needs zeroing; only the q/k-norm backward, which accumulates, still gets zeroed buffers.
-void zero(bf16* p, int64_t n, const cuda::GpuContext& ctx) {
-  CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(n) * sizeof(bf16), ctx.stream));
-}
-
-}  // namespace
+// Activation gradients are not zeroed: the first op to produce one writes it (accumulate false) and the ops after it
+// add to it.
 
 size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const LayerShape& s, int T, int local_rows) {
   const int64_t C = s.hidden, Q = s.q_dim(), K = s.kv_dim(), I = s.intermediate;
@@ -38,14 +32,10 @@ size_t carve_gpu_layer_activations(GpuLayerActivations& a, char* base, const Lay
   a.q = cv.take<bf16>(T * Q);
   a.k = cv.take<bf16>(T * K);
   a.v = cv.take<bf16>(T * K);
-  if (s.qk_norm) {
-    a.q_n = cv.take<bf16>(T * Q);
-    a.k_n = cv.take<bf16>(T * K);
+  if (s.qk_norm) {  // the normed q and k are not kept: the fused norm + RoPE's backward needs only q, k and rstd
     a.rstd_q = cv.take<float>(int64_t(T) * s.heads);
     a.rstd_k = cv.take<float>(int64_t(T) * s.kv_heads);
   } else {
-    a.q_n = a.q;
-    a.k_n = a.k;
     a.rstd_q = a.rstd_k = nullptr;
   }
   a.q_r = cv.take<bf16>(T * Q);
@@ -92,10 +82,8 @@ size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const La
   s.dup = cv.take<bf16>(T * I);
   s.dattn = cv.take<bf16>(T * Q);
   s.dq_r = cv.take<bf16>(T * Q);
-  s.dq_n = cv.take<bf16>(T * Q);
   s.dq = cv.take<bf16>(T * Q);
   s.dk_r = cv.take<bf16>(T * K);
-  s.dk_n = cv.take<bf16>(T * K);
   s.dk = cv.take<bf16>(T * K);
   s.dv = cv.take<bf16>(T * K);
   s.ffn_backward = sh.experts_total > 0 ? cv.take_bytes(gpu_moe_backward_scratch_bytes(sh, T)) : nullptr;
@@ -141,14 +129,13 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
   if (collectives) collectives->column_parallel_forward(a.h1_local, a.h1, T, C, qkv);
   else qkv(0, T);
   if (sh.qk_norm) {
-    ProfileScope ps(prof, "rmsnorm");
-    cuda::rmsnorm_forward(a.q_n, a.rstd_q, a.q, w.q_norm, T * Hq, D, eps, ctx);
-    cuda::rmsnorm_forward(a.k_n, a.rstd_k, a.k, w.k_norm, T * Hkv, D, eps, ctx);
-  }
-  {
+    ProfileScope ps(prof, "qk_norm_rope");
+    cuda::qk_norm_rope_forward(a.q_r, a.rstd_q, a.q, w.q_norm, b.positions, b.inv_freq, T, Hq, D, eps, ctx);
+    cuda::qk_norm_rope_forward(a.k_r, a.rstd_k, a.k, w.k_norm, b.positions, b.inv_freq, T, Hkv, D, eps, ctx);
+  } else {
     ProfileScope ps(prof, "rope");
-    cuda::rope_forward(a.q_r, a.q_n, b.positions, b.inv_freq, T, Hq, D, ctx);
-    cuda::rope_forward(a.k_r, a.k_n, b.positions, b.inv_freq, T, Hkv, D, ctx);
+    cuda::rope_forward(a.q_r, a.q, b.positions, b.inv_freq, T, Hq, D, ctx);
+    cuda::rope_forward(a.k_r, a.k, b.positions, b.inv_freq, T, Hkv, D, ctx);
   }
   {
     ProfileScope ps(prof, "attention");
@@ -274,32 +261,21 @@ void attention_branch_backward(const LayerShape& sh, const GpuLayerParams<const 
   const int T = b.T, C = sh.hidden, Q = sh.q_dim(), K = sh.kv_dim();
   const int Hq = sh.heads, Hkv = sh.kv_heads, D = sh.head_dim;
   const int Tl = collectives ? collectives->local_rows(T) : T;
-  const int64_t TQ = int64_t(T) * Q, TK = int64_t(T) * K;
   bf16* dy = Tl != T ? s.dy : dres;
-  // First writers: o_proj's dgrad writes dattn; attention's backward dq_r, dk_r and dv; RoPE's backward dq and dk
-  // (without the q/k norm); q_proj's dgrad dh (row chunk by row chunk), k_proj's and v_proj's add to it. The q/k
-  // norm's backward accumulates, into buffers zeroed here.
-  if (sh.qk_norm) {
-    ProfileScope ps(prof, "memset");
-    zero(s.dq, TQ, ctx);
-    zero(s.dk, TK, ctx);
-    zero(s.dq_n, TQ, ctx);
-    zero(s.dk_n, TK, ctx);
-  }
+  // First writers: o_proj's dgrad writes dattn; attention's backward dq_r, dk_r and dv; the q/k norm with RoPE's
+  // backward (or RoPE's alone) dq and dk; q_proj's dgrad dh (row chunk by row chunk), k_proj's and v_proj's add to
+  // it. Nothing is zeroed.
   row_parallel_linear_backward(s.dattn, g.o_proj, a.attn, w.o_proj, T, Q, C, dres, dy, collectives, ctx, prof);
   {
     ProfileScope ps(prof, "attention_backward");
     attention.backward(sh, b, a, s.dattn, s.dq_r, s.dk_r, s.dv, ctx);
   }
-  if (sh.qk_norm) {
-    {
-      ProfileScope ps(prof, "rope_backward");
-      cuda::rope_backward(s.dq_n, s.dq_r, b.positions, b.inv_freq, T, Hq, D, ctx);
-      cuda::rope_backward(s.dk_n, s.dk_r, b.positions, b.inv_freq, T, Hkv, D, ctx);
-    }
-    ProfileScope ps(prof, "rmsnorm_backward");
-    cuda::rmsnorm_backward(s.dq, g.q_norm, s.dq_n, a.q, w.q_norm, a.rstd_q, T * Hq, D, ctx);
-    cuda::rmsnorm_backward(s.dk, g.k_norm, s.dk_n, a.k, w.k_norm, a.rstd_k, T * Hkv, D, ctx);
+  if (sh.qk_norm) {  // writes dq and dk (the norm weights' gradients accumulate)
+    ProfileScope ps(prof, "qk_norm_rope_backward");
+    cuda::qk_norm_rope_backward(s.dq, g.q_norm, s.dq_r, a.q, w.q_norm, a.rstd_q, b.positions, b.inv_freq, T, Hq, D,
+                                ctx);
+    cuda::qk_norm_rope_backward(s.dk, g.k_norm, s.dk_r, a.k, w.k_norm, a.rstd_k, b.positions, b.inv_freq, T, Hkv, D,
+                                ctx);
   } else {
     ProfileScope ps(prof, "rope_backward");
     cuda::rope_backward(s.dq, s.dq_r, b.positions, b.inv_freq, T, Hq, D, /*accumulate=*/false, ctx);

@@ -37,17 +37,17 @@ struct GpuLayerBatch {
   const float* inv_freq = nullptr;      // [D/2]
 };
 
-// Saved activations, as LayerActivations on the CPU (bf16 unless marked fp32). Without qk_norm, q_n/k_n alias
-// q/k and rstd_q/rstd_k are unused. Rows: T tokens, except those marked [local]: local_rows(T) rows under sequence
-// parallelism (model/layer_collectives.h). Without it h1_local/h2_local alias h1/h2; with it h1 and h2 are one
-// place shared by the layers (carve_gpu_gathered_rows), gathered again where they are read.
+// Saved activations, as LayerActivations on the CPU (bf16 unless marked fp32), less the q/k norms' outputs (the
+// fused norm + RoPE, cuda::qk_norm_rope_forward, goes from q and k to q_r and k_r). Without qk_norm rstd_q/rstd_k
+// are null. Rows: T tokens, except those marked [local]: local_rows(T) rows under sequence parallelism
+// (model/layer_collectives.h). Without it h1_local/h2_local alias h1/h2; with it h1 and h2 are one place shared by
+// the layers (carve_gpu_gathered_rows), gathered again where they are read.
 struct GpuLayerActivations {
   const bf16* x_in = nullptr;  // (C) [local] layer input, owned by the caller
   float* rstd1 = nullptr;      // (1) [local] fp32
   bf16* h1_local = nullptr;    // (C) [local] the input RMSNorm's output
   bf16* h1 = nullptr;          // (C) the same on all T rows
   bf16* q = nullptr, *k = nullptr, *v = nullptr;
-  bf16* q_n = nullptr, *k_n = nullptr;
   float* rstd_q = nullptr, *rstd_k = nullptr;  // (Hq), (Hkv) fp32
   bf16* q_r = nullptr, *k_r = nullptr;
   bf16* attn = nullptr;        // (Q)
@@ -79,8 +79,8 @@ struct GpuLayerScratch {
   bf16* dh_local = nullptr;      // (C) [local]
   bf16* dy = nullptr;            // (C) the residual gradient gathered to all T rows
   bf16* dact = nullptr, *dgate = nullptr, *dup = nullptr;                 // (I)
-  bf16* dattn = nullptr, *dq_r = nullptr, *dq_n = nullptr, *dq = nullptr;  // (Q)
-  bf16* dk_r = nullptr, *dk_n = nullptr, *dk = nullptr, *dv = nullptr;     // (K)
+  bf16* dattn = nullptr, *dq_r = nullptr, *dq = nullptr;  // (Q)
+  bf16* dk_r = nullptr, *dk = nullptr, *dv = nullptr;     // (K)
 };
 size_t carve_gpu_layer_forward_scratch(GpuLayerScratch& scratch, char* base, const LayerShape& s, int T,
                                        int local_rows = -1);

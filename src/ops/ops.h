@@ -76,6 +76,17 @@ void rope_forward(float* out, const float* x, const int32_t* pos, const float* i
 void rope_backward(float* dx, const float* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
                    bool accumulate = true);
 
+// ---- Qwen3's per-head q/k norm followed by RoPE, as one op on x[T, H, D] (w of length D) ------------------------
+// Per row r = t*H + h: rstd[r] = 1/sqrt(mean(x^2) + eps), n = w * (x * rstd), out = rope(n, pos[t]); the same
+// arithmetic as rmsnorm_forward then rope_forward, without the intermediate n (backward needs only x, w and rstd).
+// Backward, from dout = d(loss)/d(out): dn = rope_backward(dout), then rmsnorm_backward's formulas.
+// Unlike every other backward, dx is WRITTEN (overwritten), not accumulated: the op is its first and only writer,
+// so the caller need not zero it. dw [D] is ACCUMULATED as usual.
+void qk_norm_rope_forward(float* out, float* rstd, const float* x, const float* w, const int32_t* pos,
+                          const float* inv_freq, int T, int H, int D, float eps);
+void qk_norm_rope_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
+                           const int32_t* pos, const float* inv_freq, int T, int H, int D);
+
 // ---- causal attention over packed variable-length sequences, grouped-query heads ----------------------------
 // q[T, Hq, D], k/v[T, Hkv, D], out[T, Hq, D]; sequence s covers rows [cu_seqlens[s], cu_seqlens[s+1]);
 // token i attends to tokens j <= i of its own sequence. Hq % Hkv == 0; query head h uses kv head h / (Hq/Hkv).
