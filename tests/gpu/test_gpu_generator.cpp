@@ -184,7 +184,9 @@ BOOST_AUTO_TEST_CASE(sampling_matches_cpu_with_the_same_seed, *boost::unit_test:
   BOOST_TEST_MESSAGE("sampled vs CPU: " << 100 * a.identical << "% of sequences identical, logprob diff "
                                         << a.max_logprob_diff);
   BOOST_TEST(a.identical >= 0.8);  // 85% on an H100: after the first draw at a near tie the sequences part
-  BOOST_TEST(a.max_logprob_diff < 0.15);
+  // The largest difference over ~1000 sampled tokens of bf16 against fp32 logits (temperature 0.9): 0.13 and 0.19 on
+  // H100s in two builds whose every op matched its CPU twin as before (the tensor-parallel cases see 0.13-0.19 too).
+  BOOST_TEST(a.max_logprob_diff < 0.25);
 }
 
 BOOST_AUTO_TEST_CASE(tiny_cache_preempts_and_gives_the_same_rollouts,
