@@ -1,6 +1,4 @@
-// GpuContext: one stream, the cuBLASLt and cuDNN handles and the GEMM workspace for one device. Modules keep their
-// own state in the impl (created on first use); an op that runs work on a second stream of its own (the LM head)
-// joins it back into ctx.stream before it returns, so synchronizing ctx.stream covers everything.
+// GpuContext: one stream, the cuBLASLt and cuDNN handles and the GEMM workspace for one device.
 #include "cuda/check.h"
 #include "cuda/gpu_context_impl.h"
 
@@ -35,7 +33,6 @@ void destroy_gpu_context(GpuContext& ctx) {
   impl->gemm_state.reset();
   impl->attention_state.reset();
   impl->scratch_state.reset();
-  impl->lm_head_state.reset();  // its side stream is idle: every op joined it into ctx.stream, synchronized above
   if (impl->cudnn) cudnnDestroy(impl->cudnn);
   if (impl->workspace) cudaFree(impl->workspace);
   if (impl->cublaslt) cublasLtDestroy(impl->cublaslt);

@@ -1,6 +1,5 @@
 // What a GpuContext holds besides its stream: library handles, the GEMM workspace, and per-module state
-// (GEMM algorithm cache, cuDNN attention plan cache, the LM head's side stream) that each module creates on first
-// use. Host-only users
+// (GEMM algorithm cache, cuDNN attention plan cache) that each module creates on first use. Host-only users
 // (.cpp files of cuda/) include this; kernels (.cu) need only ops_cuda.h.
 #pragma once
 
@@ -22,7 +21,6 @@ struct GpuContextImpl {
   std::shared_ptr<void> gemm_state;       // owned by cuda/gemm.cpp
   std::shared_ptr<void> attention_state;  // owned by cuda/attention_cudnn.cpp
   std::shared_ptr<void> scratch_state;    // owned by kernels needing a small persistent device buffer
-  std::shared_ptr<void> lm_head_state;    // owned by cuda/lm_head.cpp: its side stream and events
 };
 
 }  // namespace hone::cuda

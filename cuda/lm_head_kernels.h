@@ -1,11 +1,9 @@
-// The LM head's elementwise and per-row kernels (cuda/lm_head.cu), launched by cuda/lm_head.cpp between its GEMMs
-// (the chunk kernels on its side stream: the ctx they get carries that stream).
+// The LM head's elementwise and per-row kernels (cuda/lm_head.cu), launched by cuda/lm_head.cpp between its GEMMs.
 // Pointers to per-row arrays (targets, logprob, lse, ...) point at the first row of the current row block.
 // The same kernels serve the whole vocabulary and a vocabulary slice (tensor parallelism): col0, the global
 // vocabulary id of a chunk's first column (v0 + vocab_begin), is all that locates targets; the whole op passes v0.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include "cuda/ops_cuda.h"
@@ -51,10 +49,5 @@ void lm_head_chunk_dlogits(bf16* dz, const float* z, int R, int n, int col0, con
 
 // dst[i] = bf16(float(dst[i]) + src[i]): one rounding for an fp32-accumulated activation gradient.
 void accumulate_f32_into_bf16(bf16* dst, const float* src, int64_t N, const GpuContext& ctx);
-
-// The bytes of work buffers (two chunks and the per-row state) the LM head ops of this context size their row
-// blocks by (cuda/lm_head.cpp; 0: the default, 256 MiB). Tests set a small one to run many row blocks of many
-// chunks on small shapes; results do not depend on it beyond the fp32 summation order of the GEMMs.
-void set_lm_head_work_budget(const GpuContext& ctx, size_t bytes);
 
 }  // namespace hone::cuda

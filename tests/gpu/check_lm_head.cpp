@@ -1,9 +1,7 @@
 // GPU op checks of the fused LM head (cuda/lm_head.cpp) against hone::cpu::lm_head_logprob_forward/backward and
 // lm_head_logits. Shapes {T, C, V, chunk_v, temperature in percent, with_entropy}: V in {7, 1000, 32003}, chunk
 // sizes that do and do not divide V (and chunk_v > V, with T large enough for several row blocks), temperatures 1
-// and 0.7; about a quarter of the targets are -1. A shape may end with a work budget in KiB for the ops
-// (set_lm_head_work_budget; default 256 MiB): small budgets give small shapes many row blocks of many chunks, so every
-// wait between the ops' two streams and the chunk buffers reused from one row block to the next are exercised.
+// and 0.7; about a quarter of the targets are -1.
 // Also the vocabulary-parallel ops against their CPU twins: lm_head_vocab_slice_forward/backward on one rank's slice
 // (shapes {T, C, Vg, tp, rank, chunk_v, temperature %, with_entropy}: the vocabulary Vg padded to a multiple of tp
 // and split as the tensor-parallel model splits it; slices with padding, middle slices whose rows miss most
@@ -25,7 +23,6 @@
 #include <cmath>
 #include <limits>
 
-#include "cuda/lm_head_kernels.h"
 #include "cuda/ops_cuda.h"
 #include "device_buffer.h"
 #include "op_checks.h"
@@ -39,16 +36,6 @@ const hone::cuda::GpuContext& gpu() {
   static hone::cuda::GpuContext ctx = hone::cuda::create_gpu_context(0);  // lives for the whole test program
   return ctx;
 }
-
-// The LM head work budget of gpu() for one check: shape[index] KiB where the shape has that value, else the default.
-struct WorkBudget {
-  WorkBudget(const test::OpShape& s, size_t index) {
-    hone::cuda::set_lm_head_work_budget(gpu(), s.size() > index ? size_t(s[index]) << 10 : 0);
-  }
-  ~WorkBudget() { hone::cuda::set_lm_head_work_budget(gpu(), 0); }
-  WorkBudget(const WorkBudget&) = delete;
-  WorkBudget& operator=(const WorkBudget&) = delete;
-};
 
 double err(const std::vector<float>& got, const std::vector<float>& want) {
   return test::rel_l2(got.data(), want.data(), int64_t(want.size()));
@@ -85,7 +72,6 @@ struct Problem {
 };
 
 double check_lm_head_forward(const test::OpShape& s, std::mt19937_64& rng) {
-  const WorkBudget budget(s, 6);
   Problem p(s, rng);
   const int T = p.T;
   DeviceBuffer<float> d_lp(T), d_ent(T), d_lse(T);
@@ -104,7 +90,6 @@ double check_lm_head_forward(const test::OpShape& s, std::mt19937_64& rng) {
 }
 
 double check_lm_head_backward(const test::OpShape& s, std::mt19937_64& rng) {
-  const WorkBudget budget(s, 6);
   Problem p(s, rng);
   const int T = p.T, C = p.C, V = p.V;
   // Saved forward outputs from the CPU twin (fp32, exact on the device) isolate the backward.
@@ -149,17 +134,14 @@ double check_lm_head_logits(const test::OpShape& s, std::mt19937_64& rng) {
   return err(d_logits.download(), want);
 }
 
-// {T, C, V, chunk_v, temperature %, with_entropy[, work budget KiB]}
+// {T, C, V, chunk_v, temperature %, with_entropy}
 const std::vector<test::OpShape> kShapes = {
     {5, 64, 7, 3, 100, 1},         {7, 33, 7, 8, 70, 1},          {7, 33, 1000, 256, 100, 0},
     {64, 64, 1000, 1000, 70, 1},   {130, 128, 1000, 333, 100, 1}, {1, 64, 32003, 8192, 70, 1},
     {300, 256, 32003, 4096, 70, 1}, {1000, 128, 32003, 5000, 100, 0},
-    // chunk_v >= V: one chunk of 32003 vocabulary rows, so the 256 MiB of work buffers (two chunks) hold ~1048 rows
-    // in forward and ~698 in backward: 1500 rows run as several row blocks.
+    // chunk_v >= V: one chunk of 32003 vocabulary rows, so the 128 MiB work buffer holds ~1048 rows in forward and
+    // ~697 in backward: 1500 rows run as several row blocks.
     {1500, 64, 32003, 40000, 70, 1},
-    // Budgets of 256 and 128 KiB: 306 rows per block forward and 178 backward (3 and 4 row blocks of 11 chunks, the
-    // last one partial); 120 and 63 rows (5 and 8 row blocks of 8 chunks that divide V).
-    {700, 64, 1000, 96, 70, 1, 256}, {500, 128, 1000, 125, 100, 0, 128},
 };
 const std::vector<test::OpShape> kLogitShapes = {
     {1, 64, 7, 1, 100, 0}, {7, 33, 1000, 1, 100, 0}, {16, 256, 32003, 1, 100, 0}};
@@ -216,9 +198,9 @@ std::vector<float> slice_weights(const VocabData& d, const Slice& s) {
   return ws;
 }
 
-// A check of one slice: {T, C, Vg, tp, rank, chunk_v, temperature %, with_entropy[, work budget KiB]}. Besides the
-// random targets (most of them outside a slice of several), the slice's first and last existing ids (its first and
-// its last, maybe partial, chunk) and a row without target.
+// A check of one slice: {T, C, Vg, tp, rank, chunk_v, temperature %, with_entropy}. Besides the random targets (most
+// of them outside a slice of several), the slice's first and last existing ids (its first and its last, maybe
+// partial, chunk) and a row without target.
 struct SliceCase {
   VocabData d;
   Slice s;
@@ -261,7 +243,6 @@ double stats_err(const std::vector<float>& got, const std::vector<float>& want, 
 }
 
 double check_vocab_slice_forward(const test::OpShape& sh, std::mt19937_64& rng) {
-  const WorkBudget budget(sh, 8);
   SliceCase c(sh, rng);
   const VocabData& d = c.d;
   const Slice& s = c.s;
@@ -283,7 +264,6 @@ double check_vocab_slice_forward(const test::OpShape& sh, std::mt19937_64& rng) 
 }
 
 double check_vocab_slice_backward(const test::OpShape& sh, std::mt19937_64& rng) {
-  const WorkBudget budget(sh, 8);
   SliceCase c(sh, rng);
   const VocabData& d = c.d;
   const Slice& s = c.s;
@@ -442,8 +422,7 @@ double check_stats_finish(const test::OpShape& sh, std::mt19937_64& rng) {
   return e;
 }
 
-// {T, C, Vg, tp, rank, chunk_v, temperature %, with_entropy[, work budget KiB]}; slice = rows [begin, begin + rows),
-// valid of them.
+// {T, C, Vg, tp, rank, chunk_v, temperature %, with_entropy}; slice = rows [begin, begin + rows), valid of them.
 const std::vector<test::OpShape> kSliceShapes = {
     {9, 64, 37, 2, 1, 8, 100, 1},      // rows [19, 38), 18 valid + 1 padding; chunks of 8 do not divide 18
     {9, 64, 37, 4, 3, 5, 70, 1},       // rows [30, 40), 7 valid + 3 padding
@@ -455,12 +434,9 @@ const std::vector<test::OpShape> kSliceShapes = {
     {1, 64, 32003, 4, 0, 8192, 100, 1},   // the first slice, one row
     {300, 256, 32003, 4, 2, 4096, 70, 1},  // rows [16002, 24003), middle
     {300, 256, 32003, 4, 3, 2000, 100, 0},  // rows [24003, 32004), 8000 valid (chunks of 2000 divide) + 1 padding
-    // chunk_v >= the slice: one chunk of 16001 rows, so the 256 MiB of work buffers (two chunks) hold ~2095 rows in
-    // forward and ~1395 in backward: 2500 rows run as two row blocks.
+    // chunk_v >= the slice: one chunk of 16001 rows, so the 128 MiB work buffer holds ~2094 rows in forward and
+    // ~1396 in backward: 2500 rows run as two row blocks.
     {2500, 64, 32003, 2, 1, 40000, 70, 1},
-    // rows [334, 668) in chunks of 100 (the last of 34) with a budget of 128 KiB: 147 rows per block forward, 73
-    // backward (3 and 5 row blocks of 4 chunks).
-    {300, 128, 1000, 3, 1, 100, 70, 1, 128},
 };
 // {T, C, Vg, tp, chunk_v, temperature %, with_entropy}
 const std::vector<test::OpShape> kCombinedShapes = {
