@@ -15,6 +15,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -37,6 +38,8 @@ struct PlanKey {
   bool bias;
   int align_a, align_b, align_d, align_bias;
   bool varying = false;  // gemm_varying's: M and K are buckets, the call sets its own sizes
+  int batch = 1;         // gemm_batched's product count and element strides (0 for a single product)
+  int64_t stride_a = 0, stride_b = 0, stride_d = 0;
   auto operator<=>(const PlanKey&) const = default;
 };
 
@@ -121,6 +124,17 @@ bool try_lt_plan(Plan& plan, const PlanKey& k, bool bias_epilogue, const bf16* b
   else
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, uint64_t(k.K), uint64_t(k.M), k.lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.d, d_type, uint64_t(k.N), uint64_t(k.M), k.ldd));
+  if (k.batch > 1) {
+    auto batched = [&](cublasLtMatrixLayout_t l, int64_t stride) {
+      const int32_t count = k.batch;
+      CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+    };
+    batched(plan.a, k.stride_b);  // cuBLASLt's A is our B
+    batched(plan.b, k.stride_a);
+    batched(plan.d, k.stride_d);
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -208,6 +222,51 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf
                               CUDA_R_16BF, lda, &beta, D, d_cuda_type, ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   if (plan.bias_by_kernel) bias_add_rows(static_cast<bf16*>(D), bias, M, N, ldd, ctx);
+}
+
+void gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, int64_t stride_a,
+                  const bf16* B, int ldb, int64_t stride_b, float beta, void* D, GemmOut d_type, int ldd,
+                  int64_t stride_d, int batch, const GpuContext& ctx) {
+  HONE_CHECK(batch >= 1 && stride_a >= 0 && stride_b >= 0 && stride_d >= 0, "bad batched GEMM: batch=", batch,
+             " strides ", stride_a, ", ", stride_b, ", ", stride_d);
+  const size_t d_size = d_type == GemmOut::f32 ? sizeof(float) : sizeof(bf16);
+  auto d_at = [&](int i) { return static_cast<void*>(static_cast<char*>(D) + size_t(i) * size_t(stride_d) * d_size); };
+  if (batch == 1) {
+    gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, D, d_type, ldd, nullptr, ctx);
+    return;
+  }
+  HONE_CHECK(M >= 0 && N >= 0 && K > 0, "bad GEMM shape M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+  HONE_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldd >= N, "bad GEMM leading dimensions lda=",
+             lda, " ldb=", ldb, " ldd=", ldd, " for M=", M, " N=", N, " K=", K);
+  HONE_CHECK(A && B && D, "GEMM with a null operand");
+  // Every product's operands must meet the alignment the plan is chosen for: the smallest over the first and the
+  // second product's addresses (the strides repeat from there).
+  const int align_a = std::min(alignment_of(A), alignment_of(A + stride_a));
+  const int align_b = std::min(alignment_of(B), alignment_of(B + stride_b));
+  const int align_d = std::min(alignment_of(D), alignment_of(d_at(1)));
+  GemmState& st = state_of(ctx);
+  PlanKey key{trans_a, trans_b, M, N, K, lda, ldb, ldd, int(d_type), false, align_a, align_b, align_d, 0, false};
+  key.batch = batch;
+  key.stride_a = stride_a;
+  key.stride_b = stride_b;
+  key.stride_d = stride_d;
+  auto it = st.plans.find(key);
+  if (it == st.plans.end()) {
+    if (st.plans.size() >= kMaxPlans) st.plans.clear();
+    auto plan = std::make_unique<Plan>();
+    if (!try_lt_plan(*plan, key, false, nullptr, ctx)) plan->use_lt = false;
+    it = st.plans.emplace(key, std::move(plan)).first;
+  }
+  Plan& plan = *it->second;
+  if (plan.use_lt) {
+    CUBLAS_CHECK(cublasLtMatmul(ctx.impl->cublaslt, plan.desc, &alpha, B, plan.a, A, plan.b, &beta, D, plan.d, D,
+                                plan.d, &plan.algo, ctx.impl->workspace, ctx.impl->workspace_bytes, ctx.stream));
+    return;
+  }
+  for (int i = 0; i < batch; ++i)  // no batched algorithm: one product at a time
+    gemm(trans_a, trans_b, M, N, K, alpha, A + int64_t(i) * stride_a, lda, B + int64_t(i) * stride_b, ldb, beta,
+         d_at(i), d_type, ldd, nullptr, ctx);
 }
 
 void* gemm_scratch(size_t bytes, const GpuContext& ctx) {

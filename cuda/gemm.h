@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "cuda/ops_cuda.h"
 
@@ -21,6 +22,15 @@ enum class GemmOut { bf16, f32 };  // the type of D (and of C, which is D itself
 // (unusual alignment), the bias is added by a kernel, and failing that the product goes through cublasGemmEx.
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, const bf16* B, int ldb,
           float beta, void* D, GemmOut d_type, int ldd, const bf16* bias, const GpuContext& ctx);
+
+// As gemm (no bias), `batch` independent products in one launch: product i reads A + i * stride_a,
+// B + i * stride_b and writes D + i * stride_d (strides in elements, >= 0; 0 reuses one operand for every product).
+// Two projections of one input (gate and up, k and v) run as one GEMM of twice the tiles this way: at the few
+// hundred rows of a decode step one product alone fills a fraction of the SMs. Where cuBLASLt has no batched
+// algorithm, the products run one by one through gemm.
+void gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, int64_t stride_a,
+                  const bf16* B, int ldb, int64_t stride_b, float beta, void* D, GemmOut d_type, int ldd,
+                  int64_t stride_d, int batch, const GpuContext& ctx);
 
 // As gemm (no bias), for a product whose M (without trans_a) or K (with trans_a and without trans_b) changes from
 // call to call: one expert's rows of a mixture of experts. The plan is made once for that size rounded up to a power

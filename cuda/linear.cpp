@@ -22,6 +22,23 @@ void linear_forward(bf16* out, const bf16* x, const bf16* w, const bf16* bias, i
   gemm(/*trans_a=*/false, /*trans_b=*/true, T, OC, IC, 1.f, x, IC, w, IC, 0.f, out, GemmOut::bf16, OC, bias, ctx);
 }
 
+// out0 = x W0^T, out1 = x W1^T, one batched GEMM when the pair's weights and outputs each lie at one non-negative
+// distance (W1 after W0, out1 after out0, without overlap): the parameter table stores gate_proj before up_proj and
+// k_proj before v_proj, and the layer carves the outputs in the same order. Any other placement runs two GEMMs.
+void linear_forward_pair(bf16* out0, bf16* out1, const bf16* x, const bf16* w0, const bf16* w1, int T, int IC, int OC,
+                         const GpuContext& ctx) {
+  check_shape(T, IC, OC);
+  if (T == 0 || OC == 0) return;
+  const int64_t dw = w1 - w0, dout = out1 - out0;
+  if (dw >= int64_t(OC) * IC && dout >= int64_t(T) * OC) {
+    gemm_batched(/*trans_a=*/false, /*trans_b=*/true, T, OC, IC, 1.f, x, IC, /*stride_a=*/0, w0, IC, dw, 0.f, out0,
+                 GemmOut::bf16, OC, dout, /*batch=*/2, ctx);
+    return;
+  }
+  linear_forward(out0, x, w0, nullptr, T, IC, OC, ctx);
+  linear_forward(out1, x, w1, nullptr, T, IC, OC, ctx);
+}
+
 // dx[T, IC] (+)= dout[T, OC] W[OC, IC] (bf16; with accumulate_dx summed in fp32 with the old dx and rounded once,
 // else written: beta 0, the old dx is not read); dW[OC, IC] += dout^T x (fp32); dbias[OC] += column sums of dout
 // (fp32, a reduction kernel). Each may be null.

@@ -59,6 +59,10 @@ void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const
 // ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias) through cuBLASLt (bf16 in, fp32 accumulate) ------------------
 void linear_forward(bf16* out, const bf16* x, const bf16* w, const bf16* bias, int T, int IC, int OC,
                     const GpuContext& ctx);
+// Two projections of one input with the same shape and no bias (gate/up, k/v): out0 = x W0^T, out1 = x W1^T, as
+// cpu::linear_forward_pair. One batched GEMM where W1 and out1 lie after W0 and out0 (cuda/linear.cpp).
+void linear_forward_pair(bf16* out0, bf16* out1, const bf16* x, const bf16* w0, const bf16* w1, int T, int IC, int OC,
+                         const GpuContext& ctx);
 // dx (bf16; written, or accumulated with accumulate_dx: the GEMM's beta), dw (fp32, accumulated), dbias (fp32,
 // accumulated): each may be null (the input gradient of some rows and the weight gradient in separate calls, as the
 // tensor-parallel layers do).

@@ -123,8 +123,12 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
     ProfileScope ps(prof, "linear");
     const bf16* h = a.h1 + int64_t(r0) * C;
     cuda::linear_forward(a.q + int64_t(r0) * Q, h, w.q_proj, w.q_bias, n, C, Q, ctx);
-    cuda::linear_forward(a.k + int64_t(r0) * K, h, w.k_proj, w.k_bias, n, C, K, ctx);
-    cuda::linear_forward(a.v + int64_t(r0) * K, h, w.v_proj, w.v_bias, n, C, K, ctx);
+    if (w.k_bias || w.v_bias) {
+      cuda::linear_forward(a.k + int64_t(r0) * K, h, w.k_proj, w.k_bias, n, C, K, ctx);
+      cuda::linear_forward(a.v + int64_t(r0) * K, h, w.v_proj, w.v_bias, n, C, K, ctx);
+    } else {  // one batched GEMM: k_proj and v_proj, a.k and a.v are adjacent
+      cuda::linear_forward_pair(a.k + int64_t(r0) * K, a.v + int64_t(r0) * K, h, w.k_proj, w.v_proj, n, C, K, ctx);
+    }
   };
   if (collectives) collectives->column_parallel_forward(a.h1_local, a.h1, T, C, qkv);
   else qkv(0, T);
@@ -195,8 +199,8 @@ void GpuDenseFeedForward::forward(int, const LayerShape& sh, const GpuLayerParam
   auto gate_up = [&](int r0, int n) {
     ProfileScope ps(prof, "linear");
     const bf16* h = a.h2 + int64_t(r0) * C;
-    cuda::linear_forward(a.gate + int64_t(r0) * I, h, w.gate_proj, nullptr, n, C, I, ctx);
-    cuda::linear_forward(a.up + int64_t(r0) * I, h, w.up_proj, nullptr, n, C, I, ctx);
+    cuda::linear_forward_pair(a.gate + int64_t(r0) * I, a.up + int64_t(r0) * I, h, w.gate_proj, w.up_proj, n, C, I,
+                              ctx);
   };
   if (collectives) collectives->column_parallel_forward(a.h2_local, a.h2, T, C, gate_up);
   else gate_up(0, T);

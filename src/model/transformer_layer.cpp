@@ -137,8 +137,8 @@ void DenseFeedForward::forward(int, const LayerShape& s, const LayerWeights& w, 
   const int T = b.T, C = s.hidden, I = s.intermediate;
   auto gate_up = [&](int r0, int n) {
     const float* h = a.h2 + int64_t(r0) * C;
-    cpu::linear_forward(a.gate + int64_t(r0) * I, h, w.gate_proj.f32(), nullptr, n, C, I);
-    cpu::linear_forward(a.up + int64_t(r0) * I, h, w.up_proj.f32(), nullptr, n, C, I);
+    cpu::linear_forward_pair(a.gate + int64_t(r0) * I, a.up + int64_t(r0) * I, h, w.gate_proj.f32(), w.up_proj.f32(),
+                             n, C, I);
   };
   if (collectives) collectives->column_parallel_forward(a.h2_local, a.h2, T, C, gate_up);
   else gate_up(0, T);

@@ -64,6 +64,10 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
 
 // ---- linear: out[T, OC] = x[T, IC] W[OC, IC]^T (+ bias[OC]) ------------------------------------------------
 void linear_forward(float* out, const float* x, const float* w, const float* bias, int T, int IC, int OC);
+// Two projections of one input, same shape, no bias (gate/up, k/v): out0 = x W0^T, out1 = x W1^T. The reference of
+// the CUDA op, which runs the pair as one batched GEMM.
+void linear_forward_pair(float* out0, float* out1, const float* x, const float* w0, const float* w1, int T, int IC,
+                         int OC);
 // dx, dw and dbias may each be null (the input gradient of some rows and the weight gradient in separate calls).
 // dx is written (accumulate_dx false) or added to; dw and dbias always accumulate.
 void linear_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w, int T,

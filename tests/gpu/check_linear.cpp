@@ -124,11 +124,44 @@ double check_linear_backward_dx_only(const test::OpShape& s, std::mt19937_64& rn
   return std::max({r.dx, r.dw, r.dbias});
 }
 
+// linear_forward_pair, shapes {T, IC, OC, placement}: 0 both weights in one buffer back to back and the outputs too
+// (one batched GEMM); 1 the same with a gap of 8 elements after each (the batched GEMM at another stride and 16-byte
+// alignment); 2 the second output before the first (two GEMMs). The gaps are poisoned and must stay NaN.
+double check_linear_forward_pair(const test::OpShape& s, std::mt19937_64& rng) {
+  const int T = int(s[0]), IC = int(s[1]), OC = int(s[2]), placement = int(s[3]);
+  const int64_t wn = int64_t(OC) * IC, on = int64_t(T) * OC, gap = placement == 1 ? 8 : 0;
+  auto x = test::random_vector(int64_t(T) * IC, rng);
+  auto w = test::random_vector(2 * wn + gap, rng, 1.f / std::sqrt(float(IC)));
+  DeviceBuffer<bf16> d_x(int64_t(T) * IC), d_w(2 * wn + gap), d_out(2 * on + 2 * gap);
+  d_x.upload(x);
+  d_w.upload(w);
+  d_out.poison();
+  const int64_t at0 = placement == 2 ? on : 0, at1 = placement == 2 ? 0 : on + gap;
+  hone::cuda::linear_forward_pair(d_out.get() + at0, d_out.get() + at1, d_x.get(), d_w.get(), d_w.get() + wn + gap, T,
+                                  IC, OC, gpu());
+  const auto got = d_out.download();
+  std::vector<float> want0(static_cast<size_t>(on)), want1(static_cast<size_t>(on));
+  hone::cpu::linear_forward_pair(want0.data(), want1.data(), x.data(), w.data(), w.data() + wn + gap, T, IC, OC);
+  const double e0 = test::rel_l2(got.data() + at0, want0.data(), on);
+  const double e1 = test::rel_l2(got.data() + at1, want1.data(), on);
+  for (int64_t i = 2 * on + gap; i < int64_t(got.size()); ++i)  // past both outputs: untouched
+    if (!std::isnan(got[size_t(i)])) return 1.0;
+  if (gap > 0 && !std::isnan(got[size_t(on)])) return 1.0;  // the gap between the outputs
+  return std::max(e0, e1);
+}
+
+const std::vector<test::OpShape> kPairShapes = {
+    {1, 33, 64, 0},  {7, 64, 40, 1},    {7, 33, 33, 2},     {512, 1024, 3072, 0},
+    {512, 1024, 1024, 1}, {300, 2048, 512, 2}, {1000, 1024, 3072, 0},
+};
+
 const std::vector<test::OpShape> kShapes = {
     {1, 33, 64, 1}, {7, 64, 33, 0}, {7, 33, 33, 1}, {256, 1024, 3072, 1}, {1000, 3072, 1024, 0}, {1000, 64, 1024, 1},
 };
 
 const test::OpCheckRegistration reg_fwd{{"linear_forward", 1e-2, kShapes, &check_linear_forward}};
+const test::OpCheckRegistration reg_fwd_pair{
+    {"linear_forward_pair", 1e-2, kPairShapes, &check_linear_forward_pair}};
 const test::OpCheckRegistration reg_bwd_dx{{"linear_backward_dx", 1e-2, kShapes, &check_linear_backward_dx}};
 const test::OpCheckRegistration reg_bwd_dx_written{
     {"linear_backward_dx_written", 1e-2, kShapes, &check_linear_backward_dx_written}};

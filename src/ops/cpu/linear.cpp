@@ -19,6 +19,12 @@ void linear_forward(float* out, const float* x, const float* w, const float* bia
   }
 }
 
+void linear_forward_pair(float* out0, float* out1, const float* x, const float* w0, const float* w1, int T, int IC,
+                         int OC) {
+  linear_forward(out0, x, w0, nullptr, T, IC, OC);
+  linear_forward(out1, x, w1, nullptr, T, IC, OC);
+}
+
 // dx[T, IC] (+)= dout[T, OC] W[OC, IC];  dW[OC, IC] += dout^T x;  dbias[OC] += column sums of dout. Each may be
 // null: the tensor-parallel layers form the input gradient of a few rows at a time and the weight gradient once.
 // dx is written (accumulate_dx false) or added to; with OC == 0 a written dx is all zeros.
