@@ -3,8 +3,12 @@
 //   1. one read of the row (float4 loads where 16-byte aligned): max and argmax (lowest id on ties) and the mass
 //      sum w of each of 32 segments (one per warp), kept relative to the warp's running max, rescaled in double when
 //      it grows and at the end to the row max; their sum is the full vocabulary's mass. Greedy stops here.
-//   2. top-k: radix select (4 passes of 8-bit digits) of the k-th largest logit on an order-preserving uint32 key;
-//      everything >= it is kept, so ties at the boundary are all kept as on the CPU.
+//   2. top-k: radix select of the k-th largest logit on an order-preserving uint32 key (histograms of 12, 12 and
+//      8-bit digits, one read each); everything >= it is kept, so ties at the boundary are all kept as on the CPU.
+//      As soon as a level shows that the keys at or above its bin fit 4096 slots (1 level for the usual k and
+//      logits), one more read gathers them into shared memory and steps 2-5 finish there without reading the row
+//      again (cuda/sampler_topk.cuh): 3 reads of the row in all. Rows whose candidates do not fit (k > 4096, or
+//      ties of the k-th logit beyond the slots) take the exact k-th key into steps 3-5 below.
 //   3. top-p: radix select on the same key of the largest logit theta whose tail mass sum_{x >= theta} w (over the
 //      top-k survivors) reaches p * (their mass), with mass histograms in double; every token tied with it is kept.
 //   4. min-p: keep w >= min_p (w = exp((x - max) / T) is the probability relative to the most probable token).
@@ -151,37 +155,6 @@ __device__ int select_bin_desc(const T* hist, T need, T* above, bool* reached) {
   *above = ab;
   *reached = hit != 0;  // the scan reached `need` (a miss inside the lane is rounding, not a short total)
   return bin;
-}
-
-// The key of the k-th largest logit (1 <= k <= V).
-__device__ uint32_t select_kth_key(const float* x, int V, int k, unsigned* hist, int* s_bin, unsigned* s_above) {
-  uint32_t prefix = 0, mask = 0;
-  unsigned need = unsigned(k);
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < 256; i += kThreads) hist[i] = 0u;
-    __syncthreads();
-    for (int base = 0; base < V; base += kThreads) {
-      const int i = base + threadIdx.x;
-      const uint32_t key = i < V ? order_key(x[i]) : 0u;
-      hist_add<unsigned>(hist, i < V && (key & mask) == prefix, int((key >> shift) & 255u), 1u);
-    }
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      unsigned above = 0;
-      bool reached = false;
-      const int bin = select_bin_desc<unsigned>(hist, need, &above, &reached);
-      if (threadIdx.x == 0) {
-        *s_bin = bin < 0 ? 0 : bin;
-        *s_above = above;
-      }
-    }
-    __syncthreads();
-    need -= *s_above;
-    prefix |= uint32_t(*s_bin) << shift;
-    mask |= 255u << shift;
-    __syncthreads();
-  }
-  return prefix;
 }
 
 // The key theta of the largest logit among candidates (key >= floor_key) with sum_{key >= theta} w >= target;
@@ -387,8 +360,20 @@ __device__ int pick_piece(const double* piece, double* residual) {
   return last;
 }
 
+#include "cuda/sampler_topk.cuh"
+
+// Thread 0: the row's token and its logprob over the full vocabulary (total: the fused pass's mass).
+__device__ __forceinline__ void write_row(int32_t* tokens, float* logprobs, const float* x, int row, int token,
+                                          float xmax, double inv_t_d, double total) {
+  if (threadIdx.x == 0) {
+    tokens[row] = token;
+    logprobs[row] = float(double(x[token]) * inv_t_d - double(xmax) * inv_t_d - log(total));
+  }
+}
+
 // kFilters: top-k, top-p or min-p is on (their selects and an exact first level of the draw; no minimum of CTAs per
-// SM: 64 registers, one CTA, 4 float4 loads in flight per lane). Otherwise greedy or the plain draw, which takes its
+// SM: 64 registers and 36 KB of shared memory, most of it the top-k candidates, one CTA, 4 float4 loads in flight
+// per lane). Otherwise greedy or the plain draw, which takes its
 // first level from the fused pass: 32 registers, so two CTAs share an SM and one's draw overlaps the other's read.
 template <bool kFilters>
 __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
@@ -397,11 +382,9 @@ __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
   __shared__ double s_red[kWarps];
   __shared__ double s_piece[kWarps], s_seg[kWarps];
   __shared__ double s_hist_d[256];
-  __shared__ unsigned s_hist_u[256];
   __shared__ float s_best[kWarps], s_seg_m[kWarps];
   __shared__ int s_best_i[kWarps];
   __shared__ int s_bin, s_piece_pick, s_token;
-  __shared__ unsigned s_above_u;
   __shared__ double s_above_d, s_residual, s_total;
   __shared__ bool s_reached;
 
@@ -426,9 +409,15 @@ __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
   if (!p.greedy) {
     Keep keep{0u, 0.f, xmax, p.inv_t};
     if constexpr (kFilters) {
-      // 2-4. filters, as a key floor and the min-p weight floor.
+      // 2-4. filters, as a key floor and the min-p weight floor; with top-k on, in shared memory when its candidates
+      // fit (cuda/sampler_topk.cuh), else its exact k-th key is the floor.
       uint32_t floor_key = 0u;
-      if (p.top_k > 0 && p.top_k < V) floor_key = select_kth_key(x, V, p.top_k, s_hist_u, &s_bin, &s_above_u);
+      if (p.top_k > 0 && p.top_k < V &&
+          sample_topk_candidates(x, seg, p, xmax, seed, step, uint32_t(sample_index[row]), uint32_t(position[row]),
+                                 &token, &floor_key)) {
+        write_row(tokens, logprobs, x, row, token, xmax, p.inv_t_d, total);
+        return;
+      }
       if (p.top_p < 1.f) {
         double m = 0.0;
         for (int i = threadIdx.x; i < V; i += kThreads) {
@@ -510,10 +499,7 @@ __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
       __syncthreads();
     }
   }
-  if (threadIdx.x == 0) {
-    tokens[row] = token;
-    logprobs[row] = float(double(x[token]) * p.inv_t_d - double(xmax) * p.inv_t_d - log(total));
-  }
+  write_row(tokens, logprobs, x, row, token, xmax, p.inv_t_d, total);
 }
 
 __global__ void check_stops_kernel(int32_t* done, const int32_t* tokens, const int32_t* gen_len,
