@@ -1,5 +1,6 @@
 // The top-k candidate path of the fused sampler: part of cuda/sampler.cu's translation unit, included inside its
-// anonymous namespace after the helpers it shares (order_key, weight_of, hist_add, Segments, the warp scans). It
+// anonymous namespace after the helpers it shares (order_key, weight_of, hist_add, Segments, visit_row, the warp
+// scans). It
 // exists so that a row with top-k on reads its logits 3 times (the fused pass, one histogram, one gather) instead of
 // up to 11: the few tokens that can survive top-k are gathered into shared memory once, and top-k, top-p, min-p and
 // the draw are decided there. The rules and their order are those of the row-wide path (sampler.cu's header).
@@ -25,38 +26,6 @@ static_assert(kCap == 4 * kThreads && kBins == 4 * kThreads);
 
 __device__ __forceinline__ float key_float(uint32_t key) {  // order_key's inverse; key 0 (NaN) gives a NaN
   return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
-}
-
-// Calls f(v, id, valid) for every id of the row once, in the fused pass's layout (warp w reads segment w, its body as
-// float4 with kUnroll loads in flight per lane). The lanes of a warp call f together (invalid lanes with valid =
-// false), so f may use warp collectives; it must not synchronize the block.
-template <int kUnroll, typename F>
-__device__ __forceinline__ void visit_row(const float* x, const Segments& seg, F&& f) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int a = seg.begin(warp), b = seg.begin(warp + 1);
-  const int va = max(a, seg.head);
-  const int n4 = (b - va) >> 2;
-  if (warp == 0 && seg.head > 0) f(lane < seg.head ? x[lane] : 0.f, lane, lane < seg.head);
-  const float4* p4 = reinterpret_cast<const float4*>(x + va);
-  for (int base = 0; base < n4; base += 32 * kUnroll) {
-    float4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int q = base + u * 32 + lane;
-      v[u] = q < n4 ? __ldg(p4 + q) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int q = base + u * 32 + lane;
-      const int id = va + 4 * q;
-      f(v[u].x, id, q < n4);
-      f(v[u].y, id + 1, q < n4);
-      f(v[u].z, id + 2, q < n4);
-      f(v[u].w, id + 3, q < n4);
-    }
-  }
-  const int t0 = va + 4 * n4;  // fewer than 4 ids after the body (the row's last segment only)
-  if (t0 < b) f(t0 + lane < b ? x[t0 + lane] : 0.f, t0 + lane, t0 + lane < b);
 }
 
 // Exclusive scan over the block in thread order: returns the sum of v over the threads before this one and sets
