@@ -3,15 +3,18 @@
 //   1. one read of the row (float4 loads where 16-byte aligned): max and argmax (lowest id on ties) and the mass
 //      sum w of each of 32 segments (one per warp), kept relative to the warp's running max, rescaled in double when
 //      it grows and at the end to the row max; their sum is the full vocabulary's mass. Greedy stops here.
-//   2. top-k: radix select (4 passes of 8-bit digits) of the k-th largest logit on an order-preserving uint32 key;
-//      everything >= it is kept, so ties at the boundary are all kept as on the CPU.
+//   2. top-k: radix select of the k-th largest logit on an order-preserving uint32 key (12, 12 and 8-bit digits, a
+//      read each); keys >= it are kept, so ties at the boundary are all kept as on the CPU. Once the keys at or
+//      above a level's bin fit 4096 slots (usually at once), a read gathers them and steps 2-5 finish in shared
+//      memory (cuda/sampler_topk.cuh); otherwise the exact k-th key goes on to steps 3-5 below.
 //   3. top-p: radix select on the same key of the largest logit theta whose tail mass sum_{x >= theta} w (over the
 //      top-k survivors) reaches p * (their mass), with mass histograms in double; every token tied with it is kept.
 //   4. min-p: keep w >= min_p (w = exp((x - max) / T) is the probability relative to the most probable token).
 //   5. draw: u = philox_uniform(seed, step, sample, position); the first kept token, in ascending id order, whose
 //      running kept mass exceeds u * (kept mass), found in three levels: 32 segment sums, 32 sub-segment sums of
 //      the chosen segment, and a warp scan over the chosen sub-segment. Without filters the segment sums are step
-//      1's (the row is read 1 + 1/32 times); with filters a pass over the kept weights gives them.
+//      1's (the row is read 1 + 1/32 times); with filters a pass over the kept weights gives them. Every pass over
+//      the whole row reads as step 1 does (warp w over segment w, float4 loads).
 // Weights are fp32 expf of (x - max) / T, sums in double; the CPU decides in double, so the two can differ only when
 // u * mass lands within ~1e-7 relative of a token boundary. logprob = (x_tok - max) / T - log(sum of all w) in double.
 // Step 1's masses add expf((x - m) / T) * exp((m - max) / T), m in [x, max] the warp's max when x was read, the
@@ -153,53 +156,66 @@ __device__ int select_bin_desc(const T* hist, T need, T* above, bool* reached) {
   return bin;
 }
 
-// The key of the k-th largest logit (1 <= k <= V).
-__device__ uint32_t select_kth_key(const float* x, int V, int k, unsigned* hist, int* s_bin, unsigned* s_above) {
-  uint32_t prefix = 0, mask = 0;
-  unsigned need = unsigned(k);
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < 256; i += kThreads) hist[i] = 0u;
-    __syncthreads();
-    for (int base = 0; base < V; base += kThreads) {
-      const int i = base + threadIdx.x;
-      const uint32_t key = i < V ? order_key(x[i]) : 0u;
-      hist_add<unsigned>(hist, i < V && (key & mask) == prefix, int((key >> shift) & 255u), 1u);
-    }
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      unsigned above = 0;
-      bool reached = false;
-      const int bin = select_bin_desc<unsigned>(hist, need, &above, &reached);
-      if (threadIdx.x == 0) {
-        *s_bin = bin < 0 ? 0 : bin;
-        *s_above = above;
-      }
-    }
-    __syncthreads();
-    need -= *s_above;
-    prefix |= uint32_t(*s_bin) << shift;
-    mask |= 255u << shift;
-    __syncthreads();
+// The 32 segments of a row, one per warp in the fused pass: `head` elements up to the row's first 16-byte boundary
+// belong to segment 0, then segment s starts at head + s * len with len a multiple of 4, so every segment's body is
+// read with aligned float4 loads whatever ld and the row's address are (the head and the last 1-3 ids are scalar).
+struct Segments {
+  int head, len, V;
+  __device__ Segments(const float* x, int V_) : V(V_) {
+    const int misaligned = int((reinterpret_cast<uintptr_t>(x) >> 2) & 3u);
+    head = min(V, (4 - misaligned) & 3);
+    len = ((V - head + kWarps - 1) / kWarps + 3) & ~3;
   }
-  return prefix;
+  __device__ int begin(int s) const { return s == 0 ? 0 : min(V, head + s * len); }
+};
+
+// Calls f(v, id, valid) for every id of the row once, in the fused pass's layout (warp w reads segment w, its body as
+// float4 with kUnroll loads in flight per lane). The lanes of a warp call f together (invalid lanes with valid =
+// false), so f may use warp collectives; it must not synchronize the block.
+template <int kUnroll, typename F>
+__device__ __forceinline__ void visit_row(const float* x, const Segments& seg, F&& f) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int a = seg.begin(warp), b = seg.begin(warp + 1);
+  const int va = max(a, seg.head);
+  const int n4 = (b - va) >> 2;
+  if (warp == 0 && seg.head > 0) f(lane < seg.head ? x[lane] : 0.f, lane, lane < seg.head);
+  const float4* p4 = reinterpret_cast<const float4*>(x + va);
+  for (int base = 0; base < n4; base += 32 * kUnroll) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int q = base + u * 32 + lane;
+      v[u] = q < n4 ? __ldg(p4 + q) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int q = base + u * 32 + lane;
+      const int id = va + 4 * q;
+      f(v[u].x, id, q < n4);
+      f(v[u].y, id + 1, q < n4);
+      f(v[u].z, id + 2, q < n4);
+      f(v[u].w, id + 3, q < n4);
+    }
+  }
+  const int t0 = va + 4 * n4;  // fewer than 4 ids after the body (the row's last segment only)
+  if (t0 < b) f(t0 + lane < b ? x[t0 + lane] : 0.f, t0 + lane, t0 + lane < b);
 }
 
 // The key theta of the largest logit among candidates (key >= floor_key) with sum_{key >= theta} w >= target;
 // floor_key (keep every candidate) when the candidates' mass is below the target.
-__device__ uint32_t select_mass_key(const float* x, int V, uint32_t floor_key, double target, float xmax,
-                                    float inv_t, double* hist, int* s_bin, double* s_above, bool* s_reached) {
+__device__ uint32_t select_mass_key(const float* x, const Segments& seg, uint32_t floor_key, double target,
+                                    float xmax, float inv_t, double* hist, int* s_bin, double* s_above,
+                                    bool* s_reached) {
   uint32_t prefix = 0, mask = 0;
   double need = target;
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += kThreads) hist[i] = 0.0;
     __syncthreads();
-    for (int base = 0; base < V; base += kThreads) {
-      const int i = base + threadIdx.x;
-      const float xi = i < V ? x[i] : 0.f;
-      const uint32_t key = i < V ? order_key(xi) : 0u;
-      const bool active = i < V && key >= floor_key && (key & mask) == prefix;
-      hist_add<double>(hist, active, int((key >> shift) & 255u), active ? double(weight_of(xi, xmax, inv_t)) : 0.0);
-    }
+    visit_row<2>(x, seg, [&](float v, int, bool valid) {  // 2 loads in flight: with 4 the kernel spills
+      const uint32_t key = order_key(v);
+      const bool active = valid && key >= floor_key && (key & mask) == prefix;
+      hist_add<double>(hist, active, int((key >> shift) & 255u), active ? double(weight_of(v, xmax, inv_t)) : 0.0);
+    });
     __syncthreads();
     if (threadIdx.x < 32) {
       double above = 0;
@@ -233,19 +249,6 @@ struct Keep {
     const float w = weight_of(x, xmax, inv_t);
     return w >= min_p ? w : 0.f;
   }
-};
-
-// The 32 segments of a row, one per warp in the fused pass: `head` elements up to the row's first 16-byte boundary
-// belong to segment 0, then segment s starts at head + s * len with len a multiple of 4, so every segment's body is
-// read with aligned float4 loads whatever ld and the row's address are (the head and the last 1-3 ids are scalar).
-struct Segments {
-  int head, len, V;
-  __device__ Segments(const float* x, int V_) : V(V_) {
-    const int misaligned = int((reinterpret_cast<uintptr_t>(x) >> 2) & 3u);
-    head = min(V, (4 - misaligned) & 3);
-    len = ((V - head + kWarps - 1) / kWarps + 3) & ~3;
-  }
-  __device__ int begin(int s) const { return s == 0 ? 0 : min(V, head + s * len); }
 };
 
 __device__ __forceinline__ void argmax_add(float v, int i, float& best, int& best_i) {
@@ -369,6 +372,14 @@ __device__ void piece_sums(const float* x, int lo, int hi, const Keep& keep, dou
   if (lane == 0) piece[warp] = s;
 }
 
+// Sums the kept weights of segment w of the row into piece[w], one warp each.
+__device__ void segment_sums(const float* x, const Segments& seg, const Keep& keep, double* piece) {
+  double s = 0.0;
+  visit_row<4>(x, seg, [&](float v, int, bool valid) { s += valid ? keep(v) : 0.f; });
+  s = warp_sum(s);
+  if ((threadIdx.x & 31) == 0) piece[threadIdx.x >> 5] = s;
+}
+
 // Thread 0: the first piece whose running sum exceeds *residual (then *residual becomes the remainder inside it),
 // or the last nonzero piece with *residual = +inf (rounding: the draw ends on the last kept token).
 __device__ int pick_piece(const double* piece, double* residual) {
@@ -387,9 +398,21 @@ __device__ int pick_piece(const double* piece, double* residual) {
   return last;
 }
 
+#include "cuda/sampler_topk.cuh"
+
+// Thread 0: the row's token and its logprob over the full vocabulary (total: the fused pass's mass).
+__device__ __forceinline__ void write_row(int32_t* tokens, float* logprobs, const float* x, int row, int token,
+                                          float xmax, double inv_t_d, double total) {
+  if (threadIdx.x == 0) {
+    tokens[row] = token;
+    logprobs[row] = float(double(x[token]) * inv_t_d - double(xmax) * inv_t_d - log(total));
+  }
+}
+
 // kFilters: top-k, top-p or min-p is on (their selects and an exact first level of the draw; no minimum of CTAs per
-// SM: 64 registers, one CTA, 4 float4 loads in flight per lane). Otherwise greedy or the plain draw, which takes its
-// first level from the fused pass: 32 registers, so two CTAs share an SM and one's draw overlaps the other's read.
+// SM: 64 registers, 36 KB of shared memory (mostly the top-k candidates), one CTA, 4 float4 loads in flight per
+// lane). Otherwise greedy or the plain draw, which takes its first level from the fused pass: 32 registers, so two
+// CTAs share an SM and one's draw overlaps the other's read.
 template <bool kFilters>
 __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
     sample_kernel(int32_t* tokens, float* logprobs, const float* logits, int64_t ld, int V, RowParams p, uint64_t seed,
@@ -397,11 +420,9 @@ __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
   __shared__ double s_red[kWarps];
   __shared__ double s_piece[kWarps], s_seg[kWarps];
   __shared__ double s_hist_d[256];
-  __shared__ unsigned s_hist_u[256];
   __shared__ float s_best[kWarps], s_seg_m[kWarps];
   __shared__ int s_best_i[kWarps];
   __shared__ int s_bin, s_piece_pick, s_token;
-  __shared__ unsigned s_above_u;
   __shared__ double s_above_d, s_residual, s_total;
   __shared__ bool s_reached;
 
@@ -426,18 +447,24 @@ __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
   if (!p.greedy) {
     Keep keep{0u, 0.f, xmax, p.inv_t};
     if constexpr (kFilters) {
-      // 2-4. filters, as a key floor and the min-p weight floor.
+      // 2-4. filters, as a key floor and the min-p weight floor; with top-k on, in shared memory when its candidates
+      // fit (cuda/sampler_topk.cuh), else its exact k-th key is the floor.
       uint32_t floor_key = 0u;
-      if (p.top_k > 0 && p.top_k < V) floor_key = select_kth_key(x, V, p.top_k, s_hist_u, &s_bin, &s_above_u);
+      if (p.top_k > 0 && p.top_k < V &&
+          sample_topk_candidates(x, seg, p, xmax, seed, step, uint32_t(sample_index[row]), uint32_t(position[row]),
+                                 &token, &floor_key)) {
+        write_row(tokens, logprobs, x, row, token, xmax, p.inv_t_d, total);
+        return;
+      }
       if (p.top_p < 1.f) {
         double m = 0.0;
-        for (int i = threadIdx.x; i < V; i += kThreads) {
-          const float xi = x[i];
-          if (order_key(xi) >= floor_key) m += weight_of(xi, xmax, p.inv_t);
-        }
+        visit_row<4>(x, seg, [&](float v, int, bool valid) {
+          if (valid && order_key(v) >= floor_key) m += weight_of(v, xmax, p.inv_t);
+        });
         m = block_sum(m, s_red);
         const double target = double(p.top_p) * m;
-        floor_key = select_mass_key(x, V, floor_key, target, xmax, p.inv_t, s_hist_d, &s_bin, &s_above_d, &s_reached);
+        floor_key =
+            select_mass_key(x, seg, floor_key, target, xmax, p.inv_t, s_hist_d, &s_bin, &s_above_d, &s_reached);
       }
       keep = Keep{floor_key, p.min_p > 0.f ? p.min_p : 0.f, xmax, p.inv_t};
     }
@@ -448,8 +475,11 @@ __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
     bool exact = kFilters;
     for (;;) {
       int lo = 0, hi = V;
-      if (exact) {
-        piece_sums(x, 0, V, keep, s_piece);
+      if (exact) {  // with filters per segment (float4 reads); the plain restart in equal pieces (32 registers)
+        if constexpr (kFilters)
+          segment_sums(x, seg, keep, s_piece);
+        else
+          piece_sums(x, 0, V, keep, s_piece);
         __syncthreads();
       }
       if (threadIdx.x == 0) {
@@ -468,8 +498,9 @@ __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
       const int pick = s_piece_pick;
       if (pick >= 0) {
         const int len = (V + kWarps - 1) / kWarps;
-        lo = exact ? min(V, pick * len) : seg.begin(pick);
-        hi = exact ? min(V, lo + len) : seg.begin(pick + 1);
+        const bool equal = exact && !kFilters;
+        lo = equal ? min(V, pick * len) : seg.begin(pick);
+        hi = equal ? min(V, lo + len) : seg.begin(pick + 1);
       }
       __syncthreads();
       piece_sums(x, lo, hi, keep, s_piece);
@@ -510,10 +541,7 @@ __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
       __syncthreads();
     }
   }
-  if (threadIdx.x == 0) {
-    tokens[row] = token;
-    logprobs[row] = float(double(x[token]) * p.inv_t_d - double(xmax) * p.inv_t_d - log(total));
-  }
+  write_row(tokens, logprobs, x, row, token, xmax, p.inv_t_d, total);
 }
 
 __global__ void check_stops_kernel(int32_t* done, const int32_t* tokens, const int32_t* gen_len,

@@ -70,6 +70,9 @@ fi
 if want kernels && [ -x "$bundle/bin/bench_decode_attention" ]; then
   run_part 45 kernels "$bundle/bin/bench_decode_attention"
 fi
+if want kernels && [ -x "$bundle/bin/bench_sampler" ]; then
+  run_part 45 sampler "$bundle/bin/bench_sampler"
+fi
 if want gen; then
   if command -v gdb >/dev/null; then  # a crash prints its stack
     run_part 150 gen gdb -q -batch -ex run -ex bt --args "$hone" bench-generation input/bench-gen-qwen3-0.6b.toml \

@@ -9,14 +9,22 @@
 //     finite logit or +inf), V from 1 to 151,939, aligned and unaligned rows, 5 settings, 2 steps: >= 99.9% equal
 //     tokens per setting (greedy all), never a NaN or -inf token, rows without a finite max their argmax with NaN;
 //     and a uniform of exactly 0 on rows whose first half has weights below fp32's range (the draw's restart).
+//   * the top-k candidate path (cuda/sampler_topk.cuh) and its fallback to the row-wide path: top-k 1, 2, 50, the
+//     cap (4096) and one above it, with top-p 1, 0.9, 0.5 and min-p 0, 0.05, at three temperatures, over 8 row kinds
+//     (normal, ties, a plateau whose ties overflow the cap, NaN and -inf, mostly not finite, crowded in one bin of
+//     the first level, one dominant logit) at V = 20,000 (unaligned rows) and 151,936: the same rules as above, and
+//     the kernel's fit rule on the host shows both paths ran, at the cap too.
 //   * distribution: 200,000 draws from one row of known logits (positions vary) against sampling_distribution:
 //     chi-square below the 1e-4 upper tail critical value, and no draw of a filtered-out token.
 //   * check_stops: exact, on cases chosen to hit each rule and its boundary.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <random>
 #include <span>
 #include <string>
@@ -226,6 +234,72 @@ Want want_for(std::span<const float> row, const hone::SamplingParams& p, uint64_
   return {hone::sample_token(clean, p, seed, step, sample, pos).token, true};
 }
 
+// The top-k candidate path of the kernel (cuda/sampler_topk.cuh) gathers the keys >= the k-th largest key with its
+// low 20, 8 or 0 bits cleared (the first that fits) into kCandidateCap slots; rows where none fits take the row-wide
+// path. The same rule on the host tells which path a row takes, so the test can show both ran.
+constexpr int kCandidateCap = 4096;
+
+uint32_t order_key(float x) {
+  if (std::isnan(x)) return 0u;
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+bool takes_candidate_path(std::span<const float> row, int64_t k) {
+  std::vector<uint32_t> keys(row.size());
+  std::transform(row.begin(), row.end(), keys.begin(), order_key);
+  std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<uint32_t>());
+  const uint32_t kth = keys[size_t(k - 1)];
+  for (const int shift : {20, 8, 0}) {
+    const uint32_t lo = kth & ~((uint32_t(1) << shift) - 1u);
+    if (std::count_if(keys.begin(), keys.end(), [&](uint32_t q) { return q >= lo; }) <= kCandidateCap) return true;
+  }
+  return false;
+}
+
+// Row kinds for the candidate path: normal (sd 2, sd 4), rounded to multiples of 0.5 (ties at every boundary), a
+// plateau (20 high logits, then 6000 copies of one value: k >= 50 lands in it and its ties overflow the cap), NaN
+// and -inf among normal logits, 40 finite logits among NaN and -inf (k = 50 lands on -inf: overflow), 8000 logits
+// crowded in [10, 10.5) (the first level's bin overflows, a finer level fits), one dominant logit.
+constexpr int kTopkKinds = 8;
+
+void fill_topk_row(float* x, int V, int kind, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> any(0, V - 1);
+  for (int i = 0; i < V; ++i) x[i] = 3.f * nd(rng);
+  switch (kind) {
+    case 0:
+    case 1:
+      for (int i = 0; i < V; ++i) x[i] *= kind == 0 ? 2.f / 3.f : 4.f / 3.f;
+      break;
+    case 2:
+      for (int i = 0; i < V; ++i) x[i] = std::round(x[i] * 2.f) / 2.f;
+      break;
+    case 3:
+      for (int i = 0; i < V; ++i) x[i] = -4.f + 2.f * nd(rng);
+      for (int n = 0; n < 6000; ++n) x[any(rng)] = 5.f;
+      for (int n = 0; n < 20; ++n) x[any(rng)] = 12.f + nd(rng);
+      break;
+    case 4:
+      for (int i = 0; i < V; ++i) {
+        const uint64_t r = rng() % 10;
+        if (r == 0) x[i] = NAN;
+        if (r == 1) x[i] = -INFINITY;
+      }
+      break;
+    case 5:
+      for (int i = 0; i < V; ++i) x[i] = rng() % 2 ? NAN : -INFINITY;
+      for (int n = 0; n < 40; ++n) x[any(rng)] = 3.f * nd(rng);
+      break;
+    case 6:
+      for (int n = 0; n < 8000; ++n) x[any(rng)] = std::uniform_real_distribution<float>(10.f, 10.5f)(rng);
+      break;
+    default:
+      x[any(rng)] = rng() % 2 ? 1e4f : 18.f;
+  }
+}
+
 // Upper 1e-4 tail of chi-square with k degrees of freedom (Wilson-Hilferty; z = 3.719 for 1e-4).
 double chi2_critical_1e4(int k) {
   const double z = 3.719, a = 2.0 / (9.0 * k);
@@ -310,6 +384,75 @@ BOOST_AUTO_TEST_CASE(fused_pass_edge_rows_match_the_cpu_sampler, *boost::unit_te
     BOOST_TEST(double(outside) <= 0.001 * double(rows));
     BOOST_TEST(worst_lp <= 1e-4);
   }
+}
+
+BOOST_AUTO_TEST_CASE(topk_candidates_and_their_fallback_match_the_cpu_sampler,
+                     *boost::unit_test::precondition(test::needs_gpu)) {
+  // top-k 1, 2, 50, at the cap and one above it (never fits), each with top-p 1, 0.9, 0.5 and min-p 0 or 0.05, at
+  // temperatures 1, 0.6 and 1.7 in turn; V = 20,000 (3 rows of each kind, ld odd: rows unaligned) and 151,936 (one).
+  int64_t rows = 0, mismatches = 0, outside = 0, gathered = 0, fallback = 0, cap_gathered = 0, cap_fallback = 0;
+  double worst_lp = 0;
+  int setting = 0;
+  for (const int64_t k : {int64_t(1), int64_t(2), int64_t(50), int64_t(kCandidateCap), int64_t(kCandidateCap + 1)})
+    for (const float top_p : {1.f, 0.9f, 0.5f})
+      for (const float min_p : {0.f, 0.05f}) {
+        hone::SamplingParams p;
+        p.top_k = k;
+        p.top_p = top_p;
+        p.min_p = min_p;
+        p.temperature = std::array<float, 3>{1.f, 0.6f, 1.7f}[size_t(setting++ % 3)];
+        for (const int V : {20000, 151936}) {
+          const int B = V == 20000 ? 3 * kTopkKinds : kTopkKinds;
+          const int64_t ld = V + 1;
+          std::mt19937_64 rng(uint64_t(V) + 7 * uint64_t(setting));
+          std::vector<float> x(size_t(B) * size_t(ld), NAN);
+          for (int b = 0; b < B; ++b) fill_topk_row(x.data() + size_t(b) * ld, V, b % kTopkKinds, rng);
+          std::vector<int32_t> sample(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
+          for (int b = 0; b < B; ++b) {
+            sample[size_t(b)] = b % 5;
+            pos[size_t(b)] = 13 * b + setting;
+          }
+          const uint64_t seed = 31337;
+          const uint32_t step = uint32_t(setting);
+          const Draws d = gpu_sample(x, ld, B, V, p, seed, step, sample, pos);
+          std::vector<float> clean;
+          for (int b = 0; b < B; ++b) {
+            const std::span<const float> row(x.data() + size_t(b) * ld, size_t(V));
+            const Want want =
+                want_for(row, p, seed, step, uint32_t(sample[size_t(b)]), uint32_t(pos[size_t(b)]), clean);
+            const int32_t got = d.tokens[size_t(b)];
+            const float lp = d.logprobs[size_t(b)];
+            BOOST_REQUIRE_MESSAGE(got >= 0 && got < V && want.finite, "top-k " << k << " top-p " << top_p << " min-p "
+                                  << min_p << " V=" << V << " row " << b << ": token " << got);
+            const bool gathers = takes_candidate_path(row, k);
+            (gathers ? gathered : fallback) += 1;
+            if (k == kCandidateCap) (gathers ? cap_gathered : cap_fallback) += 1;
+            ++rows;
+            if (got != want.token) {
+              ++mismatches;
+              if (hone::sampling_distribution(clean, p)[size_t(got)] == 0.0) ++outside;
+              std::printf("  sampler top-k path: top-k %lld top-p %.2f min-p %.2f T %.1f V=%d row %d (kind %d, %s): "
+                          "token %d, the CPU's %d\n", static_cast<long long>(k), double(top_p), double(min_p),
+                          double(p.temperature), V, b, b % kTopkKinds, gathers ? "gathered" : "fallback", got,
+                          want.token);
+            }
+            BOOST_CHECK(std::isfinite(clean[size_t(got)]));  // never a NaN or -inf logit
+            worst_lp = std::max(worst_lp, std::fabs(hone::temperature_logprob(clean, p.temperature, got) - lp));
+          }
+        }
+      }
+  std::printf("  sampler top-k path: rows %lld (gathered %lld, fallback %lld; at k = %d: %lld and %lld), token "
+              "mismatches %lld (%lld outside the CPU's kept set), max |logprob diff| %.2e\n",
+              static_cast<long long>(rows), static_cast<long long>(gathered), static_cast<long long>(fallback),
+              kCandidateCap, static_cast<long long>(cap_gathered), static_cast<long long>(cap_fallback),
+              static_cast<long long>(mismatches), static_cast<long long>(outside), worst_lp);
+  BOOST_TEST(gathered > 0);
+  BOOST_TEST(fallback > 0);
+  BOOST_TEST(cap_gathered > 0);
+  BOOST_TEST(cap_fallback > 0);
+  BOOST_TEST(double(mismatches) <= 0.001 * double(rows));
+  BOOST_TEST(double(outside) <= 0.001 * double(rows));
+  BOOST_TEST(worst_lp <= 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(zero_uniform_draws_the_first_token_of_nonzero_fp32_weight,

@@ -5,8 +5,8 @@
 // physically shared, as in the engine). Achieved GB/s counts the bytes each path must read:
 //   plain : sum_b L_b * Hkv * D * 2 (K and V) * 2 bytes + q and out (B * Hq * D * 2 bytes each)
 //   shared: (sum_g P_g + sum_b (L_b - P_g(b))) * Hkv * D * 2 * 2 bytes + q and out
-// (the split/partial traffic of the combine is overhead, not counted). Also times sample_tokens at B = 512,
-// V = 151936 (no filter; top-p 0.9 + top-k 50) against one read of the fp32 logits (B * V * 4 bytes).
+// (the split/partial traffic of the combine is overhead, not counted). The sampler has its own benchmark,
+// tests/programs/bench_sampler.cpp.
 // Prints its numbers and exits 0; a CPU-only build prints that there is nothing to measure.
 #include <cstdio>
 
@@ -171,52 +171,6 @@ void bench_attention(const hone::cuda::GpuContext& ctx, const AttentionShape& sh
     CUDA_CHECK(cudaFree(p));
 }
 
-void bench_sampler(const hone::cuda::GpuContext& ctx) {
-  const int B = 512, V = 151936;
-  std::vector<float> logits(static_cast<size_t>(B) * V);
-  uint64_t s = 0x9E3779B97F4A7C15ull;
-  for (auto& x : logits) {  // roughly normal (sum of four uniforms), scale ~3
-    float u = 0;
-    for (int i = 0; i < 4; ++i) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      u += float(s >> 40) * (1.f / 16777216.f);
-    }
-    x = (u - 2.f) * 5.2f;
-  }
-  float* d_logits = device_copy(logits);
-  std::vector<int32_t> idx(static_cast<size_t>(B));
-  for (int b = 0; b < B; ++b) idx[size_t(b)] = b;
-  int32_t* d_sample = device_copy(idx);
-  int32_t* d_pos = device_copy(idx);
-  int32_t* d_tokens = nullptr;
-  float* d_lp = nullptr;
-  CUDA_CHECK(cudaMalloc(&d_tokens, size_t(B) * sizeof(int32_t)));
-  CUDA_CHECK(cudaMalloc(&d_lp, size_t(B) * sizeof(float)));
-  std::printf("sample_tokens: B=%d V=%d (one read of the logits: %.1f MB)\n", B, V, double(B) * V * 4 / 1e6);
-  struct Setting {
-    const char* name;
-    hone::cuda::GpuSamplingParams p;
-  };
-  std::vector<Setting> settings(3);
-  settings[0].name = "no filter";
-  settings[1].name = "top-p 0.9 + top-k 50";
-  settings[1].p.top_p = 0.9f;
-  settings[1].p.top_k = 50;
-  settings[2].name = "greedy";
-  settings[2].p.greedy = true;
-  for (const Setting& st : settings) {
-    uint32_t step = 0;
-    const double us = time_us([&] { hone::cuda::sample_tokens(d_tokens, d_lp, d_logits, V, B, V, st.p, 1234, step++,
-                                                              d_sample, d_pos, ctx); },
-                              ctx.stream, 3, 20);
-    std::printf("  %-22s %10.1f us  %8.0f GB/s (per one read of the logits)\n", st.name, us,
-                double(B) * V * 4 / (us * 1e3));
-  }
-  for (void* p : {static_cast<void*>(d_logits), static_cast<void*>(d_sample), static_cast<void*>(d_pos),
-                  static_cast<void*>(d_tokens), static_cast<void*>(d_lp)})
-    CUDA_CHECK(cudaFree(p));
-}
-
 }  // namespace
 
 int main() {
@@ -232,7 +186,6 @@ int main() {
     std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     bench_attention(ctx, {"Qwen3-0.6B", 16, 8, 128});
     bench_attention(ctx, {"Llama-3.2-1B", 32, 8, 64});
-    bench_sampler(ctx);
     hone::cuda::destroy_gpu_context(ctx);
   } catch (const std::exception& e) {
     std::printf("bench_decode_attention failed: %s\n", e.what());
