@@ -13,7 +13,6 @@
 // GEMMs (the GPU never learns the count without a synchronization) and are masked by the kernels.
 #include <algorithm>
 
-#include "cuda/check.h"
 #include "cuda/gemm.h"
 #include "cuda/lm_head_kernels.h"
 #include "cuda/ops_cuda.h"
@@ -40,28 +39,6 @@ int row_block(int T, size_t bytes_per_row) {
   return int(std::max<size_t>(1, std::min<size_t>(r, size_t(std::min(T, kMaxRowBlock)))));
 }
 
-// The forward's logits chunk [RB, cv] in fp32 is written by one GEMM and read back at once by the statistics
-// kernel: when it fits in a third of the L2 (beside the GEMM's W chunk and rows of h) it is read from there, and
-// neither the write nor the read need reach HBM (the next chunk's GEMM overwrites the same lines). Past that, every
-// logit costs 8 bytes of HBM traffic: 398 GB a step of 327,680 tokens at the Qwen3 vocabulary. Each row block reads
-// all of W once (311 MB at that shape), so the vocabulary chunk is capped at kForwardChunkV to keep the blocks tall
-// (2048 rows on a 50 MB L2: 8 blocks of a 16,384-token micro-batch), and a block has at least kMinForwardRows.
-constexpr int kForwardChunkV = 2048;
-constexpr int kMinForwardRows = 256;
-
-int64_t l2_bytes() {
-  int dev = 0, bytes = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev));
-  return bytes;
-}
-
-int forward_row_block(int T, int cv) {
-  const int64_t fit = l2_bytes() / 3 / (int64_t(cv) * int64_t(sizeof(float)));
-  const int64_t rows = std::max<int64_t>(kMinForwardRows, fit / 128 * 128);
-  return int(std::max<int64_t>(1, std::min<int64_t>({rows, T, kMaxRowBlock})));
-}
-
 // z[R, n] = h[R, C] W[v0 : v0 + n, C]^T / temperature, fp32, row stride n.
 void logits_chunk(float* z, const bf16* h, const bf16* w, int R, int C, int v0, int n, float temperature,
                   const GpuContext& ctx) {
@@ -85,10 +62,9 @@ LmHeadRowOutputs at_row(LmHeadRowOutputs o, int r0) {
 // logits folded into the row state; the last chunk writes `out` (offset to the block by at_row).
 void forward_rows(const bf16* h, const bf16* w, const int32_t* targets, int T, int C, int V, int vocab_begin,
                   float temperature, int chunk_v, LmHeadRowOutputs out, const GpuContext& ctx) {
-  const int cv = std::min({chunk_v, V, kForwardChunkV});
-  // Per row: the logits chunk (fp32) and the state m, zt (fp32), s, u (fp64). The chunk is written by the GEMM and
-  // read once by the statistics kernel: sized to stay in L2 between the two (forward_row_block).
-  const int RB = forward_row_block(T, cv);
+  const int cv = std::min(chunk_v, V);
+  // Per row: the logits chunk (fp32) and the state m, zt (fp32), s, u (fp64).
+  const int RB = row_block(T, size_t(cv) * sizeof(float) + 2 * sizeof(float) + 2 * sizeof(double) + 64);
   const size_t z_bytes = round_up(size_t(RB) * cv * sizeof(float));
   const size_t d_bytes = round_up(size_t(RB) * sizeof(double));
   const size_t f_bytes = round_up(size_t(RB) * sizeof(float));
