@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cuda/check.h"
+#include "gpu_bench_main.h"
 #include "cuda/generation_ops.h"
 
 namespace {
@@ -174,24 +175,10 @@ void bench_attention(const hone::cuda::GpuContext& ctx, const AttentionShape& sh
 }  // namespace
 
 int main() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::printf("bench_decode_attention: no CUDA device, nothing to measure\n");
-    return 0;
-  }
-  try {
-    hone::cuda::GpuContext ctx = hone::cuda::create_gpu_context(0);
-    cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  return test::run_gpu_bench("bench_decode_attention", [](const hone::cuda::GpuContext& ctx) {
     bench_attention(ctx, {"Qwen3-0.6B", 16, 8, 128});
     bench_attention(ctx, {"Llama-3.2-1B", 32, 8, 64});
-    hone::cuda::destroy_gpu_context(ctx);
-  } catch (const std::exception& e) {
-    std::printf("bench_decode_attention failed: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  });
 }
 
 #else

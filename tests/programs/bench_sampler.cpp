@@ -12,10 +12,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <exception>
 #include <vector>
 
 #include "cuda/check.h"
+#include "gpu_bench_main.h"
 #include "cuda/generation_ops.h"
 
 namespace {
@@ -110,24 +110,10 @@ void bench(const hone::cuda::GpuContext& ctx, const char* vocab, int B, int V) {
 }  // namespace
 
 int main() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::printf("bench_sampler: no CUDA device, skipped\n");
-    return 0;
-  }
-  try {
-    hone::cuda::GpuContext ctx = hone::cuda::create_gpu_context(0);
-    cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  return test::run_gpu_bench("bench_sampler", [](const hone::cuda::GpuContext& ctx) {
     bench(ctx, "Qwen3", 512, 151936);
     bench(ctx, "Llama 3", 512, 128256);
-    hone::cuda::destroy_gpu_context(ctx);
-  } catch (const std::exception& e) {
-    std::printf("bench_sampler failed: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  });
 }
 
 #else
