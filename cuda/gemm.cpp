@@ -177,6 +177,17 @@ std::unique_ptr<Plan> make_plan(const PlanKey& k, const bf16* bias, const GpuCon
   return plan;
 }
 
+// The arguments every entry point checks; false when the product is empty (M or N is 0: nothing to do).
+bool check_gemm(bool trans_a, bool trans_b, int M, int N, int K, const bf16* A, int lda, const bf16* B, int ldb,
+                const void* D, int ldd) {
+  HONE_CHECK(M >= 0 && N >= 0 && K > 0, "bad GEMM shape M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return false;
+  HONE_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldd >= N, "bad GEMM leading dimensions lda=",
+             lda, " ldb=", ldb, " ldd=", ldd, " for M=", M, " N=", N, " K=", K);
+  HONE_CHECK(A && B && D, "GEMM with a null operand");
+  return true;
+}
+
 cublasHandle_t cublas_handle(GemmState& st, const GpuContext& ctx) {
   if (!st.cublas) {
     CUBLAS_CHECK(cublasCreate(&st.cublas));
@@ -190,11 +201,7 @@ cublasHandle_t cublas_handle(GemmState& st, const GpuContext& ctx) {
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, const bf16* B, int ldb,
           float beta, void* D, GemmOut d_type, int ldd, const bf16* bias, const GpuContext& ctx) {
-  HONE_CHECK(M >= 0 && N >= 0 && K > 0, "bad GEMM shape M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0) return;
-  HONE_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldd >= N, "bad GEMM leading dimensions lda=",
-             lda, " ldb=", ldb, " ldd=", ldd, " for M=", M, " N=", N, " K=", K);
-  HONE_CHECK(A && B && D, "GEMM with a null operand");
+  if (!check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, D, ldd)) return;
   HONE_CHECK(!bias || d_type == GemmOut::bf16, "the GEMM bias epilogue is for bf16 outputs");
   GemmState& st = state_of(ctx);
   const PlanKey key{trans_a,          trans_b,          M,
@@ -235,11 +242,7 @@ void gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
     gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, D, d_type, ldd, nullptr, ctx);
     return;
   }
-  HONE_CHECK(M >= 0 && N >= 0 && K > 0, "bad GEMM shape M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0) return;
-  HONE_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldd >= N, "bad GEMM leading dimensions lda=",
-             lda, " ldb=", ldb, " ldd=", ldd, " for M=", M, " N=", N, " K=", K);
-  HONE_CHECK(A && B && D, "GEMM with a null operand");
+  if (!check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, D, ldd)) return;
   // Every product's operands must meet the alignment the plan is chosen for: the smallest over the first and the
   // second product's addresses (the strides repeat from there).
   const int align_a = std::min(alignment_of(A), alignment_of(A + stride_a));
@@ -312,11 +315,7 @@ size_t gemm_plan_count(const GpuContext& ctx) { return state_of(ctx).plans.size(
 
 void gemm_varying(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, const bf16* B,
                   int ldb, float beta, void* D, GemmOut d_type, int ldd, const GpuContext& ctx) {
-  HONE_CHECK(M >= 0 && N >= 0 && K > 0, "bad GEMM shape M=", M, " N=", N, " K=", K);
-  if (M == 0 || N == 0) return;
-  HONE_CHECK(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldd >= N, "bad GEMM leading dimensions lda=",
-             lda, " ldb=", ldb, " ldd=", ldd, " for M=", M, " N=", N, " K=", K);
-  HONE_CHECK(A && B && D, "GEMM with a null operand");
+  if (!check_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, D, ldd)) return;
   // Only a size that is a layout's column count is rounded up: a row count is bounded by its leading dimension.
   const int Mb = trans_a ? M : bucket(M), Kb = (trans_a && !trans_b) ? bucket(K) : K;
   GemmState& st = state_of(ctx);

@@ -8,7 +8,8 @@
 //      above a level's bin fit 4096 slots (usually at once), a read gathers them and steps 2-5 finish in shared
 //      memory (cuda/sampler_topk.cuh); otherwise the exact k-th key goes on to steps 3-5 below.
 //   3. top-p: radix select on the same key of the largest logit theta whose tail mass sum_{x >= theta} w (over the
-//      top-k survivors) reaches p * (their mass), with mass histograms in double; every token tied with it is kept.
+//      top-k survivors) reaches p * (their mass), with mass histograms in double; every token tied with it is kept
+//      (cuda/sampler_topp.cuh).
 //   4. min-p: keep w >= min_p (w = exp((x - max) / T) is the probability relative to the most probable token).
 //   5. draw: u = philox_uniform(seed, step, sample, position); the first kept token, in ascending id order, whose
 //      running kept mass exceeds u * (kept mass), found in three levels: 32 segment sums, 32 sub-segment sums of
@@ -105,73 +106,6 @@ __device__ __forceinline__ void hist_add(T* hist, bool active, int bin, T value)
   }
 }
 
-// Adds `value` to the mass histogram's hist[bin] for lanes with `active`: each bin's lanes are summed first and one
-// lane adds their sum. A double atomic in shared memory is a compare-and-swap loop, and at top-p's first level a
-// row's logits fall into about ten bins (sign and exponent): lane by lane, the lanes of one bin retry against each
-// other and against the other warps (profiled on an H100: 21 shared-memory wavefronts a logit, 16 active lanes).
-__device__ __forceinline__ void hist_add_mass(double* hist, bool active, int bin, double value) {
-  const int lane = threadIdx.x & 31;
-  for (unsigned left = __ballot_sync(kFull, active); left;) {
-    const int first = __ffs(left) - 1;
-    const int b = __shfl_sync(kFull, bin, first);
-    const bool mine = active && bin == b;
-    const double s = warp_sum(mine ? value : 0.0);
-    if (lane == first) atomicAdd(&hist[b], s);
-    left &= ~__ballot_sync(kFull, mine);
-  }
-}
-
-// Warp 0: the highest bin b with sum_{b' >= b} hist[b'] >= need; *above = sum_{b' > b} hist[b']. *reached is false
-// when the total is below need; the lowest nonzero bin is returned then. When the scan crosses need inside a lane
-// but that lane's serial sum stops short (rounding of double sums), its lowest nonzero bin is returned.
-template <typename T>
-__device__ int select_bin_desc(const T* hist, T need, T* above, bool* reached) {
-  const int lane = threadIdx.x & 31;
-  const int hi = 255 - 8 * lane;  // lane 0 holds the highest bins
-  T s = T(0);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) s += hist[hi - j];
-  const T incl = warp_inclusive_scan(s, lane);
-  T excl = __shfl_up_sync(kFull, incl, 1);  // the previous lane's inclusive sum: below need whenever it did not hit
-  if (lane == 0) excl = T(0);
-  const unsigned hit = __ballot_sync(kFull, incl >= need && s > T(0));
-  int bin = -1;
-  T ab = T(0);
-  bool ok = false;
-  const unsigned nonzero = __ballot_sync(kFull, s > T(0));
-  const int lane_pick = hit ? __ffs(hit) - 1 : (nonzero ? 31 - __clz(nonzero) : -1);
-  if (lane == lane_pick) {
-    T cum = excl;
-    int low_nonzero = -1;
-    T cum_before_low = T(0);
-    for (int j = 0; j < 8; ++j) {
-      const T h = hist[hi - j];
-      if (h > T(0)) {
-        low_nonzero = hi - j;
-        cum_before_low = cum;
-      }
-      const T before = cum;
-      cum += h;
-      if (hit && h > T(0) && cum >= need) {
-        bin = hi - j;
-        ab = before;
-        ok = true;
-        break;
-      }
-    }
-    if (!ok) {
-      bin = low_nonzero;
-      ab = cum_before_low;
-    }
-  }
-  const int src = lane_pick < 0 ? 0 : lane_pick;
-  bin = __shfl_sync(kFull, bin, src);
-  ab = __shfl_sync(kFull, ab, src);
-  *above = ab;
-  *reached = hit != 0;  // the scan reached `need` (a miss inside the lane is rounding, not a short total)
-  return bin;
-}
-
 // The 32 segments of a row, one per warp in the fused pass: `head` elements up to the row's first 16-byte boundary
 // belong to segment 0, then segment s starts at head + s * len with len a multiple of 4, so every segment's body is
 // read with aligned float4 loads whatever ld and the row's address are (the head and the last 1-3 ids are scalar).
@@ -217,44 +151,7 @@ __device__ __forceinline__ void visit_row(const float* x, const Segments& seg, F
   if (t0 < b) f(t0 + lane < b ? x[t0 + lane] : 0.f, t0 + lane, t0 + lane < b);
 }
 
-// The key theta of the largest logit among candidates (key >= floor_key) with sum_{key >= theta} w >= target;
-// floor_key (keep every candidate) when the candidates' mass is below the target.
-__device__ uint32_t select_mass_key(const float* x, const Segments& seg, uint32_t floor_key, double target,
-                                    float xmax, float inv_t, double* hist, int* s_bin, double* s_above,
-                                    bool* s_reached) {
-  uint32_t prefix = 0, mask = 0;
-  double need = target;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < 256; i += kThreads) hist[i] = 0.0;
-    __syncthreads();
-    visit_row<2>(x, seg, [&](float v, int, bool valid) {  // 2 loads in flight: with 4 the kernel spills
-      const uint32_t key = order_key(v);
-      const bool active = valid && key >= floor_key && (key & mask) == prefix;
-      hist_add_mass(hist, active, int((key >> shift) & 255u), active ? double(weight_of(v, xmax, inv_t)) : 0.0);
-    });
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      double above = 0;
-      bool reached = false;
-      const int bin = select_bin_desc<double>(hist, need, &above, &reached);
-      if (threadIdx.x == 0) {
-        *s_bin = bin;
-        *s_above = above;
-        *s_reached = reached;
-      }
-    }
-    __syncthreads();
-    const int bin = *s_bin;
-    const bool reached = *s_reached;
-    const double above = *s_above;
-    __syncthreads();
-    if (bin < 0 || (shift == 24 && !reached)) return floor_key;  // the whole candidate mass is below the target
-    need -= above;
-    prefix |= uint32_t(bin) << shift;
-    mask |= 255u << shift;
-  }
-  return prefix > floor_key ? prefix : floor_key;
-}
+#include "cuda/sampler_topp.cuh"
 
 struct Keep {
   uint32_t key_floor;
