@@ -286,38 +286,62 @@ __global__ void __launch_bounds__(kThreads) prefix_kernel(Args a) {
 }
 
 // One warp per (row, query head): merges the row's sequence splits and, for rows of a group, the prefix splits.
+// Lane s % 32 holds split s's lse and weight, so the max and the denominator are warp reductions, not a chain of
+// dependent loads; each lane then accumulates 4 adjacent dimensions over the splits (every supported D is a multiple
+// of 4).
+// Empty splits (lse -inf, weight 0) are skipped: their partial output was never written.
 __global__ void combine_kernel(Args a, int D) {
   const int64_t w = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (w >= int64_t(a.B) * a.Hq) return;
   const int b = int(w / a.Hq);
   const bool grouped = a.num_groups > 0 && b >= a.group_offsets[0] && b < a.group_offsets[a.num_groups];
-  const float* lse1 = a.plain_lse + w * a.nsplit;
-  const float* o1 = a.plain_o + w * a.nsplit * D;
-  const int n2 = grouped ? a.nsplit_p : 0;
+  const int n1 = a.nsplit, n = n1 + (grouped ? a.nsplit_p : 0);  // n <= 2 * kMaxSplits = 4 * 32
+  const float* lse1 = a.plain_lse + w * n1;
+  const float* o1 = a.plain_o + w * n1 * D;
   const float* lse2 = grouped ? a.pre_lse + w * a.nsplit_p : nullptr;
   const float* o2 = grouped ? a.pre_o + w * a.nsplit_p * D : nullptr;
+  constexpr int kPerLane = 2 * kMaxSplits / 32;
+  float l[kPerLane];
   float M = -INFINITY;
-  for (int s = 0; s < a.nsplit; ++s) M = fmaxf(M, lse1[s]);
-  for (int s = 0; s < n2; ++s) M = fmaxf(M, lse2[s]);
-  float den = 0.f;
-  if (M != -INFINITY) {
-    for (int s = 0; s < a.nsplit; ++s) den += exp2f(lse1[s] - M);
-    for (int s = 0; s < n2; ++s) den += exp2f(lse2[s] - M);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int s = lane + 32 * i;
+    l[i] = s < n1 ? lse1[s] : s < n ? lse2[s - n1] : -INFINITY;
+    M = fmaxf(M, l[i]);
   }
-  for (int d = lane; d < D; d += 32) {
-    float num = 0.f;
-    if (M != -INFINITY) {
-      for (int s = 0; s < a.nsplit; ++s) {
-        const float e = exp2f(lse1[s] - M);
-        if (e > 0.f) num += e * o1[int64_t(s) * D + d];
-      }
-      for (int s = 0; s < n2; ++s) {
-        const float e = exp2f(lse2[s] - M);
-        if (e > 0.f) num += e * o2[int64_t(s) * D + d];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+  float e[kPerLane], den = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    e[i] = M != -INFINITY && l[i] != -INFINITY ? exp2f(l[i] - M) : 0.f;
+    den += e[i];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+  const float inv = M != -INFINITY ? 1.f / den : 0.f;
+  auto part = [&](int s) { return s < n1 ? o1 + int64_t(s) * D : o2 + int64_t(s - n1) * D; };
+  for (int d0 = 0; d0 < D; d0 += 128) {  // every lane runs every iteration: the loop shuffles
+    const int d = d0 + lane * 4;
+    const bool active = d < D;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      if (32 * i >= n) break;
+#pragma unroll 4  // independent loads of several splits in flight
+      for (int j = 0; j < 32 && 32 * i + j < n; ++j) {
+        const float es = __shfl_sync(0xffffffffu, e[i], j);
+        if (es > 0.f && active) {
+          const float4 v = *reinterpret_cast<const float4*>(part(32 * i + j) + d);
+          acc.x += es * v.x, acc.y += es * v.y, acc.z += es * v.z, acc.w += es * v.w;
+        }
       }
     }
-    a.out[w * D + d] = __float2bfloat16(M != -INFINITY ? num / den : 0.f);
+    if (!active) continue;
+    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(a.out + w * D + d);
+    dst[0] = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+    dst[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
   }
 }
 
@@ -441,6 +465,7 @@ void launch(const Args& args, const Plan& p, const PagedDecodeArgs& a, const Gpu
     CUDA_CHECK_LAST();
   }
   if (!p.direct) {
+    HONE_CHECK(reinterpret_cast<uintptr_t>(args.out) % 8 == 0, "paged decode attention output not 8-byte aligned");
     combine_kernel<<<unsigned(ceil_div(int64_t(a.B) * args.Hq, kWarps)), kThreads, 0, ctx.stream>>>(args, D);
     CUDA_CHECK_LAST();
   }

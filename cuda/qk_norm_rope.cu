@@ -6,13 +6,16 @@
 // [8j, 8j+8) and their RoPE partners [D/2 + 8j, D/2 + 8j + 8): two 16-byte loads per tensor per row, and the
 // rotation pairs meet in one lane, so no shuffles for the rotation. A warp holds 32/G rows at a time: the heads of
 // one token (its H heads in ceil(H / (32/G)) steps), or of several tokens when H < 32/G. Each lane evaluates the
-// sincosf of its 8 frequencies once per token, reused over the token's heads; w stays in registers.
+// sincosf of its 8 frequencies once per token, reused over the token's heads; w stays in registers. With few
+// tokens (a decode step) the forward gives each warp a slice of a token's head steps instead.
 // The arithmetic is rmsnorm.cu's and rope.cu's (fp32, IEEE sqrt and division, full-precision sincosf), except that
 // the normed row stays in fp32 into the rotation: out is rounded once.
 // Backward: dn = R^T dout, dx = rstd (dn w - x rstd^2 sum(dn w x)/D) WRITTEN in bf16. dw is deterministic: a fixed
 // grid (it depends on T, H, D and the SM count only) strides over the tokens, each lane sums dn x rstd of its
 // columns in registers, the block adds its warps in a fixed order and writes one partial row; a second kernel adds
 // the partial rows in order into dw (fp32, accumulated). With one block the first kernel adds into dw directly.
+#include <algorithm>
+
 #include "cuda/check.h"
 #include "cuda/elementwise_common.cuh"
 #include "cuda/kernel_scratch.h"
@@ -29,6 +32,7 @@ constexpr int kWarps = 8;                 // warps per block
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxD = 512;                // 32 lanes x 16 columns
 constexpr int kBackwardBlocksPerSm = 4;   // the backward's fixed grid
+constexpr int kForwardWarpsPerSm = 16;    // the forward spreads a token's heads over warps below this many
 
 // Sum over the G lanes of a row (G a power of two, rows aligned to G lanes). Every lane of the warp calls it.
 template <int G>
@@ -68,10 +72,13 @@ template <int G>
 __global__ void __launch_bounds__(kThreads) qk_norm_rope_forward_kernel(bf16* out, float* rstd, const bf16* x,
                                                                         const bf16* w, const int32_t* pos,
                                                                         const float* inv_freq, int T, int H, int D,
-                                                                        float eps) {
+                                                                        float eps, int slices) {
   const LaneMap<G> m(H, D);
-  const int unit = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const int warp = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const int unit = warp / slices, slice = warp % slices;
   if (unit * m.P >= T) return;  // the whole warp: no row of it exists
+  const int per = (m.steps + slices - 1) / slices, s_begin = slice * per;
+  const int s_end = m.steps < s_begin + per ? m.steps : s_begin + per;
   const int half = D / 2, t = m.token(unit);
   const bool live = m.lane_on && t < T;
   const int lo_col = kVec * m.j, hi_col = half + kVec * m.j;
@@ -83,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_forward_kernel(bf16* ou
     for (int k = 0; k < kVec; ++k) f[k] = inv_freq[lo_col + k];
     token_angles(cs, sn, f, pos[t]);
   }
-  for (int s = 0; s < m.steps; ++s) {  // the same count in every lane: the row sums need the whole warp
+  for (int s = s_begin; s < s_end; ++s) {  // the same count in every lane: the row sums need the whole warp
     const int h = m.head0 + s * m.Hc;
     const bool ok = live && h < H;
     const int64_t row = int64_t(t) * H + h;
@@ -228,6 +235,12 @@ void check_args(int H, int D, const void* a, const void* b, const void* c, const
              "qk_norm_rope: tensors must be 16-byte aligned");
 }
 
+// Steps a warp unit takes over the heads of its tokens (LaneMap::steps).
+int head_steps(int H, int D) {
+  const int rows = 32 / lanes_per_row(D), Hc = H < rows ? H : rows;
+  return (H + Hc - 1) / Hc;
+}
+
 // Warp units (P tokens each) for T tokens.
 int units_for(int T, int H, int D) {
   const int rows = 32 / lanes_per_row(D), Hc = H < rows ? H : rows, P = rows / Hc;
@@ -236,8 +249,9 @@ int units_for(int T, int H, int D) {
 
 template <int G>
 void launch_forward(unsigned blocks, bf16* out, float* rstd, const bf16* x, const bf16* w, const int32_t* pos,
-                    const float* inv_freq, int T, int H, int D, float eps, const GpuContext& ctx) {
-  qk_norm_rope_forward_kernel<G><<<blocks, kThreads, 0, ctx.stream>>>(out, rstd, x, w, pos, inv_freq, T, H, D, eps);
+                    const float* inv_freq, int T, int H, int D, float eps, int slices, const GpuContext& ctx) {
+  qk_norm_rope_forward_kernel<G>
+      <<<blocks, kThreads, 0, ctx.stream>>>(out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices);
 }
 
 template <int G>
@@ -254,14 +268,19 @@ void qk_norm_rope_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, 
                           const float* inv_freq, int T, int H, int D, float eps, const GpuContext& ctx) {
   if (T <= 0) return;
   check_args(H, D, out, x, w, x);
-  const unsigned blocks = unsigned((units_for(T, H, D) + kWarps - 1) / kWarps);
+  // Few tokens (a decode step): a token's head steps are spread over several warps, so no warp walks its heads one
+  // load latency after another while most SMs idle. Each row is computed the same way either way.
+  const int units = units_for(T, H, D), steps = head_steps(H, D);
+  const int want = (ctx.sm_count > 0 ? ctx.sm_count : 132) * kForwardWarpsPerSm;
+  const int slices = units >= want ? 1 : std::min(steps, (want + units - 1) / units);
+  const unsigned blocks = unsigned((int64_t(units) * slices + kWarps - 1) / kWarps);
   switch (lanes_per_row(D)) {
-    case 1: launch_forward<1>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, ctx); break;
-    case 2: launch_forward<2>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, ctx); break;
-    case 4: launch_forward<4>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, ctx); break;
-    case 8: launch_forward<8>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, ctx); break;
-    case 16: launch_forward<16>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, ctx); break;
-    default: launch_forward<32>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, ctx); break;
+    case 1: launch_forward<1>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
+    case 2: launch_forward<2>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
+    case 4: launch_forward<4>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
+    case 8: launch_forward<8>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
+    case 16: launch_forward<16>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
+    default: launch_forward<32>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
   }
   CUDA_CHECK_LAST();
 }

@@ -1,6 +1,7 @@
 // RMSNorm on bf16 rows (also the per-head q/k norm: rows = T*H, C = D), fp32 math, Hugging Face's order:
 // rstd = 1/sqrt(mean(x^2) + eps), out = w * (x * rstd), rounded once to bf16.
-//   forward / fused add+forward: one warp per row (8 rows per block), two passes over the row (the second hits L1/L2).
+//   forward / fused add+forward: one warp per row (8 rows per block), two passes over the row (the second hits L1/L2);
+//   with fewer rows than fill the SMs that way (a decode step), a block per row holding the row in registers.
 //   backward dx: one warp per row, dx (+)= rstd (dout w - x rstd^2 sum(dout w x)/C) in fp32, rounded once (the old
 //   dx is read only when accumulating).
 //   backward dw: deterministic two-level sum: blocks of 32 columns x a slice of rows write partial sums (fixed
@@ -19,6 +20,10 @@ using detail::kVec;
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kDwRowsPerBlock = 8;  // blockDim.y of the dw partial kernel (blockDim.x = 32 columns)
+
+// The block-per-row forward: threads a block, 16-byte chunks a thread (rows up to 8 * 256 * 8 = 16,384 wide).
+constexpr int kRowThreads = 256;
+constexpr int kRowChunks = 8;
 
 __device__ __forceinline__ int warp_row() { return blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); }
 
@@ -101,6 +106,49 @@ __global__ void add_rmsnorm_forward_kernel(bf16* sum, bf16* out, float* rstd, co
   }
   ss = detail::warp_sum(ss);
   normalize_row(out + off, rstd, sum + off, w, row, C, ss, eps, vec);
+}
+
+// Few rows (a decode step's batch): a block per row, every 16-byte chunk loaded once into registers, the sum of
+// squares over the block, the normalized row written from the registers. One warp per row would leave most SMs idle
+// and walk the row twice with a whole load latency per pass. With add, `sum` may alias a or b: each thread writes
+// only the chunks it read.
+template <bool kAdd>
+__global__ void __launch_bounds__(kRowThreads) rmsnorm_row_block_kernel(bf16* sum, bf16* out, float* rstd,
+                                                                       const bf16* a, const bf16* b, const bf16* w,
+                                                                       int C, float eps) {
+  __shared__ float shared[32];
+  const int row = blockIdx.x;
+  const int64_t off = int64_t(row) * C;
+  float v[kRowChunks][kVec];
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    const int c = (i * kRowThreads + int(threadIdx.x)) * kVec;
+    if (c >= C) break;
+    detail::load8(v[i], a + off + c);
+    if constexpr (kAdd) {
+      float bv[kVec];
+      detail::load8(bv, b + off + c);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[i][k] = __bfloat162float(__float2bfloat16_rn(v[i][k] + bv[k]));
+      detail::store8(sum + off + c, v[i]);
+    }
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) ss += v[i][k] * v[i][k];
+  }
+  ss = detail::block_sum(ss, shared);
+  const float rs = 1.0f / sqrtf(ss / float(C) + eps);
+  if (threadIdx.x == 0) rstd[row] = rs;
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    const int c = (i * kRowThreads + int(threadIdx.x)) * kVec;
+    if (c >= C) break;
+    float wv[kVec];
+    detail::load8(wv, w + c);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[i][k] = wv[k] * (v[i][k] * rs);
+    detail::store8(out + off + c, v[i]);
+  }
 }
 
 __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf16* x, const bf16* w,
@@ -189,12 +237,23 @@ __global__ void rmsnorm_backward_dw_final_kernel(float* dw, const float* partial
 
 unsigned row_blocks(int rows) { return unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
+// A block per row where a warp per row would not give every SM a block of 8 rows, for rows the block can hold.
+bool use_row_blocks(int rows, int C, bool vec, const GpuContext& ctx) {
+  return vec && C <= kRowThreads * kRowChunks * kVec && int64_t(row_blocks(rows)) < (ctx.sm_count > 0 ? ctx.sm_count : 132);
+}
+
 }  // namespace
 
 void rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int rows, int C, float eps,
                      const GpuContext& ctx) {
   if (rows <= 0 || C <= 0) return;
   const bool vec = C % kVec == 0 && detail::aligned16(out) && detail::aligned16(x) && detail::aligned16(w);
+  if (use_row_blocks(rows, C, vec, ctx)) {
+    rmsnorm_row_block_kernel<false><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(nullptr, out, rstd, x, nullptr,
+                                                                                    w, C, eps);
+    CUDA_CHECK_LAST();
+    return;
+  }
   rmsnorm_forward_kernel<<<row_blocks(rows), kWarpsPerBlock * 32, 0, ctx.stream>>>(out, rstd, x, w, rows, C, eps,
                                                                                     vec);
   CUDA_CHECK_LAST();
@@ -205,6 +264,11 @@ void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const
   if (rows <= 0 || C <= 0) return;
   const bool vec = C % kVec == 0 && detail::aligned16(sum) && detail::aligned16(out) && detail::aligned16(a) &&
                    detail::aligned16(b) && detail::aligned16(w);
+  if (use_row_blocks(rows, C, vec, ctx)) {
+    rmsnorm_row_block_kernel<true><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(sum, out, rstd, a, b, w, C, eps);
+    CUDA_CHECK_LAST();
+    return;
+  }
   add_rmsnorm_forward_kernel<<<row_blocks(rows), kWarpsPerBlock * 32, 0, ctx.stream>>>(sum, out, rstd, a, b, w,
                                                                                         rows, C, eps, vec);
   CUDA_CHECK_LAST();

@@ -4,7 +4,7 @@
 // different orders), and dw bitwise equal over two runs (tolerance 0: the reduction is deterministic).
 // Shapes {T, H, D, max_pos}: rows T*H of 1, 7, 1000 and 32768; D 16/32/64/128 (1, 2, 4, 8 lanes a row), 48/80/96
 // (lanes without columns), 256/512; H 1, 2, 3, 6, 8, 16 (H below, equal to and above the rows a warp holds, and not
-// a multiple of them).
+// a multiple of them); decode-sized T with several head steps (8 x 16, 9 x 12, 6 x 40), spread over warps.
 #if HONE_CUDA
 #include "check_common.h"
 #include "device_buffer.h"
@@ -110,7 +110,8 @@ const std::vector<test::OpShape> kShapes = {
     {1, 1, 128, 10},       {7, 1, 64, 100},       {7, 1, 16, 100},        {1, 7, 32, 4096},
     {500, 2, 128, 4096},   {125, 8, 64, 2048},    {1000, 1, 16, 4096},    {2048, 16, 128, 32768},
     {4096, 8, 128, 40000}, {16384, 2, 64, 8192},  {33, 3, 80, 1000},      {5, 6, 96, 100},
-    {11, 3, 48, 300},      {13, 5, 256, 1000},    {3, 2, 512, 100}};
+    {11, 3, 48, 300},      {13, 5, 256, 1000},    {3, 2, 512, 100},       {8, 16, 128, 4096},
+    {9, 12, 128, 4096},    {6, 40, 64, 4096}};
 
 const test::OpCheckRegistration reg_fwd{
     {"qk_norm_rope_forward", 1e-2, kShapes,

@@ -1,7 +1,8 @@
 // GPU op checks for RMSNorm: forward (out bf16 1e-2; rstd fp32 1e-5), the fused residual add + norm, and backward
 // (dx bf16 1e-2; dw fp32 1e-5, both accumulated into random values). Shapes {rows, C}: C = 33 and 1001 take the
 // scalar path (C % 8 != 0), C = 64/128 are the per-head q/k norm, rows = 1 and 7 leave most warps of a block idle,
-// and the dw shapes cover both the single-slice and the two-kernel (partial sums) reductions.
+// and the dw shapes cover both the single-slice and the two-kernel (partial sums) reductions. The forward takes a
+// block per row below the rows that fill the SMs a warp each (7 x 2048, 64 x 4096, 3 x 4104, 48 x 2048 in place).
 #if HONE_CUDA
 #include "check_common.h"
 #include "device_buffer.h"
@@ -109,7 +110,7 @@ const test::OpCheckRegistration reg_rstd{
     {"rmsnorm_forward_rstd", 1e-5, kShapes,
      [](const test::OpShape& s, std::mt19937_64& r) { return run_forward(s, r).rstd_err; }}};
 const test::OpCheckRegistration reg_add{
-    {"add_rmsnorm_forward", 1e-2, {{1, 33}, {7, 1001}, {4096, 1024}, {64, 4096}, {4096, 1024, 1}, {5, 33, 1}},
+    {"add_rmsnorm_forward", 1e-2, {{1, 33}, {7, 1001}, {4096, 1024}, {64, 4096}, {4096, 1024, 1}, {5, 33, 1}, {48, 2048, 1}, {3, 4104}},
      &check_add_rmsnorm}};
 const test::OpCheckRegistration reg_dx{
     {"rmsnorm_backward_dx", 1e-2, kShapes,
