@@ -119,9 +119,8 @@ __device__ void attend(const Args& a, const int32_t* table, int t0, int t1, int 
     for (int i = 0; i < 8; ++i) acc[r][i] = 0.f;
   }
 
-  for (int it = t0; it < t1; it += kStep) {
-    uint4 kraw[U], vraw[U];
-    bool valid[U];
+  // The keys and values of the U tokens a lane takes at step `it` (zeros past t1).
+  auto load = [&](int it, uint4 (&kraw)[U], uint4 (&vraw)[U], bool (&valid)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int j = it + u * (kWarps * S) + warp * S + sub;
@@ -135,6 +134,23 @@ __device__ void attend(const Args& a, const int32_t* table, int t0, int t1, int 
         kraw[u] = make_uint4(0, 0, 0, 0);
         vraw[u] = make_uint4(0, 0, 0, 0);
       }
+    }
+  };
+  // With registers to spare (at most 2 query vectors), the next step's loads (block table entry, then keys and
+  // values) are issued before this step's arithmetic, so a warp always has a step's bytes in flight.
+  constexpr bool kPrefetch = QMAX <= 2;
+  uint4 knext[U], vnext[U];
+  bool vnext_ok[U];
+  if constexpr (kPrefetch) load(t0, knext, vnext, vnext_ok);
+  for (int it = t0; it < t1; it += kStep) {
+    uint4 kraw[U], vraw[U];
+    bool valid[U];
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) kraw[u] = knext[u], vraw[u] = vnext[u], valid[u] = vnext_ok[u];
+      if (it + kStep < t1) load(it + kStep, knext, vnext, vnext_ok);
+    } else {
+      load(it, kraw, vraw, valid);
     }
     float score[U][QMAX];
 #pragma unroll
