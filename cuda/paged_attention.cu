@@ -86,9 +86,12 @@ __device__ void attend(const Args& a, const int32_t* table, int t0, int t1, int 
                        const int64_t* dst, int nq, bool direct, float* part_o, float* part_lse) {
   constexpr int L = D / 8;   // lanes per token
   constexpr int S = 32 / L;  // tokens per warp and step
-  // Tokens a lane loads before it computes: enough bytes in flight to cover the memory latency. Head dims <= 64
-  // move half the bytes per load, so they unroll further (registers allow it up to 4 query vectors).
-  constexpr int U = QMAX <= 2 || (D <= 64 && QMAX <= 4) ? 4 : 2;
+  // Tokens a lane loads before it computes: enough bytes in flight to cover the memory latency. With registers to
+  // spare (at most 2 query vectors, or 4 at head dims <= 64, which move half the bytes a load) the next step's
+  // loads (block table entry, then keys and values) are issued before this step's arithmetic, so a warp always has
+  // a step's bytes in flight; 4 vectors at head dim 64 take 2 tokens a step to stay in registers.
+  constexpr bool kPrefetch = QMAX <= 2 || (D <= 64 && QMAX <= 4);
+  constexpr int U = QMAX <= 2 ? 4 : 2;
   constexpr int kStep = kWarps * S * U;
   __shared__ float s_acc[kWarps][QMAX][D];
   __shared__ float s_m[kWarps][QMAX], s_l[kWarps][QMAX];
@@ -136,9 +139,6 @@ __device__ void attend(const Args& a, const int32_t* table, int t0, int t1, int 
       }
     }
   };
-  // With registers to spare (at most 2 query vectors), the next step's loads (block table entry, then keys and
-  // values) are issued before this step's arithmetic, so a warp always has a step's bytes in flight.
-  constexpr bool kPrefetch = QMAX <= 2;
   uint4 knext[U], vnext[U];
   bool vnext_ok[U];
   if constexpr (kPrefetch) load(t0, knext, vnext, vnext_ok);
