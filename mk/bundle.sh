@@ -27,7 +27,7 @@ cp "$exe" "$dest/bin/hone"
 gpu_tests=$(dirname "$exe")/tests/gpu_tests
 [ -x "$gpu_tests" ] && cp "$gpu_tests" "$dest/bin/gpu_tests"
 # So do the GPU programs among the test programs (benchmarks and multi-GPU checks run by hand there).
-gpu_programs=(bench_decode_attention bench_sampler nccl_check)
+gpu_programs=(bench_decode_attention bench_sampler bench_gemm_algos nccl_check)
 for p in "${gpu_programs[@]}"; do
   f=$(dirname "$exe")/tests/programs/$p
   [ -x "$f" ] && cp "$f" "$dest/bin/$p"

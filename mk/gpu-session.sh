@@ -30,7 +30,10 @@
 #             and transformers parity of the GPU engine on a tiny Qwen3-MoE and on two layers of the real shape when
 #             python3 has torch), ep-check (two GPUs: mk/gpu-ep-check.sh, ep=2 against ep=1 and one GPU)
 #   generation between steps (one GPU): keep-off (the Qwen3-0.6B step with generation.keep_graphs=false, beside grpo);
-#             long tail: tail (input/bench-grpo-qwen3-1.7b-tail.toml and its fixed-length companion, 2 steps each)
+#             long tail: tail (input/bench-grpo-qwen3-1.7b-tail.toml and its fixed-length companion, 2 steps each),
+#             tail-step (the tail's decode steps alone: input/bench-gen-qwen3-1.7b-tail-step.toml at 32 and 8 rows,
+#             2,048-token prompts of their own, 1,024 new tokens)
+#   GEMMs (one GPU): gemm (bench_gemm_algos: cuBLASLt's first candidate against its fastest at the layers' shapes)
 #   checkpoints (two GPUs): resume-check (mk/gpu-resume-check.sh: tp=2, pp=2 and ep=2 saved and resumed on the
 #             same layout against a straight run)
 #   four GPUs: tail-8b (the Llama-3.1-8B step deck at the seed's shape: 2048 rollouts of 256-token prompts and
@@ -73,6 +76,9 @@ fi
 if want kernels && [ -x "$bundle/bin/bench_sampler" ]; then
   run_part 45 sampler "$bundle/bin/bench_sampler"
 fi
+if want gemm && [ -x "$bundle/bin/bench_gemm_algos" ]; then  # cuBLASLt's first choice against its fastest candidate
+  run_part 120 gemm "$bundle/bin/bench_gemm_algos"
+fi
 if want gen; then
   if command -v gdb >/dev/null; then  # a crash prints its stack
     run_part 150 gen gdb -q -batch -ex run -ex bt --args "$hone" bench-generation input/bench-gen-qwen3-0.6b.toml \
@@ -108,6 +114,13 @@ if want tail; then  # the long-tail deck and its fixed-length companion (same ex
     "checkpoint.dir=$logdir/ck"
   run_part 280 tail-fixed "$hone" run input/bench-grpo-qwen3-1.7b-tail-fixed.toml run.max_steps=2 \
     "output.dir=$logdir" "checkpoint.dir=$logdir/ck"
+fi
+if want tail-step; then
+  for p in 4 1; do  # 32 rows, then the last 8
+    run_part 120 tail-step "$hone" bench-generation input/bench-gen-qwen3-1.7b-tail-step.toml \
+      "grpo.num_prompts_per_step=$p" bench.prompt_tokens=2048 generation.max_new_tokens=1024 \
+      generation.max_total_sequence_length=3072 bench.shared_prefix=false "output.dir=$logdir"
+  done
 fi
 if want grpo-baseline; then
   run_part 200 grpo-baseline "${HONE_BASELINE:?grpo-baseline needs HONE_BASELINE}" run input/bench-grpo-qwen3-0.6b.toml \
