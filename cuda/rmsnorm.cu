@@ -239,7 +239,8 @@ unsigned row_blocks(int rows) { return unsigned((rows + kWarpsPerBlock - 1) / kW
 
 // A block per row where a warp per row would not give every SM a block of 8 rows, for rows the block can hold.
 bool use_row_blocks(int rows, int C, bool vec, const GpuContext& ctx) {
-  return vec && C <= kRowThreads * kRowChunks * kVec && int64_t(row_blocks(rows)) < (ctx.sm_count > 0 ? ctx.sm_count : 132);
+  const int sms = ctx.sm_count > 0 ? ctx.sm_count : 132;
+  return vec && C <= kRowThreads * kRowChunks * kVec && int64_t(row_blocks(rows)) < sms;
 }
 
 }  // namespace

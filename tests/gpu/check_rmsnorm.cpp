@@ -110,7 +110,8 @@ const test::OpCheckRegistration reg_rstd{
     {"rmsnorm_forward_rstd", 1e-5, kShapes,
      [](const test::OpShape& s, std::mt19937_64& r) { return run_forward(s, r).rstd_err; }}};
 const test::OpCheckRegistration reg_add{
-    {"add_rmsnorm_forward", 1e-2, {{1, 33}, {7, 1001}, {4096, 1024}, {64, 4096}, {4096, 1024, 1}, {5, 33, 1}, {48, 2048, 1}, {3, 4104}},
+    {"add_rmsnorm_forward", 1e-2,
+     {{1, 33}, {7, 1001}, {4096, 1024}, {64, 4096}, {4096, 1024, 1}, {5, 33, 1}, {48, 2048, 1}, {3, 4104}},
      &check_add_rmsnorm}};
 const test::OpCheckRegistration reg_dx{
     {"rmsnorm_backward_dx", 1e-2, kShapes,

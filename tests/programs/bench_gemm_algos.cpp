@@ -3,6 +3,8 @@
 // backward products), for Qwen3-0.6B and Llama-3.2-1B. For each shape: the heuristic's first algorithm, the
 // fastest of up to 16 it returns (each timed with events after warm-up, median of 15), and the ratio. Row-major
 // shapes as cuda/gemm.h: D[M, N] = op(A) op(B); a linear layer's forward is A = X [M, K], B = W [N, K] transposed.
+// With --tail: only the long tail's decode shapes (Qwen3-1.7B at 8 to 128 rows, the LM head included), every
+// candidate also with K splits of 2 to 16 and each reduction scheme it supports.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
@@ -95,7 +97,8 @@ void bench_shape(cublasLtHandle_t lt, const Shape& s, void* a, void* b, void* d,
                                       sizeof(schemes), &written);
     if (!can) continue;
     for (int32_t split : {2, 3, 4, 6, 8, 12, 16}) {
-      for (uint32_t scheme : {uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE), uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
+      for (uint32_t scheme : {uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE),
+                              uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
                               uint32_t(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)}) {
         if (!(schemes & scheme)) continue;
         cublasLtMatmulAlgo_t algo = res[i].algo;
@@ -114,7 +117,9 @@ void bench_shape(cublasLtHandle_t lt, const Shape& s, void* a, void* b, void* d,
   std::printf("%-34s %6d %6d %6d %3d  %9.2f us %7.1f TF/s  best #%-2d %9.2f us %7.1f TF/s  x%.3f", s.name.c_str(),
               s.M, s.N, s.K, found, first * 1e3, flop / (first * 1e-3) / 1e12, best_i, best * 1e3,
               flop / (best * 1e-3) / 1e12, first / best);
-  if (split_k) std::printf("  split %d scheme %u  %.0f GB/s of W", best_split, best_scheme, 2.0 * s.N * s.K / (best * 1e-3) / 1e9);
+  if (split_k)
+    std::printf("  split %d scheme %u  %.0f GB/s of W", best_split, best_scheme,
+                2.0 * s.N * s.K / (best * 1e-3) / 1e9);
   std::printf("\n");
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(ld);
@@ -148,7 +153,8 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaMemset(b, 0, size_t(16384) * 8192 * 2));
     std::printf("%-34s %6s %6s %6s %3s  %24s  %33s\n", "shape", "M", "N", "K", "n", "heuristic's first",
                 "fastest candidate");
-    const Model models[] = {{"qwen3-0.6b", 1024, 2048, 1024, 3072, 151936}, {"llama-3.2-1b", 2048, 2048, 512, 8192, 128256}};
+    const Model models[] = {{"qwen3-0.6b", 1024, 2048, 1024, 3072, 151936},
+                            {"llama-3.2-1b", 2048, 2048, 512, 8192, 128256}};
     for (const Model& m : models) {
       if (tail_only) break;
       std::vector<Shape> shapes;
