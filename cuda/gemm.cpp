@@ -177,6 +177,18 @@ std::unique_ptr<Plan> make_plan(const PlanKey& k, const bf16* bias, const GpuCon
   return plan;
 }
 
+// The cached plan for key, made on first use. The experts' GEMMs of a mixture of experts take a new row count almost
+// every pass: the cache starts over past a bound rather than grow with the run (a plan only shapes the next enqueue,
+// so dropping them is safe).
+Plan& plan_for(GemmState& st, const PlanKey& key, const bf16* bias, const GpuContext& ctx) {
+  auto it = st.plans.find(key);
+  if (it == st.plans.end()) {
+    if (st.plans.size() >= kMaxPlans) st.plans.clear();
+    it = st.plans.emplace(key, make_plan(key, bias, ctx)).first;
+  }
+  return *it->second;
+}
+
 // The arguments every entry point checks; false when the product is empty (M or N is 0: nothing to do).
 bool check_gemm(bool trans_a, bool trans_b, int M, int N, int K, const bf16* A, int lda, const bf16* B, int ldb,
                 const void* D, int ldd) {
@@ -209,14 +221,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf
                     ldb,              ldd,              int(d_type),
                     bias != nullptr,  alignment_of(A),  alignment_of(B),
                     alignment_of(D),  bias ? alignment_of(bias) : 0, false};
-  auto it = st.plans.find(key);
-  if (it == st.plans.end()) {
-    // The experts' GEMMs of a mixture of experts take a new row count almost every pass: the cache starts over
-    // past a bound rather than grow with the run (a plan only shapes the next enqueue, so dropping them is safe).
-    if (st.plans.size() >= kMaxPlans) st.plans.clear();
-    it = st.plans.emplace(key, make_plan(key, bias, ctx)).first;
-  }
-  Plan& plan = *it->second;
+  Plan& plan = plan_for(st, key, bias, ctx);
   if (plan.use_lt) {
     if (bias && !plan.bias_by_kernel)
       set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
@@ -254,14 +259,7 @@ void gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
   key.stride_a = stride_a;
   key.stride_b = stride_b;
   key.stride_d = stride_d;
-  auto it = st.plans.find(key);
-  if (it == st.plans.end()) {
-    if (st.plans.size() >= kMaxPlans) st.plans.clear();
-    auto plan = std::make_unique<Plan>();
-    if (!try_lt_plan(*plan, key, false, nullptr, ctx)) plan->use_lt = false;
-    it = st.plans.emplace(key, std::move(plan)).first;
-  }
-  Plan& plan = *it->second;
+  Plan& plan = plan_for(st, key, nullptr, ctx);
   if (plan.use_lt) {
     CUBLAS_CHECK(cublasLtMatmul(ctx.impl->cublaslt, plan.desc, &alpha, B, plan.a, A, plan.b, &beta, D, plan.d, D,
                                 plan.d, &plan.algo, ctx.impl->workspace, ctx.impl->workspace_bytes, ctx.stream));
@@ -321,12 +319,7 @@ void gemm_varying(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
   GemmState& st = state_of(ctx);
   const PlanKey key{trans_a, trans_b, Mb, N, Kb, lda, ldb, ldd, int(d_type), false, alignment_of(A), alignment_of(B),
                     alignment_of(D), 0, true};
-  auto it = st.plans.find(key);
-  if (it == st.plans.end()) {
-    if (st.plans.size() >= kMaxPlans) st.plans.clear();
-    it = st.plans.emplace(key, make_plan(key, nullptr, ctx)).first;
-  }
-  Plan& plan = *it->second;
+  Plan& plan = plan_for(st, key, nullptr, ctx);
   if (plan.use_lt) {
     set_layout_sizes(plan, trans_a, trans_b, M, N, K);
     const cublasStatus_t status =
