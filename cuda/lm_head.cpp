@@ -4,6 +4,9 @@
 // online statistics (cuda/lm_head.cu). Backward recomputes every chunk, turns it into dlogits (bf16: the operand
 // type of the bf16 tensor-core GEMMs that follow) and accumulates dh (fp32 per row block, rounded into the bf16 dh
 // once) and dW (fp32, directly). Same semantics as hone::cpu::lm_head_logprob_forward/backward.
+// The saved variant (lm_head_saved_forward/backward, training without recompute) keeps each chunk in fp16 as the
+// forward's statistics kernel reads it, so that the backward skips the recompute GEMM and the fp32 round trip of
+// every chunk, and runs its two GEMMs over the whole vocabulary at once.
 // The vocabulary-parallel slice ops (as hone::cpu::lm_head_vocab_slice_forward/backward) run the same drivers over
 // the slice's vocab_valid rows of W with global ids from vocab_begin; the slice forward writes per-row statistics
 // in place of the finished values.
@@ -58,10 +61,52 @@ LmHeadRowOutputs at_row(LmHeadRowOutputs o, int r0) {
   return o;
 }
 
+// The saved variant's buffer: fp16 logits [T, ld] (ld = V rounded up to 8, for 16-byte rows), then each chunk's
+// running max [ceil(V / chunk_v), T] (fp32).
+struct KeptLogits {
+  __half* z;
+  int64_t ld;
+  float* max;
+};
+
+int64_t kept_ld(int V) { return (int64_t(V) + 7) / 8 * 8; }
+
+size_t kept_z_bytes(int T, int V) { return round_up(size_t(T) * size_t(kept_ld(V)) * sizeof(__half)); }
+
+KeptLogits kept_layout(void* kept, int T, int V, int chunk_v) {
+  if (!kept) return {nullptr, 0, nullptr};
+  (void)chunk_v;
+  char* base = static_cast<char*>(kept);
+  return {reinterpret_cast<__half*>(base), kept_ld(V), reinterpret_cast<float*>(base + kept_z_bytes(T, V))};
+}
+
+// The backward from kept logits: per row block (its fp32 dh block in the scratch), dlogits in place of the kept
+// logits, then two GEMMs over the whole vocabulary: dh += dlogits W and dW += dlogits^T h.
+void backward_kept(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h, const bf16* w,
+                   const int32_t* targets, const float* lse, const float* entropy, KeptLogits k, int T, int C, int V,
+                   float temperature, int chunk_v, const GpuContext& ctx) {
+  const int cv = std::min(chunk_v, V);
+  const int RB = row_block(T, size_t(C) * sizeof(float) + 64);
+  float* dhb = static_cast<float*>(gemm_scratch(round_up(size_t(RB) * C * sizeof(float)), ctx));
+  for (int r0 = 0; r0 < T; r0 += RB) {
+    const int R = std::min(RB, T - r0);
+    __half* zb = k.z + int64_t(r0) * k.ld;
+    lm_head_saved_dlogits(zb, k.ld, k.max + r0, T, R, V, cv, targets + r0, dlogprob + r0,
+                          dentropy ? dentropy + r0 : nullptr, lse + r0, entropy ? entropy + r0 : nullptr, temperature,
+                          ctx);
+    const bf16* dz = reinterpret_cast<const bf16*>(zb);  // the dlogits, written over the kept logits
+    gemm(false, false, R, C, V, 1.f, dz, int(k.ld), w, C, 0.f, dhb, GemmOut::f32, C, nullptr, ctx);
+    gemm(/*trans_a=*/true, false, V, C, R, 1.f, dz, int(k.ld), h + int64_t(r0) * C, C, 1.f, dw, GemmOut::f32, C,
+         nullptr, ctx);
+    accumulate_f32_into_bf16(dh + int64_t(r0) * C, dhb, int64_t(R) * C, ctx);
+  }
+}
+
 // The forward over the vocabulary rows W[0, V) whose global ids start at vocab_begin: per row block, every chunk's
 // logits folded into the row state; the last chunk writes `out` (offset to the block by at_row).
+// kept (may be null): where the saved variant keeps the logits (kept_layout).
 void forward_rows(const bf16* h, const bf16* w, const int32_t* targets, int T, int C, int V, int vocab_begin,
-                  float temperature, int chunk_v, LmHeadRowOutputs out, const GpuContext& ctx) {
+                  float temperature, int chunk_v, LmHeadRowOutputs out, void* kept, const GpuContext& ctx) {
   const int cv = std::min(chunk_v, V);
   // Per row: the logits chunk (fp32) and the state m, zt (fp32), s, u (fp64).
   const int RB = row_block(T, size_t(cv) * sizeof(float) + 2 * sizeof(float) + 2 * sizeof(double) + 64);
@@ -74,13 +119,16 @@ void forward_rows(const bf16* h, const bf16* w, const int32_t* targets, int T, i
                     reinterpret_cast<double*>(base + z_bytes), reinterpret_cast<double*>(base + z_bytes + d_bytes),
                     reinterpret_cast<float*>(base + z_bytes + 2 * d_bytes + f_bytes)};
 
+  const KeptLogits k = kept_layout(kept, T, V, chunk_v);
   for (int r0 = 0; r0 < T; r0 += RB) {
     const int R = std::min(RB, T - r0);
     const LmHeadRowOutputs ob = at_row(out, r0);
     for (int v0 = 0; v0 < V; v0 += cv) {
       const int n = std::min(cv, V - v0);
       logits_chunk(z, h + int64_t(r0) * C, w, R, C, v0, n, temperature, ctx);
-      lm_head_chunk_stats(z, R, n, vocab_begin + v0, v0 == 0, v0 + n >= V, targets + r0, st, ob, ctx);
+      const LmHeadSavedChunk sc{k.z ? k.z + int64_t(r0) * k.ld + v0 : nullptr, k.ld,
+                                k.z ? k.max + int64_t(v0 / cv) * T + r0 : nullptr};
+      lm_head_chunk_stats(z, R, n, vocab_begin + v0, v0 == 0, v0 + n >= V, targets + r0, st, ob, sc, ctx);
     }
   }
 }
@@ -134,7 +182,7 @@ void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const b
   check_args(T, C, V, temperature, chunk_v);
   if (T == 0) return;
   forward_rows(h, w, targets, T, C, V, 0, temperature, chunk_v, LmHeadRowOutputs{logprob, entropy, lse, nullptr, 0},
-               ctx);
+               nullptr, ctx);
 }
 
 void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
@@ -146,6 +194,32 @@ void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const 
   backward_rows(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, C, V, 0, temperature, chunk_v, ctx);
 }
 
+size_t lm_head_saved_bytes(int T, int V, int chunk_v) {
+  const size_t chunks = size_t((int64_t(V) + std::min(chunk_v, V) - 1) / std::min(chunk_v, V));
+  return kept_z_bytes(T, V) + round_up(chunks * size_t(T) * sizeof(float));
+}
+
+void lm_head_saved_forward(float* logprob, float* entropy, float* lse, void* saved, const bf16* h, const bf16* w,
+                           const int32_t* targets, int T, int C, int V, float temperature, int chunk_v,
+                           const GpuContext& ctx) {
+  check_args(T, C, V, temperature, chunk_v);
+  HONE_CHECK(saved != nullptr, "the saved LM head needs its buffer");
+  if (T == 0) return;
+  forward_rows(h, w, targets, T, C, V, 0, temperature, chunk_v, LmHeadRowOutputs{logprob, entropy, lse, nullptr, 0},
+               saved, ctx);
+}
+
+void lm_head_saved_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
+                            const bf16* w, const int32_t* targets, const float* lse, const float* entropy, void* saved,
+                            int T, int C, int V, float temperature, int chunk_v, const GpuContext& ctx) {
+  check_args(T, C, V, temperature, chunk_v);
+  HONE_CHECK(dentropy == nullptr || entropy != nullptr, "the entropy gradient needs the saved entropy");
+  HONE_CHECK(saved != nullptr, "the saved LM head needs its buffer");
+  if (T == 0) return;
+  backward_kept(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, kept_layout(saved, T, V, chunk_v), T, C, V,
+                temperature, chunk_v, ctx);
+}
+
 // The slice's chunks are its first vocab_valid rows of W: padding rows are never multiplied.
 void lm_head_vocab_slice_forward(float* stats, const bf16* h, const bf16* w, const int32_t* targets, int T, int C,
                                  int V, int vocab_begin, int vocab_valid, float temperature, int chunk_v,
@@ -155,7 +229,7 @@ void lm_head_vocab_slice_forward(float* stats, const bf16* h, const bf16* w, con
   if (T == 0) return;
   if (vocab_valid == 0) return lm_head_stats_empty(stats, T, ctx);
   forward_rows(h, w, targets, T, C, vocab_valid, vocab_begin, temperature, chunk_v,
-               LmHeadRowOutputs{nullptr, nullptr, nullptr, stats, T}, ctx);
+               LmHeadRowOutputs{nullptr, nullptr, nullptr, stats, T}, nullptr, ctx);
 }
 
 void lm_head_vocab_slice_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,

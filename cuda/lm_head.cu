@@ -48,7 +48,8 @@ __device__ float block_sum(float v, float* sh) {
 // s' = f s and u' = f (u + (m - M) s) with f = exp(m - M) (as the CPU twin).
 __global__ void __launch_bounds__(kStatsThreads)
     chunk_stats_kernel(const float* __restrict__ z, int n, int col0, int first, int last,
-                       const int32_t* __restrict__ targets, LmHeadRowState st, LmHeadRowOutputs out) {
+                       const int32_t* __restrict__ targets, LmHeadRowState st, LmHeadRowOutputs out,
+                       LmHeadSavedChunk saved) {
   __shared__ float sh[32];
   const int r = blockIdx.x;
   const int target = targets[r];
@@ -74,14 +75,17 @@ __global__ void __launch_bounds__(kStatsThreads)
   cm = block_max(cm, sh);
   const float M = fmaxf(m_old, cm);
   float ps = 0.f, pu = 0.f;
+  __half* kept = saved.z ? saved.z + int64_t(r) * saved.ld : nullptr;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
     const float d = zr[j] - M, e = expf(d);
     ps += e;
     pu += e * d;
+    if (kept) kept[j] = __float2half_rn(fmaxf(d, -65504.f));
   }
   ps = block_sum(ps, sh);
   pu = block_sum(pu, sh);
   if (threadIdx.x != 0) return;
+  if (kept) saved.max[r] = M;
   double S = ps, U = pu;
   float zt = out.stats ? 0.f : NAN;  // a slice's target logit is 0 where another slice holds the target
   if (!first) {
@@ -134,6 +138,45 @@ __global__ void chunk_dlogits_kernel(bf16* __restrict__ dz, const float* __restr
     }
     dz[i] = __float2bfloat16(g);
   }
+}
+
+// Eight columns a thread (one 16-byte load and store; ld is a multiple of 8), a row per blockIdx.y. Keeping z
+// relative to the running max bounds its fp16 error by 2^-11 (M - z), so p = exp(z - lse) stays accurate where p is
+// large: its relative error is at most 2^-11 x with x = M - z, and p <= e^-x.
+constexpr int kSavedCols = 8;
+
+__global__ void saved_dlogits_kernel(__half* __restrict__ z, int64_t ld, const float* __restrict__ max,
+                                     int64_t max_stride, int V, int chunk_v, const int32_t* __restrict__ targets,
+                                     const float* __restrict__ dlogprob, const float* __restrict__ dentropy,
+                                     const float* __restrict__ lse, const float* __restrict__ entropy,
+                                     float temperature) {
+  const int r = blockIdx.y;
+  const int j0 = (blockIdx.x * blockDim.x + threadIdx.x) * kSavedCols;
+  if (j0 >= V) return;
+  __half* zr = z + int64_t(r) * ld + j0;
+  const int target = targets[r];
+  __align__(16) __half in[kSavedCols];
+  __align__(16) bf16 v[kSavedCols];
+  if (target < 0) {
+    for (int k = 0; k < kSavedCols; ++k) v[k] = __float2bfloat16(0.f);
+  } else {
+    *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(zr);
+    const float g_lp = dlogprob[r], g_h = dentropy ? dentropy[r] : 0.f, l = lse[r];
+    const float H = dentropy ? entropy[r] : 0.f, inv_t = 1.f / temperature;
+    for (int k = 0; k < kSavedCols; ++k) {
+      const int j = j0 + k;
+      if (j >= V) {  // the row's padding columns: never read by the GEMMs
+        v[k] = __float2bfloat16(0.f);
+        continue;
+      }
+      const float logp = __half2float(in[k]) + max[int64_t(j / chunk_v) * max_stride + r] - l;
+      const float p = expf(logp);
+      float g = g_lp * ((j == target ? 1.f : 0.f) - p);
+      if (dentropy) g += g_h * (-p * (logp + H));
+      v[k] = __float2bfloat16(g * inv_t);
+    }
+  }
+  *reinterpret_cast<uint4*>(zr) = *reinterpret_cast<const uint4*>(v);
 }
 
 __global__ void accumulate_kernel(bf16* __restrict__ dst, const float* __restrict__ src, int64_t N) {
@@ -192,10 +235,23 @@ int elementwise_blocks(int64_t N, const GpuContext& ctx) {
 }  // namespace
 
 void lm_head_chunk_stats(const float* z, int R, int n, int col0, bool first, bool last, const int32_t* targets,
-                         LmHeadRowState st, LmHeadRowOutputs out, const GpuContext& ctx) {
+                         LmHeadRowState st, LmHeadRowOutputs out, LmHeadSavedChunk saved, const GpuContext& ctx) {
   if (R <= 0) return;
   chunk_stats_kernel<<<R, kStatsThreads, 0, ctx.stream>>>(z, n, col0, first ? 1 : 0, last ? 1 : 0, targets, st,
-                                                          out);
+                                                          out, saved);
+  CUDA_CHECK_LAST();
+}
+
+void lm_head_saved_dlogits(__half* z, int64_t ld, const float* max, int64_t max_stride, int R, int V, int chunk_v,
+                           const int32_t* targets, const float* dlogprob, const float* dentropy, const float* lse,
+                           const float* entropy, float temperature, const GpuContext& ctx) {
+  if (R <= 0 || V <= 0) return;
+  HONE_CHECK(ld % kSavedCols == 0 && ld >= V, "kept logits need a row stride >= V and a multiple of 8, got ", ld);
+  HONE_CHECK(R <= 65535, "a row block of ", R, " rows is more than one grid dimension holds");
+  const int per_block = kElemThreads * kSavedCols;
+  const dim3 grid(unsigned((V + per_block - 1) / per_block), unsigned(R));
+  saved_dlogits_kernel<<<grid, kElemThreads, 0, ctx.stream>>>(z, ld, max, max_stride, V, chunk_v, targets, dlogprob,
+                                                              dentropy, lse, entropy, temperature);
   CUDA_CHECK_LAST();
 }
 

@@ -4,6 +4,8 @@
 // vocabulary id of a chunk's first column (v0 + vocab_begin), is all that locates targets; the whole op passes v0.
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 #include "cuda/ops_cuda.h"
@@ -30,12 +32,23 @@ struct LmHeadRowOutputs {
   int64_t stats_stride;
 };
 
+// Where a chunk's logits are kept for the backward (the saved variant, lm_head_saved_forward): z at row r, column j
+// of the chunk is z[r * ld + j] (fp16, relative to the row's running max M after this chunk), and M is max[r].
+// z null: nothing kept. fp16, not bf16: the kept values are <= 0 and rarely below -100, well inside fp16's range,
+// and its 11 significant bits give the backward's p 8x less error than bf16's 8.
+struct LmHeadSavedChunk {
+  __half* z;
+  int64_t ld;
+  float* max;
+};
+
 // Folds the chunk z[R, n] (row stride n; global vocabulary ids [col0, col0 + n); already divided by the
 // temperature) into the row state. first: the state is not yet initialized. last: also write the outputs.
 // Rows with targets < 0 are skipped and get 0 (stats: m = -inf, 0) on the last chunk. A target never seen gives a
 // NaN logprob for the whole vocabulary (an id >= V) and a target logit of 0 for a slice (another slice's id).
+// With saved.z, also keeps the chunk (rows without a target are left as they were).
 void lm_head_chunk_stats(const float* z, int R, int n, int col0, bool first, bool last, const int32_t* targets,
-                         LmHeadRowState st, LmHeadRowOutputs out, const GpuContext& ctx);
+                         LmHeadRowState st, LmHeadRowOutputs out, LmHeadSavedChunk saved, const GpuContext& ctx);
 
 // The statistics of a slice that gives no logits (padding only): stats[4, T] = (-inf, 0, 0, 0) per row.
 void lm_head_stats_empty(float* stats, int T, const GpuContext& ctx);
@@ -46,6 +59,13 @@ void lm_head_stats_empty(float* stats, int T, const GpuContext& ctx);
 void lm_head_chunk_dlogits(bf16* dz, const float* z, int R, int n, int col0, const int32_t* targets,
                            const float* dlogprob, const float* dentropy, const float* lse, const float* entropy,
                            float temperature, const GpuContext& ctx);
+
+// The same dlogits from kept logits, in place over the row block's [R, V] of z (row stride ld, a multiple of 8):
+// the logit of column j is z[r * ld + j] + max[(j / chunk_v) * max_stride + r]; each fp16 value is replaced by
+// its bf16 dlogit (the same two bytes: z then holds dz[R, V] for the GEMMs); rows with targets < 0 get 0.
+void lm_head_saved_dlogits(__half* z, int64_t ld, const float* max, int64_t max_stride, int R, int V, int chunk_v,
+                           const int32_t* targets, const float* dlogprob, const float* dentropy, const float* lse,
+                           const float* entropy, float temperature, const GpuContext& ctx);
 
 // dst[i] = bf16(float(dst[i]) + src[i]): one rounding for an fp32-accumulated activation gradient.
 void accumulate_f32_into_bf16(bf16* dst, const float* src, int64_t N, const GpuContext& ctx);

@@ -134,6 +134,16 @@ void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const b
 void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
                               const bf16* w, const int32_t* targets, const float* lse, const float* entropy, int T,
                               int C, int V, float temperature, int chunk_v, const GpuContext& ctx);
+// As cpu::lm_head_saved_forward/backward: the LM head keeping its logits (training without recompute). saved:
+// lm_head_saved_bytes(T, V, chunk_v) device bytes holding each chunk's logits in fp16 relative to the row's running
+// max, and those maxima; the backward forms its bf16 dlogits in place of them.
+size_t lm_head_saved_bytes(int T, int V, int chunk_v);
+void lm_head_saved_forward(float* logprob, float* entropy, float* lse, void* saved, const bf16* h, const bf16* w,
+                           const int32_t* targets, int T, int C, int V, float temperature, int chunk_v,
+                           const GpuContext& ctx);
+void lm_head_saved_backward(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h,
+                            const bf16* w, const int32_t* targets, const float* lse, const float* entropy, void* saved,
+                            int T, int C, int V, float temperature, int chunk_v, const GpuContext& ctx);
 // Vocabulary-parallel, as cpu::lm_head_vocab_slice_forward, lm_head_stats_rescale, lm_head_stats_finish and
 // lm_head_vocab_slice_backward: stats fp32 [4, T] (m, s, u, target logit), max fp32 [T]; h, w bf16, w [V, C] of
 // which the first vocab_valid rows exist; dh bf16 (accumulated), dw fp32 (accumulated, padding rows untouched).

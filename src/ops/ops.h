@@ -13,6 +13,7 @@
 //   * Linear weights are stored as Hugging Face stores them: W[out_features, in_features], y = x W^T + b.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "ops/policy_loss_config.h"
@@ -159,6 +160,18 @@ void lm_head_logprob_forward(float* logprob, float* entropy, float* lse, const f
 void lm_head_logprob_backward(float* dh, float* dw, const float* dlogprob, const float* dentropy, const float* h,
                               const float* w, const int32_t* targets, const float* lse, const float* entropy, int T,
                               int C, int V, float temperature, int chunk_v);
+
+// ---- the LM head keeping its logits for the backward (training without recompute) --------------------------------
+// lm_head_saved_forward is lm_head_logprob_forward that also leaves in `saved` (lm_head_saved_bytes(T, V, chunk_v)
+// bytes; what it holds is the backend's own: here the fp32 logits [T, V]) what lm_head_saved_backward needs instead
+// of recomputing the logits. lm_head_saved_backward is lm_head_logprob_backward from `saved`, which it consumes
+// (its dlogits are formed in place).
+size_t lm_head_saved_bytes(int T, int V, int chunk_v);
+void lm_head_saved_forward(float* logprob, float* entropy, float* lse, void* saved, const float* h, const float* w,
+                           const int32_t* targets, int T, int C, int V, float temperature, int chunk_v);
+void lm_head_saved_backward(float* dh, float* dw, const float* dlogprob, const float* dentropy, const float* h,
+                            const float* w, const int32_t* targets, const float* lse, const float* entropy,
+                            void* saved, int T, int C, int V, float temperature, int chunk_v);
 
 // ---- vocabulary-parallel LM head: this rank's slice of the vocabulary -------------------------------------------
 // W[V, C] holds rows [vocab_begin, vocab_begin + V) of the vocabulary padded to a multiple of the tensor-parallel

@@ -7,7 +7,9 @@
 // and split as the tensor-parallel model splits it; slices with padding, middle slices whose rows miss most
 // targets, slices of padding only, chunks that do and do not divide the slice), lm_head_stats_rescale and
 // lm_head_stats_finish on made-up statistics, and every rank's slice forward combined on the GPU (max, rescale,
-// sum, finish) against the whole-vocabulary CPU forward.
+// sum, finish) against the whole-vocabulary CPU forward. The saved variant (lm_head_saved_forward/backward) over the
+// same shapes: its forward's outputs as the chunked forward's, its backward (from the logits its own forward kept, in
+// fp16 relative to each row's running max) against the CPU twin's.
 // Tolerances (relative L2):
 //   * logprob, entropy, lse, logits (fp32 from bf16 h and W): 1e-4. The CPU twin gets the same bf16-rounded inputs;
 //     products of bf16 values are exact in fp32, so only the fp32 summation order differs (~1e-6 expected); 1e-4
@@ -17,7 +19,8 @@
 //   * the combined slices against the whole vocabulary: 1e-4 (fp32 s and u cross the slices; ~1e-7 relative).
 //   * lm_head_stats_rescale and lm_head_stats_finish: 1e-5, the same double formulas on fp32 values (~1 ulp).
 //   * dh (bf16) and dw (fp32 accumulated from bf16 dlogits): 1e-2, the bf16 tolerance: the GPU rounds dlogits to
-//     bf16 (~2e-3 relative) as the operand of its tensor-core GEMMs. A slice's padding rows of dw must stay
+//     bf16 (~2e-3 relative) as the operand of its tensor-core GEMMs (the saved variant's kept fp16 logits add at
+//     most 2^-11 x e^-x to a p <= e^-x: below that rounding). A slice's padding rows of dw must stay
 //     untouched bit for bit.
 #include <algorithm>
 #include <cmath>
@@ -123,6 +126,65 @@ double check_lm_head_backward(const test::OpShape& s, std::mt19937_64& rng) {
   return std::max(err(d_dh.download(), dh0), err(d_dw.download(), dw0));
 }
 
+// The saved variant: its forward's outputs as the chunked forward's (the kept logits are the op's own, checked
+// through the backward), its backward from what its forward kept against the CPU twin's (the fp32 logits kept).
+double check_lm_head_saved_forward(const test::OpShape& s, std::mt19937_64& rng) {
+  Problem p(s, rng);
+  const int T = p.T;
+  DeviceBuffer<float> d_lp(T), d_ent(T), d_lse(T);
+  DeviceBuffer<char> d_saved(int64_t(hone::cuda::lm_head_saved_bytes(T, p.V, p.chunk_v)));
+  d_lp.poison();
+  d_ent.poison();
+  d_lse.poison();
+  d_saved.poison();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  hone::cuda::lm_head_saved_forward(d_lp.get(), p.with_entropy ? d_ent.get() : nullptr, d_lse.get(), d_saved.get(),
+                                    p.d_h.get(), p.d_w.get(), p.d_targets.get(), T, p.C, p.V, p.temperature,
+                                    p.chunk_v, gpu());
+  std::vector<float> lp(static_cast<size_t>(T)), ent(static_cast<size_t>(T)), lse(static_cast<size_t>(T));
+  hone::cpu::lm_head_logprob_forward(lp.data(), ent.data(), lse.data(), p.h.data(), p.w.data(), p.targets.data(), T,
+                                     p.C, p.V, p.temperature, p.chunk_v);
+  double e = std::max(err(d_lp.download(), lp), err(d_lse.download(), lse));
+  if (p.with_entropy) e = std::max(e, err(d_ent.download(), ent));
+  return e;
+}
+
+double check_lm_head_saved_backward(const test::OpShape& s, std::mt19937_64& rng) {
+  Problem p(s, rng);
+  const int T = p.T, C = p.C, V = p.V;
+  std::vector<float> lp(static_cast<size_t>(T)), ent(static_cast<size_t>(T)), lse(static_cast<size_t>(T));
+  std::vector<float> saved(hone::cpu::lm_head_saved_bytes(T, V, p.chunk_v) / sizeof(float));
+  hone::cpu::lm_head_saved_forward(lp.data(), ent.data(), lse.data(), saved.data(), p.h.data(), p.w.data(),
+                                   p.targets.data(), T, C, V, p.temperature, p.chunk_v);
+  auto dlp = test::random_vector(T, rng), dent = test::random_vector(T, rng);
+  std::vector<float> inc_dh(size_t(T) * C, 0.f), inc_dw(size_t(V) * C, 0.f);
+  hone::cpu::lm_head_saved_backward(inc_dh.data(), inc_dw.data(), dlp.data(), p.with_entropy ? dent.data() : nullptr,
+                                    p.h.data(), p.w.data(), p.targets.data(), lse.data(),
+                                    p.with_entropy ? ent.data() : nullptr, saved.data(), T, C, V, p.temperature,
+                                    p.chunk_v);
+  auto dh0 = test::random_vector(int64_t(T) * C, rng, float(std::max(rms(inc_dh), 1e-6)));
+  auto dw0 = test::random_vector(int64_t(V) * C, rng, float(std::max(rms(inc_dw), 1e-6)));
+  DeviceBuffer<bf16> d_dh(int64_t(T) * C);
+  DeviceBuffer<float> d_dw(int64_t(V) * C), d_dlp(T), d_dent(T), d_ent(T), d_lse(T), d_lp(T);
+  DeviceBuffer<char> d_saved(int64_t(hone::cuda::lm_head_saved_bytes(T, V, p.chunk_v)));
+  d_saved.poison();
+  d_dh.upload(dh0);
+  d_dw.upload(dw0);
+  d_dlp.upload(dlp);
+  d_dent.upload(dent);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  // The device's own forward fills the kept logits and the lse and entropy the backward reads with them.
+  hone::cuda::lm_head_saved_forward(d_lp.get(), d_ent.get(), d_lse.get(), d_saved.get(), p.d_h.get(), p.d_w.get(),
+                                    p.d_targets.get(), T, C, V, p.temperature, p.chunk_v, gpu());
+  hone::cuda::lm_head_saved_backward(d_dh.get(), d_dw.get(), d_dlp.get(), p.with_entropy ? d_dent.get() : nullptr,
+                                     p.d_h.get(), p.d_w.get(), p.d_targets.get(), d_lse.get(),
+                                     p.with_entropy ? d_ent.get() : nullptr, d_saved.get(), T, C, V, p.temperature,
+                                     p.chunk_v, gpu());
+  for (size_t i = 0; i < dh0.size(); ++i) dh0[i] += inc_dh[i];
+  for (size_t i = 0; i < dw0.size(); ++i) dw0[i] += inc_dw[i];
+  return std::max(err(d_dh.download(), dh0), err(d_dw.download(), dw0));
+}
+
 double check_lm_head_logits(const test::OpShape& s, std::mt19937_64& rng) {
   Problem p(s, rng);
   DeviceBuffer<float> d_logits(int64_t(p.T) * p.V);
@@ -148,6 +210,10 @@ const std::vector<test::OpShape> kLogitShapes = {
 
 const test::OpCheckRegistration reg_fwd{{"lm_head_logprob_forward", 1e-4, kShapes, &check_lm_head_forward}};
 const test::OpCheckRegistration reg_bwd{{"lm_head_logprob_backward", 1e-2, kShapes, &check_lm_head_backward}};
+const test::OpCheckRegistration reg_saved_fwd{
+    {"lm_head_saved_forward", 1e-4, kShapes, &check_lm_head_saved_forward}};
+const test::OpCheckRegistration reg_saved_bwd{
+    {"lm_head_saved_backward", 1e-2, kShapes, &check_lm_head_saved_backward}};
 const test::OpCheckRegistration reg_logits{{"lm_head_logits", 1e-4, kLogitShapes, &check_lm_head_logits}};
 
 // ---- the vocabulary-parallel ops ---------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The LM head fused with log-softmax gather and entropy: forward against full logits and log_softmax in double for
 // chunk sizes that divide V, do not divide it, equal it and exceed it, with temperature; rows without a target;
 // several row blocks; large logits; and dh, dW (with and without the entropy term) against central differences of
-// the double reference and against its closed-form gradient.
+// the double reference and against its closed-form gradient. The saved variant (logits kept by the forward)
+// against the chunked forward and the closed-form gradient.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -185,6 +186,42 @@ BOOST_AUTO_TEST_CASE(gradients_match_closed_form_over_row_blocks_and_chunks) {
     BOOST_TEST(m.empty(), m);
     m = test::mismatch("dw chunk_v=" + std::to_string(chunk_v), dw.data(), r.dw.data(), dw.size(), 1e-4, 1e-4);
     BOOST_TEST(m.empty(), m);
+  }
+}
+
+// The saved variant keeps the logits of its forward: the same outputs as the chunked forward, and the closed-form
+// gradient of the double reference (with and without the entropy term, temperature, masked rows untouched).
+BOOST_AUTO_TEST_CASE(saved_logits_give_the_same_outputs_and_gradients) {
+  Problem p = make_problem(40, 6, 23, 0.8f, 71);
+  const auto a = test::random_floats(test::len(p.T), 72), b = test::random_floats(test::len(p.T), 73);
+  const Reference r = reference(p, &a, &b);
+  const Outputs chunked = forward(p, 5);
+  for (bool with_entropy : {true, false}) {
+    Outputs o{test::nan_floats(test::len(p.T)), test::nan_floats(test::len(p.T)), test::nan_floats(test::len(p.T))};
+    std::vector<float> saved(cpu::lm_head_saved_bytes(p.T, p.V, 5) / sizeof(float), NAN);
+    cpu::lm_head_saved_forward(o.logprob.data(), with_entropy ? o.entropy.data() : nullptr, o.lse.data(),
+                               saved.data(), p.h.data(), p.w.data(), p.targets.data(), p.T, p.C, p.V, p.temperature,
+                               5);
+    BOOST_TEST(o.logprob == chunked.logprob);
+    BOOST_TEST(o.lse == chunked.lse);
+    if (with_entropy) BOOST_TEST(o.entropy == chunked.entropy);
+    auto dh = test::random_floats(p.h.size(), 74), dw = test::random_floats(p.w.size(), 75);
+    const auto dh0 = dh, dw0 = dw;
+    cpu::lm_head_saved_backward(dh.data(), dw.data(), a.data(), with_entropy ? b.data() : nullptr, p.h.data(),
+                                p.w.data(), p.targets.data(), o.lse.data(), with_entropy ? o.entropy.data() : nullptr,
+                                saved.data(), p.T, p.C, p.V, p.temperature, 5);
+    const Reference want = with_entropy ? r : reference(p, &a);
+    std::vector<double> inc_dh(dh.size()), inc_dw(dw.size());
+    for (size_t i = 0; i < dh.size(); ++i) inc_dh[i] = double(dh[i]) - dh0[i];
+    for (size_t i = 0; i < dw.size(); ++i) inc_dw[i] = double(dw[i]) - dw0[i];
+    const std::string tag = with_entropy ? " with entropy" : " without entropy";
+    std::string m = test::mismatch("saved dh" + tag, inc_dh.data(), want.dh.data(), dh.size(), 1e-4, 1e-4);
+    BOOST_TEST(m.empty(), m);
+    m = test::mismatch("saved dw" + tag, inc_dw.data(), want.dw.data(), dw.size(), 1e-4, 1e-4);
+    BOOST_TEST(m.empty(), m);
+    for (int t = 0; t < p.T; ++t)  // masked rows receive nothing
+      if (p.targets[test::len(t)] < 0)
+        for (int c = 0; c < p.C; ++c) BOOST_TEST(dh[test::len(t * p.C + c)] == dh0[test::len(t * p.C + c)]);
   }
 }
 

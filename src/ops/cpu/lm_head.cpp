@@ -2,7 +2,8 @@
 // [rows, chunk_v] block at a time: rows with a target are gathered kRowBlock at a time, and the vocabulary is walked
 // chunk_v rows of W at a time with an online log-sum-exp. Per row it keeps the running max m, s = sum exp(z - m) and
 // u = sum exp(z - m) (z - m) (both in double), so that lse = m + log s and entropy = log s - u / s without forming
-// lse - E[z] from two large numbers. Backward recomputes each logits chunk from h and W.
+// lse - E[z] from two large numbers. Backward recomputes each logits chunk from h and W; the saved variant
+// (lm_head_saved_forward/backward) keeps the whole [T, V] logits from its forward instead.
 #include <cblas.h>
 
 #include <algorithm>
@@ -117,6 +118,20 @@ std::vector<int> rows_with_any_target(const int32_t* targets, int T) {
   return rows;
 }
 
+// dlogits of row t in place of its n logits zr (raw: not yet divided by the temperature); tv: the target's column.
+void row_dlogits(float* zr, int n, int tv, int t, const float* dlogprob, const float* dentropy, const float* lse,
+                 const float* entropy, float temperature) {
+  const float g_lp = dlogprob[t], g_h = dentropy ? dentropy[t] : 0.f;
+  const float l = lse[t], H = entropy ? entropy[t] : 0.f;
+  for (int j = 0; j < n; ++j) {
+    const float logp = zr[j] / temperature - l;
+    const float p = std::exp(logp);
+    float dz = g_lp * ((j == tv ? 1.f : 0.f) - p);
+    if (dentropy) dz += g_h * (-p * (logp + H));
+    zr[j] = dz / temperature;  // now d(loss)/d(logit)
+  }
+}
+
 // dlogits of one chunk in place of its logits z[R, n] (columns v0.. of the slice), for the rows rows[r0..).
 void chunk_dlogits(float* z, int cv, int R, int n, int v0, int vocab_begin, const std::vector<int>& rows, int r0,
                    const int32_t* targets, const float* dlogprob, const float* dentropy, const float* lse,
@@ -124,17 +139,8 @@ void chunk_dlogits(float* z, int cv, int R, int n, int v0, int vocab_begin, cons
 #pragma omp parallel for if (int64_t(R) * n > 65536)
   for (int r = 0; r < R; ++r) {
     const int t = rows[size_t(r0 + r)];
-    const int tv = targets[t] - vocab_begin - v0;
-    const float g_lp = dlogprob[t], g_h = dentropy ? dentropy[t] : 0.f;
-    const float l = lse[t], H = entropy ? entropy[t] : 0.f;
-    float* zr = z + int64_t(r) * cv;
-    for (int j = 0; j < n; ++j) {
-      const float logp = zr[j] / temperature - l;
-      const float p = std::exp(logp);
-      float dz = g_lp * ((j == tv ? 1.f : 0.f) - p);
-      if (dentropy) dz += g_h * (-p * (logp + H));
-      zr[j] = dz / temperature;  // now d(loss)/d(logit)
-    }
+    row_dlogits(z + int64_t(r) * cv, n, targets[t] - vocab_begin - v0, t, dlogprob, dentropy, lse, entropy,
+                temperature);
   }
 }
 
@@ -200,6 +206,36 @@ void lm_head_logprob_backward(float* dh, float* dw, const float* dlogprob, const
   HONE_CHECK(dentropy == nullptr || entropy != nullptr, "the entropy gradient needs the saved entropy");
   lm_head_backward_rows(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, C, V, 0, temperature, chunk_v,
                         rows_with_targets(targets, T, V));
+}
+
+size_t lm_head_saved_bytes(int T, int V, int chunk_v) {
+  (void)chunk_v;
+  return size_t(T) * size_t(V) * sizeof(float);
+}
+
+// saved: the raw logits h W^T [T, V], fp32.
+void lm_head_saved_forward(float* logprob, float* entropy, float* lse, void* saved, const float* h, const float* w,
+                           const int32_t* targets, int T, int C, int V, float temperature, int chunk_v) {
+  lm_head_logprob_forward(logprob, entropy, lse, h, w, targets, T, C, V, temperature, chunk_v);
+  if (T > 0) lm_head_logits(static_cast<float*>(saved), h, w, T, C, V);
+}
+
+void lm_head_saved_backward(float* dh, float* dw, const float* dlogprob, const float* dentropy, const float* h,
+                            const float* w, const int32_t* targets, const float* lse, const float* entropy,
+                            void* saved, int T, int C, int V, float temperature, int chunk_v) {
+  check_args(T, C, V, temperature, chunk_v);
+  HONE_CHECK(dentropy == nullptr || entropy != nullptr, "the entropy gradient needs the saved entropy");
+  if (T == 0) return;
+  float* z = static_cast<float*>(saved);
+  (void)rows_with_targets(targets, T, V);  // checks the ids
+#pragma omp parallel for if (int64_t(T) * V > 65536)
+  for (int t = 0; t < T; ++t) {
+    float* zr = z + int64_t(t) * V;
+    if (targets[t] < 0) std::fill(zr, zr + V, 0.f);
+    else row_dlogits(zr, V, targets[t], t, dlogprob, dentropy, lse, entropy, temperature);
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, C, V, 1.f, z, V, w, C, 1.f, dh, C);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, T, 1.f, z, V, h, C, 1.f, dw, C);
 }
 
 void lm_head_vocab_slice_forward(float* stats, const float* h, const float* w, const int32_t* targets, int T, int C,
