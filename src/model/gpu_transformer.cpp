@@ -111,6 +111,11 @@ void GpuTransformer::set_recompute(Recompute r) {
   backward_ready_ = false;
 }
 
+bool GpuTransformer::keeps_logits(bool for_backward) const {
+  return for_backward && keep_logits_ && span_.head && !tp_ &&
+         std::all_of(recompute_.begin(), recompute_.end(), [](Recompute r) { return r == Recompute::none; });
+}
+
 void GpuTransformer::set_layer_recompute(int layer, Recompute r) {
   HONE_CHECK(layer >= 0 && layer < int(recompute_.size()), "layer ", layer, " out of range");
   recompute_[size_t(layer)] = r;
@@ -201,6 +206,7 @@ size_t GpuTransformer::layout_forward(int T, int S, int full_T, Arena* arena, bo
   const size_t fs = carve_gpu_layer_forward_scratch(fscratch_, nullptr, shape_, T, int(Tl));
   carve_gpu_layer_forward_scratch(fscratch_, take(fs, "forward scratch"), shape_, T, int(Tl));
   logprob_all_ = entropy_all_ = dlogprob_local_ = dentropy_local_ = nullptr;
+  kept_logits_ = nullptr;
   if (!span_.head) {
     rstd_f_ = lse_f_ = logprob_ = entropy_ = nullptr;
     h_f_ = h_f_local_ = nullptr;
@@ -210,6 +216,9 @@ size_t GpuTransformer::layout_forward(int T, int S, int full_T, Arena* arena, bo
   h_f_ = reinterpret_cast<bf16*>(take(size_t(T * C) * sizeof(bf16), "final norm output"));
   h_f_local_ = Tl != T ? reinterpret_cast<bf16*>(take(size_t(Tl * C) * sizeof(bf16), "final norm rows")) : h_f_;
   lse_f_ = reinterpret_cast<float*>(take(size_t(T) * 4, "lm head lse"));
+  kept_logits_ = keeps_logits(for_backward)
+                     ? take(cuda::lm_head_saved_bytes(T, c_.vocab_size, chunk_v_), "lm head kept logits")
+                     : nullptr;
   logprob_ = reinterpret_cast<float*>(take(size_t(T) * 4, "logprobs"));
   entropy_ = reinterpret_cast<float*>(take(size_t(T) * 4, "entropy"));
   if (cp_) {
@@ -246,6 +255,7 @@ size_t GpuTransformer::forward_bytes(int T, bool for_backward) const {
   const GpuLayerScratch keep_s = fscratch_;
   int32_t* keep_i[4] = {tokens_, positions_, targets_, cu_seqlens_};
   float* keep_f[8] = {rstd_f_, lse_f_, logprob_, entropy_, logprob_all_, entropy_all_, dlogprob_local_, dentropy_local_};
+  void* keep_kept = kept_logits_;
   bf16* keep_h = h_f_, *keep_hl = h_f_local_;
   const int Tp = padded_tokens(T);
   // The caller's rows of a batch whose split gives T rows here: at most cp x T.
@@ -258,6 +268,7 @@ size_t GpuTransformer::forward_bytes(int T, bool for_backward) const {
   self.logprob_all_ = keep_f[4], self.entropy_all_ = keep_f[5], self.dlogprob_local_ = keep_f[6];
   self.dentropy_local_ = keep_f[7];
   self.h_f_ = keep_h, self.h_f_local_ = keep_hl;
+  self.kept_logits_ = keep_kept;
   return n;
 }
 
@@ -406,9 +417,13 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
     if (tp_)
       tp_->lm_head_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head, targets_,
                            Tp, temperature, chunk_v_);
+    else if (need_backward && kept_logits_)
+      cuda::lm_head_saved_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, kept_logits_, h_f_,
+                                  w + layout_.lm_head, targets_, T, C, V, temperature, chunk_v_, ctx_);
     else
       cuda::lm_head_logprob_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head,
                                     targets_, T, C, V, temperature, chunk_v_, ctx_);
+    logits_kept_ = need_backward && kept_logits_ && !tp_;
   }
   if (!need_entropy) CUDA_CHECK(cudaMemsetAsync(entropy_, 0, size_t(Tp) * sizeof(float), ctx_.stream));
   if (cp_) {  // every rank gets the values of all the caller's rows
@@ -503,6 +518,10 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
       if (tp_)
         tp_->lm_head_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head, targets_,
                               lse_f_, have_entropy_ ? entropy_ : nullptr, T, temperature_, chunk_v_, sp);
+      else if (logits_kept_)
+        cuda::lm_head_saved_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head,
+                                     targets_, lse_f_, have_entropy_ ? entropy_ : nullptr, kept_logits_, T, C, V,
+                                     temperature_, chunk_v_, ctx_);
       else
         cuda::lm_head_logprob_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head,
                                        targets_, lse_f_, have_entropy_ ? entropy_ : nullptr, T, C, V, temperature_,

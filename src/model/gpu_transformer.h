@@ -73,7 +73,17 @@ class GpuTransformer {
   void set_layer_recompute(int layer, Recompute r);
   void set_layer_recompute(int layer, bool on) { set_layer_recompute(layer, on ? Recompute::full : Recompute::none); }
   Recompute layer_recompute(int layer) const { return recompute_[size_t(layer)]; }
-  void set_vocab_chunk(int chunk_v) { chunk_v_ = chunk_v; }
+  // Whether a training forward without recompute keeps the LM head's logits for its backward (keeps_logits; on
+  // by default). Off, the backward recomputes them as under recompute: the same logprobs, gradients within bf16
+  // rounding (its dlogits are rounded from logits formed again in fp32 instead of kept in fp16).
+  void set_keep_logits(bool on) {
+    keep_logits_ = on;
+    arenas_stale_ = true;
+  }
+  void set_vocab_chunk(int chunk_v) {
+    chunk_v_ = chunk_v;
+    arenas_stale_ = true;  // the kept logits' size depends on it
+  }
   void set_profiler(GpuOpProfiler* p) { prof_ = p; }  // null: no per-op timing
   // The mixture-of-experts feed-forward of an MoE model (its routing, the load-balancing loss and its weight,
   // replay and the routing record: model/gpu_moe_feed_forward.h); null for a dense one.
@@ -144,6 +154,10 @@ class GpuTransformer {
   GpuLayerBatch layer_batch() const;
   GpuLayerAttention& attention();  // packed, or the ring under cp
   GpuLayerFeedForward& feed_forward();  // the config's
+  // Whether a training forward keeps the LM head's logits for its backward (cuda::lm_head_saved_forward): with
+  // the whole vocabulary on this rank, no layer recomputed (recompute trades memory for time; the kept logits,
+  // T x V fp16, are the largest activation of a small model) and set_keep_logits on.
+  bool keeps_logits(bool for_backward) const;
   int padded_tokens(int T) const;  // T rounded up to a multiple of tp under sequence parallelism
   int local_rows(int T) const;     // rows of the residual stream on this rank
   LayerCollectives<bf16>* layers() const;  // the layer hooks (null at tp = 1)
@@ -159,6 +173,7 @@ class GpuTransformer {
   const ModelSpan span_;  // resolved
   std::vector<Recompute> recompute_;
   int chunk_v_ = 8192;
+  bool keep_logits_ = true;
   GpuOpProfiler* prof_ = nullptr;
   std::function<void(int)> layer_hook_;
   GpuPackedAttention attention_;
@@ -189,6 +204,8 @@ class GpuTransformer {
   bf16* h_f_ = nullptr;                      // [T, C]
   bf16* h_f_local_ = nullptr;                // [local rows, C] (h_f_ itself without sequence parallelism)
   float* lse_f_ = nullptr;                   // LM head log-sum-exp [T]
+  void* kept_logits_ = nullptr;              // the LM head's kept logits (keeps_logits), or null
+  bool logits_kept_ = false;                 // the last forward filled kept_logits_
   float* logprob_ = nullptr, *entropy_ = nullptr;
   // Context parallelism: the caller's rows gathered from every rank, and this rank's rows of the caller's gradients.
   float* logprob_all_ = nullptr, *entropy_all_ = nullptr;

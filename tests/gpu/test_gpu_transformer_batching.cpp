@@ -2,8 +2,12 @@
 // activation recompute changes nothing; one GPU optimizer step (clip + AdamW + refit) equals the CPU AdamW step.
 // Tolerances: packed vs single logprobs max abs <= 2e-2 (GEMM shapes differ, so bf16 rounding may too), gradients
 // relative L2 <= 2e-2; recompute: logprobs max abs <= 1e-5, gradients relative L2 <= 1e-3 (atomics in gradient
-// accumulation may reorder fp32 sums); optimizer (fp32 throughout): relative L2 <= 1e-5 on the master weights.
+// accumulation may reorder fp32 sums; every mode forms the LM head's logits again); the LM head keeping its logits
+// against forming them again: logprobs and entropy equal, gradients relative L2 <= 1e-2 (bf16 rounding of dlogits
+// from other values); optimizer (fp32 throughout): relative L2 <= 1e-5 on the master weights.
 #include <boost/test/unit_test.hpp>
+
+#include <cstdio>
 
 #include "common/gpu.h"
 
@@ -68,6 +72,40 @@ BOOST_AUTO_TEST_CASE(packed_equals_one_by_one, *boost::unit_test::precondition(t
   BOOST_TEST(test::rel_l2_of(a.data(), b.data(), N) <= 2e-2);
 }
 
+// The LM head keeping its logits (fp16) for the backward against forming them again: the same logprobs bit for bit
+// (one forward kernel), gradients within bf16 rounding (the dlogits round to bf16 from other values: 4-5e-3
+// measured; an indexing or scaling error is O(1)), and the kept logits in the forward arena's count.
+BOOST_AUTO_TEST_CASE(kept_logits_change_only_rounding, *boost::unit_test::precondition(test::needs_gpu)) {
+  const hone::ModelConfig c = test::gpu_tiny_config(hone::Architecture::qwen3, false);
+  const hone::ModelWeights w = test::gpu_test_weights(c, 33);
+  const hone::PackedBatch batch = test::gpu_test_batch({25, 40, 3}, c.vocab_size, 11);
+  const int T = batch.num_tokens();
+  const int64_t N = w.flat.numel();
+  const auto dl = test::gpu_logprob_weights(T), de = test::gpu_entropy_weights(T);
+  test::ScopedGpuContext g;
+  hone::GpuTransformer gpu(c, hone::ParamLayout::of(c), g.ctx, T);
+  gpu.upload_weights(w);
+  std::vector<std::vector<float>> lps, ents, grads;
+  size_t bytes[2] = {0, 0};
+  for (int keep = 0; keep < 2; ++keep) {
+    gpu.set_keep_logits(keep == 1);
+    bytes[keep] = gpu.forward_bytes(T);
+    hone::DeviceArray<float> gr(N);
+    CUDA_CHECK(cudaMemset(gr.get(), 0, gr.bytes()));
+    gpu.forward(batch, 0.8f, true);
+    lps.push_back(gpu.logprobs_host());
+    ents.push_back(gpu.entropy_host());
+    gpu.backward_host(dl, &de, gr.get());
+    grads.push_back(test::download_f32(gr.get(), N));
+  }
+  BOOST_TEST(lps[1] == lps[0]);
+  BOOST_TEST(ents[1] == ents[0]);
+  const double rel = test::rel_l2_of(grads[1].data(), grads[0].data(), N);
+  std::printf("kept logits vs formed again: gradients relative L2 %.3g\n", rel);
+  BOOST_TEST(rel <= 1e-2);
+  BOOST_TEST(bytes[1] >= bytes[0] + size_t(T) * size_t(c.vocab_size) * 2);
+}
+
 BOOST_AUTO_TEST_CASE(recompute_changes_nothing, *boost::unit_test::precondition(test::needs_gpu)) {
   const hone::ModelConfig c = test::gpu_tiny_config(hone::Architecture::qwen2, false);
   const hone::ModelWeights w = test::gpu_test_weights(c, 31);
@@ -78,6 +116,7 @@ BOOST_AUTO_TEST_CASE(recompute_changes_nothing, *boost::unit_test::precondition(
   test::ScopedGpuContext g;
   hone::GpuTransformer gpu(c, hone::ParamLayout::of(c), g.ctx, T);
   gpu.upload_weights(w);
+  gpu.set_keep_logits(false);  // every mode's LM head forms its logits again (kept_logits_change_only_rounding)
 
   std::vector<std::vector<float>> lps, grads;
   for (int mode = 0; mode < 3; ++mode) {  // none, every layer, only layer 0
