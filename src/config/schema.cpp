@@ -271,7 +271,8 @@ std::vector<KeySpec> build_schema() {
       i("train.global_batch_size", 0, at_least(0), "sequences", "rollouts per optimizer step; 0 = all rollouts of a step (one optimizer step per GRPO step)"),
       i("train.max_tokens_per_microbatch", 8192, at_least(1), "tokens", "sequences are packed into micro-batches of at most this many tokens"),
       e("train.recompute", S{"none", "selective", "full"}, "none",
-        "activation recompute in backward: none keeps every activation; selective keeps the GEMM and attention "
+        "activation recompute in backward: none keeps every activation (on the GPU also the LM head's logits); "
+        "selective keeps the GEMM and attention "
         "outputs and reruns the norms, RoPE and SwiGLU (no extra GEMM or attention); full keeps each layer's input "
         "only and reruns its forward (doc/model-engine.md)"),
       b("train.activation_recompute", false, "the older spelling of train.recompute: true is train.recompute = \"full\""),
