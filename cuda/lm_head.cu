@@ -2,6 +2,7 @@
 // per row, the gradient with respect to the logits, and the final accumulation of dh. Also the vocabulary-parallel
 // ops that touch only per-row statistics: lm_head_stats_rescale and lm_head_stats_finish.
 #include <cmath>
+#include <cstdint>
 
 #include "cuda/check.h"
 #include "cuda/lm_head_kernels.h"
@@ -43,9 +44,17 @@ __device__ float block_sum(float v, float* sh) {
   return warp_sum(lane < warps ? sh[lane] : 0.f);
 }
 
-// One block per row. Two passes over the row's chunk (the second hits L1/L2): the chunk max, then the sums relative
-// to the new running max M, merged with the old sums moved to M: exp(z - M) = exp(z - m) exp(m - M), so
-// s' = f s and u' = f (u + (m - M) s) with f = exp(m - M) (as the CPU twin).
+// The register path: a row of at most kRegVecs x 4 x kStatsThreads values (8192: the default chunk) is read once,
+// 16 bytes a load, every load of a thread in flight together, and held in registers for the sums and the kept copy.
+constexpr int kRegVecs = 8;
+
+__device__ __forceinline__ float max4(float4 v) { return fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)); }
+
+// One block per row. kRegs (n a multiple of 4, at most kRegVecs x 4 x kStatsThreads, rows 16-byte aligned): the
+// row is read once into registers. Otherwise two passes over the row's chunk (the second hits L1/L2). Either way:
+// the chunk max, then the sums relative to the new running max M, merged with the old sums moved to M:
+// exp(z - M) = exp(z - m) exp(m - M), so s' = f s and u' = f (u + (m - M) s) with f = exp(m - M) (as the CPU twin).
+template <bool kRegs>
 __global__ void __launch_bounds__(kStatsThreads)
     chunk_stats_kernel(const float* __restrict__ z, int n, int col0, int first, int last,
                        const int32_t* __restrict__ targets, LmHeadRowState st, LmHeadRowOutputs out,
@@ -70,17 +79,52 @@ __global__ void __launch_bounds__(kStatsThreads)
   }
   const float* zr = z + int64_t(r) * n;
   const float m_old = first ? -INFINITY : st.m[r];  // read by all threads before thread 0 rewrites it below
-  float cm = -INFINITY;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) cm = fmaxf(cm, zr[j]);
-  cm = block_max(cm, sh);
-  const float M = fmaxf(m_old, cm);
-  float ps = 0.f, pu = 0.f;
   __half* kept = saved.z ? saved.z + int64_t(r) * saved.ld : nullptr;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const float d = zr[j] - M, e = expf(d);
-    ps += e;
-    pu += e * d;
-    if (kept) kept[j] = __float2half_rn(fmaxf(d, -65504.f));
+  float cm = -INFINITY, ps = 0.f, pu = 0.f, M;
+  if constexpr (kRegs) {
+    const int n4 = n / 4;
+    const float4* z4 = reinterpret_cast<const float4*>(zr);
+    float4 v[kRegVecs];
+#pragma unroll
+    for (int k = 0; k < kRegVecs; ++k) {
+      const int i = threadIdx.x + k * kStatsThreads;
+      if (i < n4) {
+        v[k] = z4[i];
+        cm = fmaxf(cm, max4(v[k]));
+      }
+    }
+    cm = block_max(cm, sh);
+    M = fmaxf(m_old, cm);
+#pragma unroll
+    for (int k = 0; k < kRegVecs; ++k) {
+      const int i = threadIdx.x + k * kStatsThreads;
+      if (i >= n4) continue;
+      const float d[4] = {v[k].x - M, v[k].y - M, v[k].z - M, v[k].w - M};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float e = expf(d[q]);
+        ps += e;
+        pu += e * d[q];
+      }
+      if (kept) {
+        const __half2 lo = __floats2half2_rn(fmaxf(d[0], -65504.f), fmaxf(d[1], -65504.f));
+        const __half2 hi = __floats2half2_rn(fmaxf(d[2], -65504.f), fmaxf(d[3], -65504.f));
+        uint2 packed;
+        packed.x = *reinterpret_cast<const unsigned*>(&lo);
+        packed.y = *reinterpret_cast<const unsigned*>(&hi);
+        *reinterpret_cast<uint2*>(kept + 4 * i) = packed;
+      }
+    }
+  } else {
+    for (int j = threadIdx.x; j < n; j += blockDim.x) cm = fmaxf(cm, zr[j]);
+    cm = block_max(cm, sh);
+    M = fmaxf(m_old, cm);
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+      const float d = zr[j] - M, e = expf(d);
+      ps += e;
+      pu += e * d;
+      if (kept) kept[j] = __float2half_rn(fmaxf(d, -65504.f));
+    }
   }
   ps = block_sum(ps, sh);
   pu = block_sum(pu, sh);
@@ -237,8 +281,15 @@ int elementwise_blocks(int64_t N, const GpuContext& ctx) {
 void lm_head_chunk_stats(const float* z, int R, int n, int col0, bool first, bool last, const int32_t* targets,
                          LmHeadRowState st, LmHeadRowOutputs out, LmHeadSavedChunk saved, const GpuContext& ctx) {
   if (R <= 0) return;
-  chunk_stats_kernel<<<R, kStatsThreads, 0, ctx.stream>>>(z, n, col0, first ? 1 : 0, last ? 1 : 0, targets, st,
-                                                          out, saved);
+  // The register path needs 16-byte rows of z and 8-byte groups of the kept copy (its row stride is a multiple of 8).
+  const bool aligned = n % 4 == 0 && reinterpret_cast<uintptr_t>(z) % 16 == 0 &&
+                       (!saved.z || reinterpret_cast<uintptr_t>(saved.z) % 8 == 0);
+  if (aligned && n <= kRegVecs * 4 * kStatsThreads)
+    chunk_stats_kernel<true><<<R, kStatsThreads, 0, ctx.stream>>>(z, n, col0, first ? 1 : 0, last ? 1 : 0, targets,
+                                                                  st, out, saved);
+  else
+    chunk_stats_kernel<false><<<R, kStatsThreads, 0, ctx.stream>>>(z, n, col0, first ? 1 : 0, last ? 1 : 0, targets,
+                                                                   st, out, saved);
   CUDA_CHECK_LAST();
 }
 
