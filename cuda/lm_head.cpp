@@ -73,9 +73,8 @@ int64_t kept_ld(int V) { return (int64_t(V) + 7) / 8 * 8; }
 
 size_t kept_z_bytes(int T, int V) { return round_up(size_t(T) * size_t(kept_ld(V)) * sizeof(__half)); }
 
-KeptLogits kept_layout(void* kept, int T, int V, int chunk_v) {
+KeptLogits kept_layout(void* kept, int T, int V) {
   if (!kept) return {nullptr, 0, nullptr};
-  (void)chunk_v;
   char* base = static_cast<char*>(kept);
   return {reinterpret_cast<__half*>(base), kept_ld(V), reinterpret_cast<float*>(base + kept_z_bytes(T, V))};
 }
@@ -119,7 +118,7 @@ void forward_rows(const bf16* h, const bf16* w, const int32_t* targets, int T, i
                     reinterpret_cast<double*>(base + z_bytes), reinterpret_cast<double*>(base + z_bytes + d_bytes),
                     reinterpret_cast<float*>(base + z_bytes + 2 * d_bytes + f_bytes)};
 
-  const KeptLogits k = kept_layout(kept, T, V, chunk_v);
+  const KeptLogits k = kept_layout(kept, T, V);
   for (int r0 = 0; r0 < T; r0 += RB) {
     const int R = std::min(RB, T - r0);
     const LmHeadRowOutputs ob = at_row(out, r0);
@@ -195,7 +194,8 @@ void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const 
 }
 
 size_t lm_head_saved_bytes(int T, int V, int chunk_v) {
-  const size_t chunks = size_t((int64_t(V) + std::min(chunk_v, V) - 1) / std::min(chunk_v, V));
+  const int cv = std::min(chunk_v, V);
+  const size_t chunks = size_t((V + cv - 1) / cv);
   return kept_z_bytes(T, V) + round_up(chunks * size_t(T) * sizeof(float));
 }
 
@@ -216,7 +216,7 @@ void lm_head_saved_backward(bf16* dh, float* dw, const float* dlogprob, const fl
   HONE_CHECK(dentropy == nullptr || entropy != nullptr, "the entropy gradient needs the saved entropy");
   HONE_CHECK(saved != nullptr, "the saved LM head needs its buffer");
   if (T == 0) return;
-  backward_kept(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, kept_layout(saved, T, V, chunk_v), T, C, V,
+  backward_kept(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, kept_layout(saved, T, V), T, C, V,
                 temperature, chunk_v, ctx);
 }
 

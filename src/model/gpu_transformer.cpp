@@ -417,13 +417,12 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
     if (tp_)
       tp_->lm_head_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head, targets_,
                            Tp, temperature, chunk_v_);
-    else if (need_backward && kept_logits_)
+    else if (kept_logits_)  // laid out only for a forward with a backward to follow
       cuda::lm_head_saved_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, kept_logits_, h_f_,
                                   w + layout_.lm_head, targets_, T, C, V, temperature, chunk_v_, ctx_);
     else
       cuda::lm_head_logprob_forward(logprob_, need_entropy ? entropy_ : nullptr, lse_f_, h_f_, w + layout_.lm_head,
                                     targets_, T, C, V, temperature, chunk_v_, ctx_);
-    logits_kept_ = need_backward && kept_logits_ && !tp_;
   }
   if (!need_entropy) CUDA_CHECK(cudaMemsetAsync(entropy_, 0, size_t(Tp) * sizeof(float), ctx_.stream));
   if (cp_) {  // every rank gets the values of all the caller's rows
@@ -518,7 +517,7 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
       if (tp_)
         tp_->lm_head_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head, targets_,
                               lse_f_, have_entropy_ ? entropy_ : nullptr, T, temperature_, chunk_v_, sp);
-      else if (logits_kept_)
+      else if (kept_logits_)
         cuda::lm_head_saved_backward(dh_f, grads + layout_.lm_head, dlogprob, dentropy, h_f_, w + layout_.lm_head,
                                      targets_, lse_f_, have_entropy_ ? entropy_ : nullptr, kept_logits_, T, C, V,
                                      temperature_, chunk_v_, ctx_);

@@ -205,7 +205,6 @@ class GpuTransformer {
   bf16* h_f_local_ = nullptr;                // [local rows, C] (h_f_ itself without sequence parallelism)
   float* lse_f_ = nullptr;                   // LM head log-sum-exp [T]
   void* kept_logits_ = nullptr;              // the LM head's kept logits (keeps_logits), or null
-  bool logits_kept_ = false;                 // the last forward filled kept_logits_
   float* logprob_ = nullptr, *entropy_ = nullptr;
   // Context parallelism: the caller's rows gathered from every rank, and this rank's rows of the caller's gradients.
   float* logprob_all_ = nullptr, *entropy_all_ = nullptr;

@@ -74,23 +74,34 @@ struct Problem {
   }
 };
 
-double check_lm_head_forward(const test::OpShape& s, std::mt19937_64& rng) {
+// The chunked forward, or (saved) the saved variant's, whose outputs must be the chunked forward's (what it keeps
+// is the op's own, checked through its backward).
+double forward_error(const test::OpShape& s, std::mt19937_64& rng, bool saved) {
   Problem p(s, rng);
   const int T = p.T;
   DeviceBuffer<float> d_lp(T), d_ent(T), d_lse(T);
+  DeviceBuffer<char> d_saved(saved ? int64_t(hone::cuda::lm_head_saved_bytes(T, p.V, p.chunk_v)) : 1);
   d_lp.poison();
   d_ent.poison();
   d_lse.poison();
+  d_saved.poison();
   CUDA_CHECK(cudaDeviceSynchronize());  // uploads and memsets ran on the legacy stream; the op uses its own
-  hone::cuda::lm_head_logprob_forward(d_lp.get(), p.with_entropy ? d_ent.get() : nullptr, d_lse.get(), p.d_h.get(),
-                                      p.d_w.get(), p.d_targets.get(), T, p.C, p.V, p.temperature, p.chunk_v, gpu());
-  std::vector<float> lp(static_cast<size_t>(T)), ent(static_cast<size_t>(T)), lse(static_cast<size_t>(T));
-  hone::cpu::lm_head_logprob_forward(lp.data(), ent.data(), lse.data(), p.h.data(), p.w.data(), p.targets.data(), T,
-                                     p.C, p.V, p.temperature, p.chunk_v);
+  float* ent = p.with_entropy ? d_ent.get() : nullptr;
+  if (saved)
+    hone::cuda::lm_head_saved_forward(d_lp.get(), ent, d_lse.get(), d_saved.get(), p.d_h.get(), p.d_w.get(),
+                                      p.d_targets.get(), T, p.C, p.V, p.temperature, p.chunk_v, gpu());
+  else
+    hone::cuda::lm_head_logprob_forward(d_lp.get(), ent, d_lse.get(), p.d_h.get(), p.d_w.get(), p.d_targets.get(), T,
+                                        p.C, p.V, p.temperature, p.chunk_v, gpu());
+  std::vector<float> lp(static_cast<size_t>(T)), ent_want(static_cast<size_t>(T)), lse(static_cast<size_t>(T));
+  hone::cpu::lm_head_logprob_forward(lp.data(), ent_want.data(), lse.data(), p.h.data(), p.w.data(), p.targets.data(),
+                                     T, p.C, p.V, p.temperature, p.chunk_v);
   double e = std::max(err(d_lp.download(), lp), err(d_lse.download(), lse));
-  if (p.with_entropy) e = std::max(e, err(d_ent.download(), ent));
+  if (p.with_entropy) e = std::max(e, err(d_ent.download(), ent_want));
   return e;
 }
+
+double check_lm_head_forward(const test::OpShape& s, std::mt19937_64& rng) { return forward_error(s, rng, false); }
 
 double check_lm_head_backward(const test::OpShape& s, std::mt19937_64& rng) {
   Problem p(s, rng);
@@ -126,29 +137,11 @@ double check_lm_head_backward(const test::OpShape& s, std::mt19937_64& rng) {
   return std::max(err(d_dh.download(), dh0), err(d_dw.download(), dw0));
 }
 
-// The saved variant: its forward's outputs as the chunked forward's (the kept logits are the op's own, checked
-// through the backward), its backward from what its forward kept against the CPU twin's (the fp32 logits kept).
 double check_lm_head_saved_forward(const test::OpShape& s, std::mt19937_64& rng) {
-  Problem p(s, rng);
-  const int T = p.T;
-  DeviceBuffer<float> d_lp(T), d_ent(T), d_lse(T);
-  DeviceBuffer<char> d_saved(int64_t(hone::cuda::lm_head_saved_bytes(T, p.V, p.chunk_v)));
-  d_lp.poison();
-  d_ent.poison();
-  d_lse.poison();
-  d_saved.poison();
-  CUDA_CHECK(cudaDeviceSynchronize());
-  hone::cuda::lm_head_saved_forward(d_lp.get(), p.with_entropy ? d_ent.get() : nullptr, d_lse.get(), d_saved.get(),
-                                    p.d_h.get(), p.d_w.get(), p.d_targets.get(), T, p.C, p.V, p.temperature,
-                                    p.chunk_v, gpu());
-  std::vector<float> lp(static_cast<size_t>(T)), ent(static_cast<size_t>(T)), lse(static_cast<size_t>(T));
-  hone::cpu::lm_head_logprob_forward(lp.data(), ent.data(), lse.data(), p.h.data(), p.w.data(), p.targets.data(), T,
-                                     p.C, p.V, p.temperature, p.chunk_v);
-  double e = std::max(err(d_lp.download(), lp), err(d_lse.download(), lse));
-  if (p.with_entropy) e = std::max(e, err(d_ent.download(), ent));
-  return e;
+  return forward_error(s, rng, true);
 }
 
+// The saved variant's backward, from what its own forward kept, against the CPU twin's (the fp32 logits kept).
 double check_lm_head_saved_backward(const test::OpShape& s, std::mt19937_64& rng) {
   Problem p(s, rng);
   const int T = p.T, C = p.C, V = p.V;
