@@ -219,8 +219,10 @@ BOOST_AUTO_TEST_CASE(process_reward_failures_name_the_process_the_line_and_the_s
   // Three replies to two requests: seen after the batch, or at the latest before the next one.
   e = fails("read -r a; read -r b; echo 1; echo 1; echo 1; " + replying("1"));
   BOOST_TEST((contains(e, "more reply lines than the 2 requests") || contains(e, "a line nobody asked for")), e);
+  // A line before any request: seen before the first batch, or (when the child is slow to start) taken as the
+  // first reply, so that one reply too many is left after the batch or before the next one.
   e = fails("echo 1; " + replying("1"));
-  BOOST_TEST(contains(e, "a line nobody asked for"));
+  BOOST_TEST((contains(e, "a line nobody asked for") || contains(e, "more reply lines than the 2 requests")), e);
   const auto t0 = std::chrono::steady_clock::now();
   e = fails("read -r l; echo 1; sleep 30", 0.5);
   BOOST_TEST(contains(e, "no complete answer within reward.timeout_s = 0.5 s (1 of 2 replies"));
