@@ -18,8 +18,9 @@ namespace hone::cuda {
 
 // ---- paged KV cache ------------------------------------------------------------------------------------------------
 // Writes k[t], v[t] ([T, Hkv, D] bf16, K after q/k norm and RoPE) to slot slot_mapping[t]; slots < 0 are skipped.
+// v's rows lie ldv values apart (0: Hkv * D): v as one fused QKV projection left it.
 void kv_append(bf16* k_pool, bf16* v_pool, const bf16* k, const bf16* v, const int32_t* slot_mapping, int T, int Hkv,
-               int D, int block_size, const GpuContext& ctx);
+               int D, int block_size, const GpuContext& ctx, int64_t ldv = 0);
 // Copies whole blocks src[i] -> dst[i] (n pairs, device arrays) in both pools: copy-on-write of a shared partial
 // block. Layers are handled by the caller (one call per layer's pools).
 void kv_copy_blocks(bf16* k_pool, bf16* v_pool, const int32_t* src, const int32_t* dst, int n, int Hkv, int D,

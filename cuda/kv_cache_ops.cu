@@ -1,7 +1,8 @@
 // The paged KV cache's two data movers (cuda/generation_ops.h): kv_append writes the new tokens' K and V rows into
 // their slots; kv_copy_blocks duplicates whole blocks (copy-on-write of a group's shared partial block).
 // Both move 16-byte vectors (8 bf16) when every pointer is 16-byte aligned and D is a multiple of 8, else single
-// elements: one thread per vector, consecutive threads on consecutive addresses of the source.
+// elements: one thread per vector, consecutive threads on consecutive addresses of the source. v's rows may lie
+// further apart than k's (v read where one fused QKV projection left it).
 #include <cstdint>
 
 #include "cuda/check.h"
@@ -15,7 +16,7 @@ constexpr int kThreads = 256;
 
 template <typename Vec>
 __global__ void kv_append_kernel(Vec* k_pool, Vec* v_pool, const Vec* k, const Vec* v, const int32_t* slot_mapping,
-                                 int T, int Hkv, int dvec, int block_size) {
+                                 int T, int Hkv, int dvec, int block_size, int64_t ldv) {
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t per_token = int64_t(Hkv) * dvec;
   if (idx >= int64_t(T) * per_token) return;
@@ -27,7 +28,7 @@ __global__ void kv_append_kernel(Vec* k_pool, Vec* v_pool, const Vec* k, const V
   const int64_t block = slot / block_size, offset = slot % block_size;
   const int64_t dst = ((block * Hkv + h) * block_size + offset) * dvec + c;
   k_pool[dst] = k[idx];
-  v_pool[dst] = v[idx];
+  v_pool[dst] = v[int64_t(t) * ldv + rest];
 }
 
 template <typename Vec>
@@ -46,21 +47,24 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 void kv_append(bf16* k_pool, bf16* v_pool, const bf16* k, const bf16* v, const int32_t* slot_mapping, int T, int Hkv,
-               int D, int block_size, const GpuContext& ctx) {
+               int D, int block_size, const GpuContext& ctx, int64_t ldv) {
   HONE_CHECK(T >= 0 && Hkv > 0 && D > 0 && block_size > 0, "bad kv_append shape T=", T, " Hkv=", Hkv, " D=", D,
              " block_size=", block_size);
+  HONE_CHECK(ldv == 0 || ldv >= int64_t(Hkv) * D, "kv_append: v row stride ", ldv, " below Hkv * D = ", Hkv * D);
   if (T == 0) return;
-  const bool vec = D % 8 == 0 && aligned16(k_pool) && aligned16(v_pool) && aligned16(k) && aligned16(v);
+  if (ldv == 0) ldv = int64_t(Hkv) * D;
+  const bool vec = D % 8 == 0 && ldv % 8 == 0 && aligned16(k_pool) && aligned16(v_pool) && aligned16(k) &&
+                   aligned16(v);
   if (vec) {
     const int dvec = D / 8;
     const int64_t n = int64_t(T) * Hkv * dvec;
     kv_append_kernel<uint4><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, ctx.stream>>>(
         reinterpret_cast<uint4*>(k_pool), reinterpret_cast<uint4*>(v_pool), reinterpret_cast<const uint4*>(k),
-        reinterpret_cast<const uint4*>(v), slot_mapping, T, Hkv, dvec, block_size);
+        reinterpret_cast<const uint4*>(v), slot_mapping, T, Hkv, dvec, block_size, ldv / 8);
   } else {
     const int64_t n = int64_t(T) * Hkv * D;
     kv_append_kernel<bf16><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, ctx.stream>>>(
-        k_pool, v_pool, k, v, slot_mapping, T, Hkv, D, block_size);
+        k_pool, v_pool, k, v, slot_mapping, T, Hkv, D, block_size, ldv);
   }
   CUDA_CHECK_LAST();
 }

@@ -70,8 +70,10 @@ void linear_backward(bf16* dx, float* dw, float* dbias, const bf16* dout, const 
                      int OC, bool accumulate_dx, const GpuContext& ctx);
 
 // ---- RoPE on x[T, H, D] by position ids (inv_freq: D/2 fp32 values from cpu::rope_inv_freq, on the device) -----------
+// The forward reads x's rows at a stride of ldx values (0: H * D), as cpu::rope_forward: q and k where one fused
+// QKV projection left them. out is [T, H, D]; it may alias x only with rows of their own.
 void rope_forward(bf16* out, const bf16* x, const int32_t* pos, const float* inv_freq, int T, int H, int D,
-                  const GpuContext& ctx);
+                  const GpuContext& ctx, int64_t ldx = 0);
 // dx written, or (accumulate) added to. Without the flag: accumulated.
 void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
                    bool accumulate, const GpuContext& ctx);
@@ -84,9 +86,11 @@ inline void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const 
 // x, out, dout, dx [T, H, D] bf16, w [D] bf16, rstd [T*H] fp32, dw [D] fp32. The normed row stays in fp32 between
 // the norm and the rotation (one rounding, of out). dx is WRITTEN, not accumulated (no zeroing needed); dw is
 // ACCUMULATED. D a multiple of 16, at most 512; pointers 16-byte aligned. The forward allocates nothing and never
-// waits for the host (it runs inside generation's CUDA graphs); out may alias x.
+// waits for the host (it runs inside generation's CUDA graphs); out may alias x. The forward reads x's rows at a
+// stride of ldx values (0: H * D; else a multiple of 8, and out must not alias x), as rope_forward.
 void qk_norm_rope_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, const int32_t* pos,
-                          const float* inv_freq, int T, int H, int D, float eps, const GpuContext& ctx);
+                          const float* inv_freq, int T, int H, int D, float eps, const GpuContext& ctx,
+                          int64_t ldx = 0);
 void qk_norm_rope_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w, const float* rstd,
                            const int32_t* pos, const float* inv_freq, int T, int H, int D, const GpuContext& ctx);
 

@@ -72,7 +72,7 @@ template <int G>
 __global__ void __launch_bounds__(kThreads) qk_norm_rope_forward_kernel(bf16* out, float* rstd, const bf16* x,
                                                                         const bf16* w, const int32_t* pos,
                                                                         const float* inv_freq, int T, int H, int D,
-                                                                        float eps, int slices) {
+                                                                        float eps, int slices, int64_t ldx) {
   const LaneMap<G> m(H, D);
   const int warp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int unit = warp / slices, slice = warp % slices;
@@ -96,8 +96,9 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_forward_kernel(bf16* ou
     const int64_t row = int64_t(t) * H + h;
     float a[kVec], b[kVec], ss = 0.f;
     if (ok) {
-      detail::load8(a, x + row * D + lo_col);
-      detail::load8(b, x + row * D + hi_col);
+      const bf16* xr = x + int64_t(t) * ldx + int64_t(h) * D;
+      detail::load8(a, xr + lo_col);
+      detail::load8(b, xr + hi_col);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) ss += a[k] * a[k];
 #pragma unroll
@@ -249,9 +250,10 @@ int units_for(int T, int H, int D) {
 
 template <int G>
 void launch_forward(unsigned blocks, bf16* out, float* rstd, const bf16* x, const bf16* w, const int32_t* pos,
-                    const float* inv_freq, int T, int H, int D, float eps, int slices, const GpuContext& ctx) {
+                    const float* inv_freq, int T, int H, int D, float eps, int slices, int64_t ldx,
+                    const GpuContext& ctx) {
   qk_norm_rope_forward_kernel<G>
-      <<<blocks, kThreads, 0, ctx.stream>>>(out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices);
+      <<<blocks, kThreads, 0, ctx.stream>>>(out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ldx);
 }
 
 template <int G>
@@ -265,9 +267,13 @@ void launch_backward(unsigned blocks, bf16* dx, float* partial, float* dw, const
 }  // namespace
 
 void qk_norm_rope_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, const int32_t* pos,
-                          const float* inv_freq, int T, int H, int D, float eps, const GpuContext& ctx) {
+                          const float* inv_freq, int T, int H, int D, float eps, const GpuContext& ctx,
+                          int64_t ldx) {
   if (T <= 0) return;
   check_args(H, D, out, x, w, x);
+  HONE_CHECK(ldx == 0 || (ldx >= int64_t(H) * D && ldx % 8 == 0), "q/k norm + RoPE input row stride ", ldx,
+             " must be 0 or a multiple of 8 of at least H * D = ", H * D);
+  if (ldx == 0) ldx = int64_t(H) * D;
   // Few tokens (a decode step): a token's head steps are spread over several warps, so no warp walks its heads one
   // load latency after another while most SMs idle. Each row is computed the same way either way.
   const int units = units_for(T, H, D), steps = head_steps(H, D);
@@ -275,12 +281,12 @@ void qk_norm_rope_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, 
   const int slices = units >= want ? 1 : std::min(steps, (want + units - 1) / units);
   const unsigned blocks = unsigned((int64_t(units) * slices + kWarps - 1) / kWarps);
   switch (lanes_per_row(D)) {
-    case 1: launch_forward<1>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
-    case 2: launch_forward<2>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
-    case 4: launch_forward<4>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
-    case 8: launch_forward<8>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
-    case 16: launch_forward<16>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
-    default: launch_forward<32>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ctx); break;
+    case 1: launch_forward<1>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ldx, ctx); break;
+    case 2: launch_forward<2>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ldx, ctx); break;
+    case 4: launch_forward<4>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ldx, ctx); break;
+    case 8: launch_forward<8>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ldx, ctx); break;
+    case 16: launch_forward<16>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ldx, ctx); break;
+    default: launch_forward<32>(blocks, out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ldx, ctx); break;
   }
   CUDA_CHECK_LAST();
 }

@@ -1,7 +1,7 @@
 // Rotary position embedding on bf16 x[T, H, D], pairs (i, i + D/2) as Hugging Face's rotate_half. The angle is
 // float(pos) * inv_freq[i] in fp32 as on the CPU, then sincosf (full-precision, not the fast intrinsic). One block
 // per token: thread (i, y) computes the cos/sin of pair i once and rotates that pair in heads y, y + blockDim.y, ...
-// Every pair is read and written by one thread only, so forward may run in place (out == x).
+// Every pair is read and written by one thread only, so forward may run in place (out == x, rows of their own).
 #include "cuda/check.h"
 #include "cuda/ops_cuda.h"
 #include "runtime/error.h"
@@ -15,15 +15,15 @@ constexpr int kThreads = 256;
 // backward == false: out = R x; backward == true: out (+)= R^T x (added to the old out when accumulate).
 template <bool kBackward>
 __global__ void rope_kernel(bf16* out, const bf16* x, const int32_t* pos, const float* inv_freq, int H, int D,
-                            bool accumulate = false) {
+                            int64_t ldx, bool accumulate = false) {
   const int t = blockIdx.x, half = D / 2, i = threadIdx.x;
   if (i >= half) return;
   const float angle = float(pos[t]) * inv_freq[i];
   float sn, cs;
   sincosf(angle, &sn, &cs);
   for (int h = threadIdx.y; h < H; h += blockDim.y) {
-    const int64_t base = (int64_t(t) * H + h) * D;
-    const float a = __bfloat162float(x[base + i]), b = __bfloat162float(x[base + i + half]);
+    const int64_t base = (int64_t(t) * H + h) * D, xbase = int64_t(t) * ldx + int64_t(h) * D;
+    const float a = __bfloat162float(x[xbase + i]), b = __bfloat162float(x[xbase + i + half]);
     if (kBackward) {
       const float lo = (accumulate ? __bfloat162float(out[base + i]) : 0.f) + (a * cs + b * sn);
       const float hi = (accumulate ? __bfloat162float(out[base + i + half]) : 0.f) + (b * cs - a * sn);
@@ -52,10 +52,12 @@ void check_shape(int H, int D) {
 }  // namespace
 
 void rope_forward(bf16* out, const bf16* x, const int32_t* pos, const float* inv_freq, int T, int H, int D,
-                  const GpuContext& ctx) {
+                  const GpuContext& ctx, int64_t ldx) {
   if (T <= 0) return;
   check_shape(H, D);
-  rope_kernel<false><<<unsigned(T), rope_block(H, D), 0, ctx.stream>>>(out, x, pos, inv_freq, H, D);
+  HONE_CHECK(ldx == 0 || ldx >= int64_t(H) * D, "RoPE input row stride ", ldx, " below H * D = ", H * D);
+  rope_kernel<false><<<unsigned(T), rope_block(H, D), 0, ctx.stream>>>(out, x, pos, inv_freq, H, D,
+                                                                       ldx ? ldx : int64_t(H) * D);
   CUDA_CHECK_LAST();
 }
 
@@ -63,7 +65,8 @@ void rope_backward(bf16* dx, const bf16* dout, const int32_t* pos, const float* 
                    bool accumulate, const GpuContext& ctx) {
   if (T <= 0) return;
   check_shape(H, D);
-  rope_kernel<true><<<unsigned(T), rope_block(H, D), 0, ctx.stream>>>(dx, dout, pos, inv_freq, H, D, accumulate);
+  rope_kernel<true><<<unsigned(T), rope_block(H, D), 0, ctx.stream>>>(dx, dout, pos, inv_freq, H, D,
+                                                                      int64_t(H) * D, accumulate);
   CUDA_CHECK_LAST();
 }
 

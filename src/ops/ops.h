@@ -75,8 +75,11 @@ void linear_backward(float* dx, float* dw, float* dbias, const float* dout, cons
                      int IC, int OC, bool accumulate_dx);
 
 // ---- RoPE on x[T, H, D] by position ids (packed sequences restart at 0) ---------------------------------------
+// The forwards below read x's rows at a stride of ldx values (0: H * D, rows of their own), so that q and k can be
+// read where one fused QKV projection left them (the column blocks of a [T, Q + 2K] product); out is [T, H, D].
 void rope_inv_freq(float* inv_freq, const RopeParams& p);  // D/2 values
-void rope_forward(float* out, const float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D);
+void rope_forward(float* out, const float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D,
+                  int64_t ldx = 0);
 // dx is written, or (accumulate) added to.
 void rope_backward(float* dx, const float* dout, const int32_t* pos, const float* inv_freq, int T, int H, int D,
                    bool accumulate = true);
@@ -88,7 +91,7 @@ void rope_backward(float* dx, const float* dout, const int32_t* pos, const float
 // Unlike every other backward, dx is WRITTEN (overwritten), not accumulated: the op is its first and only writer,
 // so the caller need not zero it. dw [D] is ACCUMULATED as usual.
 void qk_norm_rope_forward(float* out, float* rstd, const float* x, const float* w, const int32_t* pos,
-                          const float* inv_freq, int T, int H, int D, float eps);
+                          const float* inv_freq, int T, int H, int D, float eps, int64_t ldx = 0);
 void qk_norm_rope_backward(float* dx, float* dw, const float* dout, const float* x, const float* w, const float* rstd,
                            const int32_t* pos, const float* inv_freq, int T, int H, int D);
 

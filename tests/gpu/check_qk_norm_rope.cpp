@@ -4,7 +4,8 @@
 // different orders), and dw bitwise equal over two runs (tolerance 0: the reduction is deterministic).
 // Shapes {T, H, D, max_pos}: rows T*H of 1, 7, 1000 and 32768; D 16/32/64/128 (1, 2, 4, 8 lanes a row), 48/80/96
 // (lanes without columns), 256/512; H 1, 2, 3, 6, 8, 16 (H below, equal to and above the rows a warp holds, and not
-// a multiple of them); decode-sized T with several head steps (8 x 16, 9 x 12, 6 x 40), spread over warps.
+// a multiple of them); decode-sized T with several head steps (8 x 16, 9 x 12, 6 x 40), spread over warps. The
+// strided forward reads rows padded apart, as q and k inside one fused QKV product.
 #if HONE_CUDA
 #include "check_common.h"
 #include "device_buffer.h"
@@ -24,11 +25,11 @@ struct Inputs {
   std::vector<int32_t> pos;
 };
 
-Inputs draw(const test::OpShape& s, std::mt19937_64& rng) {
+Inputs draw(const test::OpShape& s, std::mt19937_64& rng, int64_t ldx = 0) {
   Inputs in{int(s[0]), int(s[1]), int(s[2]), 0, 0, {}, {}, {}, {}};
   in.rows = int64_t(in.T) * in.H;
   in.n = in.rows * in.D;
-  in.x = test::random_vector(in.n, rng, 2.f);
+  in.x = test::random_vector(ldx ? in.T * ldx : in.n, rng, 2.f);
   in.w = test::random_vector(in.D, rng, 0.5f);
   for (auto& v : in.w) v += 1.f;
   hone::RopeParams p;
@@ -44,9 +45,11 @@ struct Forward {
   double out_err, rstd_err;
 };
 
+// A fifth shape value pads the input rows (q or k inside one fused QKV product): they lie H * D + pad apart.
 Forward run_forward(const test::OpShape& s, std::mt19937_64& rng) {
-  Inputs in = draw(s, rng);
-  test::DeviceBuffer<bf16> bx(in.n), bw(in.D), bout(in.n);
+  const int64_t ldx = s.size() > 4 ? s[1] * s[2] + s[4] : 0;
+  Inputs in = draw(s, rng, ldx);
+  test::DeviceBuffer<bf16> bx(int64_t(in.x.size())), bw(in.D), bout(in.n);
   test::DeviceBuffer<float> brstd(in.rows), binv(in.D / 2);
   test::DeviceBuffer<int32_t> bpos(in.T);
   bx.upload(in.x);
@@ -57,11 +60,11 @@ Forward run_forward(const test::OpShape& s, std::mt19937_64& rng) {
   brstd.poison();
   test::inputs_ready();
   hone::cuda::qk_norm_rope_forward(bout.get(), brstd.get(), bx.get(), bw.get(), bpos.get(), binv.get(), in.T, in.H,
-                                   in.D, kEps, test::check_context());
+                                   in.D, kEps, test::check_context(), ldx);
   const std::vector<float> got = bout.download(), got_rstd = brstd.download();
   std::vector<float> want(size_t(in.n)), want_rstd(size_t(in.rows));
   hone::cpu::qk_norm_rope_forward(want.data(), want_rstd.data(), in.x.data(), in.w.data(), in.pos.data(),
-                                  in.inv.data(), in.T, in.H, in.D, kEps);
+                                  in.inv.data(), in.T, in.H, in.D, kEps, ldx);
   return {test::rel_l2(got.data(), want.data(), in.n), test::rel_l2(got_rstd.data(), want_rstd.data(), in.rows)};
 }
 
@@ -115,6 +118,13 @@ const std::vector<test::OpShape> kShapes = {
 
 const test::OpCheckRegistration reg_fwd{
     {"qk_norm_rope_forward", 1e-2, kShapes,
+     [](const test::OpShape& s, std::mt19937_64& r) { return run_forward(s, r).out_err; }}};
+// {T, H, D, max_pos, pad}: Qwen3-0.6B's q and k inside its fused QKV rows at a decode step of 512 and of 8 rows (the
+// latter spread over warps), and a pad of one 16-byte vector.
+const std::vector<test::OpShape> kStridedShapes = {
+    {512, 16, 128, 640, 2048}, {512, 8, 128, 640, 3072}, {8, 16, 128, 4096, 2048}, {5, 6, 96, 100, 8}};
+const test::OpCheckRegistration reg_fwd_strided{
+    {"qk_norm_rope_forward_strided", 1e-2, kStridedShapes,
      [](const test::OpShape& s, std::mt19937_64& r) { return run_forward(s, r).out_err; }}};
 const test::OpCheckRegistration reg_rstd{
     {"qk_norm_rope_forward_rstd", 1e-5, kShapes,

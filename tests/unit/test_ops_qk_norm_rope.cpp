@@ -3,6 +3,7 @@
 // backward writes dx (no zeroing needed) while dw accumulates.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/finite_diff.h"
@@ -102,6 +103,28 @@ BOOST_AUTO_TEST_CASE(matches_the_rmsnorm_then_rope_chain) {
   check_against_chain(make_case(1, 1, 16, 1e6f, 20), 20);
   check_against_chain(make_case(9, 2, 128, 1e6f, 30), 30);  // Qwen3's head_dim and theta
   check_against_chain(make_case(3, 16, 64, 1e6f, 40), 40);
+}
+
+// Reading x's rows from a wider buffer (q and k inside one fused QKV product, row stride ldx) gives exactly what the
+// same rows give on their own, for the fused op and for plain RoPE; the values between the rows are NaN, so a read
+// outside them shows.
+BOOST_AUTO_TEST_CASE(strided_rows_give_the_same_outputs) {
+  const Case c = make_case(6, 3, 16, 1e6f, 70);
+  const int T = c.T, H = c.H, D = c.D;
+  const int64_t n = int64_t(T) * H * D, rows = int64_t(T) * H, ldx = int64_t(H) * D + 40;
+  std::vector<float> wide = test::nan_floats(test::len(T * ldx));
+  for (int t = 0; t < T; ++t)
+    std::copy(c.x.begin() + t * H * D, c.x.begin() + (t + 1) * H * D, wide.begin() + t * ldx);
+  std::vector<float> want(test::len(n)), want_rstd(test::len(rows)), got(test::len(n)), got_rstd(test::len(rows));
+  cpu::qk_norm_rope_forward(want.data(), want_rstd.data(), c.x.data(), c.w.data(), c.pos.data(), c.inv.data(), T, H,
+                            D, 1e-6f);
+  cpu::qk_norm_rope_forward(got.data(), got_rstd.data(), wide.data(), c.w.data(), c.pos.data(), c.inv.data(), T, H,
+                            D, 1e-6f, ldx);
+  BOOST_TEST(got == want, boost::test_tools::per_element());
+  BOOST_TEST(got_rstd == want_rstd, boost::test_tools::per_element());
+  cpu::rope_forward(want.data(), c.x.data(), c.pos.data(), c.inv.data(), T, H, D);
+  cpu::rope_forward(got.data(), wide.data(), c.pos.data(), c.inv.data(), T, H, D, ldx);
+  BOOST_TEST(got == want, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(gradients_match_finite_differences) {

@@ -28,9 +28,10 @@ void check_shape(int H, int D) {
 }  // namespace
 
 void qk_norm_rope_forward(float* out, float* rstd, const float* x, const float* w, const int32_t* pos,
-                          const float* inv_freq, int T, int H, int D, float eps) {
+                          const float* inv_freq, int T, int H, int D, float eps, int64_t ldx) {
   if (T <= 0) return;
   check_shape(H, D);
+  if (ldx == 0) ldx = int64_t(H) * D;
   const int half = D / 2;
 #pragma omp parallel if (int64_t(T) * H * D > 65536)
   {
@@ -40,7 +41,7 @@ void qk_norm_rope_forward(float* out, float* rstd, const float* x, const float* 
       token_angles(cs.data(), sn.data(), pos[t], inv_freq, half);
       for (int h = 0; h < H; ++h) {
         const int64_t r = int64_t(t) * H + h;
-        const float* xr = x + r * D;
+        const float* xr = x + int64_t(t) * ldx + int64_t(h) * D;
         float* o = out + r * D;
         double ss = 0.0;
         for (int c = 0; c < D; ++c) ss += double(xr[c]) * xr[c];

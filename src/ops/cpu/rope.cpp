@@ -61,9 +61,11 @@ void rope_inv_freq(float* inv_freq, const RopeParams& p) {
   }
 }
 
-// out may alias x (in place): each pair is read before it is written.
-void rope_forward(float* out, const float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D) {
+// out may alias x (in place, ldx 0): each pair is read before it is written.
+void rope_forward(float* out, const float* x, const int32_t* pos, const float* inv_freq, int T, int H, int D,
+                  int64_t ldx) {
   const int half = D / 2;
+  if (ldx == 0) ldx = int64_t(H) * D;
 #pragma omp parallel if (int64_t(T) * H * D > 65536)
   {
     std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
@@ -71,9 +73,9 @@ void rope_forward(float* out, const float* x, const int32_t* pos, const float* i
     for (int t = 0; t < T; ++t) {
       row_angles(cs.data(), sn.data(), pos[t], inv_freq, half);
       for (int h = 0; h < H; ++h) {
-        const int64_t base = (int64_t(t) * H + h) * D;
+        const int64_t base = (int64_t(t) * H + h) * D, xbase = int64_t(t) * ldx + int64_t(h) * D;
         for (int i = 0; i < half; ++i) {
-          const float a = x[base + i], b = x[base + i + half];
+          const float a = x[xbase + i], b = x[xbase + i + half];
           out[base + i] = a * cs[size_t(i)] + (-b) * sn[size_t(i)];
           out[base + i + half] = b * cs[size_t(i)] + a * sn[size_t(i)];
         }
