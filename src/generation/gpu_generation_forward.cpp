@@ -46,7 +46,7 @@ class GpuGenerationForward::PagedAttention final : public GpuLayerAttention {
   void forward(int l, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
                const cuda::GpuContext& ctx) override {
     cuda::kv_append(g_.k_pool(l), g_.v_pool(l), a.k_r, a.v, slots_, b.T, s.kv_heads, s.head_dim, g_.block_size_,
-                    ctx);
+                    ctx, a.qkv_ld);
     cuda::paged_attention_decode_forward(a.attn, a.q_r, g_.k_pool(l), g_.v_pool(l), args_, s.heads, s.kv_heads,
                                          s.head_dim, s.attention_scale(), ctx);
   }
@@ -206,6 +206,7 @@ void GpuGenerationForward::decode_layers(int B, const cuda::PagedDecodeArgs& arg
   for (int l = 0; l < L; ++l) {
     GpuLayerActivations a = dec_act_;
     a.x_in = dec_x_[l % 2];
+    a.fuse_qkv = true;  // no backward follows: one QKV GEMM where the weights allow
     gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, dec_scratch_,
                       attention, *feed_forward_, whole_rows, dec_x_[(l + 1) % 2], ctx_, nullptr);
   }

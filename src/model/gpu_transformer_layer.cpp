@@ -92,6 +92,7 @@ size_t carve_gpu_layer_backward_scratch(GpuLayerScratch& s, char* base, const La
 
 void GpuPackedAttention::forward(int, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
                                  const cuda::GpuContext& ctx) {
+  HONE_CHECK(a.qkv_ld == 0, "packed attention reads v as rows of their own (no fused QKV projection)");
   cuda::attention_forward(a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, b.max_seqlen, b.T, s.heads, s.kv_heads,
                           s.head_dim, s.attention_scale(), ctx);
 }
@@ -119,6 +120,20 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
     ProfileScope ps(prof, "rmsnorm");
     cuda::rmsnorm_forward(a.h1_local, a.rstd1, a.x_in, w.input_layernorm, Tl, C, eps, ctx);
   }
+  // One GEMM for q, k and v where the pass asks for it and the weights allow (GpuLayerActivations::fuse_qkv): at a
+  // decode step's few hundred rows each projection alone fills only part of the GPU, so the three cost about one.
+  const bool fused = a.fuse_qkv && !collectives && !w.q_bias && !w.k_bias && !w.v_bias &&
+                     w.k_proj == w.q_proj + int64_t(Q) * C && w.v_proj == w.k_proj + int64_t(K) * C &&
+                     a.k >= a.q + int64_t(T) * Q && a.v >= a.k + int64_t(T) * K;
+  GpuLayerActivations av = a;  // what the attention seam reads: q, k, v as laid out below
+  if (fused) {
+    ProfileScope ps(prof, "linear");
+    const int64_t ld = int64_t(Q) + 2 * int64_t(K);
+    cuda::linear_forward(a.q, a.h1, w.q_proj, nullptr, T, C, int(ld), ctx);
+    av.k = a.q + Q;
+    av.v = a.q + Q + K;
+    av.qkv_ld = ld;
+  }
   auto qkv = [&](int r0, int n) {
     ProfileScope ps(prof, "linear");
     const bf16* h = a.h1 + int64_t(r0) * C;
@@ -130,20 +145,23 @@ void gpu_layer_forward(int layer, const LayerShape& sh, const GpuLayerParams<con
       cuda::linear_forward_pair(a.k + int64_t(r0) * K, a.v + int64_t(r0) * K, h, w.k_proj, w.v_proj, n, C, K, ctx);
     }
   };
-  if (collectives) collectives->column_parallel_forward(a.h1_local, a.h1, T, C, qkv);
-  else qkv(0, T);
+  if (!fused) {
+    if (collectives) collectives->column_parallel_forward(a.h1_local, a.h1, T, C, qkv);
+    else qkv(0, T);
+  }
+  const int64_t ld = av.qkv_ld;
   if (sh.qk_norm) {
     ProfileScope ps(prof, "qk_norm_rope");
-    cuda::qk_norm_rope_forward(a.q_r, a.rstd_q, a.q, w.q_norm, b.positions, b.inv_freq, T, Hq, D, eps, ctx);
-    cuda::qk_norm_rope_forward(a.k_r, a.rstd_k, a.k, w.k_norm, b.positions, b.inv_freq, T, Hkv, D, eps, ctx);
+    cuda::qk_norm_rope_forward(a.q_r, a.rstd_q, av.q, w.q_norm, b.positions, b.inv_freq, T, Hq, D, eps, ctx, ld);
+    cuda::qk_norm_rope_forward(a.k_r, a.rstd_k, av.k, w.k_norm, b.positions, b.inv_freq, T, Hkv, D, eps, ctx, ld);
   } else {
     ProfileScope ps(prof, "rope");
-    cuda::rope_forward(a.q_r, a.q, b.positions, b.inv_freq, T, Hq, D, ctx);
-    cuda::rope_forward(a.k_r, a.k, b.positions, b.inv_freq, T, Hkv, D, ctx);
+    cuda::rope_forward(a.q_r, av.q, b.positions, b.inv_freq, T, Hq, D, ctx, ld);
+    cuda::rope_forward(a.k_r, av.k, b.positions, b.inv_freq, T, Hkv, D, ctx, ld);
   }
   {
     ProfileScope ps(prof, "attention");
-    attention.forward(layer, sh, b, a, ctx);
+    attention.forward(layer, sh, b, av, ctx);
   }
   auto o_proj = [&](int r0, int n) {
     ProfileScope ps(prof, "linear");

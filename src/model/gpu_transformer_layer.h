@@ -48,6 +48,12 @@ struct GpuLayerActivations {
   bf16* h1_local = nullptr;    // (C) [local] the input RMSNorm's output
   bf16* h1 = nullptr;          // (C) the same on all T rows
   bf16* q = nullptr, *k = nullptr, *v = nullptr;
+  // A pass without backward (a decode step) may ask for one QKV GEMM (fuse_qkv): where the projections have no
+  // biases and the parameter table holds q_proj, k_proj and v_proj back to back, the layer writes the product
+  // [T, Q + 2K] from q on (the region q, k and v are carved in) and hands the attention seam a copy whose k and v
+  // point at their column blocks, qkv_ld apart (0: rows of their own).
+  bool fuse_qkv = false;
+  int64_t qkv_ld = 0;
   float* rstd_q = nullptr, *rstd_k = nullptr;  // (Hq), (Hkv) fp32
   bf16* q_r = nullptr, *k_r = nullptr;
   bf16* attn = nullptr;        // (Q)
