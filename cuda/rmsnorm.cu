@@ -6,7 +6,11 @@
 //   dx is read only when accumulating).
 //   backward dw: deterministic two-level sum: blocks of 32 columns x a slice of rows write partial sums (fixed
 //   slices, fixed order), a second kernel adds the slices in order into dw (fp32, accumulated).
+//   backward of rows up to 2,048 wide (16-byte accesses): dx and dw in one pass, each row read once into registers
+//   (rmsnorm_backward_fused_kernel); the separate dw pass read dout and x again, a 2-byte load a thread at a time.
 // 16-byte accesses when C % 8 == 0 and the row pointers are 16-byte aligned; scalar otherwise.
+#include <algorithm>
+
 #include "cuda/check.h"
 #include "cuda/elementwise_common.cuh"
 #include "cuda/kernel_scratch.h"
@@ -151,6 +155,22 @@ __global__ void __launch_bounds__(kRowThreads) rmsnorm_row_block_kernel(bf16* su
   }
 }
 
+// Eight columns of dx (+)= rs (g w - x k), with k = rs^2 sum(g w x) / C of the row; the old dx read only when
+// accumulating.
+__device__ __forceinline__ void write_dx8(bf16* dx, const float (&gv)[kVec], const float (&wv)[kVec],
+                                          const float (&xv)[kVec], float rs, float k, bool accumulate) {
+  float dv[kVec];
+  if (accumulate) {
+    detail::load8(dv, dx);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) dv[j] = 0.f;
+  }
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) dv[j] += rs * (gv[j] * wv[j] - xv[j] * k);
+  detail::store8(dx, dv);
+}
+
 __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf16* x, const bf16* w,
                                            const float* rstd, int rows, int C, bool vec, bool accumulate) {
   const int row = warp_row();
@@ -178,19 +198,11 @@ __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf1
   if (vec) {
 #pragma unroll 4  // several 16-byte loads in flight per lane
     for (int c = lane * kVec; c < C; c += 32 * kVec) {
-      float gv[kVec], wv[kVec], xv[kVec], dv[kVec];
+      float gv[kVec], wv[kVec], xv[kVec];
       detail::load8(gv, dout + off + c);
       detail::load8(wv, w + c);
       detail::load8(xv, x + off + c);
-      if (accumulate) {
-        detail::load8(dv, dx + off + c);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) dv[j] = 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) dv[j] += rs * (gv[j] * wv[j] - xv[j] * k);
-      detail::store8(dx + off + c, dv);
+      write_dx8(dx + off + c, gv, wv, xv, rs, k, accumulate);
     }
   } else {
     for (int c = lane; c < C; c += 32) {
@@ -199,6 +211,92 @@ __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf1
       dx[off + c] = __float2bfloat16_rn(old + rs * (g * wc - xc * k));
     }
   }
+}
+
+// Rows up to kMaxFusedChunks * 256 wide (16-byte accesses): dx and dw in one pass over dout and x. A warp takes rows
+// blockIdx.x * 8 + warp, stepping gridDim.x * 8 (a fixed grid), and holds each row in registers as it came from
+// memory: the row's dot product, then dx from the same registers, and the lane's own columns of dw (chunks
+// c = (i * 32 + lane) * 8) summed over the warp's rows in registers. The block adds its warps in a fixed order in
+// shared memory and writes one partial row; rmsnorm_backward_dw_final_kernel adds the partial rows in order. dx
+// comes out exactly as rmsnorm_backward_dx_kernel's (the same per-lane order); dw is deterministic.
+constexpr int kMaxFusedChunks = 8;
+
+__device__ __forceinline__ void unpack8(float (&f)[kVec], const uint4& raw) {
+  const detail::Bf16x8 v = *reinterpret_cast<const detail::Bf16x8*>(&raw);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 t = __bfloat1622float2(v.h[k]);
+    f[2 * k] = t.x;
+    f[2 * k + 1] = t.y;
+  }
+}
+
+template <int NCH>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) rmsnorm_backward_fused_kernel(bf16* dx, float* partial,
+                                                                                     const bf16* dout, const bf16* x,
+                                                                                     const bf16* w, const float* rstd,
+                                                                                     int rows, int C, bool accumulate) {
+  extern __shared__ float block_dw[];  // [C]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float acc[NCH][kVec];
+#pragma unroll
+  for (int i = 0; i < NCH; ++i)
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) acc[i][j] = 0.f;
+  for (int row = blockIdx.x * kWarpsPerBlock + warp; row < rows; row += gridDim.x * kWarpsPerBlock) {
+    const int64_t off = int64_t(row) * C;
+    uint4 graw[NCH], xraw[NCH];
+#pragma unroll
+    for (int i = 0; i < NCH; ++i) {
+      const int c = (i * 32 + lane) * kVec;
+      if (c < C) {
+        graw[i] = *reinterpret_cast<const uint4*>(dout + off + c);
+        xraw[i] = *reinterpret_cast<const uint4*>(x + off + c);
+      }
+    }
+    const float rs = rstd[row];
+    float dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < NCH; ++i) {
+      const int c = (i * 32 + lane) * kVec;
+      if (c < C) {
+        float gv[kVec], wv[kVec], xv[kVec];
+        unpack8(gv, graw[i]);
+        unpack8(xv, xraw[i]);
+        detail::load8(wv, w + c);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) dot += gv[k] * wv[k] * xv[k];
+      }
+    }
+    dot = detail::warp_sum(dot);
+    const float k = dot / float(C) * rs * rs;
+#pragma unroll
+    for (int i = 0; i < NCH; ++i) {
+      const int c = (i * 32 + lane) * kVec;
+      if (c < C) {
+        float gv[kVec], wv[kVec], xv[kVec];
+        unpack8(gv, graw[i]);
+        unpack8(xv, xraw[i]);
+        detail::load8(wv, w + c);
+        write_dx8(dx + off + c, gv, wv, xv, rs, k, accumulate);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) acc[i][j] += gv[j] * xv[j] * rs;
+      }
+    }
+  }
+  for (int wi = 0; wi < kWarpsPerBlock; ++wi) {  // warp 0 first, then each warp adds its columns in turn
+    if (warp == wi) {
+#pragma unroll
+      for (int i = 0; i < NCH; ++i) {
+        const int c = (i * 32 + lane) * kVec;
+        if (c < C)
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) block_dw[c + j] = (wi == 0 ? 0.f : block_dw[c + j]) + acc[i][j];
+      }
+    }
+    __syncthreads();
+  }
+  for (int c = threadIdx.x; c < C; c += blockDim.x) partial[int64_t(blockIdx.x) * C + c] = block_dw[c];
 }
 
 // Partial dw over the rows of slice blockIdx.y (rows blockIdx.y*8 + ty, stepping gridDim.y*8), columns
@@ -243,6 +341,28 @@ bool use_row_blocks(int rows, int C, bool vec, const GpuContext& ctx) {
   return vec && C <= kRowThreads * kRowChunks * kVec && int64_t(row_blocks(rows)) < sms;
 }
 
+// The fused backward's fixed grid: as many blocks as fit on the SMs at once (at most one per 8 rows), so the grid,
+// and with it the summation order of dw, depends only on the shape and the GPU.
+template <int NCH>
+void launch_fused_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w, const float* rstd,
+                           int rows, int C, bool accumulate, const GpuContext& ctx) {
+  const size_t smem = size_t(C) * sizeof(float);
+  static const int per_sm = [] {  // by the largest shared block_dw, so it holds for every C of this NCH
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, rmsnorm_backward_fused_kernel<NCH>,
+                                                             kWarpsPerBlock * 32, NCH * 32 * kVec * sizeof(float)));
+    return n > 0 ? n : 1;
+  }();
+  const int sms = ctx.sm_count > 0 ? ctx.sm_count : 132;
+  const int blocks = int(std::min<int64_t>(row_blocks(rows), int64_t(sms) * per_sm));
+  float* partial = static_cast<float*>(kernel_scratch(ctx, size_t(blocks) * size_t(C) * sizeof(float)));
+  rmsnorm_backward_fused_kernel<NCH><<<unsigned(blocks), kWarpsPerBlock * 32, smem, ctx.stream>>>(
+      dx, partial, dout, x, w, rstd, rows, C, accumulate);
+  CUDA_CHECK_LAST();
+  rmsnorm_backward_dw_final_kernel<<<unsigned((C + 255) / 256), 256, 0, ctx.stream>>>(dw, partial, blocks, C);
+  CUDA_CHECK_LAST();
+}
+
 }  // namespace
 
 void rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int rows, int C, float eps,
@@ -280,6 +400,19 @@ void rmsnorm_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, cons
   if (rows <= 0 || C <= 0) return;
   const bool vec = C % kVec == 0 && detail::aligned16(dx) && detail::aligned16(dout) && detail::aligned16(x) &&
                    detail::aligned16(w);
+  const int chunks = (C + 32 * kVec - 1) / (32 * kVec);
+  if (vec && chunks <= kMaxFusedChunks) {
+    switch (chunks) {
+      case 1: launch_fused_backward<1>(dx, dw, dout, x, w, rstd, rows, C, accumulate, ctx); return;
+      case 2: launch_fused_backward<2>(dx, dw, dout, x, w, rstd, rows, C, accumulate, ctx); return;
+      case 3: launch_fused_backward<3>(dx, dw, dout, x, w, rstd, rows, C, accumulate, ctx); return;
+      case 4: launch_fused_backward<4>(dx, dw, dout, x, w, rstd, rows, C, accumulate, ctx); return;
+      case 5: launch_fused_backward<5>(dx, dw, dout, x, w, rstd, rows, C, accumulate, ctx); return;
+      case 6: launch_fused_backward<6>(dx, dw, dout, x, w, rstd, rows, C, accumulate, ctx); return;
+      case 7: launch_fused_backward<7>(dx, dw, dout, x, w, rstd, rows, C, accumulate, ctx); return;
+      default: launch_fused_backward<8>(dx, dw, dout, x, w, rstd, rows, C, accumulate, ctx); return;
+    }
+  }
   rmsnorm_backward_dx_kernel<<<row_blocks(rows), kWarpsPerBlock * 32, 0, ctx.stream>>>(dx, dout, x, w, rstd, rows,
                                                                                         C, vec, accumulate);
   CUDA_CHECK_LAST();

@@ -3,6 +3,8 @@
 // scalar path (C % 8 != 0), C = 64/128 are the per-head q/k norm, rows = 1 and 7 leave most warps of a block idle,
 // and the dw shapes cover both the single-slice and the two-kernel (partial sums) reductions. The forward takes a
 // block per row below the rows that fill the SMs a warp each (7 x 2048, 64 x 4096, 3 x 4104, 48 x 2048 in place).
+// The backward of 16-byte rows up to 2,048 wide runs in one pass (64 to 2,048, with the training shapes 16384 x 2048
+// and 40000 x 1024 and a row of 6 chunks, 1536); 4096 and 4104 take the separate dw pass.
 #if HONE_CUDA
 #include "check_common.h"
 #include "device_buffer.h"
@@ -101,7 +103,8 @@ Backward run_backward(const test::OpShape& s, std::mt19937_64& rng, bool accumul
 }
 
 const std::vector<test::OpShape> kShapes = {{1, 33},    {7, 1000},  {7, 1001}, {4096, 1024}, {7, 2048},  {4096, 128},
-                                            {33, 64},   {64, 4096}, {3, 4104},    {4096, 33}, {16384, 128}};
+                                            {33, 64},   {64, 4096}, {3, 4104},    {4096, 33}, {16384, 128},
+                                            {16384, 2048}, {40000, 1024}, {9, 1536}};
 
 const test::OpCheckRegistration reg_fwd{
     {"rmsnorm_forward", 1e-2, kShapes,
