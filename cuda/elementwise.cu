@@ -3,6 +3,7 @@
 // Each is one grid-stride pass with 16-byte loads and stores when every pointer is 16-byte aligned (8 bf16 or
 // 4 fp32 per access; the last N % 8 values take the scalar path), and a scalar pass otherwise.
 #include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/elementwise_common.cuh"
 #include "cuda/ops_cuda.h"
 
@@ -20,6 +21,7 @@ __device__ __forceinline__ int64_t stride64() { return int64_t(gridDim.x) * bloc
 
 // out may alias a or b: every thread reads its own elements before it writes them.
 __global__ void add_kernel(bf16* out, const bf16* a, const bf16* b, int64_t N, bool vec) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const int64_t nvec = vec ? N / kVec : 0;
   for (int64_t i = tid64(); i < nvec; i += stride64()) {
     float x[kVec], y[kVec];
@@ -78,7 +80,7 @@ void add_forward(bf16* out, const bf16* a, const bf16* b, int64_t N, const GpuCo
   if (N <= 0) return;
   const bool vec = detail::aligned16(out) && detail::aligned16(a) && detail::aligned16(b);
   const unsigned grid = detail::grid_for(work_items(N, kVec, vec), kThreads, ctx);
-  add_kernel<<<grid, kThreads, 0, ctx.stream>>>(out, a, b, N, vec);
+  launch_dependent(add_kernel, dim3(grid), dim3(kThreads), 0, ctx.stream, out, a, b, N, vec);
   CUDA_CHECK_LAST();
 }
 

@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/elementwise_common.cuh"
 #include "cuda/ops_cuda.h"
 
@@ -27,6 +28,7 @@ __device__ __forceinline__ int64_t slice_row(int32_t id, int vocab_begin, int V)
 
 __global__ void embedding_forward_kernel(bf16* out, const int32_t* ids, const bf16* wte, int C, bool vec,
                                          int vocab_begin, int V) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const int t = blockIdx.x;
   const int64_t row = slice_row(ids[t], vocab_begin, V);
   bf16* o = out + int64_t(t) * C;
@@ -68,7 +70,8 @@ void embedding_slice_forward(bf16* out, const int32_t* ids, const bf16* wte, int
   HONE_CHECK(vocab_begin >= 0 && V >= 0, "bad embedding slice [", vocab_begin, ", +", V, ")");
   if (T <= 0 || C <= 0) return;
   const bool vec = C % kVec == 0 && detail::aligned16(out) && detail::aligned16(wte);
-  embedding_forward_kernel<<<T, kThreads, 0, ctx.stream>>>(out, ids, wte, C, vec, vocab_begin, V);
+  launch_dependent(embedding_forward_kernel, dim3(T), dim3(kThreads), 0, ctx.stream, out, ids, wte, C, vec, vocab_begin,
+                   V);
   CUDA_CHECK_LAST();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/generation_ops.h"
 
 namespace hone::cuda {
@@ -17,6 +18,7 @@ constexpr int kThreads = 256;
 template <typename Vec>
 __global__ void kv_append_kernel(Vec* k_pool, Vec* v_pool, const Vec* k, const Vec* v, const int32_t* slot_mapping,
                                  int T, int Hkv, int dvec, int block_size, int64_t ldv) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t per_token = int64_t(Hkv) * dvec;
   if (idx >= int64_t(T) * per_token) return;
@@ -58,13 +60,14 @@ void kv_append(bf16* k_pool, bf16* v_pool, const bf16* k, const bf16* v, const i
   if (vec) {
     const int dvec = D / 8;
     const int64_t n = int64_t(T) * Hkv * dvec;
-    kv_append_kernel<uint4><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, ctx.stream>>>(
-        reinterpret_cast<uint4*>(k_pool), reinterpret_cast<uint4*>(v_pool), reinterpret_cast<const uint4*>(k),
-        reinterpret_cast<const uint4*>(v), slot_mapping, T, Hkv, dvec, block_size, ldv / 8);
+    launch_dependent(kv_append_kernel<uint4>, dim3(unsigned((n + kThreads - 1) / kThreads)), dim3(kThreads), 0,
+                     ctx.stream, reinterpret_cast<uint4*>(k_pool), reinterpret_cast<uint4*>(v_pool),
+                     reinterpret_cast<const uint4*>(k), reinterpret_cast<const uint4*>(v), slot_mapping, T, Hkv, dvec,
+                     block_size, ldv / 8);
   } else {
     const int64_t n = int64_t(T) * Hkv * D;
-    kv_append_kernel<bf16><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, ctx.stream>>>(
-        k_pool, v_pool, k, v, slot_mapping, T, Hkv, D, block_size, ldv);
+    launch_dependent(kv_append_kernel<bf16>, dim3(unsigned((n + kThreads - 1) / kThreads)), dim3(kThreads), 0,
+                     ctx.stream, k_pool, v_pool, k, v, slot_mapping, T, Hkv, D, block_size, ldv);
   }
   CUDA_CHECK_LAST();
 }

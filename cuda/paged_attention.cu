@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/generation_ops.h"
 #include "cuda/kernel_scratch.h"
 
@@ -239,6 +240,7 @@ __device__ void attend(const Args& a, const int32_t* table, int t0, int t1, int 
 // Plain path: CTA ((b * Hkv + h) * nsplit + s) * qchunks + qc. Rows of a group start after the group's prefix.
 template <int D, int QMAX>
 __global__ void __launch_bounds__(kThreads) plain_kernel(Args a, bool direct) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   int64_t idx = blockIdx.x;
   const int qc = int(idx % a.qchunks);
   idx /= a.qchunks;
@@ -275,6 +277,7 @@ __global__ void __launch_bounds__(kThreads) plain_kernel(Args a, bool direct) {
 // (chunks of QMAX vectors; vector i is row r0 + i / R, query head h * R + i % R), all over the first row's table.
 template <int D, int QMAX>
 __global__ void __launch_bounds__(kThreads) prefix_kernel(Args a) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   int64_t idx = blockIdx.x;
   const int y = int(idx % a.qy);
   idx /= a.qy;
@@ -307,6 +310,7 @@ __global__ void __launch_bounds__(kThreads) prefix_kernel(Args a) {
 // of 4).
 // Empty splits (lse -inf, weight 0) are skipped: their partial output was never written.
 __global__ void combine_kernel(Args a, int D) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const int64_t w = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (w >= int64_t(a.B) * a.Hq) return;
@@ -464,25 +468,42 @@ template <int D>
 void launch(const Args& args, const Plan& p, const PagedDecodeArgs& a, const GpuContext& ctx) {
   const unsigned plain_ctas = unsigned(int64_t(a.B) * args.Hkv * p.nsplit * p.qchunks);
   switch (p.qmax) {
-    case 1: plain_kernel<D, 1><<<plain_ctas, kThreads, 0, ctx.stream>>>(args, p.direct); break;
-    case 2: plain_kernel<D, 2><<<plain_ctas, kThreads, 0, ctx.stream>>>(args, p.direct); break;
-    case 4: plain_kernel<D, 4><<<plain_ctas, kThreads, 0, ctx.stream>>>(args, p.direct); break;
-    default: plain_kernel<D, 8><<<plain_ctas, kThreads, 0, ctx.stream>>>(args, p.direct); break;
+    case 1:
+      launch_dependent(plain_kernel<D, 1>, dim3(plain_ctas), dim3(kThreads), 0, ctx.stream, args, p.direct);
+      break;
+    case 2:
+      launch_dependent(plain_kernel<D, 2>, dim3(plain_ctas), dim3(kThreads), 0, ctx.stream, args, p.direct);
+      break;
+    case 4:
+      launch_dependent(plain_kernel<D, 4>, dim3(plain_ctas), dim3(kThreads), 0, ctx.stream, args, p.direct);
+      break;
+    default:
+      launch_dependent(plain_kernel<D, 8>, dim3(plain_ctas), dim3(kThreads), 0, ctx.stream, args, p.direct);
+      break;
   }
   CUDA_CHECK_LAST();
   if (a.num_groups > 0) {
     const unsigned prefix_ctas = unsigned(int64_t(a.num_groups) * args.Hkv * p.nsplit_p * p.qy);
     switch (p.qmax_p) {
-      case 1: prefix_kernel<D, 1><<<prefix_ctas, kThreads, 0, ctx.stream>>>(args); break;
-      case 2: prefix_kernel<D, 2><<<prefix_ctas, kThreads, 0, ctx.stream>>>(args); break;
-      case 4: prefix_kernel<D, 4><<<prefix_ctas, kThreads, 0, ctx.stream>>>(args); break;
-      default: prefix_kernel<D, 8><<<prefix_ctas, kThreads, 0, ctx.stream>>>(args); break;
+      case 1:
+        launch_dependent(prefix_kernel<D, 1>, dim3(prefix_ctas), dim3(kThreads), 0, ctx.stream, args);
+        break;
+      case 2:
+        launch_dependent(prefix_kernel<D, 2>, dim3(prefix_ctas), dim3(kThreads), 0, ctx.stream, args);
+        break;
+      case 4:
+        launch_dependent(prefix_kernel<D, 4>, dim3(prefix_ctas), dim3(kThreads), 0, ctx.stream, args);
+        break;
+      default:
+        launch_dependent(prefix_kernel<D, 8>, dim3(prefix_ctas), dim3(kThreads), 0, ctx.stream, args);
+        break;
     }
     CUDA_CHECK_LAST();
   }
   if (!p.direct) {
     HONE_CHECK(reinterpret_cast<uintptr_t>(args.out) % 8 == 0, "paged decode attention output not 8-byte aligned");
-    combine_kernel<<<unsigned(ceil_div(int64_t(a.B) * args.Hq, kWarps)), kThreads, 0, ctx.stream>>>(args, D);
+    launch_dependent(combine_kernel, dim3(unsigned(ceil_div(int64_t(a.B) * args.Hq, kWarps))), dim3(kThreads), 0,
+                     ctx.stream, args, D);
     CUDA_CHECK_LAST();
   }
 }

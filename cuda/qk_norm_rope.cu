@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/elementwise_common.cuh"
 #include "cuda/kernel_scratch.h"
 #include "cuda/ops_cuda.h"
@@ -73,6 +74,7 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_forward_kernel(bf16* ou
                                                                         const bf16* w, const int32_t* pos,
                                                                         const float* inv_freq, int T, int H, int D,
                                                                         float eps, int slices, int64_t ldx) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const LaneMap<G> m(H, D);
   const int warp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int unit = warp / slices, slice = warp % slices;
@@ -252,8 +254,8 @@ template <int G>
 void launch_forward(unsigned blocks, bf16* out, float* rstd, const bf16* x, const bf16* w, const int32_t* pos,
                     const float* inv_freq, int T, int H, int D, float eps, int slices, int64_t ldx,
                     const GpuContext& ctx) {
-  qk_norm_rope_forward_kernel<G>
-      <<<blocks, kThreads, 0, ctx.stream>>>(out, rstd, x, w, pos, inv_freq, T, H, D, eps, slices, ldx);
+  launch_dependent(qk_norm_rope_forward_kernel<G>, dim3(blocks), dim3(kThreads), 0, ctx.stream, out, rstd, x, w, pos,
+                   inv_freq, T, H, D, eps, slices, ldx);
 }
 
 template <int G>

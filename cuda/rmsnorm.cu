@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/elementwise_common.cuh"
 #include "cuda/kernel_scratch.h"
 #include "cuda/ops_cuda.h"
@@ -55,6 +56,7 @@ __device__ __forceinline__ void normalize_row(bf16* o, float* rstd, const bf16* 
 
 __global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, const bf16* x, const bf16* w, int rows, int C,
                                        float eps, bool vec) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const int row = warp_row();
   if (row >= rows) return;  // whole warps leave; no block-level synchronization follows
   const int lane = threadIdx.x & 31;
@@ -82,6 +84,7 @@ __global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, const bf16* x, co
 // elements before writing them, and the second pass reads back only what the same lane wrote.
 __global__ void add_rmsnorm_forward_kernel(bf16* sum, bf16* out, float* rstd, const bf16* a, const bf16* b,
                                            const bf16* w, int rows, int C, float eps, bool vec) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const int row = warp_row();
   if (row >= rows) return;
   const int lane = threadIdx.x & 31;
@@ -120,6 +123,7 @@ template <bool kAdd>
 __global__ void __launch_bounds__(kRowThreads) rmsnorm_row_block_kernel(bf16* sum, bf16* out, float* rstd,
                                                                        const bf16* a, const bf16* b, const bf16* w,
                                                                        int C, float eps) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   __shared__ float shared[32];
   const int row = blockIdx.x;
   const int64_t off = int64_t(row) * C;
@@ -370,13 +374,13 @@ void rmsnorm_forward(bf16* out, float* rstd, const bf16* x, const bf16* w, int r
   if (rows <= 0 || C <= 0) return;
   const bool vec = C % kVec == 0 && detail::aligned16(out) && detail::aligned16(x) && detail::aligned16(w);
   if (use_row_blocks(rows, C, vec, ctx)) {
-    rmsnorm_row_block_kernel<false><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(nullptr, out, rstd, x, nullptr,
-                                                                                    w, C, eps);
+    launch_dependent(rmsnorm_row_block_kernel<false>, dim3(unsigned(rows)), dim3(kRowThreads), 0, ctx.stream, nullptr,
+                     out, rstd, x, nullptr, w, C, eps);
     CUDA_CHECK_LAST();
     return;
   }
-  rmsnorm_forward_kernel<<<row_blocks(rows), kWarpsPerBlock * 32, 0, ctx.stream>>>(out, rstd, x, w, rows, C, eps,
-                                                                                    vec);
+  launch_dependent(rmsnorm_forward_kernel, dim3(row_blocks(rows)), dim3(kWarpsPerBlock * 32), 0, ctx.stream, out, rstd,
+                   x, w, rows, C, eps, vec);
   CUDA_CHECK_LAST();
 }
 
@@ -386,12 +390,13 @@ void add_rmsnorm_forward(bf16* sum, bf16* out, float* rstd, const bf16* a, const
   const bool vec = C % kVec == 0 && detail::aligned16(sum) && detail::aligned16(out) && detail::aligned16(a) &&
                    detail::aligned16(b) && detail::aligned16(w);
   if (use_row_blocks(rows, C, vec, ctx)) {
-    rmsnorm_row_block_kernel<true><<<unsigned(rows), kRowThreads, 0, ctx.stream>>>(sum, out, rstd, a, b, w, C, eps);
+    launch_dependent(rmsnorm_row_block_kernel<true>, dim3(unsigned(rows)), dim3(kRowThreads), 0, ctx.stream, sum, out,
+                     rstd, a, b, w, C, eps);
     CUDA_CHECK_LAST();
     return;
   }
-  add_rmsnorm_forward_kernel<<<row_blocks(rows), kWarpsPerBlock * 32, 0, ctx.stream>>>(sum, out, rstd, a, b, w,
-                                                                                        rows, C, eps, vec);
+  launch_dependent(add_rmsnorm_forward_kernel, dim3(row_blocks(rows)), dim3(kWarpsPerBlock * 32), 0, ctx.stream, sum,
+                   out, rstd, a, b, w, rows, C, eps, vec);
   CUDA_CHECK_LAST();
 }
 

@@ -3,6 +3,7 @@
 // per token: thread (i, y) computes the cos/sin of pair i once and rotates that pair in heads y, y + blockDim.y, ...
 // Every pair is read and written by one thread only, so forward may run in place (out == x, rows of their own).
 #include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/ops_cuda.h"
 #include "runtime/error.h"
 
@@ -16,6 +17,7 @@ constexpr int kThreads = 256;
 template <bool kBackward>
 __global__ void rope_kernel(bf16* out, const bf16* x, const int32_t* pos, const float* inv_freq, int H, int D,
                             int64_t ldx, bool accumulate = false) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const int t = blockIdx.x, half = D / 2, i = threadIdx.x;
   if (i >= half) return;
   const float angle = float(pos[t]) * inv_freq[i];
@@ -56,8 +58,8 @@ void rope_forward(bf16* out, const bf16* x, const int32_t* pos, const float* inv
   if (T <= 0) return;
   check_shape(H, D);
   HONE_CHECK(ldx == 0 || ldx >= int64_t(H) * D, "RoPE input row stride ", ldx, " below H * D = ", H * D);
-  rope_kernel<false><<<unsigned(T), rope_block(H, D), 0, ctx.stream>>>(out, x, pos, inv_freq, H, D,
-                                                                       ldx ? ldx : int64_t(H) * D);
+  launch_dependent(rope_kernel<false>, dim3(unsigned(T)), rope_block(H, D), 0, ctx.stream, out, x, pos, inv_freq, H, D,
+                   ldx ? ldx : int64_t(H) * D, false);
   CUDA_CHECK_LAST();
 }
 

@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/generation_ops.h"
 #include "ops/philox.h"
 
@@ -330,6 +331,7 @@ template <bool kFilters>
 __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
     sample_kernel(int32_t* tokens, float* logprobs, const float* logits, int64_t ld, int V, RowParams p, uint64_t seed,
                   uint32_t step, const int32_t* sample_index, const int32_t* position) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   __shared__ double s_red[kWarps];
   __shared__ double s_piece[kWarps], s_seg[kWarps];
   __shared__ double s_hist_d[256];
@@ -460,6 +462,7 @@ __global__ void __launch_bounds__(kThreads, kFilters ? 0 : 2)
 __global__ void check_stops_kernel(int32_t* done, const int32_t* tokens, const int32_t* gen_len,
                                    const int32_t* seq_len, const int32_t* max_new, int max_total,
                                    const int32_t* stop_ids, int n_stop, int B) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= B) return;
   const int32_t t = tokens[b];
@@ -491,11 +494,11 @@ void sample_tokens(int32_t* tokens, float* logprobs, const float* logits, int64_
   rp.greedy = p.greedy;
   const bool filters = !p.greedy && ((p.top_k > 0 && p.top_k < V) || p.top_p < 1.f || p.min_p > 0.f);
   if (filters)
-    sample_kernel<true><<<unsigned(B), kThreads, 0, ctx.stream>>>(tokens, logprobs, logits, ld, V, rp, seed, step,
-                                                                  sample_index, position);
+    launch_dependent(sample_kernel<true>, dim3(unsigned(B)), dim3(kThreads), 0, ctx.stream, tokens, logprobs, logits,
+                     ld, V, rp, seed, step, sample_index, position);
   else
-    sample_kernel<false><<<unsigned(B), kThreads, 0, ctx.stream>>>(tokens, logprobs, logits, ld, V, rp, seed, step,
-                                                                   sample_index, position);
+    launch_dependent(sample_kernel<false>, dim3(unsigned(B)), dim3(kThreads), 0, ctx.stream, tokens, logprobs, logits,
+                     ld, V, rp, seed, step, sample_index, position);
   CUDA_CHECK_LAST();
 }
 
@@ -504,8 +507,8 @@ void check_stops(int32_t* done, const int32_t* tokens, const int32_t* gen_len, c
                  const GpuContext& ctx) {
   HONE_CHECK(B >= 0 && n_stop >= 0, "bad check_stops shape B=", B, " n_stop=", n_stop);
   if (B == 0) return;
-  check_stops_kernel<<<unsigned((B + 255) / 256), 256, 0, ctx.stream>>>(done, tokens, gen_len, seq_len, max_new,
-                                                                       max_total, stop_ids, n_stop, B);
+  launch_dependent(check_stops_kernel, dim3(unsigned((B + 255) / 256)), dim3(256), 0, ctx.stream, done, tokens, gen_len,
+                   seq_len, max_new, max_total, stop_ids, n_stop, B);
   CUDA_CHECK_LAST();
 }
 

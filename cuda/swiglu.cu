@@ -3,6 +3,7 @@
 // then). One grid-stride pass, 16-byte accesses
 // when every pointer is 16-byte aligned, a scalar tail for N % 8.
 #include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/elementwise_common.cuh"
 #include "cuda/ops_cuda.h"
 
@@ -23,6 +24,7 @@ __device__ __forceinline__ void swiglu_grad(float& dg, float& du, float d, float
 }
 
 __global__ void swiglu_forward_kernel(bf16* out, const bf16* gate, const bf16* up, int64_t N, bool vec) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
   const int64_t start = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t nvec = vec ? N / kVec : 0;
   for (int64_t i = start; i < nvec; i += stride) {
@@ -70,8 +72,8 @@ int64_t work_items(int64_t N, bool vec) { return vec ? N / kVec + N % kVec : N; 
 void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int64_t N, const GpuContext& ctx) {
   if (N <= 0) return;
   const bool vec = detail::aligned16(out) && detail::aligned16(gate) && detail::aligned16(up);
-  swiglu_forward_kernel<<<detail::grid_for(work_items(N, vec), kThreads, ctx), kThreads, 0, ctx.stream>>>(
-      out, gate, up, N, vec);
+  launch_dependent(swiglu_forward_kernel, dim3(detail::grid_for(work_items(N, vec), kThreads, ctx)), dim3(kThreads), 0,
+                   ctx.stream, out, gate, up, N, vec);
   CUDA_CHECK_LAST();
 }
 

@@ -1,0 +1,46 @@
+// Programmatic dependent launch (Hopper) for the small kernels of a decode step. A decode step of 512 rows runs a
+// dozen kernels a layer that each move about a megabyte; between two of them the GPU drains the first grid, then
+// launches and dispatches the second. Launched with launch_dependent, a kernel's blocks may become resident while
+// the kernel before it still runs, and wait for it inside (dependent_wait, the first statement of every such kernel:
+// nothing is read or written before the previous grid has finished and its memory is visible). Each such kernel also
+// lets the next one launch as soon as all its own blocks have started.
+// A kernel launched the ordinary way makes dependent_wait a no-op, so the same kernels serve every path. Included
+// by .cu files only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "cuda/check.h"
+
+namespace hone::cuda {
+
+// The first statement of a kernel that launch_dependent starts: wait for the grid before it, then let the next
+// dependent grid launch.
+__device__ __forceinline__ void dependent_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization: the kernel may start
+// before the previous work on the stream completes, so it must begin with dependent_wait().
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace hone::cuda
