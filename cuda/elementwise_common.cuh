@@ -19,14 +19,18 @@ struct alignas(16) Bf16x8 {
   __nv_bfloat162 h[4];
 };
 
-__device__ __forceinline__ void load8(float (&f)[kVec], const bf16* p) {
-  const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(p);
+// Eight bf16 values already in registers (loaded as a Bf16x8 earlier), to fp32.
+__device__ __forceinline__ void unpack8(float (&f)[kVec], const Bf16x8& v) {
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const float2 t = __bfloat1622float2(v.h[k]);
     f[2 * k] = t.x;
     f[2 * k + 1] = t.y;
   }
+}
+
+__device__ __forceinline__ void load8(float (&f)[kVec], const bf16* p) {
+  unpack8(f, *reinterpret_cast<const Bf16x8*>(p));
 }
 
 __device__ __forceinline__ void store8(bf16* p, const float (&f)[kVec]) {

@@ -225,16 +225,6 @@ __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf1
 // comes out exactly as rmsnorm_backward_dx_kernel's (the same per-lane order); dw is deterministic.
 constexpr int kMaxFusedChunks = 8;
 
-__device__ __forceinline__ void unpack8(float (&f)[kVec], const uint4& raw) {
-  const detail::Bf16x8 v = *reinterpret_cast<const detail::Bf16x8*>(&raw);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float2 t = __bfloat1622float2(v.h[k]);
-    f[2 * k] = t.x;
-    f[2 * k + 1] = t.y;
-  }
-}
-
 template <int NCH>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) rmsnorm_backward_fused_kernel(bf16* dx, float* partial,
                                                                                      const bf16* dout, const bf16* x,
@@ -249,13 +239,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) rmsnorm_backward_fused_ke
     for (int j = 0; j < kVec; ++j) acc[i][j] = 0.f;
   for (int row = blockIdx.x * kWarpsPerBlock + warp; row < rows; row += gridDim.x * kWarpsPerBlock) {
     const int64_t off = int64_t(row) * C;
-    uint4 graw[NCH], xraw[NCH];
+    detail::Bf16x8 graw[NCH], xraw[NCH];
 #pragma unroll
     for (int i = 0; i < NCH; ++i) {
       const int c = (i * 32 + lane) * kVec;
       if (c < C) {
-        graw[i] = *reinterpret_cast<const uint4*>(dout + off + c);
-        xraw[i] = *reinterpret_cast<const uint4*>(x + off + c);
+        graw[i] = *reinterpret_cast<const detail::Bf16x8*>(dout + off + c);
+        xraw[i] = *reinterpret_cast<const detail::Bf16x8*>(x + off + c);
       }
     }
     const float rs = rstd[row];
@@ -265,8 +255,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) rmsnorm_backward_fused_ke
       const int c = (i * 32 + lane) * kVec;
       if (c < C) {
         float gv[kVec], wv[kVec], xv[kVec];
-        unpack8(gv, graw[i]);
-        unpack8(xv, xraw[i]);
+        detail::unpack8(gv, graw[i]);
+        detail::unpack8(xv, xraw[i]);
         detail::load8(wv, w + c);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) dot += gv[k] * wv[k] * xv[k];
@@ -279,8 +269,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) rmsnorm_backward_fused_ke
       const int c = (i * 32 + lane) * kVec;
       if (c < C) {
         float gv[kVec], wv[kVec], xv[kVec];
-        unpack8(gv, graw[i]);
-        unpack8(xv, xraw[i]);
+        detail::unpack8(gv, graw[i]);
+        detail::unpack8(xv, xraw[i]);
         detail::load8(wv, w + c);
         write_dx8(dx + off + c, gv, wv, xv, rs, k, accumulate);
 #pragma unroll

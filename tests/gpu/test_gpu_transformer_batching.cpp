@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "gpu_transformer_test_util.h"
 #include "model/gpu_transformer.h"
@@ -30,6 +31,47 @@ std::vector<std::vector<int32_t>> split(const hone::PackedBatch& b) {
     seqs.emplace_back(b.tokens.begin() + b.seq_begin(s), b.tokens.begin() + b.seq_end(s));
   return seqs;
 }
+
+// A tiny untied model on the GPU with a packed batch of three sequences and the loss weights of its tokens: the
+// cases that compare passes of one model against each other.
+struct TinyGpuModel {
+  hone::ModelConfig c;
+  hone::ModelWeights w;
+  hone::PackedBatch batch;
+  int T;
+  int64_t N;
+  std::vector<float> dl, de;
+  test::ScopedGpuContext g;
+  hone::GpuTransformer gpu;
+
+  TinyGpuModel(hone::Architecture arch, uint64_t weight_seed, uint32_t batch_seed)
+      : c(test::gpu_tiny_config(arch, false)),
+        w(test::gpu_test_weights(c, weight_seed)),
+        batch(test::gpu_test_batch({25, 40, 3}, c.vocab_size, batch_seed)),
+        T(batch.num_tokens()),
+        N(w.flat.numel()),
+        dl(test::gpu_logprob_weights(T)),
+        de(test::gpu_entropy_weights(T)),
+        gpu(c, hone::ParamLayout::of(c), g.ctx, T) {
+    gpu.upload_weights(w);
+  }
+
+  // A forward with a backward to follow, then the backward into zeroed gradients (between_passes runs in between):
+  // the logprobs, entropies and gradients.
+  struct Pass {
+    std::vector<float> logprobs, entropy, grads;
+  };
+  Pass forward_backward(float temperature, const std::function<void()>& between_passes = {}) {
+    hone::DeviceArray<float> gr(N);
+    CUDA_CHECK(cudaMemset(gr.get(), 0, gr.bytes()));
+    gpu.forward(batch, temperature, true);
+    Pass p{gpu.logprobs_host(), gpu.entropy_host(), {}};
+    if (between_passes) between_passes();
+    gpu.backward_host(dl, &de, gr.get());
+    p.grads = test::download_f32(gr.get(), N);
+    return p;
+  }
+};
 
 }  // namespace
 
@@ -76,78 +118,54 @@ BOOST_AUTO_TEST_CASE(packed_equals_one_by_one, *boost::unit_test::precondition(t
 // (one forward kernel), gradients within bf16 rounding (the dlogits round to bf16 from other values: 4-5e-3
 // measured; an indexing or scaling error is O(1)), and the kept logits in the forward arena's count.
 BOOST_AUTO_TEST_CASE(kept_logits_change_only_rounding, *boost::unit_test::precondition(test::needs_gpu)) {
-  const hone::ModelConfig c = test::gpu_tiny_config(hone::Architecture::qwen3, false);
-  const hone::ModelWeights w = test::gpu_test_weights(c, 33);
-  const hone::PackedBatch batch = test::gpu_test_batch({25, 40, 3}, c.vocab_size, 11);
-  const int T = batch.num_tokens();
-  const int64_t N = w.flat.numel();
-  const auto dl = test::gpu_logprob_weights(T), de = test::gpu_entropy_weights(T);
-  test::ScopedGpuContext g;
-  hone::GpuTransformer gpu(c, hone::ParamLayout::of(c), g.ctx, T);
-  gpu.upload_weights(w);
-  std::vector<std::vector<float>> lps, ents, grads;
+  TinyGpuModel m(hone::Architecture::qwen3, 33, 11);
+  std::vector<TinyGpuModel::Pass> passes;
   size_t bytes[2] = {0, 0};
   for (int keep = 0; keep < 2; ++keep) {
-    gpu.set_keep_logits(keep == 1);
-    bytes[keep] = gpu.forward_bytes(T);
-    hone::DeviceArray<float> gr(N);
-    CUDA_CHECK(cudaMemset(gr.get(), 0, gr.bytes()));
-    gpu.forward(batch, 0.8f, true);
-    lps.push_back(gpu.logprobs_host());
-    ents.push_back(gpu.entropy_host());
-    gpu.backward_host(dl, &de, gr.get());
-    grads.push_back(test::download_f32(gr.get(), N));
+    m.gpu.set_keep_logits(keep == 1);
+    bytes[keep] = m.gpu.forward_bytes(m.T);
+    passes.push_back(m.forward_backward(0.8f));
   }
-  BOOST_TEST(lps[1] == lps[0]);
-  BOOST_TEST(ents[1] == ents[0]);
-  const double rel = test::rel_l2_of(grads[1].data(), grads[0].data(), N);
+  BOOST_TEST(passes[1].logprobs == passes[0].logprobs);
+  BOOST_TEST(passes[1].entropy == passes[0].entropy);
+  const double rel = test::rel_l2_of(passes[1].grads.data(), passes[0].grads.data(), m.N);
   std::printf("kept logits vs formed again: gradients relative L2 %.3g\n", rel);
   BOOST_TEST(rel <= 1e-2);
-  BOOST_TEST(bytes[1] >= bytes[0] + size_t(T) * size_t(c.vocab_size) * 2);
+  BOOST_TEST(bytes[1] >= bytes[0] + size_t(m.T) * size_t(m.c.vocab_size) * 2);
 }
 
 BOOST_AUTO_TEST_CASE(recompute_changes_nothing, *boost::unit_test::precondition(test::needs_gpu)) {
-  const hone::ModelConfig c = test::gpu_tiny_config(hone::Architecture::qwen2, false);
-  const hone::ModelWeights w = test::gpu_test_weights(c, 31);
-  const hone::PackedBatch batch = test::gpu_test_batch({25, 40, 3}, c.vocab_size, 9);
-  const int T = batch.num_tokens();
-  const int64_t N = w.flat.numel();
-  const auto dl = test::gpu_logprob_weights(T), de = test::gpu_entropy_weights(T);
-  test::ScopedGpuContext g;
-  hone::GpuTransformer gpu(c, hone::ParamLayout::of(c), g.ctx, T);
-  gpu.upload_weights(w);
+  TinyGpuModel m(hone::Architecture::qwen2, 31, 9);
+  hone::GpuTransformer& gpu = m.gpu;
+  const int T = m.T;
   gpu.set_keep_logits(false);  // every mode's LM head forms its logits again (kept_logits_change_only_rounding)
 
-  std::vector<std::vector<float>> lps, grads;
+  std::vector<TinyGpuModel::Pass> passes;
   for (int mode = 0; mode < 3; ++mode) {  // none, every layer, only layer 0
     gpu.set_recompute(mode == 1);
     if (mode == 2) gpu.set_layer_recompute(0, true);
-    hone::DeviceArray<float> gr(N);
-    CUDA_CHECK(cudaMemset(gr.get(), 0, gr.bytes()));
-    gpu.forward(batch, 1.f, true);
-    lps.push_back(gpu.logprobs_host());
-    (void)gpu.forward_bytes(2 * T);  // a size query between forward and backward must not disturb the layout
-    gpu.backward_host(dl, &de, gr.get());
-    grads.push_back(test::download_f32(gr.get(), N));
+    // a size query between forward and backward must not disturb the layout
+    passes.push_back(m.forward_backward(1.f, [&] { (void)gpu.forward_bytes(2 * T); }));
   }
+  const std::vector<float>& lp0 = passes[0].logprobs;
   for (int mode = 1; mode < 3; ++mode) {
     double max_diff = 0;
     for (int t = 0; t < T; ++t)
-      max_diff = std::max(max_diff, double(std::fabs(lps[size_t(mode)][size_t(t)] - lps[0][size_t(t)])));
+      max_diff = std::max(max_diff, double(std::fabs(passes[size_t(mode)].logprobs[size_t(t)] - lp0[size_t(t)])));
     BOOST_TEST(max_diff <= 1e-5);
-    BOOST_TEST(test::rel_l2_of(grads[size_t(mode)].data(), grads[0].data(), N) <= 1e-3);
+    BOOST_TEST(test::rel_l2_of(passes[size_t(mode)].grads.data(), passes[0].grads.data(), m.N) <= 1e-3);
   }
   // A forward with no backward to follow keeps no activations: same logprobs, and backward is refused.
   gpu.set_recompute(false);
-  gpu.forward(batch, 1.f, true);  // sizes the arenas for the full layout
+  gpu.forward(m.batch, 1.f, true);  // sizes the arenas for the full layout
   gpu.reset_peaks();
-  gpu.forward(batch, 1.f, true, /*need_backward=*/false);
+  gpu.forward(m.batch, 1.f, true, /*need_backward=*/false);
   const auto lp_only = gpu.logprobs_host();
   double max_diff = 0;
-  for (int t = 0; t < T; ++t) max_diff = std::max(max_diff, double(std::fabs(lp_only[size_t(t)] - lps[0][size_t(t)])));
+  for (int t = 0; t < T; ++t) max_diff = std::max(max_diff, double(std::fabs(lp_only[size_t(t)] - lp0[size_t(t)])));
   BOOST_TEST(max_diff <= 1e-5);
-  hone::DeviceArray<float> unused(N);
-  BOOST_CHECK_THROW(gpu.backward_host(dl, &de, unused.get()), hone::Error);
+  hone::DeviceArray<float> unused(m.N);
+  BOOST_CHECK_THROW(gpu.backward_host(m.dl, &m.de, unused.get()), hone::Error);
   BOOST_TEST(gpu.forward_arena_peak() < gpu.forward_bytes(T));
 
   // Recompute saves memory: one layer's activations are shared instead of saved per layer.
