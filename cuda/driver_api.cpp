@@ -45,6 +45,7 @@ DriverApi load() {
   resolve(a.mem_map, "cuMemMap");
   resolve(a.mem_unmap, "cuMemUnmap");
   resolve(a.mem_set_access, "cuMemSetAccess");
+  resolve(a.tensor_map_encode_tiled, "cuTensorMapEncodeTiled");
   return a;
 }
 

@@ -1,7 +1,7 @@
 // The few CUDA driver API calls hone makes (virtual memory management: reserve an address range, back it with
-// physical memory, give that memory back while keeping the range). hone links the CUDA runtime statically and not
-// libcuda, so the entry points come from the driver the runtime already loaded (cudaGetDriverEntryPointByVersion),
-// resolved once at first use. CU_CHECK is CUDA_CHECK's twin for CUresult:
+// physical memory, give that memory back while keeping the range; the tensor maps of Hopper's tensor loads). hone
+// links the CUDA runtime statically and not libcuda, so the entry points come from the driver the runtime already
+// loaded (cudaGetDriverEntryPointByVersion), resolved once at first use. CU_CHECK is CUDA_CHECK's twin for CUresult:
 //   CU_CHECK(driver().mem_map(ptr, n, 0, h, 0)) failed: out of memory (CUDA_ERROR_OUT_OF_MEMORY) at cuda/x.cpp:12
 // Host header (g++ only; not for .cu files).
 #pragma once
@@ -29,6 +29,7 @@ struct DriverApi {
   PFN_cuMemMap_v10020 mem_map = nullptr;
   PFN_cuMemUnmap_v10020 mem_unmap = nullptr;
   PFN_cuMemSetAccess_v10020 mem_set_access = nullptr;
+  PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encode_tiled = nullptr;
 };
 
 // The entry points, resolved at the first call (thread-safe); throws hone::Error naming the first symbol the

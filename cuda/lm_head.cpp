@@ -7,6 +7,10 @@
 // The saved variant (lm_head_saved_forward/backward, training without recompute) keeps each chunk in fp16 as the
 // forward's statistics kernel reads it, so that the backward skips the recompute GEMM and the fp32 round trip of
 // every chunk, and runs its two GEMMs over the whole vocabulary at once.
+// Where both operands can be tensor-mapped (C a multiple of 64, 16-byte aligned), the forwards take the tile path
+// instead (cuda/lm_head_tile_stats.cu): hone's own Hopper GEMM computes the statistics of each 128 x 256 tile of
+// logits in its epilogue, so no logit is ever written in fp32, and one kernel folds a row's tiles; the saved
+// variant keeps its fp16 logits relative to each tile's max, which its backward reads as chunks of 256.
 // The vocabulary-parallel slice ops (as hone::cpu::lm_head_vocab_slice_forward/backward) run the same drivers over
 // the slice's vocab_valid rows of W with global ids from vocab_begin; the slice forward writes per-row statistics
 // in place of the finished values.
@@ -19,6 +23,7 @@
 #include "cuda/gemm.h"
 #include "cuda/lm_head_kernels.h"
 #include "cuda/ops_cuda.h"
+#include "cuda/tensor_map.h"
 #include "runtime/error.h"
 
 namespace hone::cuda {
@@ -79,12 +84,17 @@ KeptLogits kept_layout(void* kept, int T, int V) {
   return {reinterpret_cast<__half*>(base), kept_ld(V), reinterpret_cast<float*>(base + kept_z_bytes(T, V))};
 }
 
+// Whether the forward runs as tiles with the statistics in the GEMM's epilogue (cuda/lm_head_tile_stats.cu): when
+// both operands can be tensor-mapped. The saved variant's backward asks again with the same pointers, to know
+// the width its forward kept a max for.
+bool tile_path(const bf16* h, const bf16* w, int C) { return tensor_map_fits(h, C) && tensor_map_fits(w, C); }
+
 // The backward from kept logits: per row block (its fp32 dh block in the scratch), dlogits in place of the kept
 // logits, then two GEMMs over the whole vocabulary: dh += dlogits W and dW += dlogits^T h.
 void backward_kept(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h, const bf16* w,
                    const int32_t* targets, const float* lse, const float* entropy, KeptLogits k, int T, int C, int V,
                    float temperature, int chunk_v, const GpuContext& ctx) {
-  const int cv = std::min(chunk_v, V);
+  const int cv = tile_path(h, w, C) ? kLmHeadTileV : std::min(chunk_v, V);  // the width of the kept maxima
   const int RB = row_block(T, size_t(C) * sizeof(float) + 64);
   float* dhb = static_cast<float*>(gemm_scratch(round_up(size_t(RB) * C * sizeof(float)), ctx));
   for (int r0 = 0; r0 < T; r0 += RB) {
@@ -101,11 +111,38 @@ void backward_kept(bf16* dh, float* dw, const float* dlogprob, const float* dent
   }
 }
 
+// The tile path's forward: per row block, the logits GEMM with per-tile statistics in its epilogue, then one
+// kernel that folds each row's tiles into `out`. The saved variant's per-tile maxima are written where the kept
+// layout holds its chunk maxima (a chunk is a tile here).
+void forward_tiles(const bf16* h, const bf16* w, const int32_t* targets, int T, int C, int V, int vocab_begin,
+                   float temperature, LmHeadRowOutputs out, void* kept, const GpuContext& ctx) {
+  const KeptLogits k = kept_layout(kept, T, V);
+  const size_t tiles = size_t((V + kLmHeadTileV - 1) / kLmHeadTileV);
+  const size_t per_tile = k.z ? 2 : 3;  // s, u (and m unless kept holds it)
+  const int RB = row_block(T, tiles * per_tile * sizeof(float) + sizeof(float) + 64);
+  const size_t arr = round_up(tiles * size_t(RB) * sizeof(float));
+  char* base = static_cast<char*>(gemm_scratch(per_tile * arr + round_up(size_t(RB) * sizeof(float)), ctx));
+  float* s = reinterpret_cast<float*>(base);
+  float* u = reinterpret_cast<float*>(base + arr);
+  float* m = k.z ? nullptr : reinterpret_cast<float*>(base + 2 * arr);
+  float* zt = reinterpret_cast<float*>(base + per_tile * arr);
+  const CUtensorMap w_map = tensor_map_bf16_2d(w, V, C, kLmHeadTileV);
+  for (int r0 = 0; r0 < T; r0 += RB) {
+    const int R = std::min(RB, T - r0);
+    const CUtensorMap h_map = tensor_map_bf16_2d(h + int64_t(r0) * C, R, C, kLmHeadTileRows);
+    const LmHeadTileStats ts{k.z ? k.max + r0 : m, k.z ? int64_t(T) : int64_t(RB), s, u, RB, zt};
+    lm_head_tile_stats(h_map, w_map, R, V, C, vocab_begin, temperature, targets + r0, ts,
+                       k.z ? k.z + int64_t(r0) * k.ld : nullptr, k.ld, ctx);
+    lm_head_tile_combine(ts, R, V, vocab_begin, targets + r0, at_row(out, r0), ctx);
+  }
+}
+
 // The forward over the vocabulary rows W[0, V) whose global ids start at vocab_begin: per row block, every chunk's
 // logits folded into the row state; the last chunk writes `out` (offset to the block by at_row).
 // kept (may be null): where the saved variant keeps the logits (kept_layout).
 void forward_rows(const bf16* h, const bf16* w, const int32_t* targets, int T, int C, int V, int vocab_begin,
                   float temperature, int chunk_v, LmHeadRowOutputs out, void* kept, const GpuContext& ctx) {
+  if (tile_path(h, w, C)) return forward_tiles(h, w, targets, T, C, V, vocab_begin, temperature, out, kept, ctx);
   const int cv = std::min(chunk_v, V);
   // Per row: the logits chunk (fp32) and the state m, zt (fp32), s, u (fp64).
   const int RB = row_block(T, size_t(cv) * sizeof(float) + 2 * sizeof(float) + 2 * sizeof(double) + 64);
@@ -194,7 +231,8 @@ void lm_head_logprob_backward(bf16* dh, float* dw, const float* dlogprob, const 
 }
 
 size_t lm_head_saved_bytes(int T, int V, int chunk_v) {
-  const int cv = std::min(chunk_v, V);
+  // The maxima of the chunks or of the tile path's tiles, whichever are more (the path is chosen at the call).
+  const int cv = std::min({chunk_v, V, kLmHeadTileV});
   const size_t chunks = size_t((V + cv - 1) / cv);
   return kept_z_bytes(T, V) + round_up(chunks * size_t(T) * sizeof(float));
 }

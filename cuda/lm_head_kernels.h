@@ -4,6 +4,7 @@
 // vocabulary id of a chunk's first column (v0 + vocab_begin), is all that locates targets; the whole op passes v0.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -66,6 +67,36 @@ void lm_head_chunk_dlogits(bf16* dz, const float* z, int R, int n, int col0, con
 void lm_head_saved_dlogits(__half* z, int64_t ld, const float* max, int64_t max_stride, int R, int V, int chunk_v,
                            const int32_t* targets, const float* dlogprob, const float* dentropy, const float* lse,
                            const float* entropy, float temperature, const GpuContext& ctx);
+
+// ---- statistics in the logits GEMM's epilogue (Hopper, cuda/lm_head_tile_stats.cu) ---------------------------
+// Vocabulary columns of one tile (the statistics are per row and tile of this many columns), and its rows.
+constexpr int kLmHeadTileV = 256;
+constexpr int kLmHeadTileRows = 128;
+
+// Per-tile statistics of rows [0, R): m[t * m_stride + r] the max of z over tile t, s and u (at su_stride) the
+// tile's sum exp(z - m) and sum exp(z - m) (z - m); zt[r] the target's z, written only by the tile that holds it.
+struct LmHeadTileStats {
+  float* m;
+  int64_t m_stride;
+  float* s;
+  float* u;
+  int64_t su_stride;
+  float* zt;
+};
+
+// z = h W^T / temperature for h [R, C] and W [V, C] (tensor maps of tensor_map_bf16_2d with boxes of 64 columns by
+// kLmHeadTileRows rows for h and kLmHeadTileV rows for W; C a multiple of 64), never written: its per-tile statistics go to `out`
+// (global vocabulary ids col0 + [0, V) locate the targets). kept non-null (the saved variant): z - m in fp16 at
+// kept[r * kept_ld + j] for j < V (kept_ld a multiple of 8), with m the tile's max, so that out.m is the
+// per-chunk max of lm_head_saved_dlogits with chunk_v = kLmHeadTileV.
+void lm_head_tile_stats(const CUtensorMap& h_map, const CUtensorMap& w_map, int R, int V, int C, int col0,
+                        float temperature, const int32_t* targets, LmHeadTileStats out, __half* kept, int64_t kept_ld,
+                        const GpuContext& ctx);
+
+// Folds each row's tiles (ceil(V / kLmHeadTileV) of them) into `out` as the last chunk of lm_head_chunk_stats does:
+// lse, logprob and entropy, or a slice's statistics; rows with targets < 0 get 0 (stats: -inf, 0, 0, 0).
+void lm_head_tile_combine(LmHeadTileStats in, int R, int V, int col0, const int32_t* targets, LmHeadRowOutputs out,
+                          const GpuContext& ctx);
 
 // dst[i] = bf16(float(dst[i]) + src[i]): one rounding for an fp32-accumulated activation gradient.
 void accumulate_f32_into_bf16(bf16* dst, const float* src, int64_t N, const GpuContext& ctx);
