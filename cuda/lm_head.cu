@@ -6,6 +6,7 @@
 
 #include "cuda/check.h"
 #include "cuda/lm_head_kernels.h"
+#include "cuda/lm_head_rows.cuh"
 
 namespace hone::cuda {
 
@@ -63,18 +64,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   const int r = blockIdx.x;
   const int target = targets[r];
   if (target < 0) {  // uniform over the block: the whole block leaves before any barrier
-    if (last && threadIdx.x == 0) {
-      if (out.stats) {
-        out.stats[r] = -INFINITY;
-        out.stats[out.stats_stride + r] = 0.f;
-        out.stats[2 * out.stats_stride + r] = 0.f;
-        out.stats[3 * out.stats_stride + r] = 0.f;
-      } else {
-        out.logprob[r] = 0.f;
-        out.lse[r] = 0.f;
-        if (out.entropy) out.entropy[r] = 0.f;
-      }
-    }
+    if (last && threadIdx.x == 0) detail::write_untargeted_row(out, r);
     return;
   }
   const float* zr = z + int64_t(r) * n;
@@ -145,17 +135,8 @@ __global__ void __launch_bounds__(kStatsThreads)
   }
   const int tv = target - col0;
   if (tv >= 0 && tv < n) zt = zr[tv];
-  if (last && out.stats) {
-    out.stats[r] = M;
-    out.stats[out.stats_stride + r] = float(S);
-    out.stats[2 * out.stats_stride + r] = float(U);
-    out.stats[3 * out.stats_stride + r] = zt;
-  } else if (last) {
-    const double log_s = log(S);
-    const float l = float(double(M) + log_s);
-    out.lse[r] = l;
-    out.logprob[r] = zt - l;
-    if (out.entropy) out.entropy[r] = float(log_s - U / S);
+  if (last) {
+    detail::write_row(out, r, M, S, U, zt);
   } else {
     st.m[r] = M;
     st.s[r] = S;

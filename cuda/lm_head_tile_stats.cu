@@ -14,6 +14,7 @@
 #include "cuda/check.h"
 #include "cuda/hopper.cuh"
 #include "cuda/lm_head_kernels.h"
+#include "cuda/lm_head_rows.cuh"
 
 namespace hone::cuda {
 
@@ -222,19 +223,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   const int r = int(blockIdx.x) * kCombineThreads + int(threadIdx.x);
   if (r >= R) return;
   const int target = targets[r];
-  if (target < 0) {
-    if (out.stats) {
-      out.stats[r] = -INFINITY;
-      out.stats[out.stats_stride + r] = 0.f;
-      out.stats[2 * out.stats_stride + r] = 0.f;
-      out.stats[3 * out.stats_stride + r] = 0.f;
-    } else {
-      out.logprob[r] = 0.f;
-      out.lse[r] = 0.f;
-      if (out.entropy) out.entropy[r] = 0.f;
-    }
-    return;
-  }
+  if (target < 0) return detail::write_untargeted_row(out, r);
   float M = -INFINITY;
   for (int k = 0; k < tiles; ++k) M = fmaxf(M, in.m[int64_t(k) * in.m_stride + r]);
   double S = 0.0, U = 0.0;
@@ -245,19 +234,10 @@ __global__ void __launch_bounds__(kCombineThreads)
     U += f * (u + shift * s);
   }
   const int tv = target - col0;
-  const bool here = tv >= 0 && tv < V;
-  if (out.stats) {
-    out.stats[r] = M;
-    out.stats[out.stats_stride + r] = float(S);
-    out.stats[2 * out.stats_stride + r] = float(U);
-    out.stats[3 * out.stats_stride + r] = here ? in.zt[r] : 0.f;  // 0: another slice holds the target
-  } else {
-    const double log_s = log(S);
-    const float l = float(double(M) + log_s);
-    out.lse[r] = l;
-    out.logprob[r] = (here ? in.zt[r] : NAN) - l;
-    if (out.entropy) out.entropy[r] = float(log_s - U / S);
-  }
+  // A target outside this vocabulary: a slice's target logit is 0 (another slice holds it), the whole
+  // vocabulary's logprob NaN (a caller bug), as the chunked path gives.
+  const float zt = (tv >= 0 && tv < V) ? in.zt[r] : (out.stats ? 0.f : NAN);
+  detail::write_row(out, r, M, S, U, zt);
 }
 
 }  // namespace

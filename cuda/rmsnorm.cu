@@ -225,6 +225,15 @@ __global__ void rmsnorm_backward_dx_kernel(bf16* dx, const bf16* dout, const bf1
 // comes out exactly as rmsnorm_backward_dx_kernel's (the same per-lane order); dw is deterministic.
 constexpr int kMaxFusedChunks = 8;
 
+// One chunk of a held row in fp32: dout and x from the packed registers they were loaded into (a row is held packed,
+// half the registers), w from memory (an L1 hit after the block's first row).
+__device__ __forceinline__ void unpack_chunk(float (&gv)[kVec], float (&xv)[kVec], float (&wv)[kVec],
+                                             const detail::Bf16x8& g, const detail::Bf16x8& x, const bf16* w) {
+  detail::unpack8(gv, g);
+  detail::unpack8(xv, x);
+  detail::load8(wv, w);
+}
+
 template <int NCH>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) rmsnorm_backward_fused_kernel(bf16* dx, float* partial,
                                                                                      const bf16* dout, const bf16* x,
@@ -255,9 +264,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) rmsnorm_backward_fused_ke
       const int c = (i * 32 + lane) * kVec;
       if (c < C) {
         float gv[kVec], wv[kVec], xv[kVec];
-        detail::unpack8(gv, graw[i]);
-        detail::unpack8(xv, xraw[i]);
-        detail::load8(wv, w + c);
+        unpack_chunk(gv, xv, wv, graw[i], xraw[i], w + c);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) dot += gv[k] * wv[k] * xv[k];
       }
@@ -269,9 +276,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) rmsnorm_backward_fused_ke
       const int c = (i * 32 + lane) * kVec;
       if (c < C) {
         float gv[kVec], wv[kVec], xv[kVec];
-        detail::unpack8(gv, graw[i]);
-        detail::unpack8(xv, xraw[i]);
-        detail::load8(wv, w + c);
+        unpack_chunk(gv, xv, wv, graw[i], xraw[i], w + c);
         write_dx8(dx + off + c, gv, wv, xv, rs, k, accumulate);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) acc[i][j] += gv[j] * xv[j] * rs;
