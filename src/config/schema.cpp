@@ -118,7 +118,7 @@ std::vector<KeySpec> build_schema() {
         "rank 0 shows the progress of a long phase: a line every this many seconds in a log, one self-updating line on a terminal; 0 = off"),
 
       // [model]
-      s("model.path", "", "Hugging Face checkpoint directory (config.json, *.safetensors); empty: random init from the shape keys below"),
+      s("model.path", "", "Hugging Face checkpoint directory (config.json, *.safetensors) or a GGUF file (converted once into the model cache: doc/models.md); empty: random init from the shape keys below"),
       random_init(e("model.architecture", S{"llama", "qwen2", "qwen3", "qwen3_moe"}, "qwen3", "random init: the transformer family")),
       random_init(i("model.vocab_size", 0, at_least(0), "tokens", "random init: vocabulary size; 0 = the tokenizer's vocabulary size")),
       random_init(required_when(i("model.hidden_size", no_int, at_least(1), "", "random init: model width"), "model.path is empty")),

@@ -2,14 +2,18 @@
 // optionally sharded). Useful to change a checkpoint's dtype or sharding, and to check that a checkpoint loads.
 // With --init random it needs only the folder's config.json and writes seeded random weights of that shape (a model
 // folder to start from, as `model.init = "random"` does in a deck).
+// With a GGUF file (llama.cpp) it writes the Hugging Face folder of that model (model/gguf_import.h).
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "model/gguf_file.h"
+#include "model/gguf_import.h"
 #include "model/hf_folder.h"
 #include "model/model_config.h"
+#include "model/model_source.h"
 #include "model/weights.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
@@ -20,10 +24,14 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* kUsage =
-    "usage: hone convert --model DIR --output DIR [--dtype f32|bf16] [--max-shard-size BYTES]\n"
+    "usage: hone convert --model DIR|FILE.gguf --output DIR [--dtype f32|bf16] [--max-shard-size BYTES]\n"
     "                    [--init pretrained|random] [--seed N] [--init-std X]\n"
-    "  Reads a Hugging Face checkpoint and writes it back (another dtype or sharding; also checks that it loads).\n"
+    "  Reads a Hugging Face checkpoint and writes it back (another dtype or sharding; also checks that it loads),\n"
+    "  or turns a GGUF file (llama.cpp) into a Hugging Face folder: config.json, safetensors, tokenizer.json,\n"
+    "  tokenizer_config.json (chat template, special tokens), generation_config.json.\n"
     "  --model DIR            a Hugging Face checkpoint (config.json + safetensors)\n"
+    "  --model FILE.gguf      a GGUF model (architectures llama, qwen2, qwen3, qwen3moe), dequantized to fp32\n"
+    "                         exactly as ggml does (default --dtype f32)\n"
     "  --output DIR           where to write; must not exist or be empty\n"
     "  --init random          write random weights of DIR's config.json shape instead (DIR needs no weights):\n"
     "                         normal(0, --init-std, default 0.02) matrices, norms 1, biases 0, seeded by --seed\n"
@@ -73,6 +81,21 @@ int run_convert(const std::vector<std::string>& args) {
   HONE_USER_CHECK(!fs::exists(output) || (fs::is_directory(output) && fs::is_empty(output)), "convert: ", output,
                   " exists and is not an empty folder; refusing to overwrite it");
 
+  if (is_gguf_path(model)) {
+    HONE_USER_CHECK(init == "pretrained" && shard_arg.empty(), "convert: --init and --max-shard-size apply to "
+                    "Hugging Face folders; a GGUF file is converted as it is");
+    DType dtype = DType::f32;
+    if (dtype_arg == "bf16" || dtype_arg == "bfloat16") dtype = DType::bf16;
+    else HONE_USER_CHECK(dtype_arg.empty() || dtype_arg == "f32" || dtype_arg == "float32",
+                         "convert: --dtype must be f32 or bf16 (got '", dtype_arg, "')");
+    HONE_USER_CHECK(fs::is_regular_file(model), "convert: ", model, ": no such GGUF file");
+    const gguf::GgufFile file(model);
+    const ModelConfig config = gguf_model_config(file);
+    write_hf_folder_from_gguf(file, output, dtype);
+    std::printf("converted %s (%s, %lld parameters) to %s in %s\n", model.c_str(), architecture_hf_name(config.arch),
+                static_cast<long long>(config.num_parameters()), output.c_str(), dtype_name(dtype));
+    return kExitOk;
+  }
   const ModelConfig config = load_model_config(model);
   DType dtype = config.torch_dtype == "bfloat16" ? DType::bf16 : DType::f32;
   if (dtype_arg == "f32" || dtype_arg == "float32") dtype = DType::f32;

@@ -23,6 +23,7 @@
 
 #include "io/hdf5_file.h"
 #include "model/model_config.h"
+#include "model/model_source.h"
 #include "model/packed_batch.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
@@ -40,10 +41,10 @@ namespace hone {
 namespace {
 
 const char* kUsage =
-    "usage: hone logprobs --model DIR --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]\n"
+    "usage: hone logprobs --model DIR|FILE.gguf --input seqs.jsonl --output out.h5 [--temperature 1] [--batch-tokens 4096]\n"
     "                     [--device cpu|cuda] [--grad-output grads.safetensors]\n"
     "  Per-token logprobs and entropies of token sequences under a model, written to HDF5.\n"
-    "  --model DIR          a Hugging Face checkpoint folder (config.json, *.safetensors)\n"
+    "  --model DIR          a Hugging Face checkpoint folder (config.json, *.safetensors), or a GGUF file\n"
     "  --input FILE         JSONL, one {\"tokens\": [ids...]} per line\n"
     "  --output FILE        the HDF5 file written: /logprobs, /entropy, /offsets\n"
     "  --temperature T      logits are divided by T (default 1)\n"
@@ -128,7 +129,8 @@ std::vector<std::vector<int32_t>> read_sequences(const std::string& path, int vo
 float grad_coefficient(int64_t i) { return 1.f + 0.1f * float(i % 5); }
 
 int run_logprobs(const std::vector<std::string>& argv) {
-  const LogprobsArgs a = parse_args(argv);
+  LogprobsArgs a = parse_args(argv);
+  a.model = model_folder(a.model);
   HONE_USER_CHECK(std::filesystem::is_directory(a.model), "model directory '", a.model, "' does not exist");
   const ModelConfig config = load_model_config(a.model);
   ModelWeights weights = allocate_weights(config);

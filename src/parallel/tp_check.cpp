@@ -5,8 +5,11 @@
 
 #include "config/config.h"
 #include "model/deck_model.h"
+#include "model/gguf_file.h"
+#include "model/gguf_import.h"
 #include "model/layer_shape.h"
 #include "model/model_config.h"
+#include "model/model_source.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -16,6 +19,15 @@ bool deck_model_shape(const Config& c, ModelConfig* out, std::string* why) {
   const std::string path = c.get_string("model.path");
   if (path.empty()) {
     *out = random_init_model_config(c);
+    return true;
+  }
+  if (is_gguf_path(path)) {
+    try {
+      *out = gguf_model_config(gguf::GgufFile(path));
+    } catch (const UserError& e) {
+      *why = e.what();
+      return false;
+    }
     return true;
   }
   if (!fs::exists(fs::path(path) / "config.json")) {

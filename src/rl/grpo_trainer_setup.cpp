@@ -5,6 +5,7 @@
 
 #include "config/config.h"
 #include "model/deck_model.h"
+#include "model/model_source.h"
 #include "parallel/pp_check.h"
 #include "parallel/shard_io.h"
 #include "parallel/shard_weights.h"
@@ -115,9 +116,9 @@ GrpoTrainer::~GrpoTrainer() = default;
 void GrpoTrainer::build_model(const Config& c) {
   // Tokenizer first: a random-init vocabulary of 0 takes its size.
   const std::string kind = c.get_string("tokenizer.kind");
-  model_path_ = c.get_string("model.path");
+  model_path_ = model_folder(c.get_string("model.path"));
   random_weights_ = c.get_string("model.init") == "random";
-  std::string tok_path = c.has_value("tokenizer.path") ? c.get_string("tokenizer.path") : "";
+  std::string tok_path = c.has_value("tokenizer.path") ? model_folder(c.get_string("tokenizer.path")) : "";
   if (kind == "hf") {
     HONE_USER_CHECK(!tok_path.empty(), "tokenizer.path is empty: tokenizer.kind = \"hf\" needs a folder holding tokenizer.json (or a model.path)");
     HONE_USER_CHECK(fs::is_directory(tok_path), "tokenizer.path = \"", tok_path, "\": no such folder");

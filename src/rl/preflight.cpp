@@ -19,6 +19,7 @@
 #include "io/jsonl.h"
 #include "model/deck_model.h"
 #include "model/model_config.h"
+#include "model/model_source.h"
 #include "model/param_table.h"
 #include "model/safetensors.h"
 #include "parallel/generation_layout.h"
@@ -172,8 +173,20 @@ class Preflight {
     r_.lines.push_back(w + " " + text);
   }
 
+  // The folder to check for a path key: the key's value, or the cached conversion of the GGUF file it names
+  // (made here when missing, as hone run would).
+  std::string gguf_folder(const char* key) {
+    const std::string path = c_.get_string(key);
+    if (!is_gguf_path(path)) return path;
+    try {
+      return model_folder(path);
+    } catch (const UserError& e) {
+      throw UserError(about(c_, key, e.what()));
+    }
+  }
+
   void check_model() {
-    const std::string path = c_.get_string("model.path");
+    const std::string path = gguf_folder("model.path");
     if (path.empty()) {
       ModelConfig m = random_init_model_config(c_);
       if (m.vocab_size == 0 && !tokenizer_) return;  // its size is the tokenizer's, which did not load
@@ -204,7 +217,7 @@ class Preflight {
 
   void check_tokenizer() {
     const std::string kind = c_.get_string("tokenizer.kind");
-    const std::string path = c_.has_value("tokenizer.path") ? c_.get_string("tokenizer.path") : "";
+    const std::string path = c_.has_value("tokenizer.path") ? gguf_folder("tokenizer.path") : "";
     if (kind == "hf") {
       HONE_USER_CHECK(!path.empty(), where(c_, "tokenizer.path"),
                       " is empty: tokenizer.kind = \"hf\" needs a folder holding tokenizer.json");

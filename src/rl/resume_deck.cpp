@@ -88,6 +88,10 @@ std::string input_fingerprint(const std::string& key, const std::string& path) {
   std::error_code ec;
   if (key == "data.path") {
     h.add(read_bytes(path));
+  } else if (fs::is_regular_file(path, ec)) {
+    // A GGUF model (model.path or tokenizer.path): its size and its first 16 MiB (metadata, tokenizer, tensors).
+    h.add(std::to_string(fs::file_size(path, ec)));
+    h.add(read_bytes(path, size_t(16) << 20));
   } else if (key == "tokenizer.path") {
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) h.add(read_bytes(fs::path(path) / f));
   } else {

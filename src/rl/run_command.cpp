@@ -23,6 +23,7 @@
 #include "io/checkpoint.h"
 #include "io/step_output.h"
 #include "io/step_output_line.h"
+#include "model/model_source.h"
 #include "rl/moe_metrics.h"
 #include "rl/grpo_trainer.h"
 #include "rl/resume_deck.h"
@@ -161,6 +162,13 @@ int run_run(const std::vector<std::string>& args) {
   std::unique_ptr<ProgressLine> progress;
   if (ps.world_rank() == 0 && cfg.get_float("run.progress_every_s") > 0)
     progress = std::make_unique<ProgressLine>(ProgressOptions::for_stdout(cfg.get_float("run.progress_every_s")));
+  // A GGUF model is converted once into the model cache (model/model_source.h), by rank 0 while the others wait.
+  agreed([&] {
+    if (ps.world_rank() != 0) return;
+    const Activity activity("converting the GGUF model");
+    for (const char* key : {"model.path", "tokenizer.path"})
+      if (cfg.has_value(key)) model_folder(cfg.get_string(key));
+  });
   // Every input is read and checked before anything on disk changes.
   std::unique_ptr<GrpoTrainer> trainer = agreed([&] {
     const Activity activity("setting up the run (tokenizer, model, prompts)");
