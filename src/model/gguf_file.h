@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/gguf_quants.h"  // the type table (block_bytes, can_dequantize) goes with the files
+
 namespace hone::gguf {
 
 // "Q4_1"; "type 99" for a number ggml does not define.
