@@ -88,6 +88,21 @@ class Cursor {
     pos_ += sizeof(T);
     return v;
   }
+  // A whole string (length and bytes) lies ahead: the fast path of the long string arrays (a vocabulary), whose
+  // failures then go through string() for the message.
+  bool string_fits() const {
+    if (left() < 8) return false;
+    uint64_t n;
+    std::memcpy(&n, data_ + pos_, 8);
+    return n <= left() - 8;
+  }
+  std::string_view string_unchecked() {
+    uint64_t n;
+    std::memcpy(&n, data_ + pos_, 8);
+    std::string_view s(reinterpret_cast<const char*>(data_ + pos_ + 8), size_t(n));
+    pos_ += 8 + n;
+    return s;
+  }
   std::string_view string(const std::string& what) {
     const uint64_t n = read<uint64_t>(what + " (length)");
     if (n > left())
@@ -252,7 +267,10 @@ void GgufFile::parse() {
                       c.left() / min_elem, " ", value_type_name(e.array_type), " elements"));
       e.pos = c.pos();
       if (e.array_type == ValueType::string) {
-        for (uint64_t j = 0; j < e.count; ++j) c.string(cat(what, " element ", j));
+        for (uint64_t j = 0; j < e.count; ++j) {
+          if (!c.string_fits()) c.string(cat(what, " element ", j));  // throws
+          c.string_unchecked();
+        }
       } else {
         if (e.array_type == ValueType::boolean)
           for (uint64_t j = 0; j < e.count; ++j)
@@ -469,7 +487,7 @@ std::vector<std::string> GgufFile::get_string_array(std::string_view key) const 
   std::vector<std::string> out;
   out.reserve(size_t(e.count));  // bounded by the file's size when it was opened
   Cursor c(data_, size_, name_, e.pos);
-  for (uint64_t i = 0; i < e.count; ++i) out.emplace_back(c.string("array element"));
+  for (uint64_t i = 0; i < e.count; ++i) out.emplace_back(c.string_unchecked());  // checked when opened
   return out;
 }
 
