@@ -244,9 +244,9 @@ void GgufFile::parse() {
     throw bad(cat("absurd metadata count ", n_kv, ": the ", c.left(), " bytes left hold at most ",
                   c.left() / kMinKvBytes));
 
-  // Metadata.
+  // Metadata. Nothing is reserved from the counts: an Entry or TensorInfo takes more memory than the fewest bytes
+  // that describe it, so the vectors grow only with what has actually been read.
   std::map<std::string, size_t, std::less<>> key_index;
-  entries_.reserve(size_t(n_kv));
   for (uint64_t i = 0; i < n_kv; ++i) {
     Entry e;
     e.key = std::string(c.string(cat("metadata key #", i)));
@@ -303,7 +303,6 @@ void GgufFile::parse() {
     throw bad(cat("absurd tensor count ", n_tensors, ": the ", c.left(), " bytes left hold at most ",
                   c.left() / kMinTensorInfoBytes, " tensor infos"));
   std::map<std::string, size_t, std::less<>> tensor_index;
-  tensors_.reserve(size_t(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     TensorInfo t;
     t.name = std::string(c.string(cat("tensor name #", i)));
