@@ -372,19 +372,17 @@ def main(argv=None):
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]
     limit = args.max_total_sequence_length - args.max_new_tokens
 
-    def usable(items):
-        out = []
-        for messages, answer in items:
-            ids = encode_prompt(tokenizer, messages)
-            if ids and len(ids) <= limit:
-                out.append((ids, answer))
-        return out
+    def encode(items):
+        return [(encode_prompt(tokenizer, messages), answer) for messages, answer in items]
 
-    train = usable(read_jsonl(args.train, args.prompt_key, args.answer_key))
+    def fits(item):  # hone skips such a prompt at generation (prompts_too_long); it keeps its place in the stream
+        return 0 < len(item[0]) <= limit
+
+    train = encode(read_jsonl(args.train, args.prompt_key, args.answer_key))
     val_items = read_jsonl(args.validation, args.prompt_key, args.answer_key) if args.validation else []
     if args.validation_samples > 0:
         val_items = val_items[:args.validation_samples]
-    validation = usable(val_items)
+    validation = [item for item in encode(val_items) if fits(item)]
     stream = PromptStream(train)
     optimizer = adamw(model, torch, args)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -418,7 +416,9 @@ def main(argv=None):
         sync()
         t_step = time.perf_counter()
         model.eval()
-        batch = stream.next_batch(args.prompts)
+        batch = [item for item in stream.next_batch(args.prompts) if fits(item)]
+        if not batch:
+            sys.exit(f"step {step}: every prompt is longer than --max-total-sequence-length - --max-new-tokens")
         prompts = [item for item in batch for _ in range(args.generations)]  # groups contiguous
         rollouts = generate(model, tokenizer, torch, prompts, stops, pad_id, False, args, autocast)
         sync()
