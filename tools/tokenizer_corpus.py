@@ -182,6 +182,34 @@ def invalid_bytes(rng):
     return cases
 
 
+# Text whose bytes some byte-level vocabularies lack (SmolLM2 has no token for bytes 0x04, 0x06, 0x13, 0x14, 0x16,
+# 0x1D, 0xC0, 0xC1, 0xF1, 0xF2, 0xF5-0xFF: C0/C1 and F5+ never occur in valid UTF-8, F1/F2 lead the characters
+# U+40000..U+BFFFF), digit runs, code and chat-formatted text with special tokens.
+def missing_bytes(rng):
+    controls = ["\x04", "\x06", "\x13", "\x14", "\x16", "\x1d"]
+    supplementary = [chr(cp) for cp in (0x40000, 0x4ABCD, 0x7FFFF, 0x80000, 0x9F123, 0xBFFFD, 0xA0000, 0x50505)]
+    out = ["".join(controls), "a\x04b\x06c d\x13e\x14 f\x16\x16g\x1dh", "\x04\x04\x04 three", "x\x1d\x1dy",
+           "".join(supplementary), "ab" + supplementary[0] + "cd " + supplementary[1] + supplementary[2] + "ef",
+           " " + supplementary[3] + " the" + supplementary[4] + "ing " + supplementary[5],
+           "mixed \x04" + supplementary[6] + "\x06" + supplementary[7] + " end\x14"]
+    for _ in range(12):
+        pool = controls + supplementary + list("abcde xyz.,") + [" the", "ing", "123", "\n"]
+        out.append("".join(rng.choice(pool) for _ in range(rng.randint(5, 60))))
+    out += ["0123456789" * 5, "1 12 123 1234 12345 123456 1234567 3.14159 2e10 0x7f 1,000,000 -0.5",
+            "".join(rng.choice("0123456789") for _ in range(300)), "a1b22c333d4444 x9y99z999 v0.1.2-rc3",
+            "٠١٢٣٤٥ ０１２ ²³ ½ Ⅻ 123abc456"]
+    out += ["def add(a, b):\n    return a + b  # 42\n\nprint(add(1, 2))\n",
+            "<repo_name>hone/tokenizer<file_sep>src/main.cpp\n#include <cstdio>\nint main() { return 0; }\n",
+            "<fim_prefix>def f(x):\n<fim_suffix>\n    return y<fim_middle>    y = x * 2<|endoftext|>"]
+    out += ["<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\nWhat is 17 * 23?<|im_end|>\n<|im_start|>assistant\n17 * 23 = 391.<|im_end|>\n",
+            "<|im_start|>user\nHi\x04 there " + supplementary[0] + "<|im_end|>\n<|im_start|>assistant\n",
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023"
+            "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n12345 + 678 = ?<|eot_id|>",
+            "<s>[INST] Hello [/INST] Hi</s><unk> <s> plain </s>"]
+    return out
+
+
 def build():
     rng = random.Random(20240611)
     texts = []
@@ -195,6 +223,8 @@ def build():
     while sum(len(t.encode()) for t in texts) < 110_000:
         texts.append(mixture(rng, rng.randint(20, 300)))
     entries = [{"text": t} for t in texts] + [{"hex": b.hex()} for b in invalid_bytes(rng)]
+    # Appended after the original entries so that those keep their order.
+    entries += [{"text": t} for t in missing_bytes(random.Random(20261201))]
     return entries
 
 

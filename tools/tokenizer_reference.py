@@ -8,11 +8,15 @@ it writes the committed golden files that tests/unit/test_tokenizer_parity.cpp a
   tools/tokenizer_reference.py [--tokenizers DIR]          write tests/data/tokenizer/golden_<name>.jsonl and
                                                            chat_golden.jsonl from corpus.jsonl
   tools/tokenizer_reference.py --bench [--tokenizers DIR]  time HF tokenizers single-threaded on the same corpus
+  tools/tokenizer_reference.py --smollm2 DIR               write golden_smollm2.jsonl for the folder DIR
+  tools/tokenizer_reference.py --fixtures                  write the golden files of the synthetic fixtures
+                                                           (tests/data/tokenizer/fixtures, tools/tokenizer_fixtures.py)
 
 DIR holds qwen3/ and llama3_1/ (tokenizer.json + tokenizer_config.json); default ../shared/data/tokenizers.
 
 Golden file layout (one JSON object per line): a header {"tokenizer", "tokenizers_version", "vocab_size",
-"add_special_prefix", "add_special_suffix"}, then one line per corpus entry, in corpus order:
+"add_special_prefix", "add_special_suffix"}, then one line per corpus entry, in corpus order (the fixtures' files
+only have the entries of at most 400 bytes, each with "entry": its index in corpus.jsonl):
   {"ids": B64}  ids of encode(text, add_special_tokens=False); B64 = base64 of LEB128 varints
   "decoded"      decode(ids, skip_special_tokens=False), present only where it differs from the encoded text;
                  "=NFC" where it is the NFC form of the encoded text (the Qwen3 normalizer)
@@ -79,7 +83,7 @@ def decode_cases(tok, rng):
     for k in range(1, len(emoji)):
         cases.append(emoji[:k])
         cases.append(emoji[k:])
-    specials = [tok.token_to_id(t) for t in ["<|im_start|>", "<|endoftext|>", "<|begin_of_text|>", "<think>"]]
+    specials = [tok.token_to_id(t) for t in ["<|im_start|>", "<|endoftext|>", "<|begin_of_text|>", "<think>", "<s>"]]
     specials = [s for s in specials if s is not None]
     for _ in range(40):
         seq = [rng.randrange(n) for _ in range(rng.randint(1, 12))]
@@ -98,37 +102,55 @@ def need(module):
         sys.exit("tools/tokenizer_reference.py needs the Python package '%s' (pip install tokenizers jinja2)" % module)
 
 
+def write_golden_one(tokenizers, name, folder, path, max_bytes=None):
+    """golden ids of one tokenizer folder (tokenizer.json) on corpus.jsonl, written to path. With max_bytes only
+    the entries of at most that many bytes, each line naming its corpus entry ("entry": index)."""
+    tok = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    texts = corpus_texts()
+    plain = tok.encode("x", add_special_tokens=False).ids
+    full = tok.encode("x", add_special_tokens=True).ids
+    at = next(i for i in range(len(full)) if full[i:i + len(plain)] == plain)
+    header = {"tokenizer": name, "tokenizers_version": tokenizers.__version__,
+              "vocab_size": tok.get_vocab_size(with_added_tokens=True),
+              "add_special_prefix": full[:at], "add_special_suffix": full[at + len(plain):]}
+    lines = [header]
+    for k, text in enumerate(texts):
+        if max_bytes is not None and len(text.encode("utf-8")) > max_bytes:
+            continue
+        ids = tok.encode(text, add_special_tokens=False).ids
+        e = {"ids": varint_b64(ids)}
+        if max_bytes is not None:
+            e["entry"] = k
+        dec = tok.decode(ids, skip_special_tokens=False)
+        if dec != text:
+            e["decoded"] = "=NFC" if dec == unicodedata.normalize("NFC", text) else dec
+        skip = tok.decode(ids, skip_special_tokens=True)
+        if skip != dec:
+            e["decoded_skip"] = skip
+        lines.append(e)
+    for seq in decode_cases(tok, random.Random(7)):
+        lines.append({"decode_ids": seq, "decoded": tok.decode(seq, skip_special_tokens=False),
+                      "decoded_skip": tok.decode(seq, skip_special_tokens=True)})
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for e in lines:
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    print("%s: %d entries, %d bytes" % (path, len(lines) - 1, os.path.getsize(path)))
+
+
 def write_golden(tdir):
     tokenizers = need("tokenizers")
-    Tokenizer = tokenizers.Tokenizer
-    texts = corpus_texts()
     for name in NAMES:
-        tok = Tokenizer.from_file(os.path.join(tdir, name, "tokenizer.json"))
-        plain = tok.encode("x", add_special_tokens=False).ids
-        full = tok.encode("x", add_special_tokens=True).ids
-        at = next(i for i in range(len(full)) if full[i:i + len(plain)] == plain)
-        header = {"tokenizer": name, "tokenizers_version": tokenizers.__version__,
-                  "vocab_size": tok.get_vocab_size(with_added_tokens=True),
-                  "add_special_prefix": full[:at], "add_special_suffix": full[at + len(plain):]}
-        lines = [header]
-        for text in texts:
-            ids = tok.encode(text, add_special_tokens=False).ids
-            e = {"ids": varint_b64(ids)}
-            dec = tok.decode(ids, skip_special_tokens=False)
-            if dec != text:
-                e["decoded"] = "=NFC" if dec == unicodedata.normalize("NFC", text) else dec
-            skip = tok.decode(ids, skip_special_tokens=True)
-            if skip != dec:
-                e["decoded_skip"] = skip
-            lines.append(e)
-        for seq in decode_cases(tok, random.Random(7)):
-            lines.append({"decode_ids": seq, "decoded": tok.decode(seq, skip_special_tokens=False),
-                          "decoded_skip": tok.decode(seq, skip_special_tokens=True)})
-        path = os.path.join(DATA, "golden_%s.jsonl" % name)
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            for e in lines:
-                f.write(json.dumps(e, ensure_ascii=False) + "\n")
-        print("%s: %d entries, %d bytes" % (path, len(lines) - 1, os.path.getsize(path)))
+        write_golden_one(tokenizers, name, os.path.join(tdir, name), os.path.join(DATA, "golden_%s.jsonl" % name))
+
+
+def write_fixture_golden():
+    """golden_<name>.jsonl next to each tests/data/tokenizer/fixtures/<name>/tokenizer.json."""
+    tokenizers = need("tokenizers")
+    root = os.path.join(DATA, "fixtures")
+    for name in sorted(os.listdir(root)):
+        folder = os.path.join(root, name)
+        if os.path.isfile(os.path.join(folder, "tokenizer.json")):
+            write_golden_one(tokenizers, name, folder, os.path.join(root, "golden_%s.jsonl" % name), max_bytes=400)
 
 
 def chat_cases():
@@ -234,7 +256,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokenizers", default=os.path.join(HERE, "..", "..", "shared", "data", "tokenizers"))
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--smollm2", metavar="DIR", help="write golden_smollm2.jsonl for the tokenizer folder DIR (e.g. "
+                    "the one hone convert writes for SmolLM2-135M-Instruct's GGUF)")
+    ap.add_argument("--fixtures", action="store_true", help="write the golden files of tests/data/tokenizer/fixtures")
     args = ap.parse_args()
+    if args.smollm2:
+        write_golden_one(need("tokenizers"), "smollm2", args.smollm2, os.path.join(DATA, "golden_smollm2.jsonl"))
+        return
+    if args.fixtures:
+        write_fixture_golden()
+        return
     if not os.path.isdir(args.tokenizers):
         sys.exit("no tokenizer folder at %s (use --tokenizers)" % args.tokenizers)
     if args.bench:

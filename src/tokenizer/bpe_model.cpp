@@ -7,10 +7,20 @@
 
 #include "runtime/error.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/utf8.h"
 
 namespace hone::tok {
 
-BpeModel::BpeModel(const nlohmann::json& model) {
+namespace {
+
+std::string byte_token(unsigned b) {
+  static const char* const hex = "0123456789ABCDEF";
+  return std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
+}
+
+}  // namespace
+
+BpeModel::BpeModel(const nlohmann::json& model, bool byte_level) : byte_level_(byte_level) {
   const std::string type = model.value("type", "BPE");
   HONE_USER_CHECK(type == "BPE", "tokenizer.json: unsupported model type '", type, "' (only BPE is supported)");
   HONE_USER_CHECK(model.value("dropout", nlohmann::json()).is_null(), "tokenizer.json: BPE dropout is not supported");
@@ -20,6 +30,8 @@ BpeModel::BpeModel(const nlohmann::json& model) {
                     key, " is not supported");
   }
   ignore_merges_ = model.value("ignore_merges", false);
+  byte_fallback_ = model.value("byte_fallback", false);
+  fuse_unk_ = model.value("fuse_unk", false);
 
   const auto& vocab = model.at("vocab");
   HONE_USER_CHECK(vocab.is_object(), "tokenizer.json: the BPE vocabulary is not an object {token: id}");
@@ -47,17 +59,22 @@ BpeModel::BpeModel(const nlohmann::json& model) {
     tokens_[i] = it.key();
     if (!present_[i]) ++entry_count_;
     present_[i] = 1;
-    if (!alphabet.to_bytes(it.key(), &raw)) raw = it.key();
+    if (!byte_level_ || !alphabet.to_bytes(it.key(), &raw)) raw = it.key();
     bytes_[i] = raw;
   }
   by_token_.build(&tokens_, present_);
   by_bytes_.build(&bytes_, present_);
+  // A byte-level vocabulary may lack some bytes (SmolLM2 has no token for 21 of them): those are dropped or unk.
   for (int b = 0; b < 256; ++b) {
-    byte_ids_[b] = token_to_id(alphabet.char_of(static_cast<unsigned char>(b)));
-    // Encoding starts from one symbol per byte: the vocabulary must be byte-level (GPT-2 style). SentencePiece
-    // style BPE (characters plus <0xNN> byte fallback, e.g. Llama 2) is not supported.
-    HONE_USER_CHECK(byte_ids_[b] >= 0, "tokenizer.json: the BPE vocabulary is not byte-level (no token for byte ", b,
-                    "); only byte-level BPE tokenizers are supported");
+    byte_ids_[b] = byte_level_ ? token_to_id(alphabet.char_of(static_cast<unsigned char>(b))) : -1;
+    fallback_ids_[b] = byte_fallback_ ? token_to_id(byte_token(static_cast<unsigned>(b))) : -1;
+  }
+  const nlohmann::json unk = model.value("unk_token", nlohmann::json());
+  if (!unk.is_null()) {
+    HONE_USER_CHECK(unk.is_string(), "tokenizer.json: the BPE unk_token is not a string");
+    unk_ = token_to_id(unk.get<std::string>());
+    HONE_USER_CHECK(unk_ >= 0, "tokenizer.json: the BPE unk_token '", unk.get<std::string>(),
+                    "' is not in the vocabulary");
   }
 
   const auto& merges = model.at("merges");
@@ -144,11 +161,56 @@ void BpeModel::merge_large(std::vector<int32_t>& syms) const {
   syms.swap(out);
 }
 
+// As `tokenizers` builds a word: an unknown symbol is held back (pending) and written when the next symbol found
+// in the vocabulary comes, or at the end; with fuse_unk further unknown symbols join the held one. Byte-fallback
+// tokens do not write a held unk (they come before it).
+void BpeModel::missing_symbol(std::string_view unit, std::vector<int32_t>& syms, bool& pending_unk) const {
+  if (byte_fallback_) {
+    bool all = true;
+    for (char c : unit) all = all && fallback_ids_[static_cast<unsigned char>(c)] >= 0;
+    if (all) {
+      for (char c : unit) syms.push_back(fallback_ids_[static_cast<unsigned char>(c)]);
+      return;
+    }
+  }
+  if (unk_ < 0) return;  // dropped
+  if (pending_unk && !fuse_unk_) syms.push_back(unk_);
+  pending_unk = true;
+}
+
+void BpeModel::initial_symbols(std::string_view piece, std::vector<int32_t>& syms) const {
+  syms.reserve(piece.size());
+  bool pending_unk = false;
+  auto known = [&](int32_t id) {
+    if (pending_unk) syms.push_back(unk_);
+    pending_unk = false;
+    syms.push_back(id);
+  };
+  if (byte_level_) {
+    const ByteLevelAlphabet& alphabet = byte_level_alphabet();
+    for (char c : piece) {
+      const int32_t id = byte_ids_[static_cast<unsigned char>(c)];
+      if (id >= 0) known(id);
+      else missing_symbol(alphabet.char_of(static_cast<unsigned char>(c)), syms, pending_unk);
+    }
+  } else {
+    size_t i = 0;
+    while (i < piece.size()) {
+      const size_t b = i;
+      utf8_next(piece, i);
+      const std::string_view unit = piece.substr(b, i - b);
+      const int32_t id = token_to_id(unit);
+      if (id >= 0) known(id);
+      else missing_symbol(unit, syms, pending_unk);
+    }
+  }
+  if (pending_unk) syms.push_back(unk_);
+}
+
 void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& ids) const {
   if (piece.empty()) return;
-  if (piece.size() == 1) {
-    const int32_t id = byte_ids_[static_cast<unsigned char>(piece[0])];
-    if (id >= 0) ids.push_back(id);
+  if (piece.size() == 1 && byte_level_ && byte_ids_[static_cast<unsigned char>(piece[0])] >= 0) {
+    ids.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
     return;
   }
   const bool cacheable = piece.size() <= kCacheMaxPiece;
@@ -161,15 +223,11 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& ids) c
     if (shard->cache.lookup(piece, hash, ids)) return;
   }
   std::vector<int32_t> syms;
-  const int32_t whole = ignore_merges_ ? bytes_to_id(piece) : -1;
+  const int32_t whole = ignore_merges_ ? (byte_level_ ? bytes_to_id(piece) : token_to_id(piece)) : -1;
   if (whole >= 0) {
     syms.push_back(whole);
   } else {
-    syms.reserve(piece.size());
-    for (char c : piece) {
-      const int32_t id = byte_ids_[static_cast<unsigned char>(c)];
-      if (id >= 0) syms.push_back(id);  // a byte missing from the vocabulary is dropped, as without unk_token
-    }
+    initial_symbols(piece, syms);
     if (syms.size() <= 256) merge_small(syms);
     else merge_large(syms);
   }

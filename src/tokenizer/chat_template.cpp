@@ -12,6 +12,7 @@
 #include "tokenizer/jinja_eval.h"
 #include "tokenizer/jinja_parser.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace hone {
 
@@ -56,20 +57,21 @@ std::unique_ptr<ChatTemplate> ChatTemplate::load(const std::string& dir) {
       throw UserError(cat(config_path.string(), ": not valid JSON: ", e.what()));
     }
   }
-  // The special tokens transformers passes to the template: those set to a string (or {"content": ...}).
+  // The special tokens transformers passes to the template: those set to a string (or {"content": ...}), from
+  // tokenizer_config.json or special_tokens_map.json.
   jinja::Dict special;
-  if (config.is_object()) {
-    for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
-      const auto it = config.find(key);
-      if (it == config.end()) continue;
-      if (it->is_string()) special.emplace_back(key, jinja::Value::string(it->get<std::string>()));
-      if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
-        special.emplace_back(key, jinja::Value::string((*it)["content"].get<std::string>()));
-    }
-  }
+  for (const auto& [key, text] : tok::read_special_token_names(dir).names) special.emplace_back(key, jinja::Value::string(text));
   const fs::path jinja_path = fs::path(dir) / "chat_template.jinja";
   if (fs::exists(jinja_path)) return std::make_unique<ChatTemplate>(read_file(jinja_path), jinja_path.string(), special);
-  if (!config.is_object() || !config.contains("chat_template")) return nullptr;
+  if (!config.is_object() || !config.contains("chat_template")) {
+    // Older processors of transformers 4.x write {"chat_template": "..."} to chat_template.json.
+    const fs::path json_path = fs::path(dir) / "chat_template.json";
+    const nlohmann::json j = tok::read_folder_json(json_path.string());
+    if (j.is_null()) return nullptr;
+    HONE_USER_CHECK(j.is_object() && j.contains("chat_template") && j["chat_template"].is_string(), json_path.string(),
+                    ": has no \"chat_template\" string");
+    return std::make_unique<ChatTemplate>(j["chat_template"].get<std::string>(), json_path.string(), special);
+  }
   const auto& entry = config["chat_template"];
   const std::string origin = config_path.string();
   if (entry.is_string()) return std::make_unique<ChatTemplate>(entry.get<std::string>(), origin, special);

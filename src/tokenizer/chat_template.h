@@ -21,8 +21,10 @@ class ChatTemplate {
   // ...") for a template outside the subset hone renders.
   ChatTemplate(const std::string& source, std::string origin, jinja::Dict special_tokens = {});
 
-  // The template of a tokenizer folder (chat_template.jinja first, as transformers reads it, then the
-  // tokenizer_config.json entry, the "default" one of a named list); nullptr when the folder has none.
+  // The template of a tokenizer folder (chat_template.jinja first, as transformers 5.x writes and reads it, then
+  // the tokenizer_config.json entry, the "default" one of a named list, then chat_template.json of older
+  // processors); nullptr when the folder has none. The special tokens come from tokenizer_config.json and
+  // special_tokens_map.json.
   static std::unique_ptr<ChatTemplate> load(const std::string& dir);
 
   // Throws UserError naming the origin and template line when rendering fails (raise_exception included).

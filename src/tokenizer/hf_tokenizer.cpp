@@ -9,22 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace hone::tok {
 
 namespace {
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HONE_USER_CHECK(in, "cannot open ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError(cat(path, ": not valid JSON: ", e.what()));
-  }
-}
 
 nlohmann::json member(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
@@ -46,14 +36,38 @@ int byte_fallback_value(const std::string& t) {
   return v;
 }
 
+// The String of a {"String": ...} pattern; UserError for a Regex one (what names it).
+std::string string_pattern(const nlohmann::json& pattern, const char* what) {
+  if (pattern.is_object() && pattern.contains("String")) return pattern.at("String").get<std::string>();
+  throw UserError(cat("tokenizer.json: unsupported ", what, " pattern ", pattern.dump(), " (only String patterns)"));
+}
+
+std::string replace_all(std::string_view s, const std::string& from, const std::string& to) {
+  if (from.empty()) return std::string(s);
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    const size_t at = s.find(from, pos);
+    if (at == std::string_view::npos) break;
+    out.append(s.substr(pos, at - pos));
+    out += to;
+    pos = at + from.size();
+  }
+  out.append(s.substr(pos));
+  return out;
+}
+
+const char* const kReplacementChar = "\xEF\xBF\xBD";
+
 }  // namespace
 
 HfTokenizer::HfTokenizer(const std::string& dir) {
   const std::string path = dir + "/tokenizer.json";
   HONE_USER_CHECK(std::filesystem::is_regular_file(path), "tokenizer: ", path, " not found");
   try {
-    const nlohmann::json j = read_json(path);
-    model_ = std::make_unique<BpeModel>(j.at("model"));
+    const nlohmann::json j = read_folder_json(path);
+    pre_tokenizer_ = std::make_unique<PreTokenizer>(member(j, "pre_tokenizer"));
+    model_ = std::make_unique<BpeModel>(j.at("model"), pre_tokenizer_->byte_level());
     vocab_size_ = model_->size();
     // Ids of added tokens are assigned as `tokenizers` assigns them when it loads the file (the "id" field is
     // only checked there): a token already in the model vocabulary keeps that id, any other takes the next id
@@ -77,31 +91,44 @@ HfTokenizer::HfTokenizer(const std::string& dir) {
       added_by_id_[t.id] = std::move(t);
     }
     load_normalizer(member(j, "normalizer"));
-    pre_tokenizer_ = std::make_unique<PreTokenizer>(member(j, "pre_tokenizer"));
     load_post_processor(member(j, "post_processor"));
-    load_decoder(member(j, "decoder"));
+    const nlohmann::json decoder = member(j, "decoder");
+    has_decoder_ = !decoder.is_null();
+    if (has_decoder_) load_decoder(decoder);
+    byte_level_decode_ = decoders_.size() == 1 && decoders_[0].kind == Decoder::Kind::ByteLevel;
   } catch (const nlohmann::json::exception& e) {
     throw UserError(cat(path, ": unexpected structure: ", e.what()));
   }
-  load_config(dir + "/tokenizer_config.json");
+  load_config(dir);
 }
 
 void HfTokenizer::load_normalizer(const nlohmann::json& spec) {
   if (spec.is_null()) return;
   const std::string type = spec.value("type", "");
+  Normalizer n;
   if (type == "Sequence") {
     for (const auto& s : spec.at("normalizers")) load_normalizer(s);
+    return;
   } else if (type == "NFC") {
-    normalizers_.push_back(NormalForm::NFC);
+    n.form = NormalForm::NFC;
   } else if (type == "NFD") {
-    normalizers_.push_back(NormalForm::NFD);
+    n.form = NormalForm::NFD;
   } else if (type == "NFKC") {
-    normalizers_.push_back(NormalForm::NFKC);
+    n.form = NormalForm::NFKC;
   } else if (type == "NFKD") {
-    normalizers_.push_back(NormalForm::NFKD);
+    n.form = NormalForm::NFKD;
+  } else if (type == "Prepend") {
+    n.kind = Normalizer::Kind::Prepend;
+    n.a = spec.at("prepend").get<std::string>();
+  } else if (type == "Replace") {
+    n.kind = Normalizer::Kind::Replace;
+    n.a = string_pattern(spec.at("pattern"), "Replace normalizer");
+    n.b = spec.at("content").get<std::string>();
   } else {
-    throw UserError(cat("tokenizer.json: unsupported normalizer '", type, "' (supported: NFC, NFD, NFKC, NFKD, Sequence)"));
+    throw UserError(cat("tokenizer.json: unsupported normalizer '", type,
+                        "' (supported: NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence)"));
   }
+  normalize_steps_.push_back(std::move(n));
 }
 
 void HfTokenizer::load_post_processor(const nlohmann::json& spec) {
@@ -132,42 +159,51 @@ void HfTokenizer::load_post_processor(const nlohmann::json& spec) {
 }
 
 void HfTokenizer::load_decoder(const nlohmann::json& spec) {
-  if (spec.is_null()) {
-    decoder_ = Decoder::None;
-    return;
-  }
   const std::string type = spec.value("type", "");
-  if (type == "ByteLevel") {
-    decoder_ = Decoder::ByteLevel;
-  } else if (type == "Sequence") {
-    // Only the byte-fallback family: ByteFallback + Fuse (+ Replace/Strip of the SentencePiece space) is
-    // recognized as "tokens as text, <0xNN> as bytes".
-    bool byte_fallback = false;
-    for (const auto& d : spec.at("decoders")) {
-      const std::string t = d.value("type", "");
-      if (t == "ByteFallback") byte_fallback = true;
-      else if (t != "Fuse") throw UserError(cat("tokenizer.json: unsupported decoder '", t, "' in a Sequence"));
-    }
-    HONE_USER_CHECK(byte_fallback, "tokenizer.json: unsupported decoder Sequence");
-    decoder_ = Decoder::ByteFallbackThenText;
+  Decoder d;
+  if (type == "Sequence") {
+    for (const auto& s : spec.at("decoders")) load_decoder(s);
+    return;
+  } else if (type == "ByteLevel") {
+    d.kind = Decoder::Kind::ByteLevel;
   } else if (type == "ByteFallback") {
-    decoder_ = Decoder::ByteFallbackThenText;
+    d.kind = Decoder::Kind::ByteFallback;
+    byte_fallback_decode_ = true;
+  } else if (type == "Fuse") {
+    d.kind = Decoder::Kind::Fuse;
+  } else if (type == "Replace") {
+    d.kind = Decoder::Kind::Replace;
+    d.a = string_pattern(spec.at("pattern"), "Replace decoder");
+    d.b = spec.at("content").get<std::string>();
+  } else if (type == "Strip") {
+    d.kind = Decoder::Kind::Strip;
+    d.a = spec.at("content").get<std::string>();
+    size_t n = 0;
+    utf8_next(d.a, n);
+    HONE_USER_CHECK(!d.a.empty() && n == d.a.size(), "tokenizer.json: Strip decoder content '", d.a,
+                    "' is not one character");
+    d.start = spec.value("start", size_t{0});
+    d.stop = spec.value("stop", size_t{0});
+  } else if (type == "Metaspace") {
+    d.kind = Decoder::Kind::Metaspace;
+    d.a = spec.value("replacement", "\u2581");
+    std::string scheme = spec.value("prepend_scheme", "");
+    if (scheme.empty()) scheme = spec.value("add_prefix_space", true) ? "always" : "never";
+    d.prepend = scheme != "never";
   } else {
-    throw UserError(cat("tokenizer.json: unsupported decoder '", type, "' (supported: ByteLevel, ByteFallback)"));
+    throw UserError(cat("tokenizer.json: unsupported decoder '", type,
+                        "' (supported: ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace, Sequence)"));
   }
+  decoders_.push_back(std::move(d));
 }
 
-void HfTokenizer::load_config(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) return;
-  const nlohmann::json c = read_json(path);
+void HfTokenizer::load_config(const std::string& dir) {
+  const SpecialTokenNames names = read_special_token_names(dir);
   auto token_id = [&](const char* key) -> TokenId {
-    const nlohmann::json v = member(c, key);
-    std::string s;
-    if (v.is_string()) s = v.get<std::string>();
-    else if (v.is_object() && v.contains("content")) s = v.at("content").get<std::string>();
-    else return -1;
-    const TokenId id = token_to_id(s);
-    HONE_USER_CHECK(id >= 0, path, ": ", key, " '", s, "' is not a token of tokenizer.json");
+    const std::string* s = names.find(key);
+    if (!s) return -1;
+    const TokenId id = token_to_id(*s);
+    HONE_USER_CHECK(id >= 0, dir, ": ", key, " '", *s, "' (tokenizer_config.json or special_tokens_map.json) is not a token of tokenizer.json");
     return id;
   };
   bos_ = token_id("bos_token");
@@ -175,29 +211,40 @@ void HfTokenizer::load_config(const std::string& path) {
   pad_ = token_id("pad_token");
 }
 
-void HfTokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& ids) const {
+void HfTokenizer::encode_ordinary(std::string_view text, bool at_start, std::vector<TokenId>& ids) const {
   thread_local std::vector<std::string_view> pieces;
   thread_local std::deque<std::string> arena;
   pieces.clear();
   arena.clear();
-  pre_tokenizer_->split(text, pieces, arena);
+  pre_tokenizer_->split(text, pieces, arena, at_start);
   for (std::string_view p : pieces) model_->encode_piece(p, ids);
 }
 
-void HfTokenizer::encode_normalized(std::string_view text, std::vector<TokenId>& ids) const {
+std::string HfTokenizer::normalize_text(std::string_view text) const {
+  std::string s(text);
+  for (const Normalizer& n : normalize_steps_) {
+    switch (n.kind) {
+      case Normalizer::Kind::Form: s = normalize(s, n.form); break;
+      case Normalizer::Kind::Prepend: if (!s.empty()) s.insert(0, n.a); break;
+      case Normalizer::Kind::Replace: s = replace_all(s, n.a, n.b); break;
+    }
+  }
+  return s;
+}
+
+void HfTokenizer::encode_normalized(std::string_view text, bool at_start, std::vector<TokenId>& ids) const {
   std::string normalized;
-  if (!normalizers_.empty()) {
-    normalized.assign(text);
-    for (NormalForm f : normalizers_) normalized = normalize(normalized, f);
+  if (!normalize_steps_.empty()) {
+    normalized = normalize_text(text);
     text = normalized;
   }
   if (normalized_added_.empty()) {
-    encode_ordinary(text, ids);
+    encode_ordinary(text, at_start, ids);
     return;
   }
   for (const TextPiece& p : normalized_added_.split(text)) {
     if (p.id >= 0) ids.push_back(p.id);
-    else encode_ordinary(text.substr(p.begin, p.end - p.begin), ids);
+    else encode_ordinary(text.substr(p.begin, p.end - p.begin), at_start && p.begin == 0, ids);
   }
 }
 
@@ -212,74 +259,142 @@ std::vector<TokenId> HfTokenizer::encode(std::string_view input, bool add_specia
   if (add_special) ids.insert(ids.end(), prefix_.begin(), prefix_.end());
   for (const TextPiece& p : raw_added_.split(input)) {
     if (p.id >= 0) ids.push_back(p.id);
-    else encode_normalized(input.substr(p.begin, p.end - p.begin), ids);
+    else encode_normalized(input.substr(p.begin, p.end - p.begin), p.begin == 0, ids);
   }
   if (add_special) ids.insert(ids.end(), suffix_.begin(), suffix_.end());
   return ids;
 }
 
-void HfTokenizer::decode_chunk(std::span<const TokenId> ids, std::string& out) const {
-  if (decoder_ == Decoder::ByteFallbackThenText) {
-    // As the ByteFallback decoder: a run of <0xNN> tokens becomes its bytes when they are valid UTF-8, else one
-    // U+FFFD per byte; other tokens are their text.
-    std::string run;
-    auto flush = [&] {
-      if (utf8_valid(run)) out += run;
-      else for (size_t k = 0; k < run.size(); ++k) out += "\xEF\xBF\xBD";
-      run.clear();
-    };
-    for (TokenId id : ids) {
-      const int b = byte_fallback_value(model_->token_of(id));
-      if (b >= 0) {
-        run += static_cast<char>(b);
-      } else {
-        flush();
-        out += model_->token_of(id);
+// The decoders of `tokenizers` over the token texts, in order; the results joined.
+std::string HfTokenizer::decode_pipeline(std::vector<std::string> tokens) const {
+  if (!has_decoder_) {
+    std::string out;
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      if (k) out += ' ';
+      out += tokens[k];
+    }
+    return out;
+  }
+  const ByteLevelAlphabet& alphabet = byte_level_alphabet();
+  std::vector<std::string> next;
+  for (const Decoder& d : decoders_) {
+    next.clear();
+    switch (d.kind) {
+      case Decoder::Kind::ByteLevel: {
+        std::string bytes, raw;
+        for (const std::string& t : tokens) bytes += alphabet.to_bytes(t, &raw) ? raw : t;
+        next.push_back(utf8_lossy(bytes));
+        break;
       }
+      case Decoder::Kind::ByteFallback: {
+        // A run of <0xNN> tokens becomes its bytes when they are valid UTF-8, else one U+FFFD per byte.
+        std::string run;
+        auto flush = [&] {
+          if (run.empty()) return;
+          if (utf8_valid(run)) next.push_back(run);
+          else for (size_t k = 0; k < run.size(); ++k) next.push_back(kReplacementChar);
+          run.clear();
+        };
+        for (std::string& t : tokens) {
+          const int b = byte_fallback_value(t);
+          if (b >= 0) {
+            run += static_cast<char>(b);
+          } else {
+            flush();
+            next.push_back(std::move(t));
+          }
+        }
+        flush();
+        break;
+      }
+      case Decoder::Kind::Fuse: {
+        std::string all;
+        for (const std::string& t : tokens) all += t;
+        next.push_back(std::move(all));
+        break;
+      }
+      case Decoder::Kind::Replace:
+        for (const std::string& t : tokens) next.push_back(replace_all(t, d.a, d.b));
+        break;
+      case Decoder::Kind::Strip:
+        // Up to `start` leading and `stop` trailing copies of the character, per token.
+        for (std::string& t : tokens) {
+          size_t b = 0, e = t.size();
+          for (size_t k = 0; k < d.start && t.compare(b, d.a.size(), d.a) == 0 && b + d.a.size() <= e; ++k) b += d.a.size();
+          for (size_t k = 0; k < d.stop && e >= b + d.a.size() && t.compare(e - d.a.size(), d.a.size(), d.a) == 0; ++k)
+            e -= d.a.size();
+          next.push_back(t.substr(b, e - b));
+        }
+        break;
+      case Decoder::Kind::Metaspace:
+        // The replacement is a space again, except in the first token, where it is dropped (prepend_scheme).
+        for (size_t k = 0; k < tokens.size(); ++k)
+          next.push_back(replace_all(tokens[k], d.a, k == 0 && d.prepend ? std::string() : std::string(" ")));
+        break;
     }
-    flush();
-    return;
+    tokens.swap(next);
   }
-  std::string bytes;
-  for (size_t k = 0; k < ids.size(); ++k) {
-    if (decoder_ == Decoder::ByteLevel) {
-      bytes += model_->bytes_of(ids[k]);
-    } else {  // no decoder: the tokens joined with spaces
-      if (k) bytes += ' ';
-      bytes += model_->token_of(ids[k]);
-    }
-  }
-  out += utf8_lossy(bytes);
+  std::string out;
+  for (const std::string& t : tokens) out += t;
+  return out;
 }
 
 std::string HfTokenizer::decode(std::span<const TokenId> ids, bool skip_special) const {
-  // Runs of model tokens are decoded together; an added token is written as its content between runs.
-  std::string out;
-  std::vector<TokenId> run;
+  if (byte_level_decode_) {
+    // The fast path of the ByteLevel decoder: every token's bytes (an added token's content mapped through the
+    // byte alphabet where it can be), then one lossy UTF-8 repair.
+    std::string bytes;
+    for (TokenId id : ids) {
+      const auto it = added_by_id_.find(id);
+      if (it != added_by_id_.end()) {
+        if (skip_special && it->second.special) continue;
+        bytes += token_bytes(id);
+      } else if (model_->has_id(id)) {
+        bytes += model_->bytes_of(id);
+      }
+    }
+    return utf8_lossy(bytes);
+  }
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
   for (TokenId id : ids) {
     const auto it = added_by_id_.find(id);
     if (it != added_by_id_.end()) {
       if (skip_special && it->second.special) continue;
-      if (!run.empty()) {
-        decode_chunk(run, out);
-        run.clear();
-      }
-      out += it->second.content;
+      tokens.push_back(it->second.content);
     } else if (model_->has_id(id)) {
-      run.push_back(id);
+      tokens.push_back(model_->token_of(id));
     }
   }
-  if (!run.empty()) decode_chunk(run, out);
-  return out;
+  return utf8_lossy(decode_pipeline(std::move(tokens)));
 }
 
 std::string HfTokenizer::token_bytes(TokenId id) const {
   const auto it = added_by_id_.find(id);
-  if (it != added_by_id_.end()) return it->second.content;
-  if (!model_->has_id(id)) return "";
-  if (decoder_ == Decoder::ByteLevel) return model_->bytes_of(id);
-  const int b = decoder_ == Decoder::ByteFallbackThenText ? byte_fallback_value(model_->token_of(id)) : -1;
-  return b >= 0 ? std::string(1, static_cast<char>(b)) : model_->token_of(id);
+  const bool added = it != added_by_id_.end();
+  if (!added && !model_->has_id(id)) return "";
+  const std::string& text = added ? it->second.content : model_->token_of(id);
+  if (byte_level_decode_) {
+    if (!added) return model_->bytes_of(id);
+    std::string raw;
+    return byte_level_alphabet().to_bytes(text, &raw) ? raw : text;
+  }
+  // Out of context: a <0xNN> token is its byte, a ByteLevel token its bytes, the Replace and Metaspace decoders
+  // turn their pattern into its replacement (Strip and the first token's Metaspace prefix need the whole text).
+  if (byte_fallback_decode_) {
+    const int b = byte_fallback_value(text);
+    if (b >= 0) return std::string(1, static_cast<char>(b));
+  }
+  std::string s = text;
+  for (const Decoder& d : decoders_) {
+    if (d.kind == Decoder::Kind::Replace) s = replace_all(s, d.a, d.b);
+    else if (d.kind == Decoder::Kind::Metaspace) s = replace_all(s, d.a, " ");
+    else if (d.kind == Decoder::Kind::ByteLevel) {
+      std::string raw;
+      if (byte_level_alphabet().to_bytes(s, &raw)) s = raw;
+    }
+  }
+  return s;
 }
 
 TokenId HfTokenizer::token_to_id(std::string_view token) const {

@@ -1,5 +1,8 @@
-// A Hugging Face byte-level BPE tokenizer read from tokenizer.json: added tokens, normalizer, pre-tokenizer,
-// BPE model, post-processor and decoder, giving the same ids and text as the `tokenizers` library.
+// A Hugging Face BPE tokenizer read from tokenizer.json: added tokens, normalizer, pre-tokenizer, BPE model
+// (byte-level, or characters with byte fallback), post-processor and decoder, giving the same ids and text as
+// the `tokenizers` library. Normalizers: NFC, NFD, NFKC, NFKD, Prepend, Replace (String), Sequence. Decoders:
+// ByteLevel, ByteFallback, Fuse, Replace (String), Strip, Metaspace, Sequence, applied in order to the token
+// texts as `tokenizers` does. Anything else is refused with one line naming it.
 #pragma once
 
 #include <memory>
@@ -17,7 +20,8 @@ namespace hone::tok {
 
 class HfTokenizer : public Tokenizer {
  public:
-  // dir holds tokenizer.json and optionally tokenizer_config.json (bos_token, eos_token, pad_token).
+  // dir holds tokenizer.json and optionally tokenizer_config.json / special_tokens_map.json (bos_token,
+  // eos_token, pad_token: strings, AddedToken objects or null).
   explicit HfTokenizer(const std::string& dir);
 
   std::vector<TokenId> encode(std::string_view text, bool add_special = false) const override;
@@ -34,23 +38,37 @@ class HfTokenizer : public Tokenizer {
   std::string kind() const override { return "hf"; }
 
  private:
-  enum class Decoder { ByteLevel, ByteFallbackThenText, None };
+  struct Normalizer {
+    enum class Kind { Form, Prepend, Replace } kind = Kind::Form;
+    NormalForm form = NormalForm::NFC;
+    std::string a, b;  // Prepend: a; Replace: a -> b
+  };
+  struct Decoder {
+    enum class Kind { ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace } kind = Kind::ByteLevel;
+    std::string a, b;       // Replace: a -> b; Strip: a the character; Metaspace: a the replacement
+    size_t start = 0, stop = 0;  // Strip
+    bool prepend = true;    // Metaspace: prepend_scheme is not "never"
+  };
   void load_normalizer(const nlohmann::json& spec);
   void load_post_processor(const nlohmann::json& spec);
   void load_decoder(const nlohmann::json& spec);
-  void load_config(const std::string& path);
-  void encode_ordinary(std::string_view text, std::vector<TokenId>& ids) const;  // no added tokens inside
-  void encode_normalized(std::string_view text, std::vector<TokenId>& ids) const;
-  void decode_chunk(std::span<const TokenId> ids, std::string& out) const;
+  void load_config(const std::string& dir);
+  void encode_ordinary(std::string_view text, bool at_start, std::vector<TokenId>& ids) const;  // no added tokens
+  void encode_normalized(std::string_view text, bool at_start, std::vector<TokenId>& ids) const;
+  std::string normalize_text(std::string_view text) const;
+  std::string decode_pipeline(std::vector<std::string> tokens) const;
 
   std::unique_ptr<BpeModel> model_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
-  std::vector<NormalForm> normalizers_;               // applied in order
   AddedTokenMatcher raw_added_, normalized_added_;    // matched in raw / normalized text
   std::unordered_map<TokenId, AddedToken> added_by_id_;
   std::unordered_map<std::string, TokenId> added_by_content_;
   std::vector<TokenId> prefix_, suffix_;              // post-processor ids around a single sequence
-  Decoder decoder_ = Decoder::ByteLevel;
+  std::vector<Normalizer> normalize_steps_;
+  std::vector<Decoder> decoders_;
+  bool has_decoder_ = true;       // false: no decoder, token texts joined with spaces
+  bool byte_level_decode_ = true;  // the decoder is ByteLevel alone (the fast path)
+  bool byte_fallback_decode_ = false;
   TokenId vocab_size_ = 0, bos_ = -1, eos_ = -1, pad_ = -1;
 };
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "tokenizer/utf8.h"
 
 namespace hone::tok {
 
@@ -159,20 +160,46 @@ void PreTokenizer::add_steps(const nlohmann::json& spec) {
     else throw UserError(cat("tokenizer.json: unsupported Split behavior '", b, "'"));
     step.invert = spec.value("invert", false);
     steps_.push_back(std::move(step));
+  } else if (type == "Digits") {
+    // Rust's char::is_numeric (Nd, Nl, No) is \p{N}: each digit alone, or runs of digits.
+    Step step;
+    step.regex = std::make_shared<Regex>(R"(\p{N})", false);
+    step.behavior = spec.value("individual_digits", false) ? Behavior::Isolated : Behavior::Contiguous;
+    steps_.push_back(std::move(step));
+  } else if (type == "Metaspace") {
+    Step step;
+    step.metaspace = true;
+    step.replacement = spec.value("replacement", "\u2581");
+    HONE_USER_CHECK(!step.replacement.empty(), "tokenizer.json: Metaspace with an empty replacement");
+    size_t n = 0;
+    utf8_next(step.replacement, n);
+    HONE_USER_CHECK(n == step.replacement.size(), "tokenizer.json: Metaspace replacement '", step.replacement,
+                    "' is not one character");
+    std::string scheme = spec.value("prepend_scheme", "");
+    if (scheme.empty()) scheme = spec.value("add_prefix_space", true) ? "always" : "never";  // older files
+    if (scheme == "always") step.prepend = Prepend::Always;
+    else if (scheme == "first") step.prepend = Prepend::First;
+    else if (scheme == "never") step.prepend = Prepend::Never;
+    else throw UserError(cat("tokenizer.json: unsupported Metaspace prepend_scheme '", scheme, "'"));
+    if (spec.value("split", true))
+      step.regex = std::make_shared<Regex>(step.replacement, true);
+    step.behavior = Behavior::MergedWithNext;
+    steps_.push_back(std::move(step));
   } else if (type == "ByteLevel") {
     // The byte mapping itself is implicit: BPE works on raw bytes. Only the splitting matters here.
+    byte_level_ = true;
     Step step;
     step.add_prefix_space = spec.value("add_prefix_space", false);
     if (spec.value("use_regex", true)) step.regex = std::make_shared<Regex>(kGpt2Pattern, false);
     if (step.add_prefix_space || step.regex) steps_.push_back(std::move(step));
   } else {
     throw UserError(cat("tokenizer.json: unsupported pre-tokenizer type '", type,
-                        "' (supported: Sequence, Split, ByteLevel)"));
+                        "' (supported: Sequence, Split, ByteLevel, Digits, Metaspace)"));
   }
 }
 
 void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out,
-                         std::deque<std::string>& arena) const {
+                         std::deque<std::string>& arena, bool at_start) const {
   if (steps_.empty()) {
     if (!text.empty()) out.push_back(text);
     return;
@@ -180,15 +207,29 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& o
   std::vector<std::string_view> cur{text}, next;
   for (const Step& step : steps_) {
     next.clear();
-    for (std::string_view piece : cur) apply(step, piece, next, arena);
+    for (size_t k = 0; k < cur.size(); ++k) apply(step, cur[k], at_start && k == 0, next, arena);
     cur.swap(next);
   }
   for (std::string_view p : cur)
     if (!p.empty()) out.push_back(p);
 }
 
-void PreTokenizer::apply(const Step& step, std::string_view piece, std::vector<std::string_view>& out,
-                         std::deque<std::string>& arena) {
+void PreTokenizer::apply(const Step& step, std::string_view piece, bool at_start,
+                         std::vector<std::string_view>& out, std::deque<std::string>& arena) {
+  if (step.metaspace) {
+    if (piece.empty()) return;
+    std::string s;
+    const bool prepend = step.prepend == Prepend::Always || (step.prepend == Prepend::First && at_start);
+    const bool starts = piece.substr(0, step.replacement.size()) == step.replacement ||
+                        (piece[0] == ' ');  // a leading space becomes the replacement
+    if (prepend && !starts) s = step.replacement;
+    for (char c : piece) {
+      if (c == ' ') s += step.replacement;
+      else s += c;
+    }
+    arena.push_back(std::move(s));
+    piece = arena.back();
+  }
   if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
     arena.push_back(" " + std::string(piece));
     piece = arena.back();
@@ -225,14 +266,16 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, std::vector<s
       case Behavior::Removed:
         if (!s.match) out.push_back(t);
         break;
+      // As `tokenizers`: a match joins its neighbour only when that neighbour is not a match itself.
       case Behavior::MergedWithPrevious:
-        if (s.match && out.size() > first) out.back() = std::string_view(out.back().data(), out.back().size() + t.size());
+        if (s.match && k > 0 && !spans[k - 1].match && out.size() > first)
+          out.back() = std::string_view(out.back().data(), out.back().size() + t.size());
         else out.push_back(t);
         break;
       case Behavior::MergedWithNext:
         if (merge_next) out.back() = std::string_view(out.back().data(), out.back().size() + t.size());
         else out.push_back(t);
-        merge_next = s.match;
+        merge_next = s.match && k + 1 < spans.size() && !spans[k + 1].match;
         break;
       case Behavior::Contiguous:
         if (s.match && k > 0 && spans[k - 1].match)

@@ -139,8 +139,12 @@ BOOST_AUTO_TEST_CASE(unsupported_parts_are_user_errors) {
   };
   BOOST_CHECK_NO_THROW(load_with("normalizer", nullptr));
   BOOST_CHECK_THROW(load_with("model", {{"type", "WordPiece"}, {"vocab", nlohmann::json::object()}}), hone::UserError);
-  BOOST_CHECK_THROW(load_with("model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array()}}),
-                    hone::UserError);  // not byte-level
+  // A byte-level vocabulary without most bytes loads (as in HF tokenizers): the missing ones are dropped.
+  BOOST_TEST(load_with("model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array()}})
+                 ->encode("banana") == (Ids{0, 0, 0}));
+  BOOST_CHECK_THROW(load_with("model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"unk_token", "<unk>"},
+                                        {"merges", nlohmann::json::array()}}),
+                    hone::UserError);  // unk_token not in the vocabulary
   // Vocabulary ids that are not small integers (a float once reached an int conversion; found by fuzzing).
   for (const nlohmann::json& id : {nlohmann::json(2e46), nlohmann::json(int64_t(1) << 40), nlohmann::json(-1),
                                    nlohmann::json("7")}) {
@@ -155,6 +159,11 @@ BOOST_AUTO_TEST_CASE(unsupported_parts_are_user_errors) {
   BOOST_CHECK_THROW(load_with("pre_tokenizer", {{"type", "Whitespace"}}), hone::UserError);
   BOOST_CHECK_THROW(load_with("pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(("}}}}), hone::UserError);
   BOOST_CHECK_THROW(load_with("decoder", {{"type", "WordPiece"}}), hone::UserError);
+  BOOST_CHECK_THROW(load_with("decoder", {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", " "}}),
+                    hone::UserError);
+  BOOST_CHECK_THROW(load_with("normalizer", {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", " "}}),
+                    hone::UserError);
+  BOOST_CHECK_THROW(load_with("pre_tokenizer", {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}}), hone::UserError);
   const std::string dir = test::temp_dir("not-json");
   std::ofstream(dir + "/tokenizer.json") << "{not json";
   BOOST_CHECK_THROW(hone::load_tokenizer("hf", dir), hone::UserError);

@@ -1,8 +1,12 @@
-// Parity of the "hf" tokenizer with Hugging Face `tokenizers` on the two real tokenizer files: for every entry of
-// tests/data/tokenizer/corpus.jsonl the encoded ids, the decoded text (with and without special tokens) and the
-// round trip must be identical to the golden files written by tools/tokenizer_reference.py.
+// Parity of the "hf" tokenizer with Hugging Face `tokenizers` on the real tokenizer files (Qwen3, Llama 3.1, and
+// SmolLM2's from its GGUF when HONE_SMOLLM2_TOKENIZER names the folder) and on the synthetic fixtures of
+// tests/data/tokenizer/fixtures (tools/tokenizer_fixtures.py: byte-level vocabularies missing bytes, with and
+// without unk_token, and SentencePiece-style byte-fallback BPE): for every entry of corpus.jsonl the encoded ids,
+// the decoded text (with and without special tokens) and the round trip must be identical to the golden files
+// written by tools/tokenizer_reference.py.
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -68,12 +72,20 @@ std::string show_ids(const std::vector<int32_t>& ids, size_t from) {
 }
 
 // Compares one tokenizer with its golden file entry by entry; reports the count and the first differences.
-void check_parity(const std::string& name) {
-  const std::string dir = test::shared_dir() + "/data/tokenizers/" + name;
+// A golden file may hold a subset of the corpus: then each line names its entry ("entry").
+void check_parity(const std::string& name, const std::string& dir, const std::string& golden_path) {
   const auto tok = hone::load_tokenizer("hf", dir);
-  const auto corpus = read_jsonl(test::source_dir() + "/tests/data/tokenizer/corpus.jsonl");
-  const auto golden = read_jsonl(test::source_dir() + "/tests/data/tokenizer/golden_" + name + ".jsonl");
-  BOOST_REQUIRE(golden.size() > corpus.size());
+  const auto all = read_jsonl(test::source_dir() + "/tests/data/tokenizer/corpus.jsonl");
+  auto golden = read_jsonl(golden_path);
+  std::vector<nlohmann::json> corpus;
+  size_t lines = 1;
+  while (lines < golden.size() && golden[lines].contains("ids")) {
+    const size_t entry = golden[lines].contains("entry") ? golden[lines].at("entry").get<size_t>() : lines - 1;
+    BOOST_REQUIRE(entry < all.size());
+    corpus.push_back(all[entry]);
+    ++lines;
+  }
+  BOOST_REQUIRE(corpus.size() > 150u);
   const auto& header = golden[0];
   BOOST_TEST(tok->vocab_size() == header.at("vocab_size").get<int32_t>());
 
@@ -128,7 +140,7 @@ void check_parity(const std::string& name) {
     }
   }
   size_t decode_cases = 0;
-  for (size_t k = corpus.size() + 1; k < golden.size(); ++k) {
+  for (size_t k = lines; k < golden.size(); ++k) {
     const auto& g = golden[k];
     const auto ids = g.at("decode_ids").get<std::vector<int32_t>>();
     checks += 2;
@@ -155,12 +167,45 @@ void check_parity(const std::string& name) {
 
 BOOST_AUTO_TEST_SUITE(tokenizer_parity)
 
+void check_shared(const std::string& name) {
+  check_parity(name, test::shared_dir() + "/data/tokenizers/" + name,
+               test::source_dir() + "/tests/data/tokenizer/golden_" + name + ".jsonl");
+}
+
+void check_fixture(const std::string& name) {
+  const std::string root = test::source_dir() + "/tests/data/tokenizer/fixtures/";
+  check_parity(name, root + name, root + "golden_" + name + ".jsonl");
+}
+
 BOOST_AUTO_TEST_CASE(qwen3_matches_hf_tokenizers, *boost::unit_test::precondition(test::needs_shared)) {
-  check_parity("qwen3");
+  check_shared("qwen3");
 }
 
 BOOST_AUTO_TEST_CASE(llama3_1_matches_hf_tokenizers, *boost::unit_test::precondition(test::needs_shared)) {
-  check_parity("llama3_1");
+  check_shared("llama3_1");
+}
+
+// SmolLM2-135M-Instruct's tokenizer as built from its GGUF (hone convert): the folder is named by
+// HONE_SMOLLM2_TOKENIZER; golden_smollm2.jsonl was written by tools/tokenizer_reference.py --smollm2 DIR.
+BOOST_AUTO_TEST_CASE(smollm2_matches_hf_tokenizers) {
+  const char* dir = std::getenv("HONE_SMOLLM2_TOKENIZER");
+  if (!dir || !*dir) {
+    BOOST_TEST_MESSAGE("smollm2: skipped (set HONE_SMOLLM2_TOKENIZER to the tokenizer folder converted from "
+                       "SmolLM2-135M-Instruct's GGUF)");
+    return;
+  }
+  check_parity("smollm2", dir, test::source_dir() + "/tests/data/tokenizer/golden_smollm2.jsonl");
+}
+
+BOOST_AUTO_TEST_CASE(byte_level_missing_bytes_match_hf_tokenizers) {
+  check_fixture("bytes_missing");       // dropped
+  check_fixture("bytes_missing_unk");   // <unk> per missing byte
+  check_fixture("bytes_missing_fuse");  // one <unk> per run
+}
+
+BOOST_AUTO_TEST_CASE(sentencepiece_byte_fallback_matches_hf_tokenizers) {
+  check_fixture("sp_legacy");     // Prepend + Replace normalizer, Replace/ByteFallback/Fuse/Strip decoder
+  check_fixture("sp_metaspace");  // NFKC, Metaspace (first) + Digits, ByteFallback/Fuse/Metaspace decoder
 }
 
 BOOST_AUTO_TEST_CASE(bos_eos_from_tokenizer_config, *boost::unit_test::precondition(test::needs_shared)) {
