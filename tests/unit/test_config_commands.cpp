@@ -41,9 +41,10 @@ BOOST_AUTO_TEST_CASE(check_prints_the_resolved_deck_which_checks_again) {
   BOOST_TEST(test::run_command(test::hone_exe() + " check --deck-only " + dir + "/resolved.toml", &again) == 0, again);
 }
 
-// The model of qwen3-math.toml is downloaded by its user: the deck alone is checked here.
+// The models of qwen3-math.toml and smollm2-arithmetic.toml are fetched by their users: the deck alone is checked.
 BOOST_AUTO_TEST_CASE(example_decks_are_valid) {
-  for (const char* deck : {"input/demo.toml --deck-only", "input/qwen3-math.toml --deck-only", "input/demo.toml"}) {
+  for (const char* deck : {"input/demo.toml --deck-only", "input/qwen3-math.toml --deck-only",
+                           "input/smollm2-arithmetic.toml --deck-only", "input/demo.toml"}) {
     std::string out;
     BOOST_TEST(test::run_command(test::hone_exe() + " check " + deck, &out) == 0, deck << ": " << out);
   }
