@@ -9,7 +9,7 @@ tests/data/tokenizer/corpus.jsonl, written to tests/data/tokenizer/fixtures/<nam
   sp_legacy           SentencePiece-style BPE with byte_fallback as Llama 2 / TinyLlama files: Prepend + Replace
                       normalizer, no pre-tokenizer, Replace/ByteFallback/Fuse/Strip decoder, <s> post-processor
   sp_metaspace        the same vocabulary with NFKC, a Metaspace (prepend_scheme first) + Digits pre-tokenizer
-                      and a ByteFallback/Fuse/Metaspace decoder, as newer Mistral-style files
+                      and a ByteFallback + Metaspace decoder
 
 Run tools/tokenizer_reference.py --fixtures afterwards for their golden ids. usage: tools/tokenizer_fixtures.py
 """
@@ -78,7 +78,7 @@ def sentencepiece_files(texts):
     meta["pre_tokenizer"] = json.loads(pre_tokenizers.Sequence([
         pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=True),
         pre_tokenizers.Digits(individual_digits=True)]).__getstate__())
-    meta["decoder"] = json.loads(decoders.Sequence([decoders.ByteFallback(), decoders.Fuse(),
+    meta["decoder"] = json.loads(decoders.Sequence([decoders.ByteFallback(),
                                                     decoders.Metaspace(replacement="\u2581", prepend_scheme="first")]).__getstate__())
     return {"sp_legacy": legacy, "sp_metaspace": meta}
 

@@ -1,7 +1,8 @@
 // The tokenizer interface of hone: text to token ids and back.
 //
 // Two kinds behind one abstract class:
-//   "hf"     byte-level BPE read from a Hugging Face tokenizer.json (+ tokenizer_config.json for bos/eos/pad);
+//   "hf"     BPE (byte-level, or SentencePiece-style with byte fallback) read from a Hugging Face tokenizer.json
+//            (+ tokenizer_config.json / special_tokens_map.json for bos/eos/pad);
 //            ids and decoded text identical to Hugging Face `tokenizers` (see doc/tokenizer.md)
 //   "chars"  a fixed built-in character vocabulary for synthetic tasks with random-init models (no files)
 //
@@ -31,7 +32,8 @@ class Tokenizer {
   virtual std::string decode(std::span<const TokenId> ids, bool skip_special = false) const = 0;
 
   // The raw bytes one token contributes to decoded text ("" for an unknown id): for stop strings and incremental
-  // detokenization. decode(ids) equals utf8_lossy of the concatenated token_bytes (skip_special=false).
+  // detokenization. decode(ids) equals utf8_lossy of the concatenated token_bytes (skip_special=false), except that
+  // a SentencePiece decoder (Strip, Metaspace) drops the leading space of the whole text, which token_bytes keeps.
   virtual std::string token_bytes(TokenId id) const = 0;
 
   virtual TokenId token_to_id(std::string_view token) const = 0;  // -1 when the token is not in the vocabulary

@@ -73,7 +73,8 @@ std::string show_ids(const std::vector<int32_t>& ids, size_t from) {
 
 // Compares one tokenizer with its golden file entry by entry; reports the count and the first differences.
 // A golden file may hold a subset of the corpus: then each line names its entry ("entry").
-void check_parity(const std::string& name, const std::string& dir, const std::string& golden_path) {
+void check_parity(const std::string& name, const std::string& dir, const std::string& golden_path,
+                  bool sentencepiece = false) {
   const auto tok = hone::load_tokenizer("hf", dir);
   const auto all = read_jsonl(test::source_dir() + "/tests/data/tokenizer/corpus.jsonl");
   auto golden = read_jsonl(golden_path);
@@ -125,7 +126,11 @@ void check_parity(const std::string& name, const std::string& dir, const std::st
     std::string bytes;
     for (int32_t id : want) bytes += tok->token_bytes(id);
     ++checks;
-    if (hone::tok::utf8_lossy(bytes) != decoded) fail("entry " + std::to_string(k) + ": token_bytes differ from decode");
+    // A SentencePiece decoder drops the leading space of the whole text (Strip, Metaspace), which token_bytes of
+    // the first token cannot know.
+    const std::string joined = hone::tok::utf8_lossy(bytes);
+    if (joined != decoded && !(sentencepiece && joined == " " + decoded))
+      fail("entry " + std::to_string(k) + ": token_bytes differ from decode");
   }
   // The same corpus through encode_batch (OpenMP threads sharing the piece cache), twice: cold and warm.
   std::vector<std::string> inputs;
@@ -174,7 +179,7 @@ void check_shared(const std::string& name) {
 
 void check_fixture(const std::string& name) {
   const std::string root = test::source_dir() + "/tests/data/tokenizer/fixtures/";
-  check_parity(name, root + name, root + "golden_" + name + ".jsonl");
+  check_parity(name, root + name, root + "golden_" + name + ".jsonl", name.rfind("sp_", 0) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(qwen3_matches_hf_tokenizers, *boost::unit_test::precondition(test::needs_shared)) {
@@ -205,7 +210,7 @@ BOOST_AUTO_TEST_CASE(byte_level_missing_bytes_match_hf_tokenizers) {
 
 BOOST_AUTO_TEST_CASE(sentencepiece_byte_fallback_matches_hf_tokenizers) {
   check_fixture("sp_legacy");     // Prepend + Replace normalizer, Replace/ByteFallback/Fuse/Strip decoder
-  check_fixture("sp_metaspace");  // NFKC, Metaspace (first) + Digits, ByteFallback/Fuse/Metaspace decoder
+  check_fixture("sp_metaspace");  // NFKC, Metaspace (first) + Digits, ByteFallback + Metaspace decoder
 }
 
 BOOST_AUTO_TEST_CASE(bos_eos_from_tokenizer_config, *boost::unit_test::precondition(test::needs_shared)) {
