@@ -47,6 +47,9 @@ endif
 CCACHE := $(shell command -v ccache 2>/dev/null)
 CXX    := $(CCACHE) g++
 export CCACHE_BASEDIR := $(CURDIR)
+# Objects are shared between checkouts of the same sources (a fresh clone, a worktree): the compile folder is not
+# part of the key (debug info then names the folder of the first compile; paths inside are relative to it).
+export CCACHE_NOHASHDIR := 1
 
 # ---- dependencies found through pkg-config / mpicxx -------------------------------------------------------
 PKGS := tomlplusplus hdf5 libpcre2-8 libutf8proc openblas

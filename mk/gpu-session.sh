@@ -238,19 +238,19 @@ fi
 gguf=${HONE_SMOLLM2_GGUF:-}
 export HONE_CACHE_DIR=${HONE_CACHE_DIR:-/tmp/hone-cache}
 if want smollm2; then
-  run_part 560 smollm2 "$hone" run input/smollm2-arithmetic.toml "model.path=$gguf" "output.dir=$logdir" \
+  run_part 400 smollm2 "$hone" run input/smollm2-arithmetic.toml "model.path=$gguf" "output.dir=$logdir" \
     "checkpoint.dir=/tmp/hone-ck"
 fi
 if want smollm2-fidelity; then
   python3 -c 'import json; [print(json.dumps({"tokens": c["tokens"]})) for c in json.load(open(
     "tests/data/real/smollm2_logprobs.json"))["cases"]]' >/tmp/smollm2-seqs.jsonl
-  run_part 120 smollm2-fidelity "$hone" logprobs --model "$gguf" --device cuda --input /tmp/smollm2-seqs.jsonl \
+  run_part 60 smollm2-fidelity "$hone" logprobs --model "$gguf" --device cuda --input /tmp/smollm2-seqs.jsonl \
     --output /tmp/smollm2-lp.h5
-  run_part 200 smollm2-fidelity python3 tools/smollm2_reference.py compare --gguf "$gguf" --hone /tmp/smollm2-lp.h5
+  run_part 120 smollm2-fidelity python3 tools/smollm2_reference.py compare --gguf "$gguf" --hone /tmp/smollm2-lp.h5
 fi
 if want smollm2-reference; then
   [ -f /tmp/smollm2-hf/config.json ] || "$hone" convert --model "$gguf" --output /tmp/smollm2-hf >>"$log" 2>&1
-  run_part 580 smollm2-reference python3 tools/reference_grpo.py --model /tmp/smollm2-hf \
+  run_part 540 smollm2-reference python3 tools/reference_grpo.py --model /tmp/smollm2-hf \
     --train input/data/arithmetic-train.jsonl --validation input/data/arithmetic-validation.jsonl --steps 60 \
     --device cuda --out "$logdir/smollm2-reference.jsonl"
 fi

@@ -212,7 +212,9 @@ class Preflight {
       weights = check_weight_files(path, *model_, &problem);
       HONE_USER_CHECK(problem.empty(), about(c_, "model.path", problem));
     }
-    line("model", cat(path, ": ", shape_text(*model_), "; ", weights));
+    const std::string given = c_.get_string("model.path");
+    line("model", cat(given == path ? path : cat(given, " (converted into ", path, ")"), ": ", shape_text(*model_),
+                      "; ", weights));
   }
 
   void check_tokenizer() {
