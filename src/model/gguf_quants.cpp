@@ -189,35 +189,21 @@ void scale_min_k4(const uint8_t* s, int j, int* sc, int* mn) {
 }
 
 // Q4_K: d, dmin, scales[12], qs[128]; element e is in group e / 32, its nibble is
-// (qs[(e / 64) * 32 + e % 32] >> 4 * ((e % 64) / 32)) & 15.
-void dq_q4_k(const uint8_t* b, float* y) {
-  const float d = load_half(b), dmin = load_half(b + 2);
-  const uint8_t* qs = b + 16;
-  for (int g = 0; g < 8; ++g) {
-    int sc, mn;
-    scale_min_k4(b + 4, g, &sc, &mn);
-    const float dl = d * float(sc), ml = dmin * float(mn);
-    for (int i = 0; i < 32; ++i) {
-      const int e = g * 32 + i;
-      const int q = (qs[(e / 64) * 32 + i] >> (4 * (g % 2))) & 0x0f;
-      const float dq = dl * float(q);
-      y[e] = dq - ml;
-    }
-  }
-}
-
-// Q5_K: Q4_K's layout with qh[32] before qs: bit g of qh[i] is the fifth bit of element g * 32 + i.
-void dq_q5_k(const uint8_t* b, float* y) {
+// (qs[(e / 64) * 32 + e % 32] >> 4 * ((e % 64) / 32)) & 15. Q5_K: the same with qh[32] before qs, bit g of qh[i]
+// the fifth bit of element g * 32 + i.
+template <bool kFifthBit>
+void dq_q4_q5_k(const uint8_t* b, float* y) {
   const float d = load_half(b), dmin = load_half(b + 2);
   const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
+  const uint8_t* qs = b + (kFifthBit ? 48 : 16);
   for (int g = 0; g < 8; ++g) {
     int sc, mn;
     scale_min_k4(b + 4, g, &sc, &mn);
     const float dl = d * float(sc), ml = dmin * float(mn);
     for (int i = 0; i < 32; ++i) {
       const int e = g * 32 + i;
-      const int q = ((qs[(e / 64) * 32 + i] >> (4 * (g % 2))) & 0x0f) | (((qh[i] >> g) & 1) << 4);
+      int q = (qs[(e / 64) * 32 + i] >> (4 * (g % 2))) & 0x0f;
+      if (kFifthBit) q |= ((qh[i] >> g) & 1) << 4;
       const float dq = dl * float(q);
       y[e] = dq - ml;
     }
@@ -296,8 +282,8 @@ void dequantize(uint32_t type, const void* src, float* dst, int64_t n) {
     case kQ8_0: block = dq_q8_0; break;
     case kQ2_K: block = dq_q2_k; break;
     case kQ3_K: block = dq_q3_k; break;
-    case kQ4_K: block = dq_q4_k; break;
-    case kQ5_K: block = dq_q5_k; break;
+    case kQ4_K: block = dq_q4_q5_k<false>; break;
+    case kQ5_K: block = dq_q4_q5_k<true>; break;
     case kQ6_K: block = dq_q6_k; break;
     case kQ8_K: block = dq_q8_k; break;
     default: HONE_CHECK(false, "dequantize: no block function for ", t->name);

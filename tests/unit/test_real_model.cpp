@@ -44,7 +44,7 @@ BOOST_AUTO_TEST_SUITE(real_model)
 BOOST_AUTO_TEST_CASE(convert_writes_the_models_folder, *boost::unit_test::precondition(test::needs_real_model)) {
   const std::string d = test::smollm2_folder();
   const hone::ModelConfig c = hone::load_model_config(d);
-  BOOST_TEST(c.arch == hone::Architecture::llama);
+  BOOST_TEST((c.arch == hone::Architecture::llama));
   BOOST_TEST(c.hidden_size == 576);
   BOOST_TEST(c.intermediate_size == 1536);
   BOOST_TEST(c.num_hidden_layers == 30);

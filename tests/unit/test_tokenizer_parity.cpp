@@ -1,5 +1,5 @@
 // Parity of the "hf" tokenizer with Hugging Face `tokenizers` on the real tokenizer files (Qwen3, Llama 3.1, and
-// SmolLM2's from its GGUF when HONE_SMOLLM2_TOKENIZER names the folder) and on the synthetic fixtures of
+// SmolLM2's, converted from its GGUF in the model cache) and on the synthetic fixtures of
 // tests/data/tokenizer/fixtures (tools/tokenizer_fixtures.py: byte-level vocabularies missing bytes, with and
 // without unk_token, and SentencePiece-style byte-fallback BPE): for every entry of corpus.jsonl the encoded ids,
 // the decoded text (with and without special tokens) and the round trip must be identical to the golden files
@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/paths.h"
+#include "common/real_model.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -190,16 +191,15 @@ BOOST_AUTO_TEST_CASE(llama3_1_matches_hf_tokenizers, *boost::unit_test::precondi
   check_shared("llama3_1");
 }
 
-// SmolLM2-135M-Instruct's tokenizer as built from its GGUF (hone convert): the folder is named by
-// HONE_SMOLLM2_TOKENIZER; golden_smollm2.jsonl was written by tools/tokenizer_reference.py --smollm2 DIR.
-BOOST_AUTO_TEST_CASE(smollm2_matches_hf_tokenizers) {
+// SmolLM2-135M-Instruct's tokenizer as `hone convert` builds it from its GGUF (the model cache's, or the folder
+// HONE_SMOLLM2_TOKENIZER names); golden_smollm2.jsonl was written by tools/tokenizer_reference.py --smollm2 DIR.
+BOOST_AUTO_TEST_CASE(smollm2_matches_hf_tokenizers, *boost::unit_test::precondition([](boost::unit_test::test_unit_id id) {
   const char* dir = std::getenv("HONE_SMOLLM2_TOKENIZER");
-  if (!dir || !*dir) {
-    BOOST_TEST_MESSAGE("smollm2: skipped (set HONE_SMOLLM2_TOKENIZER to the tokenizer folder converted from "
-                       "SmolLM2-135M-Instruct's GGUF)");
-    return;
-  }
-  check_parity("smollm2", dir, test::source_dir() + "/tests/data/tokenizer/golden_smollm2.jsonl");
+  return dir && *dir ? boost::test_tools::assertion_result(true) : test::needs_real_model(id);
+})) {
+  const char* dir = std::getenv("HONE_SMOLLM2_TOKENIZER");
+  check_parity("smollm2", dir && *dir ? std::string(dir) : test::smollm2_folder(),
+               test::source_dir() + "/tests/data/tokenizer/golden_smollm2.jsonl");
 }
 
 BOOST_AUTO_TEST_CASE(byte_level_missing_bytes_match_hf_tokenizers) {
