@@ -18,8 +18,8 @@ FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CXXFLAGS := -std=c++20 -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -MMD -MP -Wno-unknown-pragmas \
                  -DHONE_VERSION=\"$(VERSION)\" -DHONE_CUDA=0 -Isrc -I. -Itests $(PKG_CFLAGS) $(MPI_CFLAGS)
-FUZZ_LIB_SRC  := $(filter-out src/config/commands.cpp,$(wildcard src/config/*.cpp)) src/model/model_config.cpp src/model/safetensors.cpp src/model/gguf_file.cpp src/model/gguf_quants.cpp \
-                 src/model/param_table.cpp src/tensor/tensor.cpp src/tensor/arena.cpp $(filter-out src/tokenizer/tokenize_command.cpp,$(wildcard src/tokenizer/*.cpp)) \
+FUZZ_LIB_SRC  := $(wildcard src/config/*.cpp) src/model/model_config.cpp src/model/safetensors.cpp src/model/gguf_file.cpp src/model/gguf_quants.cpp \
+                 src/model/param_table.cpp src/tensor/tensor.cpp src/tensor/arena.cpp $(wildcard src/tokenizer/*.cpp) \
                  $(wildcard src/io/*.cpp) src/data/dataset_jsonl.cpp src/data/prompt_source.cpp \
                  src/rl/checkpoint_state.cpp src/rl/resume_deck.cpp src/runtime/activity.cpp src/runtime/error.cpp src/runtime/one_line.cpp src/runtime/log.cpp src/runtime/version.cpp \
                  src/runtime/runtime.cpp src/runtime/mpi_check.cpp

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "generation/cpu_generator.h"
+#include "generation/rollout.h"
 #include "model/packed_batch.h"
 #include "reward/reward.h"
 #include "rl/packing.h"

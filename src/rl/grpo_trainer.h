@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "generation/cpu_generator.h"
+#include "generation/rollout.h"
 #include "io/step_output.h"
 #include "parallel/generation_layout.h"
 #include "model/model_config.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "model/bench_args.h"
+#include "app/bench_args.h"
 #include "model/model_config.h"
 #include "parallel/pipeline_layout.h"
 #include "rl/device_memory_plan.h"

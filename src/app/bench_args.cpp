@@ -1,5 +1,5 @@
-// What `hone bench` is asked: named shapes and argument parsing (model/bench_args.h).
-#include "model/bench_args.h"
+// What `hone bench` is asked: named shapes and argument parsing (app/bench_args.h).
+#include "app/bench_args.h"
 
 #include <stdexcept>
 

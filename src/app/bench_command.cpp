@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "io/hdf5_file.h"
-#include "model/bench_args.h"
+#include "app/bench_args.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
 #include "model/recompute.h"

@@ -1,4 +1,4 @@
-// What `hone bench` is asked (model/bench_command.cpp): the model shape by name (the published configurations it
+// What `hone bench` is asked (app/bench_command.cpp): the model shape by name (the published configurations it
 // measures, a mixture of experts among them) and the run's sizes, from the command line or a [bench] deck.
 #pragma once
 
