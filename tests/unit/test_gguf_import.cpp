@@ -5,7 +5,10 @@
 // scaling, are refused by name.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "runtime/error.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/byte_level.h"
+#include "test_grpo_util.h"
 #include "transformer_test_util.h"
 
 namespace {
@@ -130,6 +134,23 @@ hone::ModelConfig config_of(Architecture arch, bool tied) {
   return c;
 }
 
+// The tiny deck's model (test_grpo_util.h) as a GGUF: qwen3, hidden 32, one layer, the character tokenizer's 101 ids.
+hone::ModelConfig deck_config() {
+  hone::ModelConfig c = test::tiny_config(Architecture::qwen3, true);
+  c.vocab_size = 101;
+  c.hidden_size = 32;
+  c.intermediate_size = 64;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.rope.head_dim = 16;
+  c.max_position_embeddings = 64;
+  c.bos_token_id = 99;
+  c.eos_token_ids = {100};
+  return c;
+}
+
 // The GGUF of config c with weights w.
 std::string gguf_of(const hone::ModelConfig& c, const hone::ModelWeights& w) {
   Writer g;
@@ -151,10 +172,11 @@ std::string gguf_of(const hone::ModelConfig& c, const hone::ModelWeights& w) {
     g.u32(a + ".expert_used_count", uint32_t(c.num_experts_per_tok));
     g.u32(a + ".expert_feed_forward_length", uint32_t(c.moe_intermediate_size));
   }
-  // A byte-level vocabulary: the 256 byte characters, two control tokens, user-defined fillers.
+  // A byte-level vocabulary: the byte characters (all 256 when the model's vocabulary has room), two control
+  // tokens, user-defined fillers.
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
-  for (int b = 0; b < 256; ++b) {
+  for (int b = 0; b < std::min(256, c.vocab_size - 2); ++b) {
     tokens.push_back(hone::tok::byte_level_alphabet().char_of(static_cast<unsigned char>(b)));
     types.push_back(1);
   }
@@ -170,8 +192,8 @@ std::string gguf_of(const hone::ModelConfig& c, const hone::ModelWeights& w) {
   g.strs("tokenizer.ggml.tokens", tokens);
   g.i32s("tokenizer.ggml.token_type", types);
   g.strs("tokenizer.ggml.merges", {});
-  g.u32("tokenizer.ggml.bos_token_id", 256);
-  g.u32("tokenizer.ggml.eos_token_id", 257);
+  g.u32("tokenizer.ggml.bos_token_id", uint32_t(c.bos_token_id));
+  g.u32("tokenizer.ggml.eos_token_id", uint32_t(c.eos_token_ids[0]));
   g.str("tokenizer.chat_template", "{% for m in messages %}{{ m['content'] }}{% endfor %}");
 
   if (c.rope.llama3) {  // as llama.cpp's converter writes Llama 3's scaling: a factor per frequency
@@ -319,6 +341,49 @@ BOOST_AUTO_TEST_CASE(what_hone_cannot_run_is_refused_by_name) {
   BOOST_TEST_REQUIRE(t != std::string::npos);
   extra.replace(t, 24, "blk.0.attn_qkvout.weight");
   expect_refused(extra, "tensor blk.0.attn_qkvout.weight has no place");
+}
+
+// `hone run` with model.path naming a GGUF, on one rank and on two under mpirun (rank 0 converts while the other
+// waits): each run converts once into its cache, and the two runs give the same rollouts and rewards, as the
+// data-parallel equivalence of test_grpo_dp.cpp asks of a random-init model.
+BOOST_AUTO_TEST_CASE(two_ranks_run_a_gguf_as_one_rank) {
+  const hone::ModelConfig c = deck_config();
+  hone::ModelWeights w = hone::allocate_weights(c);
+  hone::init_random_weights(w, c, 5);
+  const std::string dir = test::temp_dir("gguf_run");
+  std::ofstream(dir + "/tiny.gguf", std::ios::binary) << gguf_of(c, w);
+  std::string deck = test_grpo::tiny_deck(dir);
+  const std::string shape = deck.substr(deck.find("[model]\n"), deck.find("[tokenizer]") - deck.find("[model]\n"));
+  deck.replace(deck.find(shape), shape.size(), "[model]\npath = \"" + dir + "/tiny.gguf\"\n");
+  std::vector<std::string> h5;
+  for (const bool two : {false, true}) {
+    const std::string run = dir + (two ? "/dp2" : "/dp1");
+    std::filesystem::create_directories(run);
+    std::string text = deck;
+    for (size_t at; (at = text.find(dir + "/ck")) != std::string::npos || (at = text.find(dir + "/out")) != std::string::npos;)
+      text.replace(at, dir.size(), run);
+    std::string out;
+    const int rc = test_grpo::hone_run(test_grpo::write_deck(run, text),
+                                       "run.max_steps=2 " + std::string(test_grpo::kPolicyGradientArgs), &out,
+                                       "HONE_CACHE_DIR=" + run + "/cache " +
+                                           (two ? "timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root " : ""));
+    BOOST_TEST_INFO(out.substr(out.size() > 1500 ? out.size() - 1500 : 0));
+    BOOST_TEST_REQUIRE(rc == 0);
+    size_t folders = 0, temporaries = 0;
+    for (const auto& e : std::filesystem::directory_iterator(run + "/cache/gguf")) {
+      ++folders;
+      temporaries += e.path().filename().string().find(".tmp-") != std::string::npos;
+    }
+    BOOST_TEST(folders == 1u);
+    BOOST_TEST(temporaries == 0u);
+    h5.push_back(run + "/out/t.h5");
+  }
+  for (const char* m : {"accuracy", "prompt_tokens", "generated_tokens/mean", "samples"}) {
+    BOOST_TEST_INFO(m);
+    BOOST_TEST(test_grpo::metric(h5[0], m) == test_grpo::metric(h5[1], m));
+  }
+  test_grpo::check_reward_means_close(h5[0], h5[1], 1, 2);
+  test_grpo::check_advantages_nonzero(h5[0], 1, 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
