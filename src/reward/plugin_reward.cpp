@@ -151,6 +151,9 @@ std::vector<RewardResult> PluginReward::score(const std::vector<RewardQuery>& ba
   for (size_t i = 0; i < n; ++i) {
     HONE_USER_CHECK(std::isfinite(res[i].reward), name(), " on rank ", rank_, ": the reward of rollout ", i + 1,
                     " of ", n, " at step ", step, " is ", res[i].reward, " (a reward must be finite)");
+    HONE_USER_CHECK(std::fabs(res[i].reward) <= double(std::numeric_limits<float>::max()), name(), " on rank ",
+                    rank_, ": the reward of rollout ", i + 1, " of ", n, " at step ", step, " is ", res[i].reward,
+                    ", beyond the range of a 32-bit float (3.4e38), in which rewards are trained on");
     out[i].reward = res[i].reward;
     out[i].correct = res[i].correct < 0 ? res[i].reward > 0 : res[i].correct != 0;
     for (size_t s = 0; s < k; ++s) {

@@ -2,6 +2,7 @@
 #include "reward/reward_protocol.h"
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
@@ -31,6 +32,14 @@ double finite_number(const json& v, const std::string& what) {
   return x;
 }
 
+// A reward is trained on in fp32 (advantages, the loss): one beyond its range would become infinite there.
+double reward_number(const json& v, const std::string& what) {
+  const double x = finite_number(v, what);
+  HONE_USER_CHECK(std::fabs(x) <= double(std::numeric_limits<float>::max()), what, " is ", dump(v),
+                  ", beyond the range of a 32-bit float (3.4e38), in which rewards are trained on");
+  return x;
+}
+
 }  // namespace
 
 std::string reward_request_line(const RewardQuery& q, size_t batch_index, size_t batch_size) {
@@ -56,14 +65,14 @@ RewardResult parse_reward_reply(const std::string& line) {
                                      "print anything else to stderr)");
   RewardResult r;
   if (j.is_number()) {
-    r.reward = finite_number(j, "the reward");
+    r.reward = reward_number(j, "the reward");
     r.correct = r.reward > 0;
     return r;
   }
   HONE_USER_CHECK(j.is_object(), "it is ", json_type(j), ", not a number or an object {\"reward\": x, ...}");
   auto reward = j.find("reward");
   HONE_USER_CHECK(reward != j.end(), "it has no \"reward\" field");
-  r.reward = finite_number(*reward, "\"reward\"");
+  r.reward = reward_number(*reward, "\"reward\"");
   r.correct = r.reward > 0;  // unless the reply says
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();

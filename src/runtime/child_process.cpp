@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -22,6 +23,13 @@ namespace hone {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// now + seconds. A wait longer than 30 years (reward.timeout_s = 1e10, 1e300) is 30 years: the clock's nanosecond
+// count would overflow and the deadline lie in the past.
+Clock::time_point deadline_after(double seconds) {
+  const double s = std::min(std::max(seconds, 0.0), 1e9);
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -137,7 +145,7 @@ ChildProcess::~ChildProcess() {
 
 ChildProcess::Exchange ChildProcess::exchange(const std::string& data, size_t lines, double timeout_s) {
   Exchange x;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  const auto deadline = deadline_after(timeout_s);
   SigpipeBlock no_sigpipe;
   size_t written = 0;
   bool out_open = out_ >= 0;
@@ -262,7 +270,7 @@ std::string ChildProcess::stderr_tail(size_t max_lines, size_t max_bytes, const 
 bool ChildProcess::reap(double wait_s) {
   if (ended_) return true;
   if (pid_ <= 0) return false;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
+  const auto deadline = deadline_after(wait_s);
   while (true) {
     int status = 0;
     const pid_t r = ::waitpid(pid_, &status, WNOHANG);

@@ -136,6 +136,15 @@ BOOST_AUTO_TEST_CASE(broken_plugins_are_refused_by_name) {
                    "", 0);
   e = error_of([&] { nan.score(q); });
   BOOST_TEST(contains(e, "the reward of rollout 1 of 1 at step 5 is nan (a reward must be finite)"));
+
+  PluginReward huge(build_plugin(dir, "huge", kBasics + std::string("int hone_reward_score(void* s, const "
+                                                                    "hone_reward_query* q, hone_reward_result* r, "
+                                                                    "size_t n, char* e, size_t en) { (void)s; (void)q; "
+                                                                    "(void)e; (void)en; r[n - 1].reward = 1e39; "
+                                                                    "return 0; }\n")),
+                    "", 0);
+  e = error_of([&] { huge.score(q); });
+  BOOST_TEST(contains(e, "the reward of rollout 1 of 1 at step 5 is 1e+39, beyond the range of a 32-bit float"), e);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

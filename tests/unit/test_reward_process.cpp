@@ -114,6 +114,10 @@ BOOST_AUTO_TEST_CASE(replies_are_a_number_or_an_object_with_sub_scores) {
   BOOST_TEST(contains(bad(R"({"reward": 1, "correct": 1})"), "true or false"));
   BOOST_TEST(contains(bad(R"({"reward": 1, "a/b": 1})"), "sub-score name \"a/b\""));
   BOOST_TEST(contains(bad(R"({"reward": 1, "why": "because"})"), "sub-score \"why\" must be a number"));
+  // Finite as a double but beyond fp32, where rewards are trained on: refused, not an internal check later.
+  BOOST_TEST(contains(bad("1e39"), "the reward is 1e+39, beyond the range of a 32-bit float"));
+  BOOST_TEST(contains(bad(R"({"reward": -1.7e308})"), "\"reward\" is -1.7e+308, beyond the range of a 32-bit float"));
+  BOOST_TEST(parse_reward_reply("3.4e38").reward == 3.4e38);
 }
 
 BOOST_AUTO_TEST_CASE(child_exchanges_lines_without_deadlock_on_full_pipes) {
@@ -155,6 +159,15 @@ BOOST_AUTO_TEST_CASE(child_timeouts_exits_and_stderr) {
     const auto x = crash.exchange("", 1, 10.0);
     BOOST_TEST(int(x.status) == int(ChildProcess::Status::closed));
     BOOST_TEST(contains(crash.exit_description(), "killed by signal 11"));
+  }
+  {
+    // A timeout beyond what the clock can count (1e10 s overflows its nanoseconds) is a long wait, not none.
+    for (double t : {9.3e9, 1e10, 1e300}) {
+      ChildProcess echo("read -r l; echo \"$l\"", {});
+      const auto x = echo.exchange("hi\n", 1, t);
+      BOOST_TEST(int(x.status) == int(ChildProcess::Status::ok), t);
+      BOOST_TEST(x.lines == std::vector<std::string>({"hi"}));
+    }
   }
   {
     ChildProcess env("echo \"$HONE_TEST_VAR\"", {{"HONE_TEST_VAR", "seen"}});
