@@ -12,6 +12,7 @@
 // parameter names: a fixed, non-uniform weighting that tools/hf_reference.py reproduces in transformers, so the
 // backward pass can be compared with theirs (tests/data/hf/*/reference.safetensors holds "grad.<name>" for it).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
 #include "io/hdf5_file.h"
 #include "model/model_config.h"
 #include "model/model_source.h"
@@ -85,7 +87,10 @@ LogprobsArgs parse_args(const std::vector<std::string>& args) {
   }
   HONE_USER_CHECK(!a.model.empty() && !a.input.empty() && !a.output.empty(),
                   "logprobs: --model, --input and --output are required (see hone logprobs --help)");
-  HONE_USER_CHECK(a.temperature > 0.f, "logprobs: --temperature must be positive, got ", a.temperature);
+  HONE_USER_CHECK(!std::filesystem::is_directory(a.output), "logprobs: --output ", a.output,
+                  " is a folder; name the HDF5 file to write");
+  HONE_USER_CHECK(a.temperature > 0.f && std::isfinite(a.temperature),
+                  "logprobs: --temperature must be a positive number, got ", a.temperature);
   HONE_USER_CHECK(a.device == "cpu" || a.device == "cuda", "logprobs: --device must be cpu or cuda, got '",
                   a.device, "'");
   HONE_USER_CHECK(a.batch_tokens >= 1, "logprobs: --batch-tokens must be at least 1, got ", a.batch_tokens);
@@ -230,9 +235,9 @@ int run_logprobs(const std::vector<std::string>& argv) {
   }
 #endif
 
-  // Written next to the destination and renamed, so a failure never leaves a half-written output.
-  const std::string tmp = a.output + ".tmp";
-  {
+  // Written next to the destination (a temporary of this process) and renamed, so a failure never leaves a
+  // half-written output, nor the temporary.
+  write_file_atomic_with(a.output, [&](const std::string& tmp) {
     Hdf5File out(tmp, Hdf5File::Mode::create);
     out.write_f32("/logprobs", logprobs);
     out.write_f32("/entropy", entropy);
@@ -240,10 +245,7 @@ int run_logprobs(const std::vector<std::string>& argv) {
     out.set_attribute("/", "model", a.model);
     out.set_attribute("/", "temperature", cat(a.temperature));
     out.set_attribute("/", "device", a.device);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, a.output, ec);
-  HONE_USER_CHECK(!ec, "cannot write '", a.output, "': ", ec.message());
+  });
   if (want_grads) {
     std::vector<SafetensorsEntry> entries;
     for (const auto& [name, t] : grads.named_parameters()) entries.push_back(safetensors_entry(name, t));

@@ -102,7 +102,19 @@ BOOST_AUTO_TEST_CASE(bad_input_is_a_user_error_naming_file_and_line) {
   BOOST_TEST(test::run_command(cmd + "--model " + m.dir, &log) == 2);  // --input missing
   BOOST_TEST(test::run_command(cmd + "--model " + m.dir + " --input a --batch-tokens 0", &log) == 2);
   BOOST_TEST(test::run_command(cmd + "--model " + m.dir + " --input a --temperature abc", &log) == 2);
+  BOOST_TEST(test::run_command(cmd + "--model " + m.dir + " --input a --temperature inf", &log) == 2);
+  BOOST_TEST(log.find("--temperature must be a positive number, got inf") != std::string::npos, log);
   BOOST_TEST(!std::filesystem::exists(work + "/o.h5"));  // nothing half-written
+
+  // --output naming a folder: refused before any work, and nothing left beside it.
+  write_file(work + "/ok.jsonl", "{\"tokens\": [1, 2, 3]}\n");
+  std::filesystem::create_directories(work + "/outdir");
+  BOOST_TEST(test::run_command(test::hone_exe() + " logprobs --output " + work + "/outdir --model " + m.dir +
+                                   " --input " + work + "/ok.jsonl",
+                               &log) == 2);
+  BOOST_TEST(log.find(work + "/outdir is a folder") != std::string::npos, log);
+  for (const auto& e : std::filesystem::directory_iterator(work))
+    BOOST_TEST(e.path().filename().string().find(".tmp") == std::string::npos, e.path().string());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
