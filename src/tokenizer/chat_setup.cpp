@@ -30,7 +30,9 @@ ChatSetup::ChatSetup(const std::string& chat_format, const Tokenizer& tok, const
     if (tpl) {
       // Render a probe prompt now so that a template hone cannot follow fails before the run starts. Only a user
       // turn: some templates refuse a system message, which matters only if the data or deck has one.
-      tpl->render({{"user", "u"}});
+      HONE_USER_CHECK(!tpl->render({{"user", "u"}}).empty(), tpl->origin(),
+                      ": the chat template renders nothing for a user message (an empty template, or one whose output "
+                      "is empty), so every prompt would be empty; fix it or set tokenizer.chat_format");
       tpl_ = std::move(tpl);
       end_of_turn_ = tpl_->end_of_turn(tok);
     }
@@ -52,7 +54,12 @@ ChatSetup::ChatSetup(const std::string& chat_format, const Tokenizer& tok, const
 }
 
 std::string ChatSetup::render(const std::vector<ChatMessage>& messages, const ChatOptions& options) const {
-  if (tpl_) return tpl_->render(messages, options);
+  if (tpl_) {
+    std::string text = tpl_->render(messages, options);
+    HONE_USER_CHECK(!text.empty(), tpl_->origin(), ": the chat template renders an empty prompt for a conversation "
+                    "of ", messages.size(), " messages; fix it or set tokenizer.chat_format");
+    return text;
+  }
   return render_chat(format_, messages, options);
 }
 

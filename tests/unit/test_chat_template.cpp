@@ -171,6 +171,26 @@ BOOST_AUTO_TEST_CASE(template_from_a_tokenizer_folder) {
   // Rendering (not parsing) errors too.
   write("chat_template.jinja", "{% if messages[0].role == 'user' %}{{ raise_exception('Conversation must start with system') }}{% endif %}");
   BOOST_CHECK_THROW(hone::ChatSetup(std::string("auto"), *chars, dir.string()), hone::UserError);
+  // A template that renders nothing (an empty file, an empty output) would train on empty prompts: refused.
+  for (const char* text : {"", "{% if false %}x{% endif %}", "{{ '' }}"}) {
+    write("chat_template.jinja", text);
+    try {
+      hone::ChatSetup(std::string("auto"), *chars, dir.string());
+      BOOST_ERROR("no error for '" << text << "'");
+    } catch (const hone::UserError& e) {
+      BOOST_TEST(std::string(e.what()).find("chat_template.jinja: the chat template renders nothing for a user message") != std::string::npos, e.what());
+    }
+  }
+  // One that renders only for some conversations: the empty one is refused when it is rendered.
+  write("chat_template.jinja", "{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}");
+  const hone::ChatSetup partial("auto", *chars, dir.string());
+  try {
+    partial.render({{"system", "s"}});
+    BOOST_ERROR("no error");
+  } catch (const hone::UserError& e) {
+    BOOST_TEST(std::string(e.what()).find("renders an empty prompt for a conversation of 1 messages") != std::string::npos, e.what());
+  }
+  write("chat_template.jinja", "{% if messages[0].role == 'user' %}{{ raise_exception('Conversation must start with system') }}{% endif %}");
   // "none" with a template: plain text (and a warning); chatml with the chars tokenizer: fine.
   const hone::ChatSetup none("none", *chars, dir.string());
   BOOST_TEST(!none.is_chat());
