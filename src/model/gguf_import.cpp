@@ -97,7 +97,8 @@ struct Reader {
 // Llama 3's frequency scaling is stored as a tensor of per-frequency factors (rope_freqs.weight), not as its four
 // parameters. The parameters every published Llama 3.x uses (low 1, high 4, 8192 original positions) are checked
 // against the tensor with the factor it holds at the lowest frequencies; any other tensor is refused.
-void read_llama3_rope(const GgufFile& f, const TensorInfo& t, ModelConfig& c) {
+void read_llama3_rope(const Reader& r, const TensorInfo& t, ModelConfig& c) {
+  const GgufFile& f = r.f;
   const std::vector<float> factors = f.read_f32(t);
   HONE_USER_CHECK(factors.size() == size_t(c.head_dim / 2), f.name(), ": rope_freqs.weight has ", factors.size(),
                   " values; head dimension ", c.head_dim, " needs ", c.head_dim / 2);
@@ -107,7 +108,7 @@ void read_llama3_rope(const GgufFile& f, const TensorInfo& t, ModelConfig& c) {
   p.low_freq_factor = 1.f;
   p.high_freq_factor = 4.f;
   p.original_max_position_embeddings = 8192;
-  if (const auto orig = f.find_int(cat(f.get_string("general.architecture"), ".rope.scaling.original_context_length")))
+  if (const auto orig = f.find_int(r.key("rope.scaling.original_context_length")))
     p.original_max_position_embeddings = static_cast<int>(*orig);
   const double low_wavelen = p.original_max_position_embeddings / p.low_freq_factor;
   const double high_wavelen = p.original_max_position_embeddings / p.high_freq_factor;
@@ -183,7 +184,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   if (const auto window = f.find_int(r.key("attention.sliding_window")))
     HONE_USER_CHECK(*window <= 0 || *window >= c.max_position_embeddings, f.name(), ": ",
                     r.key("attention.sliding_window"), " = ", *window, ": sliding-window attention is not supported");
-  if (const TensorInfo* freqs = f.find_tensor("rope_freqs.weight")) read_llama3_rope(f, *freqs, c);
+  if (const TensorInfo* freqs = f.find_tensor("rope_freqs.weight")) read_llama3_rope(r, *freqs, c);
 
   c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
   c.attention_bias = c.arch == Architecture::qwen2;

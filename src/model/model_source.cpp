@@ -40,7 +40,7 @@ std::string gguf_cache_folder(const std::string& gguf_path) {
   const uintmax_t size = fs::file_size(abs, ec);
   const auto mtime = fs::last_write_time(abs, ec).time_since_epoch().count();
   // FNV-1a over the path, size and modification time.
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;
   auto add = [&](const std::string& s) {
     for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
     h = (h ^ 0xff) * 1099511628211ull;
