@@ -37,7 +37,7 @@
 #if HONE_CUDA
 #include "cuda/check.h"
 #include "cuda/moe_ops.h"
-#include "model/gpu_op_profiler.h"
+#include "backend/op_profiler.h"
 #include "model/gpu_transformer.h"
 #include "train/gpu_optimizer.h"
 #endif

@@ -22,13 +22,14 @@ void grow(std::vector<T>& v, int64_t n) {
 
 // The generation attention seam: K (after q/k norm and RoPE) and V of every row go to the row's cache slot at its
 // position; then a prefill attends causally within each prompt, a decode row to its slot's cached tokens.
-class CacheAttention final : public LayerAttention {
+class CacheAttention final : public LayerAttention<CpuBackend> {
  public:
   CacheAttention(KvCache& cache, bool decode, const int32_t* row_slot, const int32_t* pos, const int32_t* lens,
                  const int32_t* decode_slots)
       : cache_(cache), decode_(decode), row_slot_(row_slot), pos_(pos), lens_(lens), decode_slots_(decode_slots) {}
 
-  void forward(int l, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) override {
+  void forward(int l, const LayerShape& s, const LayerBatch& b, const LayerActivations<CpuBackend>& a,
+               const CpuBackend::Exec&) override {
     const int KV = s.kv_dim();
     for (int r = 0; r < b.T; ++r) {
       std::copy_n(a.k_r + int64_t(r) * KV, KV, cache_.k_row(l, row_slot_[r], pos_[r]));
@@ -64,7 +65,7 @@ CachedForward::CachedForward(const ModelConfig& config, TensorParallel* tp, Expe
   HONE_CHECK(rope.head_dim == c_.head_dim, "rope.head_dim ", rope.head_dim, " != head_dim ", c_.head_dim);
   shape_ = tp_ ? tp_->shape() : ep ? ep->shape() : layer_shape(c_);
   HONE_CHECK(!ep || shape_.experts == ep->shape().experts, "the tensor-parallel shape holds every expert under ep");
-  feed_forward_ = make_layer_feed_forward(c_, ep);
+  feed_forward_ = make_layer_feed_forward<CpuBackend>(c_, ep);
   inv_freq_.resize(size_t(c_.head_dim / 2));
   cpu::rope_inv_freq(inv_freq_.data(), rope);
 }
@@ -76,8 +77,13 @@ void CachedForward::reserve(int R) {
   grow(row_slot_, R);
   grow(lens_, R);
   grow(rows_, R);
-  grow(act_buf_, carve_layer_activations(act_, nullptr, shape_, R));
-  carve_layer_activations(act_, act_buf_.data(), shape_, R);
+  // The layer's activations, then its forward scratch, in one buffer (the carved sizes are whole floats).
+  const size_t act = carve_layer_activations(act_, nullptr, shape_, R);
+  const size_t scratch = carve_layer_forward_scratch(scratch_, nullptr, shape_, R);
+  grow(act_buf_, int64_t((act + scratch) / sizeof(float)));
+  char* base = reinterpret_cast<char*>(act_buf_.data());
+  carve_layer_activations(act_, base, shape_, R);
+  carve_layer_forward_scratch(scratch_, base + act, shape_, R);
   grow(x_[0], R * C);
   grow(x_[1], R * C);
   grow(head_x_, R * C);
@@ -97,16 +103,16 @@ void CachedForward::layers(const ModelWeights& w, KvCache& cache, Mode mode, con
     routing_.resize(size_t(R) * size_t(routing_width()));
     moe->set_routing_record(routing_.data());
   }
-  const LayerBatch lb{pos_.data(), cu_seqlens, R, num_seqs, inv_freq_.data()};
+  const LayerBatch lb{pos_.data(), cu_seqlens, R, num_seqs, 0, inv_freq_.data()};
   // Generation keeps whole token rows on every rank (no sequence parallelism: a decode step has few rows).
   LayerCollectives<float>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
   if (tp_) tp_->embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R, /*local=*/false);
   else cpu::embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R, c_.hidden_size);
   for (int l = 0; l < c_.num_hidden_layers; ++l) {
-    LayerActivations a = act_;
+    LayerActivations<CpuBackend> a = act_;
     a.x_in = x_[l % 2].data();
-    layer_forward(l, shape_, w.layers[size_t(l)], lb, a, attention, *feed_forward_, whole_rows,
-                  x_[(l + 1) % 2].data());
+    layer_forward<CpuBackend>(l, shape_, layer_pointers(w.layers[size_t(l)]), lb, a, scratch_, attention,
+                              *feed_forward_, whole_rows, x_[(l + 1) % 2].data(), {});
   }
 }
 
@@ -177,13 +183,14 @@ void CachedForward::idle_pass(const ModelWeights& w) {
   HONE_CHECK(moe, "an idle pass of a model without experts");
   reserve(1);
   moe->set_routing_record(nullptr);
-  LayerActivations a = act_;
+  LayerActivations<CpuBackend> a = act_;
   a.x_in = x_[0].data();
-  const LayerBatch lb{pos_.data(), nullptr, 0, 0, inv_freq_.data()};
+  const LayerBatch lb{pos_.data(), nullptr, 0, 0, 0, inv_freq_.data()};
   LayerCollectives<float>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
   for (int l = 0; l < c_.num_hidden_layers; ++l)
     if (moe->is_sparse(l))
-      moe->forward(l, shape_, w.layers[size_t(l)], lb, a, whole_rows, head_x_.data(), x_[1].data());
+      moe->forward(l, shape_, layer_pointers(w.layers[size_t(l)]), lb, a, scratch_, whole_rows, head_x_.data(),
+                   x_[1].data(), {});
 }
 
 }  // namespace hone

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "generation/kv_cache.h"
+#include "backend/cpu_backend.h"
 #include "model/layer_shape.h"
 #include "model/model_config.h"
 #include "model/transformer_layer.h"
@@ -74,14 +75,15 @@ class CachedForward {
   TensorParallel* tp_ = nullptr;
   ExpertLockstep* lockstep_ = nullptr;
   LayerShape shape_;
-  std::unique_ptr<LayerFeedForward> feed_forward_;
+  std::unique_ptr<LayerFeedForward<CpuBackend>> feed_forward_;
   std::vector<float> inv_freq_;
   int capacity_ = 0;  // rows the buffers hold
   // Per-row work buffers: the layer's activations (one layer at a time), the residual stream ping-pong, the head.
   std::vector<int32_t> pos_, row_slot_, lens_, rows_;
   std::vector<float> act_buf_, x_[2], head_x_, head_h_, head_rstd_;
   std::vector<int32_t> routing_;
-  LayerActivations act_;
+  LayerActivations<CpuBackend> act_;
+  LayerScratch<CpuBackend> scratch_;
 };
 
 }  // namespace hone

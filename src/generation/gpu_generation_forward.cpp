@@ -23,12 +23,13 @@ struct GpuGenerationForward::Graph {
   cudaGraphExec_t exec = nullptr;
 };
 
-class GpuGenerationForward::PrefillAttention final : public GpuLayerAttention {
+class GpuGenerationForward::PrefillAttention final : public LayerAttention<CudaBackend> {
  public:
   PrefillAttention(const GpuGenerationForward& g, const int32_t* slots) : g_(g), slots_(slots) {}
-  void forward(int l, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
-               const cuda::GpuContext& ctx) override {
-    packed_.forward(l, s, b, a, ctx);
+  void forward(int l, const LayerShape& s, const LayerBatch& b, const LayerActivations<CudaBackend>& a,
+               const CudaBackend::Exec& x) override {
+    const cuda::GpuContext& ctx = x.ctx();
+    packed_.forward(l, s, b, a, x);
     cuda::kv_append(g_.k_pool(l), g_.v_pool(l), a.k_r, a.v, slots_, b.T, s.kv_heads, s.head_dim, g_.block_size_,
                     ctx);
   }
@@ -36,15 +37,16 @@ class GpuGenerationForward::PrefillAttention final : public GpuLayerAttention {
  private:
   const GpuGenerationForward& g_;
   const int32_t* slots_;  // [T] the cache slot of each token (block * block_size + offset)
-  GpuPackedAttention packed_;
+  PackedAttention<CudaBackend> packed_;
 };
 
-class GpuGenerationForward::PagedAttention final : public GpuLayerAttention {
+class GpuGenerationForward::PagedAttention final : public LayerAttention<CudaBackend> {
  public:
   PagedAttention(const GpuGenerationForward& g, const cuda::PagedDecodeArgs& args, const int32_t* slots)
       : g_(g), args_(args), slots_(slots) {}
-  void forward(int l, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
-               const cuda::GpuContext& ctx) override {
+  void forward(int l, const LayerShape& s, const LayerBatch& b, const LayerActivations<CudaBackend>& a,
+               const CudaBackend::Exec& x) override {
+    const cuda::GpuContext& ctx = x.ctx();
     cuda::kv_append(g_.k_pool(l), g_.v_pool(l), a.k_r, a.v, slots_, b.T, s.kv_heads, s.head_dim, g_.block_size_,
                     ctx, a.qkv_ld);
     cuda::paged_attention_decode_forward(a.attn, a.q_r, g_.k_pool(l), g_.v_pool(l), args_, s.heads, s.kv_heads,
@@ -77,7 +79,7 @@ GpuGenerationForward::GpuGenerationForward(const ModelConfig& config, const Para
       layout_(layout),
       w_(weights),
       ctx_(ctx),
-      feed_forward_(make_gpu_layer_feed_forward(config, ep)),
+      feed_forward_(make_layer_feed_forward<CudaBackend>(config, ep)),
       inv_freq_(config.head_dim / 2),
       keep_(keep_graphs && can_keep_graphs(tp)) {
   HONE_CHECK(w_ != nullptr, "generation needs the device weights");
@@ -137,14 +139,14 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
   const int32_t* d_gather = d + 3 * Tp + align_ints(max_rows_ + 1);
 
   embed(pre_x_[0], d_tok, T);
-  const GpuLayerBatch lb{d_pos, d_cu, T, S, max_seqlen, inv_freq_.get()};
+  const LayerBatch lb{d_pos, d_cu, T, S, max_seqlen, inv_freq_.get()};
   PrefillAttention attention(*this, d_slot);
   LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;  // generation: whole rows
   for (int l = 0; l < L; ++l) {
-    GpuLayerActivations a = pre_act_;
+    LayerActivations<CudaBackend> a = pre_act_;
     a.x_in = pre_x_[l % 2];
-    gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, pre_scratch_,
-                      attention, *feed_forward_, whole_rows, pre_x_[(l + 1) % 2], ctx_, nullptr);
+    layer_forward<CudaBackend>(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a,
+                               pre_scratch_, attention, *feed_forward_, whole_rows, pre_x_[(l + 1) % 2], exec());
   }
   download_routing(T);
   // Logits only for the gathered rows (embedding_forward is a row gather: out[r] = table[gather[r]]).
@@ -200,15 +202,15 @@ size_t GpuGenerationForward::workspace_bytes() const {
 void GpuGenerationForward::decode_layers(int B, const cuda::PagedDecodeArgs& args) {
   const int C = c_.hidden_size, L = c_.num_hidden_layers;
   PagedAttention attention(*this, args, din_.slots);
-  const GpuLayerBatch lb{din_.positions, nullptr, B, B, 1, inv_freq_.get()};
+  const LayerBatch lb{din_.positions, nullptr, B, B, 1, inv_freq_.get()};
   embed(dec_x_[0], din_.tokens, B);
   LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
   for (int l = 0; l < L; ++l) {
-    GpuLayerActivations a = dec_act_;
+    LayerActivations<CudaBackend> a = dec_act_;
     a.x_in = dec_x_[l % 2];
     a.fuse_qkv = true;  // no backward follows: one QKV GEMM where the weights allow
-    gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, dec_scratch_,
-                      attention, *feed_forward_, whole_rows, dec_x_[(l + 1) % 2], ctx_, nullptr);
+    layer_forward<CudaBackend>(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a,
+                               dec_scratch_, attention, *feed_forward_, whole_rows, dec_x_[(l + 1) % 2], exec());
   }
   cuda::rmsnorm_forward(dec_h_, dec_rstd_, dec_x_[L % 2], w_ + layout_.norm, B, C, c_.rms_norm_eps, ctx_);
   lm_head_logits(dec_h_, B);
@@ -260,7 +262,7 @@ int64_t GpuGenerationForward::finish() {
   int64_t idle = 0;
   for (; lockstep_->vote(false); ++idle) idle_pass();
   // The sparse layers' expert-side rows of the last pass go back before training needs the memory.
-  if (auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) moe->release(ctx_);
+  if (auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) moe->release(exec());
   return idle;
 }
 
@@ -270,14 +272,14 @@ void GpuGenerationForward::idle_pass() {
   HONE_CHECK(max_rows_ > 0, "an idle generation pass before the buffers are reserved");
   auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get());
   HONE_CHECK(moe, "an idle pass of a model without experts");
-  const GpuLayerBatch lb{din_.positions, nullptr, 0, 0, 1, inv_freq_.get()};
+  const LayerBatch lb{din_.positions, nullptr, 0, 0, 1, inv_freq_.get()};
   LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
-  GpuLayerActivations a = dec_act_;
+  LayerActivations<CudaBackend> a = dec_act_;
   a.x_in = dec_x_[0];
   for (int l = 0; l < c_.num_hidden_layers; ++l)
     if (moe->sparse_index(l) >= 0)
       moe->forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w_), lb, a, dec_scratch_,
-                   whole_rows, dec_h_, dec_x_[1], ctx_, nullptr);
+                   whole_rows, dec_h_, dec_x_[1], exec());
 }
 
 // Rows B..Bg-1 are padding (a graph's bucket): token 0, no cache write, the zeroed dummy block; groups past the

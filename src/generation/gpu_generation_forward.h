@@ -1,5 +1,5 @@
 // The model passes of GPU generation over a paged KV cache, and the device buffers they use:
-//   prefill: the packed forward of the training path (gpu_layer_forward: cuDNN attention over cu_seqlens) for the
+//   prefill: the packed forward of the training path (layer_forward: cuDNN attention over cu_seqlens) for the
 //            tokens of newly admitted sequences; each layer's K (after q/k norm and RoPE) and V go to the paged pools
 //            with kv_append; logits only for the rows the caller gathers (each sequence's last position).
 //   decode:  one token per running sequence: the same layer body with paged_attention_decode_forward as its attention,
@@ -180,7 +180,8 @@ class GpuGenerationForward {
   const ParamLayout layout_;
   const cuda::bf16* w_;
   const cuda::GpuContext ctx_;
-  std::unique_ptr<GpuLayerFeedForward> feed_forward_;
+  std::unique_ptr<LayerFeedForward<CudaBackend>> feed_forward_;
+  CudaBackend::Exec exec() const { return {&ctx_, nullptr}; }
   DeviceArray<float> inv_freq_;  // allocated once: graphs read it, release() keeps it
   const bool keep_;
   bool suspended_ = false;
@@ -193,14 +194,14 @@ class GpuGenerationForward {
   // The pass buffers below, carved from one region (allocate_buffers()).
   Region buf_mem_;
   // Decode: activations for max_rows rows (one layer at a time), residual ping-pong, final norm output.
-  GpuLayerActivations dec_act_;
-  GpuLayerScratch dec_scratch_;
+  LayerActivations<CudaBackend> dec_act_;
+  LayerScratch<CudaBackend> dec_scratch_;
   cuda::bf16* dec_x_[2] = {nullptr, nullptr};
   cuda::bf16* dec_h_ = nullptr;
   float* dec_rstd_ = nullptr;
   // Prefill: activations for max_prefill tokens, residual ping-pong, gathered rows.
-  GpuLayerActivations pre_act_;
-  GpuLayerScratch pre_scratch_;
+  LayerActivations<CudaBackend> pre_act_;
+  LayerScratch<CudaBackend> pre_scratch_;
   cuda::bf16* pre_x_[2] = {nullptr, nullptr};
   cuda::bf16* pre_g_ = nullptr, *pre_h_ = nullptr;
   float* pre_rstd_ = nullptr;

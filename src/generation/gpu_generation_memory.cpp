@@ -139,19 +139,19 @@ void GpuGenerationForward::allocate_buffers() {
 
   auto carve = [&](char* base) {
     cuda::Carver cv{base};
-    const size_t dec_act = carve_gpu_layer_activations(dec_act_, nullptr, shape_, R);
-    carve_gpu_layer_activations(dec_act_, cv.take_bytes(dec_act), shape_, R);
-    const size_t dec_scr = carve_gpu_layer_forward_scratch(dec_scratch_, nullptr, shape_, R);
-    carve_gpu_layer_forward_scratch(dec_scratch_, cv.take_bytes(dec_scr), shape_, R);
+    const size_t dec_act = carve_layer_activations(dec_act_, nullptr, shape_, R);
+    carve_layer_activations(dec_act_, cv.take_bytes(dec_act), shape_, R);
+    const size_t dec_scr = carve_layer_forward_scratch(dec_scratch_, nullptr, shape_, R);
+    carve_layer_forward_scratch(dec_scratch_, cv.take_bytes(dec_scr), shape_, R);
     dec_x_[0] = cv.take<bf16>(int64_t(R) * C);
     dec_x_[1] = cv.take<bf16>(int64_t(R) * C);
     dec_h_ = cv.take<bf16>(int64_t(R) * C);
     dec_rstd_ = cv.take<float>(R);
 
-    const size_t pre_act = carve_gpu_layer_activations(pre_act_, nullptr, shape_, Tp);
-    carve_gpu_layer_activations(pre_act_, cv.take_bytes(pre_act), shape_, Tp);
-    const size_t pre_scr = carve_gpu_layer_forward_scratch(pre_scratch_, nullptr, shape_, Tp);
-    carve_gpu_layer_forward_scratch(pre_scratch_, cv.take_bytes(pre_scr), shape_, Tp);
+    const size_t pre_act = carve_layer_activations(pre_act_, nullptr, shape_, Tp);
+    carve_layer_activations(pre_act_, cv.take_bytes(pre_act), shape_, Tp);
+    const size_t pre_scr = carve_layer_forward_scratch(pre_scratch_, nullptr, shape_, Tp);
+    carve_layer_forward_scratch(pre_scratch_, cv.take_bytes(pre_scr), shape_, Tp);
     pre_x_[0] = cv.take<bf16>(int64_t(Tp) * C);
     pre_x_[1] = cv.take<bf16>(int64_t(Tp) * C);
     pre_g_ = cv.take<bf16>(int64_t(R) * C);

@@ -9,7 +9,7 @@
 #include "cuda/check.h"
 #include "cuda/gemm.h"
 #include "cuda/moe_ops.h"
-#include "model/gpu_op_profiler.h"
+#include "backend/op_profiler.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -125,9 +125,11 @@ size_t gpu_moe_backward_scratch_bytes(const LayerShape& s, int T) {
   return s.experts_total > 0 ? carve_backward(v, nullptr, s, T) : 0;
 }
 
-std::unique_ptr<GpuLayerFeedForward> make_gpu_layer_feed_forward(const ModelConfig& c, ExpertDispatch<bf16>* dispatch) {
+template <>
+std::unique_ptr<LayerFeedForward<CudaBackend>> make_layer_feed_forward<CudaBackend>(const ModelConfig& c,
+                                                                                    ExpertDispatch<bf16>* dispatch) {
   if (c.is_moe()) return std::make_unique<GpuMoeFeedForward>(c, dispatch);
-  return std::make_unique<GpuDenseFeedForward>();
+  return std::make_unique<DenseFeedForward<CudaBackend>>();
 }
 
 // The expert-side rows of one layer under expert parallelism, one pool allocation each: the forward's xe and ye
@@ -158,12 +160,13 @@ GpuMoeFeedForward::GpuMoeFeedForward(const ModelConfig& c, ExpertDispatch<bf16>*
   }
 }
 
-void GpuMoeFeedForward::forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w,
-                                const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& scratch,
-                                LayerCollectives<bf16>* collectives, bf16* y, bf16* out, const cuda::GpuContext& ctx,
-                                GpuOpProfiler* prof) {
+void GpuMoeFeedForward::forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a,
+                                const Scratch& scratch, LayerCollectives<bf16>* collectives, bf16* y, bf16* out,
+                                const Exec& x) {
+  const cuda::GpuContext& ctx = x.ctx();
+  GpuOpProfiler* prof = x.prof;
   if (!sparse(layer)) {
-    dense_.forward(layer, s, w, b, a, scratch, collectives, y, out, ctx, prof);
+    dense_.forward(layer, s, w, b, a, scratch, collectives, y, out, x);
     return;
   }
   const int T = b.T, Tl = collectives ? collectives->local_rows(T) : T;
@@ -174,12 +177,13 @@ void GpuMoeFeedForward::forward(int layer, const LayerShape& s, const GpuLayerPa
   if (collectives && T > 0) collectives->reduce_row_parallel_output(y, out, int64_t(T) * C);
 }
 
-void GpuMoeFeedForward::backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w,
-                                 const GpuLayerParams<float>& g, const GpuLayerBatch& b, const GpuLayerActivations& a,
-                                 const GpuLayerScratch& scratch, LayerCollectives<bf16>* collectives, bf16* dres,
-                                 const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
+void GpuMoeFeedForward::backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b,
+                                 const Acts& a, const Scratch& scratch, LayerCollectives<bf16>* collectives,
+                                 bf16* dres, const Exec& x) {
+  const cuda::GpuContext& ctx = x.ctx();
+  GpuOpProfiler* prof = x.prof;
   if (!sparse(layer)) {
-    dense_.backward(layer, s, w, g, b, a, scratch, collectives, dres, ctx, prof);
+    dense_.backward(layer, s, w, g, b, a, scratch, collectives, dres, x);
     return;
   }
   const int T = b.T, Tl = collectives ? collectives->local_rows(T) : T;
@@ -197,9 +201,8 @@ void GpuMoeFeedForward::backward(int layer, const LayerShape& s, const GpuLayerP
   if (collectives) collectives->reduce_column_parallel_input_grad(scratch.dh, scratch.dh_local, TC);
 }
 
-void GpuMoeFeedForward::sparse_forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w,
-                                       const GpuLayerBatch& b, const GpuLayerActivations& a,
-                                       const GpuLayerScratch& scratch, bf16* y, const cuda::GpuContext& ctx,
+void GpuMoeFeedForward::sparse_forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a,
+                                       const Scratch& scratch, bf16* y, const cuda::GpuContext& ctx,
                                        GpuOpProfiler* prof) {
   const int T = b.T, C = s.hidden, E = E_, k = k_, Im = s.moe_intermediate, El = s.experts;
   const int i = layer_sparse_[size_t(layer)];
@@ -298,9 +301,8 @@ void GpuMoeFeedForward::sparse_forward(int layer, const LayerShape& s, const Gpu
   }
 }
 
-void GpuMoeFeedForward::sparse_backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w,
-                                        const GpuLayerParams<float>& g, const GpuLayerBatch& b,
-                                        const GpuLayerActivations& a, const GpuLayerScratch& scratch, const bf16* dy,
+void GpuMoeFeedForward::sparse_backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g,
+                                        const LayerBatch& b, const Acts& a, const Scratch& scratch, const bf16* dy,
                                         bf16* dh, const cuda::GpuContext& ctx, GpuOpProfiler* prof) {
   const int T = b.T, C = s.hidden, E = E_, k = k_, Im = s.moe_intermediate, El = s.experts;
   const int64_t Nt = int64_t(T) * k;
@@ -421,7 +423,8 @@ std::vector<int32_t> GpuMoeFeedForward::expert_counts(const cuda::GpuContext& ct
   return c;
 }
 
-void GpuMoeFeedForward::release(const cuda::GpuContext& ctx) {
+void GpuMoeFeedForward::release(const Exec& x) {
+  const cuda::GpuContext& ctx = x.ctx();
   for (void*& p : pool_)
     if (p) {
       CUDA_CHECK(cudaFreeAsync(p, ctx.stream));

@@ -7,7 +7,7 @@
 //   with the routing weights
 //
 // Where its data lives: a layer's saved routing (probabilities, top-k, plan) and, at ep = 1, its expert-side rows
-// (T k of them) are carved by the layer body with the layer's other activations (GpuLayerActivations::ffn:
+// (T k of them) are carved by the layer body with the layer's other activations (LayerActivations::ffn:
 // gpu_moe_saved_bytes), so recompute and the arenas' release treat them as the rest. Under expert parallelism the
 // number of rows a rank's experts receive is known only after the counts cross the group: the expert-side rows come
 // from the device's stream-ordered memory pool then, released after the layer's backward (or its forward, when
@@ -23,7 +23,8 @@
 
 #include "cuda/device_memory.h"
 #include "model/expert_dispatch.h"
-#include "model/gpu_transformer_layer.h"
+#include "backend/cuda_backend.h"
+#include "model/transformer_layer.h"
 #include "model/model_config.h"
 
 namespace hone {
@@ -33,20 +34,30 @@ namespace hone {
 size_t gpu_moe_saved_bytes(const LayerShape& s, int T);
 size_t gpu_moe_forward_scratch_bytes(const LayerShape& s, int T);
 size_t gpu_moe_backward_scratch_bytes(const LayerShape& s, int T);
+// The same as the layer body carves them (model/transformer_layer.h).
+inline FeedForwardBytes moe_feed_forward_bytes(CudaBackend, const LayerShape& s, int T) {
+  return {gpu_moe_saved_bytes(s, T), gpu_moe_forward_scratch_bytes(s, T), gpu_moe_backward_scratch_bytes(s, T)};
+}
+// The CUDA backend's feed-forward of c's layers: the dense MLP, or GpuMoeFeedForward for a mixture of experts.
+template <>
+std::unique_ptr<LayerFeedForward<CudaBackend>> make_layer_feed_forward<CudaBackend>(const ModelConfig& c,
+                                                                                    ExpertDispatch<bf16>* dispatch);
 
-class GpuMoeFeedForward final : public GpuLayerFeedForward {
+class GpuMoeFeedForward final : public LayerFeedForward<CudaBackend> {
  public:
+  using bf16 = cuda::bf16;
+  using W = LayerWeightPtrs<CudaBackend>;
+  using Acts = LayerActivations<CudaBackend>;
+  using Scratch = LayerScratch<CudaBackend>;
+  using Exec = CudaBackend::Exec;
   // dispatch: expert parallelism's exchange over device rows (null: this rank holds every expert); outlives this.
   GpuMoeFeedForward(const ModelConfig& c, ExpertDispatch<bf16>* dispatch = nullptr);
 
-  // The seam (model/gpu_transformer_layer.h), as MoeFeedForward's on the CPU.
-  void forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
-               const GpuLayerActivations& a, const GpuLayerScratch& scratch, LayerCollectives<bf16>* collectives,
-               bf16* y, bf16* out, const cuda::GpuContext& ctx, GpuOpProfiler* prof) override;
-  void backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerParams<float>& g,
-                const GpuLayerBatch& b, const GpuLayerActivations& a, const GpuLayerScratch& scratch,
-                LayerCollectives<bf16>* collectives, bf16* dres, const cuda::GpuContext& ctx,
-                GpuOpProfiler* prof) override;
+  // The seam (model/transformer_layer.h), as MoeFeedForward's on the CPU.
+  void forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a, const Scratch& scratch,
+               LayerCollectives<bf16>* collectives, bf16* y, bf16* out, const Exec& x) override;
+  void backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b, const Acts& a,
+                const Scratch& scratch, LayerCollectives<bf16>* collectives, bf16* dres, const Exec& x) override;
 
   // As MoeFeedForward: the weight of the load-balancing loss in the next backwards, and routing replay (forced:
   // device [T, sparse layers, k] of the next forwards' rows, -1 rows keep their top-k; null: none).
@@ -67,23 +78,21 @@ class GpuMoeFeedForward final : public GpuLayerFeedForward {
   int sparse_index(int layer) const { return layer_sparse_[size_t(layer)]; }  // -1 for a dense layer
 
   // Frees the pool memory of expert parallelism's rows still held (the arenas' release).
-  void release(const cuda::GpuContext& ctx) override;
+  void release(const Exec& x) override;
 
  private:
   struct Pool;  // expert-side rows of one layer under expert parallelism
   // A sparse layer over all T rows: y this rank's partial output; the backward adds d(loss)/d(h2) into dh.
-  void sparse_forward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w, const GpuLayerBatch& b,
-                      const GpuLayerActivations& a, const GpuLayerScratch& scratch, bf16* y,
-                      const cuda::GpuContext& ctx, GpuOpProfiler* prof);
-  void sparse_backward(int layer, const LayerShape& s, const GpuLayerParams<const bf16>& w,
-                       const GpuLayerParams<float>& g, const GpuLayerBatch& b, const GpuLayerActivations& a,
-                       const GpuLayerScratch& scratch, const bf16* dy, bf16* dh, const cuda::GpuContext& ctx,
+  void sparse_forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a,
+                      const Scratch& scratch, bf16* y, const cuda::GpuContext& ctx, GpuOpProfiler* prof);
+  void sparse_backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b,
+                       const Acts& a, const Scratch& scratch, const bf16* dy, bf16* dh, const cuda::GpuContext& ctx,
                        GpuOpProfiler* prof);
   bool sparse(int layer) const { return layer_sparse_[size_t(layer)] >= 0; }
 
   int E_ = 0, k_ = 0, L_ = 0;
   ExpertDispatch<bf16>* dispatch_ = nullptr;
-  GpuDenseFeedForward dense_;
+  DenseFeedForward<CudaBackend> dense_;
   std::vector<int> layer_sparse_;
   int sparse_layers_ = 0;
   double aux_weight_ = 0;

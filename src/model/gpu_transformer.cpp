@@ -8,9 +8,9 @@
 
 #include "cuda/check.h"
 #include "cuda/device_memory.h"
-#include "model/gpu_layer_recompute.h"
+#include "model/layer_recompute.h"
 #include "model/gpu_moe_feed_forward.h"
-#include "model/gpu_op_profiler.h"
+#include "backend/op_profiler.h"
 #include "parallel/gpu_context_parallel.h"
 #include "parallel/gpu_expert_parallel.h"
 #include "parallel/gpu_ring_attention.h"
@@ -30,7 +30,7 @@ GpuTransformer::GpuTransformer(const ModelConfig& config, const ParamLayout& lay
       ctx_(ctx),
       span_(span.resolved(config.num_hidden_layers)),
       recompute_(size_t(config.num_hidden_layers), Recompute::none),
-      feed_forward_(make_gpu_layer_feed_forward(config, ep)),
+      feed_forward_(make_layer_feed_forward<CudaBackend>(config, ep)),
       inv_freq_(config.head_dim / 2) {
   HONE_CHECK(int(layout_.layers.size()) == c_.num_hidden_layers, "layout has ", layout_.layers.size(),
              " layers, config ", c_.num_hidden_layers);
@@ -69,11 +69,11 @@ int GpuTransformer::local_tokens(int tokens) const {
   return 2 * ((tokens + 2 * C - 1) / (2 * C));
 }
 
-GpuLayerAttention& GpuTransformer::attention() {
-  return ring_ ? static_cast<GpuLayerAttention&>(*ring_) : attention_;
+LayerAttention<CudaBackend>& GpuTransformer::attention() {
+  return ring_ ? static_cast<LayerAttention<CudaBackend>&>(*ring_) : attention_;
 }
 
-GpuLayerFeedForward& GpuTransformer::feed_forward() { return *feed_forward_; }
+LayerFeedForward<CudaBackend>& GpuTransformer::feed_forward() { return *feed_forward_; }
 
 void GpuTransformer::set_shared_weights(bf16* w) {
   HONE_CHECK(!weights_.get() && w, "only a model built on shared weights follows them to a new place");
@@ -169,9 +169,9 @@ size_t GpuTransformer::layout_forward(int T, int S, int full_T, Arena* arena, bo
   x_.assign(size_t(L + 1), nullptr);  // the span's streams only: its input, then each of its layers' outputs
   for (int l = b; l <= e; ++l)
     x_[size_t(l)] = reinterpret_cast<bf16*>(take(size_t(Tl * C) * sizeof(bf16), "residual stream"));
-  saved_.assign(size_t(L), GpuLayerActivations{});
-  GpuLayerActivations probe;
-  const size_t per_layer = carve_gpu_layer_activations(probe, nullptr, shape_, T, int(Tl));
+  saved_.assign(size_t(L), LayerActivations<CudaBackend>{});
+  LayerActivations<CudaBackend> probe;
+  const size_t per_layer = carve_layer_activations(probe, nullptr, shape_, T, int(Tl));
   // Without a backward to follow, no layer keeps its activations: all share the one scratch. A selective layer
   // keeps its GEMM and attention outputs and recomputes the rest into the scratch (model/recompute.h).
   auto kept = [&](int l) { return for_backward ? recompute_[size_t(l)] : Recompute::full; };
@@ -182,29 +182,29 @@ size_t GpuTransformer::layout_forward(int T, int S, int full_T, Arena* arena, bo
   }
   // The selective rerun works on whole token rows; read_grpo_settings refuses it with sequence parallelism.
   HONE_CHECK(!arena || !any_selective || Tl == T, "selective recompute under sequence parallelism");
-  GpuLayerActivations scratch;
-  if (any_shared) carve_gpu_layer_activations(scratch, take(per_layer, "recompute scratch"), shape_, T, int(Tl));
-  const size_t selective = carve_gpu_selective_activations(probe, nullptr, scratch, shape_, T);
+  LayerActivations<CudaBackend> scratch;
+  if (any_shared) carve_layer_activations(scratch, take(per_layer, "recompute scratch"), shape_, T, int(Tl));
+  const size_t selective = carve_selective_activations(probe, nullptr, scratch, shape_, T, int(Tl));
   for (int l = b; l < e; ++l) {
-    GpuLayerActivations& a = saved_[size_t(l)];
+    LayerActivations<CudaBackend>& a = saved_[size_t(l)];
     switch (kept(l)) {
       case Recompute::none:
-        carve_gpu_layer_activations(a, take(per_layer, "layer activations"), shape_, T, int(Tl));
+        carve_layer_activations(a, take(per_layer, "layer activations"), shape_, T, int(Tl));
         break;
       case Recompute::selective:
-        carve_gpu_selective_activations(a, take(selective, "layer activations (selective)"), scratch, shape_, T);
+        carve_selective_activations(a, take(selective, "layer activations (selective)"), scratch, shape_, T, int(Tl));
         break;
       case Recompute::full: a = scratch; break;
     }
   }
   if (Tl != T) {  // sequence parallelism: every layer's gathered rows in one shared place
-    GpuLayerActivations gathered;
-    carve_gpu_gathered_rows(gathered, take(carve_gpu_gathered_rows(gathered, nullptr, shape_, T), "gathered rows"),
+    LayerActivations<CudaBackend> gathered;
+    carve_gathered_rows(gathered, take(carve_gathered_rows(gathered, nullptr, shape_, T), "gathered rows"),
                             shape_, T);
     for (int l = b; l < e; ++l) saved_[size_t(l)].h1 = gathered.h1, saved_[size_t(l)].h2 = gathered.h2;
   }
-  const size_t fs = carve_gpu_layer_forward_scratch(fscratch_, nullptr, shape_, T, int(Tl));
-  carve_gpu_layer_forward_scratch(fscratch_, take(fs, "forward scratch"), shape_, T, int(Tl));
+  const size_t fs = carve_layer_forward_scratch(fscratch_, nullptr, shape_, T, int(Tl));
+  carve_layer_forward_scratch(fscratch_, take(fs, "forward scratch"), shape_, T, int(Tl));
   logprob_all_ = entropy_all_ = dlogprob_local_ = dentropy_local_ = nullptr;
   kept_logits_ = nullptr;
   if (!span_.head) {
@@ -242,8 +242,8 @@ size_t GpuTransformer::layout_backward(int T, Arena* arena) {
   take(TlC, "dres");
   take(TlC, "dh final");
   if (Tl != T) take(2 * size_t(T) * sizeof(float), "padded token gradients");
-  GpuLayerScratch s;
-  take(carve_gpu_layer_backward_scratch(s, nullptr, shape_, T, Tl), "layer gradient scratch");
+  LayerScratch<CudaBackend> s;
+  take(carve_layer_backward_scratch(s, nullptr, shape_, T, Tl), "layer gradient scratch");
   return total;
 }
 
@@ -252,7 +252,7 @@ size_t GpuTransformer::forward_bytes(int T, bool for_backward) const {
   GpuTransformer& self = const_cast<GpuTransformer&>(*this);
   const auto keep_x = x_;
   const auto keep_saved = saved_;
-  const GpuLayerScratch keep_s = fscratch_;
+  const LayerScratch<CudaBackend> keep_s = fscratch_;
   int32_t* keep_i[4] = {tokens_, positions_, targets_, cu_seqlens_};
   float* keep_f[8] = {rstd_f_, lse_f_, logprob_, entropy_, logprob_all_, entropy_all_, dlogprob_local_, dentropy_local_};
   void* keep_kept = kept_logits_;
@@ -318,7 +318,7 @@ void GpuTransformer::reset_peaks() {
 }
 
 void GpuTransformer::release_arenas() {
-  feed_forward_->release(ctx_);
+  feed_forward_->release(exec());
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   backward_ready_ = false;
   have_output_ = false;
@@ -335,8 +335,8 @@ size_t GpuTransformer::device_bytes_in_use() {
   return total_b - free_b;
 }
 
-GpuLayerBatch GpuTransformer::layer_batch() const {
-  return GpuLayerBatch{positions_, cu_seqlens_, T_, batch_.num_seqs(), max_seqlen_, inv_freq_.get()};
+LayerBatch GpuTransformer::layer_batch() const {
+  return LayerBatch{positions_, cu_seqlens_, T_, batch_.num_seqs(), max_seqlen_, inv_freq_.get()};
 }
 
 void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool need_entropy, bool need_backward,
@@ -381,7 +381,7 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
   upload(cu_seqlens_, batch_.cu_seqlens);
 
   HONE_CHECK(span_.embedding || input, "a span without the embedding needs the previous chunk's hidden state");
-  const GpuLayerBatch lb = layer_batch();
+  const LayerBatch lb = layer_batch();
   const bf16* w = w_;
   const int Tp = T_, Tl = local_rows(Tp);  // with the padding; this rank's rows
   const bool sp = Tl != Tp;
@@ -397,10 +397,10 @@ void GpuTransformer::forward(const PackedBatch& batch, float temperature, bool n
     else cuda::embedding_forward(x0, tokens_, w + layout_.embed_tokens, T, C, ctx_);
   }
   for (int l = span_.layer_begin; l < span_.layer_end; ++l) {
-    GpuLayerActivations& a = saved_[size_t(l)];
+    LayerActivations<CudaBackend>& a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
-    gpu_layer_forward(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
-                      attention(), feed_forward(), layers(), x_[size_t(l + 1)], ctx_, prof_);
+    layer_forward<CudaBackend>(l, shape_, layer_pointers<const bf16>(layout_.layers[size_t(l)], w), lb, a, fscratch_,
+                               attention(), feed_forward(), layers(), x_[size_t(l + 1)], exec());
   }
   if (!span_.head) {
     backward_ready_ = need_backward;
@@ -499,9 +499,9 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
       dentropy = padded + T;
     }
   }
-  GpuLayerScratch s = fscratch_;  // the forward scratch (branch) serves recomputed layers
-  const size_t scratch_bytes = carve_gpu_layer_backward_scratch(s, nullptr, shape_, T, Tl);
-  carve_gpu_layer_backward_scratch(s, static_cast<char*>(bwd_->alloc_bytes(scratch_bytes, "layer gradient scratch")),
+  LayerScratch<CudaBackend> s = fscratch_;  // the forward scratch (branch) serves recomputed layers
+  const size_t scratch_bytes = carve_layer_backward_scratch(s, nullptr, shape_, T, Tl);
+  carve_layer_backward_scratch(s, static_cast<char*>(bwd_->alloc_bytes(scratch_bytes, "layer gradient scratch")),
                                    shape_, T, Tl);
 
   const bf16* w = w_;
@@ -530,23 +530,23 @@ void GpuTransformer::backward(const float* dlogprob, const float* dentropy, floa
     cuda::rmsnorm_backward(dres, grads + layout_.norm, dh_f, x_[size_t(L)], w + layout_.norm, rstd_f_, Tl, C,
                            /*accumulate=*/false, ctx_);
   }
-  const GpuLayerBatch lb = layer_batch();
+  const LayerBatch lb = layer_batch();
   for (int l = span_.layer_end - 1; l >= span_.layer_begin; --l) {
-    GpuLayerActivations a = saved_[size_t(l)];
+    LayerActivations<CudaBackend> a = saved_[size_t(l)];
     a.x_in = x_[size_t(l)];
     const auto wl = layer_pointers<const bf16>(layout_.layers[size_t(l)], w);
     // A fully recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
     // values it had (the next layer's input, already consumed), so nothing downstream changes. A selective one
     // reruns only its elementwise ops from what it kept.
     if (recompute_[size_t(l)] == Recompute::full) {
-      gpu_layer_forward(l, shape_, wl, lb, a, s, attention(), feed_forward(), layers(), x_[size_t(l + 1)], ctx_,
-                        prof_);
+      layer_forward<CudaBackend>(l, shape_, wl, lb, a, s, attention(), feed_forward(), layers(), x_[size_t(l + 1)],
+                                 exec());
     } else if (recompute_[size_t(l)] == Recompute::selective) {
       ProfileScope ps(prof_, "recompute");
-      recompute_gpu_selective_activations(shape_, wl, lb, a, ctx_);
+      recompute_selective_activations<CudaBackend>(shape_, wl, lb, a, Tl, exec());
     }
-    gpu_layer_backward(l, shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s, attention(),
-                       feed_forward(), layers(), dres, ctx_, prof_);
+    layer_backward<CudaBackend>(l, shape_, wl, layer_pointers<float>(layout_.layers[size_t(l)], grads), lb, a, s,
+                                attention(), feed_forward(), layers(), dres, exec());
     if (layer_hook_) layer_hook_(l);
   }
   dres_ = dres;

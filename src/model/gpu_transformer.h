@@ -17,7 +17,8 @@
 
 #include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
-#include "model/gpu_transformer_layer.h"
+#include "backend/cuda_backend.h"
+#include "model/transformer_layer.h"
 #include "model/recompute.h"
 #include "model/model_config.h"
 #include "model/model_span.h"
@@ -151,9 +152,10 @@ class GpuTransformer {
   size_t layout_forward(int T, int S, int full_T, Arena* arena, bool for_backward);  // arena == nullptr: counts
   size_t layout_backward(int T, Arena* arena);
   void ensure_arenas(int T, bool for_backward);
-  GpuLayerBatch layer_batch() const;
-  GpuLayerAttention& attention();  // packed, or the ring under cp
-  GpuLayerFeedForward& feed_forward();  // the config's
+  LayerBatch layer_batch() const;
+  CudaBackend::Exec exec() const { return {&ctx_, prof_}; }
+  LayerAttention<CudaBackend>& attention();  // packed, or the ring under cp
+  LayerFeedForward<CudaBackend>& feed_forward();  // the config's
   // Whether a training forward keeps the LM head's logits for its backward (cuda::lm_head_saved_forward): with
   // the whole vocabulary on this rank, no layer recomputed (recompute trades memory for time; the kept logits,
   // T x V fp16, are the largest activation of a small model) and set_keep_logits on.
@@ -176,8 +178,8 @@ class GpuTransformer {
   bool keep_logits_ = true;
   GpuOpProfiler* prof_ = nullptr;
   std::function<void(int)> layer_hook_;
-  GpuPackedAttention attention_;
-  std::unique_ptr<GpuLayerFeedForward> feed_forward_;
+  PackedAttention<CudaBackend> attention_;
+  std::unique_ptr<LayerFeedForward<CudaBackend>> feed_forward_;
 
   DeviceArray<bf16> weights_;  // owned (empty with shared weights)
   bf16* w_ = nullptr;          // what the model reads: weights_ or the shared buffer
@@ -198,8 +200,8 @@ class GpuTransformer {
   // Forward arena contents.
   int32_t* tokens_ = nullptr, *positions_ = nullptr, *targets_ = nullptr, *cu_seqlens_ = nullptr;
   std::vector<bf16*> x_;                     // L+1 residual streams [local rows, C]
-  std::vector<GpuLayerActivations> saved_;   // per layer; recomputed layers point into the shared scratch
-  GpuLayerScratch fscratch_;                 // o_proj / down_proj outputs
+  std::vector<LayerActivations<CudaBackend>> saved_;   // per layer; recomputed layers point into the shared scratch
+  LayerScratch<CudaBackend> fscratch_;                 // o_proj / down_proj outputs
   float* rstd_f_ = nullptr;                  // final RMSNorm [local rows]
   bf16* h_f_ = nullptr;                      // [T, C]
   bf16* h_f_local_ = nullptr;                // [local rows, C] (h_f_ itself without sequence parallelism)

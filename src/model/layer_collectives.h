@@ -1,5 +1,5 @@
-// The points of a decoder layer where a sharded layer's partial results cross ranks. A layer body (CPU:
-// model/transformer_layer.h, GPU: model/gpu_transformer_layer.h) calls these hooks at these points and nowhere
+// The points of a decoder layer where a sharded layer's partial results cross ranks. The layer body
+// (model/transformer_layer.h, over either backend) calls these hooks at these points and nowhere
 // else; with one tensor-parallel rank there is no hook (nullptr) and nothing crosses. The hooks of a parallelism
 // live in that parallelism's own files, which own the communicator and the streams.
 //

@@ -18,9 +18,11 @@ void assign_zero(std::vector<T>& v, int64_t n) {
 
 }  // namespace
 
-std::unique_ptr<LayerFeedForward> make_layer_feed_forward(const ModelConfig& c, ExpertDispatch<float>* dispatch) {
+template <>
+std::unique_ptr<LayerFeedForward<CpuBackend>> make_layer_feed_forward<CpuBackend>(const ModelConfig& c,
+                                                                                  ExpertDispatch<float>* dispatch) {
   if (c.is_moe()) return std::make_unique<MoeFeedForward>(c, dispatch);
-  return std::make_unique<DenseFeedForward>();
+  return std::make_unique<DenseFeedForward<CpuBackend>>();
 }
 
 MoeFeedForward::MoeFeedForward(const ModelConfig& c, ExpertDispatch<float>* dispatch)
@@ -67,10 +69,11 @@ void MoeFeedForward::route(int layer, const LayerShape& s, LayerState& st, const
   for (int e = 0; e < E; ++e) st.route_counts[size_t(e)] = st.offsets[size_t(e) + 1] - st.offsets[size_t(e)];
 }
 
-void MoeFeedForward::forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
-                             const LayerActivations& a, LayerCollectives<float>* collectives, float* y, float* out) {
+void MoeFeedForward::forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a,
+                             const Scratch& scratch, LayerCollectives<float>* collectives, float* y, float* out,
+                             const Exec& x) {
   if (!is_sparse(layer)) {
-    dense_.forward(layer, s, w, b, a, collectives, y, out);
+    dense_.forward(layer, s, w, b, a, scratch, collectives, y, out, x);
     return;
   }
   const int T = b.T, Tl = collectives ? collectives->local_rows(T) : T;
@@ -80,11 +83,11 @@ void MoeFeedForward::forward(int layer, const LayerShape& s, const LayerWeights&
   if (collectives) collectives->reduce_row_parallel_output(y, out, int64_t(T) * C);
 }
 
-void MoeFeedForward::backward(int layer, const LayerShape& s, const LayerWeights& w, LayerWeights& g,
-                              const LayerBatch& b, const LayerActivations& a, const LayerGradScratch& scratch,
-                              LayerCollectives<float>* collectives, float* dres) {
+void MoeFeedForward::backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b,
+                              const Acts& a, const Scratch& scratch, LayerCollectives<float>* collectives, float* dres,
+                              const Exec& x) {
   if (!is_sparse(layer)) {
-    dense_.backward(layer, s, w, g, b, a, scratch, collectives, dres);
+    dense_.backward(layer, s, w, g, b, a, scratch, collectives, dres, x);
     return;
   }
   const int T = b.T, Tl = collectives ? collectives->local_rows(T) : T;
@@ -102,13 +105,13 @@ void MoeFeedForward::backward(int layer, const LayerShape& s, const LayerWeights
   if (collectives) collectives->reduce_column_parallel_input_grad(scratch.dh, scratch.dh_local, TC);
 }
 
-void MoeFeedForward::sparse_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
-                                    const LayerActivations& a, float* y) {
+void MoeFeedForward::sparse_forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a,
+                                    float* y) {
   LayerState& st = layers_[size_t(layer)];
   st.T = b.T;
   const int T = b.T, C = s.hidden, k = k_, Im = s.moe_intermediate, El = s.experts;
   const int64_t Nt = int64_t(T) * k;
-  route(layer, s, st, a.h2, w.router.f32());
+  route(layer, s, st, a.h2, w.router);
 
   // The rows of this rank's experts: all of them here, or what the expert-parallel group sends.
   st.expert_counts.resize(size_t(El));
@@ -131,22 +134,22 @@ void MoeFeedForward::sparse_forward(int layer, const LayerShape& s, const LayerW
   st.up.resize(size_t(N) * Im);
   st.act.resize(size_t(N) * Im);
   const int32_t* eo = st.expert_offsets.data();
-  cpu::moe_grouped_linear_forward(st.gate.data(), st.xe.data(), w.expert_gate.f32(), eo, El, C, Im);
-  cpu::moe_grouped_linear_forward(st.up.data(), st.xe.data(), w.expert_up.f32(), eo, El, C, Im);
+  cpu::moe_grouped_linear_forward(st.gate.data(), st.xe.data(), w.expert_gate, eo, El, C, Im);
+  cpu::moe_grouped_linear_forward(st.up.data(), st.xe.data(), w.expert_up, eo, El, C, Im);
   cpu::swiglu_forward(st.act.data(), st.gate.data(), st.up.data(), N * Im);
   st.yp.resize(size_t(Nt) * C);
   if (dispatch_) {
     ye_.resize(size_t(N) * C);
-    cpu::moe_grouped_linear_forward(ye_.data(), st.act.data(), w.expert_down.f32(), eo, El, Im, C);
+    cpu::moe_grouped_linear_forward(ye_.data(), st.act.data(), w.expert_down, eo, El, Im, C);
     dispatch_->combine(layer, ye_.data(), st.yp.data(), C);
   } else {
-    cpu::moe_grouped_linear_forward(st.yp.data(), st.act.data(), w.expert_down.f32(), eo, El, Im, C);
+    cpu::moe_grouped_linear_forward(st.yp.data(), st.act.data(), w.expert_down, eo, El, Im, C);
   }
   cpu::moe_unpermute_forward(y, st.yp.data(), st.row_of.data(), st.topk_w.data(), T, k, C);
 }
 
-void MoeFeedForward::sparse_backward(int layer, const LayerShape& s, const LayerWeights& w, LayerWeights& g,
-                                     const LayerBatch& b, const LayerActivations& a, const float* dy, float* dh) {
+void MoeFeedForward::sparse_backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g,
+                                     const LayerBatch& b, const Acts& a, const float* dy, float* dh) {
   const LayerState& st = layers_[size_t(layer)];
   const int T = b.T, C = s.hidden, E = E_, k = k_, Im = s.moe_intermediate, El = s.experts;
   HONE_CHECK(st.T == T, "backward of layer ", layer, " over ", T, " rows after a forward of ", st.T);
@@ -166,15 +169,15 @@ void MoeFeedForward::sparse_backward(int layer, const LayerShape& s, const Layer
     dye = dye_.data();
   }
   assign_zero(dact_, N * Im);
-  cpu::moe_grouped_linear_backward(dact_.data(), g.expert_down.f32(), dye, st.act.data(), w.expert_down.f32(), eo, El,
+  cpu::moe_grouped_linear_backward(dact_.data(), g.expert_down, dye, st.act.data(), w.expert_down, eo, El,
                                    Im, C);
   assign_zero(dgate_, N * Im);
   assign_zero(dup_, N * Im);
   cpu::swiglu_backward(dgate_.data(), dup_.data(), dact_.data(), st.gate.data(), st.up.data(), N * Im, true);
   assign_zero(dxe_, N * C);
-  cpu::moe_grouped_linear_backward(dxe_.data(), g.expert_gate.f32(), dgate_.data(), st.xe.data(), w.expert_gate.f32(),
+  cpu::moe_grouped_linear_backward(dxe_.data(), g.expert_gate, dgate_.data(), st.xe.data(), w.expert_gate,
                                    eo, El, C, Im);
-  cpu::moe_grouped_linear_backward(dxe_.data(), g.expert_up.f32(), dup_.data(), st.xe.data(), w.expert_up.f32(), eo,
+  cpu::moe_grouped_linear_backward(dxe_.data(), g.expert_up, dup_.data(), st.xe.data(), w.expert_up, eo,
                                    El, C, Im);
   // Back to the token side (the gradient of a dispatch is a combine), then to the tokens' rows.
   const float* dxp = dxe_.data();
@@ -197,7 +200,7 @@ void MoeFeedForward::sparse_backward(int layer, const LayerShape& s, const Layer
     cpu::moe_topk_backward(dlogits_.data() + int64_t(n) * E, dtopk_w_.data() + int64_t(n) * k, nullptr,
                            st.probs.data() + int64_t(n) * E, st.topk_idx.data() + int64_t(n) * k,
                            st.topk_w.data() + int64_t(n) * k, T - n, E, k, s.norm_topk_prob);
-  cpu::linear_backward(dh, g.router.f32(), nullptr, dlogits_.data(), a.h2, w.router.f32(), T, C, E, true);
+  cpu::linear_backward(dh, g.router, nullptr, dlogits_.data(), a.h2, w.router, T, C, E, true);
 }
 
 double MoeFeedForward::aux_loss() const {

@@ -26,25 +26,36 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu_backend.h"
 #include "model/expert_dispatch.h"
 #include "model/model_config.h"
 #include "model/transformer_layer.h"
 
 namespace hone {
 
-class MoeFeedForward final : public LayerFeedForward {
+// The CPU feed-forward keeps its routing in its own per-layer state: nothing carved by the layer body.
+inline FeedForwardBytes moe_feed_forward_bytes(CpuBackend, const LayerShape&, int) { return {}; }
+// The CPU backend's feed-forward of c's layers: DenseFeedForward, or MoeFeedForward for a mixture of experts.
+template <>
+std::unique_ptr<LayerFeedForward<CpuBackend>> make_layer_feed_forward<CpuBackend>(const ModelConfig& c,
+                                                                                  ExpertDispatch<float>* dispatch);
+
+class MoeFeedForward final : public LayerFeedForward<CpuBackend> {
  public:
+  using W = LayerWeightPtrs<CpuBackend>;
+  using Acts = LayerActivations<CpuBackend>;
+  using Scratch = LayerScratch<CpuBackend>;
+  using Exec = CpuBackend::Exec;
   // dispatch: the expert-parallel exchange (null: this rank holds every expert); it must outlive this object.
   explicit MoeFeedForward(const ModelConfig& c, ExpertDispatch<float>* dispatch = nullptr);
 
   // The seam (model/transformer_layer.h): a sparse layer gathers the normed rows of every rank under sequence
   // parallelism, routes and computes all T rows (this rank's slice of each expert's width under tensor parallelism),
   // and reduces the partial output over the tensor-parallel group as a row-parallel output.
-  void forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b, const LayerActivations& a,
-               LayerCollectives<float>* collectives, float* y, float* out) override;
-  void backward(int layer, const LayerShape& s, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
-                const LayerActivations& a, const LayerGradScratch& scratch, LayerCollectives<float>* collectives,
-                float* dres) override;
+  void forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a, const Scratch& scratch,
+               LayerCollectives<float>* collectives, float* y, float* out, const Exec& x) override;
+  void backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b, const Acts& a,
+                const Scratch& scratch, LayerCollectives<float>* collectives, float* dres, const Exec& x) override;
 
   // Rows past the first n of the next forwards' batches are padding (sequence parallelism pads a batch to a multiple
   // of tp): routed like any row, but left out of the load-balancing loss and the expert loads. -1: every row counts.
@@ -84,16 +95,15 @@ class MoeFeedForward final : public LayerFeedForward {
     std::vector<float> xe, gate, up, act, yp;  // expert side inputs and activations, token side outputs
   };
   // A sparse layer over all T rows: y [T, C] this rank's partial output; the backward adds d(loss)/d(h2) into dh.
-  void sparse_forward(int layer, const LayerShape& s, const LayerWeights& w, const LayerBatch& b,
-                      const LayerActivations& a, float* y);
-  void sparse_backward(int layer, const LayerShape& s, const LayerWeights& w, LayerWeights& g, const LayerBatch& b,
-                       const LayerActivations& a, const float* dy, float* dh);
+  void sparse_forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a, float* y);
+  void sparse_backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b,
+                       const Acts& a, const float* dy, float* dh);
   void route(int layer, const LayerShape& s, LayerState& st, const float* h, const float* w_router);
   std::vector<float> aux_gradient() const;  // [E]: d aux / d probs[t, e], the same for every row
 
   int E_ = 0, k_ = 0;
   ExpertDispatch<float>* dispatch_ = nullptr;
-  DenseFeedForward dense_;
+  DenseFeedForward<CpuBackend> dense_;
   std::vector<int> layer_sparse_;  // per layer: its index among the sparse layers, or -1
   int sparse_layers_ = 0;
   std::vector<LayerState> layers_;

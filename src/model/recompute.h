@@ -8,7 +8,7 @@
 //              attention (only the log-sum-exp is kept) rerunning attention would cost more than a layer's GEMMs
 //              at long sequences (and repeat the ring under context parallelism), so hone reruns the cheap ops.
 //   full       only the layer's input is kept; its whole forward reruns into a scratch shared by all layers
-// The layers' side: model/layer_recompute.h (CPU) and model/gpu_layer_recompute.h (GPU). Plain header.
+// The layers' side: model/layer_recompute.h (over either backend). Plain header.
 #pragma once
 
 #include <string>

@@ -18,6 +18,11 @@ namespace hone {
 namespace {
 
 int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; }
+// The carved regions' floats (they are whole multiples of 64 bytes, as aligned() counts).
+int64_t floats(size_t bytes) { return int64_t(bytes / sizeof(float)); }
+char* bytes_at(float* p) { return reinterpret_cast<char*>(p); }
+using Acts = LayerActivations<CpuBackend>;
+using Scratch = LayerScratch<CpuBackend>;
 
 }  // namespace
 
@@ -30,7 +35,7 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
       span_(span.resolved(config.num_hidden_layers)),
       shape_(tp ? tp->shape() : ep ? ep->shape() : layer_shape(config)),
       w_(weights),
-      feed_forward_(make_layer_feed_forward(config, ep)),
+      feed_forward_(make_layer_feed_forward<CpuBackend>(config, ep)),
       recompute_(size_t(config.num_hidden_layers), Recompute::none) {
   HONE_CHECK(int(w_.layers.size()) == c_.num_hidden_layers, "weights have ", w_.layers.size(), " layers, config ",
              c_.num_hidden_layers);
@@ -51,9 +56,11 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
 
 Transformer::~Transformer() = default;
 
-LayerAttention& Transformer::attention() { return ring_ ? static_cast<LayerAttention&>(*ring_) : attention_; }
+LayerAttention<CpuBackend>& Transformer::attention() {
+  return ring_ ? static_cast<LayerAttention<CpuBackend>&>(*ring_) : attention_;
+}
 
-LayerFeedForward& Transformer::feed_forward() { return *feed_forward_; }
+LayerFeedForward<CpuBackend>& Transformer::feed_forward() { return *feed_forward_; }
 
 int Transformer::split_multiple() const { return tp_ && tp_->sequence_parallel() ? tp_->size() : 1; }
 
@@ -65,8 +72,8 @@ void Transformer::set_layer_recompute(int layer, Recompute r) {
 }
 
 int64_t Transformer::layer_activation_floats(const LayerShape& s, int T) {
-  LayerActivations a;
-  return carve_layer_activations(a, nullptr, s, T);
+  Acts a;
+  return floats(carve_layer_activations(a, nullptr, s, T));
 }
 
 // Sequence parallelism splits the tokens in tp equal slices: a batch that tp does not divide gets a padding
@@ -102,10 +109,11 @@ const float* Transformer::input_grad() const {
 int64_t Transformer::forward_floats(int T) const {
   const int64_t C = c_.hidden_size, Tl = local_rows(T);
   const int64_t layers = span_.layer_end - span_.layer_begin;
-  LayerActivations a, scratch;
-  const int64_t whole = carve_layer_activations(a, nullptr, shape_, T, int(Tl));
-  const int64_t kept = carve_selective_activations(a, nullptr, scratch, shape_, T, int(Tl));
-  int64_t n = (layers + 1) * aligned(Tl * C);
+  Acts a, scratch;
+  Scratch fs;
+  const int64_t whole = floats(carve_layer_activations(a, nullptr, shape_, T, int(Tl)));
+  const int64_t kept = floats(carve_selective_activations(a, nullptr, scratch, shape_, T, int(Tl)));
+  int64_t n = (layers + 1) * aligned(Tl * C) + floats(carve_layer_forward_scratch(fs, nullptr, shape_, T, int(Tl)));
   bool shared = false;  // a layer recomputes into the shared scratch
   for (int l = span_.layer_begin; l < span_.layer_end; ++l) {
     const Recompute r = recompute_[size_t(l)];
@@ -114,27 +122,29 @@ int64_t Transformer::forward_floats(int T) const {
   }
   if (shared) n += whole;
   if (span_.head) n += aligned(Tl) + aligned(T * C) + 3 * aligned(T);  // final rstd, h, lse, logprob, entropy
-  if (Tl != T) n += (span_.head ? aligned(Tl * C) : 0) + carve_gathered_rows(a, nullptr, shape_, int(T));
+  if (Tl != T) n += (span_.head ? aligned(Tl * C) : 0) + floats(carve_gathered_rows(a, nullptr, shape_, int(T)));
   return n;
 }
 
 int64_t Transformer::forward_floats(const ModelConfig& c, const LayerShape& shape, int T, int local_rows,
                                     Recompute recompute) {
   const int64_t C = c.hidden_size, L = c.num_hidden_layers, Tl = local_rows;
-  LayerActivations a, scratch;
-  const int64_t whole = carve_layer_activations(a, nullptr, shape, T, int(Tl));
-  const int64_t kept = carve_selective_activations(a, nullptr, scratch, shape, T, int(Tl));
-  int64_t n = (L + 1) * aligned(Tl * C);
+  Acts a, scratch;
+  Scratch fs;
+  const int64_t whole = floats(carve_layer_activations(a, nullptr, shape, T, int(Tl)));
+  const int64_t kept = floats(carve_selective_activations(a, nullptr, scratch, shape, T, int(Tl)));
+  int64_t n = (L + 1) * aligned(Tl * C) + floats(carve_layer_forward_scratch(fs, nullptr, shape, T, int(Tl)));
   n += L * (recompute == Recompute::none ? whole : recompute == Recompute::selective ? kept : 0);
   if (recompute != Recompute::none) n += whole;  // the shared scratch of the recomputed layers
   n += aligned(Tl) + aligned(T * C) + 3 * aligned(T);  // final rstd, h, lse, logprob, entropy
-  if (Tl != T) n += aligned(Tl * C) + carve_gathered_rows(a, nullptr, shape, int(T));
+  if (Tl != T) n += aligned(Tl * C) + floats(carve_gathered_rows(a, nullptr, shape, int(T)));
   return n;
 }
 
 int64_t Transformer::backward_floats(const ModelConfig& c, const LayerShape& shape, int T, int local_rows) {
-  LayerGradScratch g;
-  return 2 * aligned(int64_t(local_rows) * c.hidden_size) + carve_layer_grad_scratch(g, nullptr, shape, T, local_rows);
+  Scratch g;
+  return 2 * aligned(int64_t(local_rows) * c.hidden_size) +
+         floats(carve_layer_backward_scratch(g, nullptr, shape, T, local_rows));
 }
 
 // Lays the forward arena out for T tokens, growing it when needed.
@@ -149,23 +159,27 @@ void Transformer::plan_forward(int T) {
     x_[size_t(l)] = p;
     p += aligned(Tl * C);
   }
-  saved_.assign(size_t(L), LayerActivations{});
-  scratch_ = LayerActivations{};
+  saved_.assign(size_t(L), Acts{});
+  scratch_ = Acts{};
+  fscratch_ = Scratch{};
+  p += floats(carve_layer_forward_scratch(fscratch_, bytes_at(p), shape_, T, Tl));
   bool shared = false;
   for (int l = b; l < e; ++l) shared = shared || recompute_[size_t(l)] != Recompute::none;
-  if (shared) p += carve_layer_activations(scratch_, p, shape_, T, Tl);
+  if (shared) p += floats(carve_layer_activations(scratch_, bytes_at(p), shape_, T, Tl));
   for (int l = b; l < e; ++l) {
-    LayerActivations& a = saved_[size_t(l)];
+    Acts& a = saved_[size_t(l)];
     switch (recompute_[size_t(l)]) {
-      case Recompute::none: p += carve_layer_activations(a, p, shape_, T, Tl); break;
-      case Recompute::selective: p += carve_selective_activations(a, p, scratch_, shape_, T, Tl); break;
+      case Recompute::none: p += floats(carve_layer_activations(a, bytes_at(p), shape_, T, Tl)); break;
+      case Recompute::selective:
+        p += floats(carve_selective_activations(a, bytes_at(p), scratch_, shape_, T, Tl));
+        break;
       case Recompute::full: a = scratch_; break;
     }
   }
   if (Tl != T) {  // sequence parallelism: every layer's gathered rows in one shared place
-    LayerActivations shared;
-    p += carve_gathered_rows(shared, p, shape_, T);
-    for (LayerActivations& a : saved_) a.h1 = shared.h1, a.h2 = shared.h2, a.row_out = shared.row_out;
+    Acts shared;
+    p += floats(carve_gathered_rows(shared, bytes_at(p), shape_, T));
+    for (Acts& a : saved_) a.h1 = shared.h1, a.h2 = shared.h2;
   }
   if (!span_.head) {
     rstd_f_ = h_f_ = h_f_local_ = lse_f_ = nullptr;
@@ -191,7 +205,7 @@ void Transformer::plan_forward(int T) {
   HONE_CHECK(p - act_.f32() == act_used_, "arena layout mismatch");
 }
 
-void Transformer::layer_inputs(int layer, LayerActivations& a) const { a.x_in = x_[size_t(layer)]; }
+void Transformer::layer_inputs(int layer, Acts& a) const { a.x_in = x_[size_t(layer)]; }
 
 void Transformer::forward(const PackedBatch& batch, float temperature, bool need_entropy, const float* input) {
   const int T = batch.num_tokens(), C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
@@ -218,7 +232,7 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
 
   {
     const int T = T_;  // with the padding
-    const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), inv_freq_.data()};
+    const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), 0, inv_freq_.data()};
     float* x0 = x_[size_t(span_.layer_begin)];
     if (!span_.embedding)
       std::memcpy(x0, input, sizeof(float) * size_t(local_rows(T)) * size_t(C));
@@ -227,10 +241,10 @@ void Transformer::forward(const PackedBatch& batch, float temperature, bool need
     else
       cpu::embedding_forward(x0, batch_.tokens.data(), w_.embed_tokens.f32(), T, C);
     for (int l = span_.layer_begin; l < span_.layer_end; ++l) {
-      LayerActivations& a = saved_[size_t(l)];
+      Acts& a = saved_[size_t(l)];
       layer_inputs(l, a);
-      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention(), feed_forward(), layers(),
-                    x_[size_t(l + 1)]);
+      layer_forward<CpuBackend>(l, shape_, layer_pointers(w_.layers[size_t(l)]), lb, a, fscratch_, attention(),
+                                feed_forward(), layers(), x_[size_t(l + 1)], {});
     }
     if (!span_.head) {
       backward_ready_ = true;
@@ -288,12 +302,12 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
     }
   }
 
-  LayerGradScratch s;
+  Scratch s = fscratch_;  // the forward scratch (branch) serves recomputed layers
   grad_used_ = backward_floats(c_, shape_, T, Tl);
   if (!grad_.defined() || grad_.numel() < grad_used_) grad_ = Tensor::empty({grad_used_});
   float* dres = grad_.f32();
   float* dh_f = dres + aligned(int64_t(Tl) * C);
-  carve_layer_grad_scratch(s, dh_f + aligned(int64_t(Tl) * C), shape_, T, Tl);
+  carve_layer_backward_scratch(s, bytes_at(dh_f + aligned(int64_t(Tl) * C)), shape_, T, Tl);
 
   if (span_.head) {
     std::memset(dh_f, 0, sizeof(float) * size_t(Tl) * size_t(C));
@@ -310,20 +324,20 @@ void Transformer::backward(const float* dlogprob, const float* dentropy, ModelWe
     std::memcpy(dres, output_grad, sizeof(float) * size_t(Tl) * size_t(C));
   }
 
-  const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), inv_freq_.data()};
+  const LayerBatch lb{batch_.positions.data(), batch_.cu_seqlens.data(), T, batch_.num_seqs(), 0, inv_freq_.data()};
   for (int l = span_.layer_end - 1; l >= span_.layer_begin; --l) {
-    LayerActivations a = saved_[size_t(l)];
+    Acts a = saved_[size_t(l)];
     layer_inputs(l, a);
+    const LayerWeightPtrs<CpuBackend> wl = layer_pointers(w_.layers[size_t(l)]);
     // A fully recomputed layer reruns its forward into the shared scratch; its output is rewritten with the same
     // values it had (the next layer's input, already consumed), so nothing downstream changes. A selective one
     // reruns only its elementwise ops from what it kept.
     if (recompute_[size_t(l)] == Recompute::full)
-      layer_forward(l, shape_, w_.layers[size_t(l)], lb, a, attention(), feed_forward(), layers(),
-                    x_[size_t(l + 1)]);
+      layer_forward<CpuBackend>(l, shape_, wl, lb, a, s, attention(), feed_forward(), layers(), x_[size_t(l + 1)], {});
     else if (recompute_[size_t(l)] == Recompute::selective)
-      recompute_selective_activations(shape_, w_.layers[size_t(l)], lb, a, Tl);
-    layer_backward(l, shape_, w_.layers[size_t(l)], grads.layers[size_t(l)], lb, a, s, attention(), feed_forward(),
-                   layers(), dres);
+      recompute_selective_activations<CpuBackend>(shape_, wl, lb, a, Tl, {});
+    layer_backward<CpuBackend>(l, shape_, wl, layer_grad_pointers(grads.layers[size_t(l)]), lb, a, s, attention(),
+                               feed_forward(), layers(), dres, {});
   }
   dres_ = dres;
   if (!span_.embedding) return;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu_backend.h"
 #include "model/layer_recompute.h"
 #include "model/layer_shape.h"
 #include "model/model_config.h"
@@ -112,10 +113,10 @@ class Transformer {
   void pad_for_sequence_parallelism();
   int local_rows(int T) const;               // rows of the residual stream on this rank
   LayerCollectives<float>* layers() const;   // the layer hooks (null at tp = 1)
-  LayerAttention& attention();               // the attention seam: packed, or the ring under cp
-  LayerFeedForward& feed_forward();          // the feed-forward seam of the config's layers
+  LayerAttention<CpuBackend>& attention();      // the attention seam: packed, or the ring under cp
+  LayerFeedForward<CpuBackend>& feed_forward();  // the feed-forward seam of the config's layers
   int split_multiple() const;                // the local rows of a context-parallel split are a multiple of it
-  void layer_inputs(int layer, LayerActivations& a) const;
+  void layer_inputs(int layer, LayerActivations<CpuBackend>& a) const;
 
   const ModelConfig c_;
   TensorParallel* tp_ = nullptr;
@@ -124,8 +125,8 @@ class Transformer {
   const ModelSpan span_;  // resolved
   const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ModelWeights& w_;
-  PackedAttention attention_;
-  std::unique_ptr<LayerFeedForward> feed_forward_;
+  PackedAttention<CpuBackend> attention_;
+  std::unique_ptr<LayerFeedForward<CpuBackend>> feed_forward_;
   std::vector<Recompute> recompute_;
   int chunk_v_ = 8192;
   std::vector<float> inv_freq_;
@@ -143,8 +144,9 @@ class Transformer {
   Tensor act_;             // forward arena
   int64_t act_used_ = 0;
   std::vector<float*> x_;  // L+1 residual streams [T, C]: x_[0] embeddings, x_[l+1] output of layer l
-  std::vector<LayerActivations> saved_;  // per layer; recomputed layers point into the shared scratch
-  LayerActivations scratch_;             // shared by recomputed layers
+  std::vector<LayerActivations<CpuBackend>> saved_;  // per layer; recomputed layers point into the shared scratch
+  LayerActivations<CpuBackend> scratch_;             // shared by recomputed layers
+  LayerScratch<CpuBackend> fscratch_;                // the layers' forward scratch (o_proj / down_proj outputs)
   float* rstd_f_ = nullptr;              // final RMSNorm [T]
   float* h_f_ = nullptr;                 // [T, C]
   float* h_f_local_ = nullptr;           // [local rows, C] (h_f_ itself without sequence parallelism)

@@ -13,6 +13,24 @@
 
 namespace hone {
 
+LayerParams<const float*> layer_pointers(const LayerWeights& w) {
+  LayerParams<const float*> p;
+  for (int i = 0; i < kNumLayerParams; ++i) {
+    const Tensor& t = w[LayerParam(i)];
+    p[LayerParam(i)] = t.defined() ? t.f32() : nullptr;
+  }
+  return p;
+}
+
+LayerParams<float*> layer_grad_pointers(const LayerWeights& g) {
+  LayerParams<float*> p;
+  for (int i = 0; i < kNumLayerParams; ++i) {
+    const Tensor& t = g[LayerParam(i)];
+    p[LayerParam(i)] = t.defined() ? t.f32() : nullptr;
+  }
+  return p;
+}
+
 namespace fs = std::filesystem;
 
 namespace {

@@ -21,6 +21,9 @@ class SafetensorsCheckpoint;
 // in a sparse layer the router [E, C] and the experts this rank holds, stacked: expert_gate/expert_up
 // [experts, Im, C], expert_down [experts, C, Im], instead of gate/up/down).
 using LayerWeights = LayerParams<Tensor>;
+// The same as pointers (null where undefined): what the layer body reads (model/transformer_layer.h).
+LayerParams<const float*> layer_pointers(const LayerWeights& w);
+LayerParams<float*> layer_grad_pointers(const LayerWeights& g);
 
 struct ModelWeights {
   Tensor flat;                      // every parameter, contiguous f32, in named_parameters() order

@@ -104,8 +104,9 @@ void GpuRingAttention::arrived(int i) {
   CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, pending_->current[size_t(i)].event(), 0));
 }
 
-void GpuRingAttention::forward(int, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
-                               const cuda::GpuContext& ctx) {
+void GpuRingAttention::forward(int, const LayerShape& s, const LayerBatch& b, const LayerActivations<CudaBackend>& a,
+                               const CudaBackend::Exec& x) {
+  const cuda::GpuContext& ctx = x.ctx();
   const int T = b.T, Hq = s.heads, Hkv = s.kv_heads, D = s.head_dim, C = cp_.size();
   const int64_t TK = int64_t(T) * s.kv_dim(), TQ = int64_t(T) * s.q_dim();
   HONE_CHECK(T == cp_.current().local_tokens(), "ring attention: the layer batch (", T,
@@ -138,8 +139,9 @@ void GpuRingAttention::forward(int, const LayerShape& s, const GpuLayerBatch& b,
   cuda::f32_to_bf16(a.attn, out_acc_.get(), TQ, ctx);
 }
 
-void GpuRingAttention::backward(const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
-                                const bf16* dattn, bf16* dq_r, bf16* dk_r, bf16* dv, const cuda::GpuContext& ctx) {
+void GpuRingAttention::backward(const LayerShape& s, const LayerBatch& b, const LayerActivations<CudaBackend>& a,
+                                const bf16* dattn, bf16* dq_r, bf16* dk_r, bf16* dv, const CudaBackend::Exec& x) {
+  const cuda::GpuContext& ctx = x.ctx();
   const int T = b.T, Hq = s.heads, Hkv = s.kv_heads, D = s.head_dim, C = cp_.size();
   const int64_t TK = int64_t(T) * s.kv_dim();
   for (NcclWork& w : pending_->previous) w.wait();

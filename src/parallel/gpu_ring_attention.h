@@ -1,4 +1,4 @@
-// Ring attention on the GPU: the attention seam of the GPU layer body (model/gpu_transformer_layer.h) under context
+// Ring attention on the GPU: the attention seam of the layer body (model/transformer_layer.h) on the GPU under context
 // parallelism, the device twin of parallel/ring_attention.h with the same steps:
 //
 //   forward   the diagonal block causal (cuda::attention_forward on the local rows), then C-1 blocks that arrive
@@ -23,7 +23,8 @@
 #include <vector>
 
 #include "cuda/device_memory.h"
-#include "model/gpu_transformer_layer.h"
+#include "backend/cuda_backend.h"
+#include "model/transformer_layer.h"
 #include "parallel/gpu_context_parallel.h"
 
 namespace hone {
@@ -31,7 +32,7 @@ namespace hone {
 class NcclComm;
 class NcclWork;
 
-class GpuRingAttention final : public GpuLayerAttention {
+class GpuRingAttention final : public LayerAttention<CudaBackend> {
  public:
   // cp (which must outlive this) holds the current split; ctx is the engine's (its stream runs the compute).
   GpuRingAttention(GpuContextParallel& cp, const cuda::GpuContext& ctx);
@@ -39,10 +40,10 @@ class GpuRingAttention final : public GpuLayerAttention {
   GpuRingAttention(const GpuRingAttention&) = delete;
   GpuRingAttention& operator=(const GpuRingAttention&) = delete;
 
-  void forward(int layer, const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a,
-               const cuda::GpuContext& ctx) override;
-  void backward(const LayerShape& s, const GpuLayerBatch& b, const GpuLayerActivations& a, const bf16* dattn,
-                bf16* dq_r, bf16* dk_r, bf16* dv, const cuda::GpuContext& ctx) override;
+  void forward(int layer, const LayerShape& s, const LayerBatch& b, const LayerActivations<CudaBackend>& a,
+               const CudaBackend::Exec& x) override;
+  void backward(const LayerShape& s, const LayerBatch& b, const LayerActivations<CudaBackend>& a, const bf16* dattn,
+                bf16* dq_r, bf16* dk_r, bf16* dv, const CudaBackend::Exec& x) override;
 
   // Device bytes of the ring's buffers for T local rows of shape s (the memory planner counts them).
   static size_t scratch_bytes(const LayerShape& s, int T);

@@ -21,7 +21,8 @@ void RingAttention::pass(const std::vector<float>& from, std::vector<float>& to)
   cp_.comm().send_recv(from.data(), int64_t(from.size()), (i + 1) % C, to.data(), int64_t(to.size()), (i - 1 + C) % C);
 }
 
-void RingAttention::forward(int, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) {
+void RingAttention::forward(int, const LayerShape& s, const LayerBatch& b, const LayerActivations<CpuBackend>& a,
+                            const CpuBackend::Exec&) {
   const int T = b.T, Hq = s.heads, Hkv = s.kv_heads, D = s.head_dim, C = cp_.size();
   const int64_t TK = int64_t(T) * s.kv_dim();
   HONE_CHECK(T == cp_.current().local_tokens(), "ring attention: the layer batch (", T,
@@ -43,8 +44,8 @@ void RingAttention::forward(int, const LayerShape& s, const LayerBatch& b, const
   }
 }
 
-void RingAttention::backward(const LayerShape& s, const LayerBatch& b, const LayerActivations& a, const float* dattn,
-                             float* dq_r, float* dk_r, float* dv) {
+void RingAttention::backward(const LayerShape& s, const LayerBatch& b, const LayerActivations<CpuBackend>& a,
+                             const float* dattn, float* dq_r, float* dk_r, float* dv, const CpuBackend::Exec&) {
   const int T = b.T, Hq = s.heads, Hkv = s.kv_heads, D = s.head_dim, C = cp_.size();
   const int64_t TK = int64_t(T) * s.kv_dim();
   cpu::attention_backward(dq_r, dk_r, dv, dattn, a.attn, a.lse, a.q_r, a.k_r, a.v, b.cu_seqlens, b.S, T, Hq, Hkv, D,

@@ -18,19 +18,21 @@
 
 #include <vector>
 
+#include "backend/cpu_backend.h"
 #include "model/transformer_layer.h"
 #include "parallel/context_parallel.h"
 
 namespace hone {
 
-class RingAttention final : public LayerAttention {
+class RingAttention final : public LayerAttention<CpuBackend> {
  public:
   // cp (which must outlive this) holds the current split; the layer batch is its local batch.
   explicit RingAttention(ContextParallel& cp) : cp_(cp) {}
 
-  void forward(int layer, const LayerShape& s, const LayerBatch& b, const LayerActivations& a) override;
-  void backward(const LayerShape& s, const LayerBatch& b, const LayerActivations& a, const float* dattn, float* dq_r,
-                float* dk_r, float* dv) override;
+  void forward(int layer, const LayerShape& s, const LayerBatch& b, const LayerActivations<CpuBackend>& a,
+               const CpuBackend::Exec& x) override;
+  void backward(const LayerShape& s, const LayerBatch& b, const LayerActivations<CpuBackend>& a, const float* dattn,
+                float* dq_r, float* dk_r, float* dv, const CpuBackend::Exec& x) override;
 
  private:
   // The segments of the block that arrives at ring step j (1 <= j < C).

@@ -1,4 +1,4 @@
-// The CPU layer body's seams. The collectives hook is where a tensor-parallel layer's partial sums must cross ranks:
+// The layer body's seams (on the CPU backend). The collectives hook is where a tensor-parallel layer's partial sums must cross ranks:
 // two shards of one layer (Megatron's split of heads, KV heads and feed-forward width: parallel/shard_layout.h),
 // run on two threads whose hook sums their partials, give the whole layer's output, input gradient and parameter
 // gradients. That proves the hook sits at the right points with the right sizes before any communicator exists.
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/compare.h"
+#include "backend/cpu_backend.h"
 #include "model/layer_shape.h"
 #include "model/transformer_layer.h"
 #include "ops/ops.h"
@@ -22,8 +23,13 @@
 
 namespace {
 
+using hone::CpuBackend;
 using hone::LayerParam;
 using hone::Tensor;
+using Acts = hone::LayerActivations<CpuBackend>;
+using Scratch = hone::LayerScratch<CpuBackend>;
+using FeedForward = hone::LayerFeedForward<CpuBackend>;
+using W = hone::LayerWeightPtrs<CpuBackend>;
 
 // Shard `rank` of 2 of layer `layer`'s weights (or gradients), as the shard layout cuts it.
 hone::LayerWeights shard(const hone::ModelConfig& c, const hone::LayerWeights& w, int layer, int rank) {
@@ -77,52 +83,60 @@ class ThreadPairCollectives final : public hone::LayerCollectives<float> {
 // One layer pass (forward, then backward of dres) with its own activations; the dense feed-forward unless given.
 struct LayerRun {
   std::vector<float> act_buf, scratch_buf, out, dres;
-  hone::LayerActivations a;
+  Acts a;
   hone::LayerWeights grads;
 
-  void run(const hone::LayerShape& s, const hone::LayerWeights& w, const hone::LayerBatch& b, const float* x,
-           const std::vector<float>& dout, hone::LayerCollectives<float>* coll,
-           hone::LayerFeedForward* feed_forward = nullptr, int layer = 0) {
-    act_buf.assign(size_t(hone::carve_layer_activations(a, nullptr, s, b.T)), 0.f);
-    hone::carve_layer_activations(a, act_buf.data(), s, b.T);
+  void run(const hone::LayerShape& s, const hone::LayerWeights& lw, const hone::LayerBatch& b, const float* x,
+           const std::vector<float>& dout, hone::LayerCollectives<float>* coll, FeedForward* feed_forward = nullptr,
+           int layer = 0) {
+    const size_t act = hone::carve_layer_activations(a, nullptr, s, b.T);
+    act_buf.assign(act / sizeof(float), 0.f);
+    hone::carve_layer_activations(a, reinterpret_cast<char*>(act_buf.data()), s, b.T);
     a.x_in = x;
-    hone::LayerGradScratch g;
-    scratch_buf.assign(size_t(hone::carve_layer_grad_scratch(g, nullptr, s, b.T)), 0.f);
-    hone::carve_layer_grad_scratch(g, scratch_buf.data(), s, b.T);
+    Scratch g;
+    const size_t fwd = hone::carve_layer_forward_scratch(g, nullptr, s, b.T);
+    const size_t bwd = hone::carve_layer_backward_scratch(g, nullptr, s, b.T);
+    scratch_buf.assign((fwd + bwd) / sizeof(float), 0.f);
+    char* base = reinterpret_cast<char*>(scratch_buf.data());
+    hone::carve_layer_forward_scratch(g, base, s, b.T);
+    hone::carve_layer_backward_scratch(g, base + fwd, s, b.T);
     out.assign(size_t(b.T) * size_t(s.hidden), 0.f);
-    hone::PackedAttention attention;
-    hone::DenseFeedForward dense;
-    hone::LayerFeedForward& ffn = feed_forward ? *feed_forward : dense;
-    hone::layer_forward(layer, s, w, b, a, attention, ffn, coll, out.data());
+    hone::PackedAttention<CpuBackend> attention;
+    hone::DenseFeedForward<CpuBackend> dense;
+    FeedForward& ffn = feed_forward ? *feed_forward : dense;
+    const W w = hone::layer_pointers(lw);
+    hone::layer_forward<CpuBackend>(layer, s, w, b, a, g, attention, ffn, coll, out.data(), {});
     dres = dout;
-    grads = zeros_like(w);
-    hone::layer_backward(layer, s, w, grads, b, a, g, attention, ffn, coll, dres.data());
+    grads = zeros_like(lw);
+    hone::layer_backward<CpuBackend>(layer, s, w, hone::layer_grad_pointers(grads), b, a, g, attention, ffn, coll,
+                                     dres.data(), {});
   }
 };
 
 // A feed-forward that records its calls and runs the dense one (or, with `silent`, contributes nothing: a zero
 // branch output and no gradient into h2).
-class RecordingFeedForward final : public hone::LayerFeedForward {
+class RecordingFeedForward final : public FeedForward {
  public:
   explicit RecordingFeedForward(bool silent) : silent_(silent) {}
-  void forward(int layer, const hone::LayerShape& s, const hone::LayerWeights& w, const hone::LayerBatch& b,
-               const hone::LayerActivations& a, hone::LayerCollectives<float>* coll, float* y, float* out) override {
+  void forward(int layer, const hone::LayerShape& s, const W& w, const hone::LayerBatch& b, const Acts& a,
+               const Scratch& scratch, hone::LayerCollectives<float>* coll, float* y, float* out,
+               const CpuBackend::Exec& x) override {
     forward_layers.push_back(layer);
     if (silent_) std::fill_n(out, size_t(b.T) * size_t(s.hidden), 0.f);
-    else dense_.forward(layer, s, w, b, a, coll, y, out);
+    else dense_.forward(layer, s, w, b, a, scratch, coll, y, out, x);
   }
-  void backward(int layer, const hone::LayerShape& s, const hone::LayerWeights& w, hone::LayerWeights& g,
-                const hone::LayerBatch& b, const hone::LayerActivations& a, const hone::LayerGradScratch& scratch,
-                hone::LayerCollectives<float>* coll, float* dres) override {
+  void backward(int layer, const hone::LayerShape& s, const W& w, const hone::LayerGradPtrs& g,
+                const hone::LayerBatch& b, const Acts& a, const Scratch& scratch, hone::LayerCollectives<float>* coll,
+                float* dres, const CpuBackend::Exec& x) override {
     backward_layers.push_back(layer);
     if (silent_) std::fill_n(scratch.dh_local, size_t(b.T) * size_t(s.hidden), 0.f);
-    else dense_.backward(layer, s, w, g, b, a, scratch, coll, dres);
+    else dense_.backward(layer, s, w, g, b, a, scratch, coll, dres, x);
   }
   std::vector<int> forward_layers, backward_layers;
 
  private:
   bool silent_;
-  hone::DenseFeedForward dense_;
+  hone::DenseFeedForward<CpuBackend> dense_;
 };
 
 // A layer's weights, packed batch, input and output gradient for the tests below.
@@ -139,7 +153,7 @@ struct LayerCase {
     const int T = int(positions.size());
     inv_freq.resize(size_t(c.head_dim / 2));
     hone::cpu::rope_inv_freq(inv_freq.data(), c.rope);
-    b = hone::LayerBatch{positions.data(), cu.data(), T, 2, inv_freq.data()};
+    b = hone::LayerBatch{positions.data(), cu.data(), T, 2, 6, inv_freq.data()};
     std::mt19937 rng(3);
     std::normal_distribution<float> nd(0.f, 1.f);
     x.resize(size_t(T * c.hidden_size));

@@ -56,12 +56,12 @@ struct Block {
 
   // The block's output through MoeFeedForward.
   std::vector<float> forward(hone::MoeFeedForward& m) const {
-    hone::LayerActivations a;
+    hone::LayerActivations<hone::CpuBackend> a;
     a.h2 = const_cast<float*>(h.data());
     hone::LayerBatch b;
     b.T = T;
     std::vector<float> y(size_t(T) * c.hidden_size);
-    m.forward(0, s, w.layers[0], b, a, nullptr, y.data(), y.data());
+    m.forward(0, s, hone::layer_pointers(w.layers[0]), b, a, {}, nullptr, y.data(), y.data(), {});
     return y;
   }
 
@@ -104,13 +104,14 @@ void check_gradients(Block& blk, bool router_fd, const char* what) {
     for (size_t i = 0; i < y.size(); ++i) dy[i] = float(1.0 + 0.1 * double(i % 7));
     std::vector<float> dh(blk.h.size(), 0.f);
     hone::ModelWeights g = hone::allocate_weights(blk.c);
-    hone::LayerActivations a;
+    hone::LayerActivations<hone::CpuBackend> a;
     a.h2 = blk.h.data();
     hone::LayerBatch b;
     b.T = blk.T;
-    hone::LayerGradScratch scratch;
+    hone::LayerScratch<hone::CpuBackend> scratch;
     scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
-    m.backward(0, blk.s, blk.w.layers[0], g.layers[0], b, a, scratch, nullptr, dy.data());
+    m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a, scratch, nullptr,
+               dy.data(), {});
 
     const float eps = 1e-3f;
     auto fd = [&](float& x) {
@@ -163,13 +164,14 @@ BOOST_AUTO_TEST_CASE(ties_route_to_the_lower_ids_and_idle_experts_get_nothing) {
     // Experts 2 and 3 had no token: no gradient.
     hone::ModelWeights g = hone::allocate_weights(blk.c);
     std::vector<float> dy(y.size(), 1.f), dh(blk.h.size(), 0.f);
-    hone::LayerActivations a;
+    hone::LayerActivations<hone::CpuBackend> a;
     a.h2 = blk.h.data();
     hone::LayerBatch b;
     b.T = blk.T;
-    hone::LayerGradScratch scratch;
+    hone::LayerScratch<hone::CpuBackend> scratch;
     scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
-    m.backward(0, blk.s, blk.w.layers[0], g.layers[0], b, a, scratch, nullptr, dy.data());
+    m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a, scratch, nullptr,
+               dy.data(), {});
     const int64_t per = int64_t(blk.c.moe_intermediate_size) * blk.c.hidden_size;
     BOOST_TEST(sum_abs(g.layers[0].expert_gate, 2 * per, 2 * per) == 0.0);
     BOOST_TEST(sum_abs(g.layers[0].expert_down, 2 * per, 2 * per) == 0.0);
@@ -224,13 +226,14 @@ BOOST_AUTO_TEST_CASE(load_balancing_loss_is_transformers_formula_and_its_gradien
   m.set_aux_loss_weight(1.0);
   std::vector<float> dy(size_t(T) * C, 0.f), dh(blk.h.size(), 0.f);
   hone::ModelWeights g = hone::allocate_weights(blk.c);
-  hone::LayerActivations a;
+  hone::LayerActivations<hone::CpuBackend> a;
   a.h2 = blk.h.data();
   hone::LayerBatch b;
   b.T = T;
-  hone::LayerGradScratch scratch;
+  hone::LayerScratch<hone::CpuBackend> scratch;
   scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
-  m.backward(0, blk.s, blk.w.layers[0], g.layers[0], b, a, scratch, nullptr, dy.data());
+  m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a, scratch, nullptr,
+               dy.data(), {});
   const float eps = 1e-3f;
   double worst = 0;
   auto fd = [&](float& x) {

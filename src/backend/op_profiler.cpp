@@ -1,5 +1,5 @@
 // GpuOpProfiler: event pairs recorded on the stream, summed by family on collect().
-#include "model/gpu_op_profiler.h"
+#include "backend/op_profiler.h"
 
 #if HONE_CUDA
 

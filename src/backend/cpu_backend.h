@@ -1,0 +1,97 @@
+// The CPU backend: fp32 activations and weights in host memory, the reference ops of src/ops/cpu run as they are
+// called. The model above (model/, parallel/, generation/) is written once as templates over a backend B and reads
+// from it: B::Act (the activations' and compute weights' element type), B::Exec (what an op needs to run besides
+// its tensors), B::Scope (per-op timing) and the op table, one static function per op with the signature of
+// src/ops/ops.h and the Exec first. Fused ops the GPU needs (add + RMSNorm) are composed here from the reference
+// ops, in the order the fused kernel computes them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace hone {
+
+struct CpuBackend {
+  using Act = float;
+  static constexpr const char* kName = "cpu";
+  static constexpr size_t kAlignment = 64;  // carved regions (backend/carver.h)
+
+  struct Exec {};  // the CPU runs each op when it is called: nothing to carry
+  struct Scope {   // no per-op timing on the CPU
+    Scope(const Exec&, const char*) {}
+  };
+
+  static void zero(const Exec&, void* p, size_t bytes) { std::memset(p, 0, bytes); }
+
+  static void rmsnorm_forward(const Exec&, float* out, float* rstd, const float* x, const float* w, int rows, int C,
+                              float eps) {
+    cpu::rmsnorm_forward(out, rstd, x, w, rows, C, eps);
+  }
+  static void rmsnorm_backward(const Exec&, float* dx, float* dw, const float* dout, const float* x, const float* w,
+                               const float* rstd, int rows, int C, bool accumulate) {
+    cpu::rmsnorm_backward(dx, dw, dout, x, w, rstd, rows, C, accumulate);
+  }
+  // sum = a + b, then out = rmsnorm(sum): the GPU's fused op, normalizing the sum as stored.
+  static void add_rmsnorm_forward(const Exec&, float* sum, float* out, float* rstd, const float* a, const float* b,
+                                  const float* w, int rows, int C, float eps) {
+    cpu::add_forward(sum, a, b, int64_t(rows) * C);
+    cpu::rmsnorm_forward(out, rstd, sum, w, rows, C, eps);
+  }
+  static void add_forward(const Exec&, float* out, const float* a, const float* b, int64_t N) {
+    cpu::add_forward(out, a, b, N);
+  }
+  static void linear_forward(const Exec&, float* out, const float* x, const float* w, const float* bias, int T,
+                             int IC, int OC) {
+    cpu::linear_forward(out, x, w, bias, T, IC, OC);
+  }
+  static void linear_forward_pair(const Exec&, float* out0, float* out1, const float* x, const float* w0,
+                                  const float* w1, int T, int IC, int OC) {
+    cpu::linear_forward_pair(out0, out1, x, w0, w1, T, IC, OC);
+  }
+  static void linear_backward(const Exec&, float* dx, float* dw, float* dbias, const float* dout, const float* x,
+                              const float* w, int T, int IC, int OC, bool accumulate_dx) {
+    cpu::linear_backward(dx, dw, dbias, dout, x, w, T, IC, OC, accumulate_dx);
+  }
+  static void rope_forward(const Exec&, float* out, const float* x, const int32_t* pos, const float* inv_freq, int T,
+                           int H, int D, int64_t ldx) {
+    cpu::rope_forward(out, x, pos, inv_freq, T, H, D, ldx);
+  }
+  static void rope_backward(const Exec&, float* dx, const float* dout, const int32_t* pos, const float* inv_freq,
+                            int T, int H, int D, bool accumulate) {
+    cpu::rope_backward(dx, dout, pos, inv_freq, T, H, D, accumulate);
+  }
+  static void qk_norm_rope_forward(const Exec&, float* out, float* rstd, const float* x, const float* w,
+                                   const int32_t* pos, const float* inv_freq, int T, int H, int D, float eps,
+                                   int64_t ldx) {
+    cpu::qk_norm_rope_forward(out, rstd, x, w, pos, inv_freq, T, H, D, eps, ldx);
+  }
+  static void qk_norm_rope_backward(const Exec&, float* dx, float* dw, const float* dout, const float* x,
+                                    const float* w, const float* rstd, const int32_t* pos, const float* inv_freq,
+                                    int T, int H, int D) {
+    cpu::qk_norm_rope_backward(dx, dw, dout, x, w, rstd, pos, inv_freq, T, H, D);
+  }
+  // max_seqlen is the GPU's (it sizes cuDNN's plans); the CPU reads the sequences from cu_seqlens alone.
+  static void attention_forward(const Exec&, float* out, float* lse, const float* q, const float* k, const float* v,
+                                const int32_t* cu_seqlens, int num_seqs, int /*max_seqlen*/, int T, int Hq, int Hkv,
+                                int D, float scale) {
+    cpu::attention_forward(out, lse, q, k, v, cu_seqlens, num_seqs, T, Hq, Hkv, D, scale);
+  }
+  static void attention_backward(const Exec&, float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                 const float* lse, const float* q, const float* k, const float* v,
+                                 const int32_t* cu_seqlens, int num_seqs, int /*max_seqlen*/, int T, int Hq, int Hkv,
+                                 int D, float scale) {
+    cpu::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, num_seqs, T, Hq, Hkv, D, scale);
+  }
+  static void swiglu_forward(const Exec&, float* out, const float* gate, const float* up, int64_t N) {
+    cpu::swiglu_forward(out, gate, up, N);
+  }
+  static void swiglu_backward(const Exec&, float* dgate, float* dup, const float* dout, const float* gate,
+                              const float* up, int64_t N, bool accumulate) {
+    cpu::swiglu_backward(dgate, dup, dout, gate, up, N, accumulate);
+  }
+};
+
+}  // namespace hone
