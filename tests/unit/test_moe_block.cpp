@@ -110,8 +110,8 @@ void check_gradients(Block& blk, bool router_fd, const char* what) {
     b.T = blk.T;
     hone::LayerScratch<hone::CpuBackend> scratch;
     scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
-    m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a, scratch, nullptr,
-               dy.data(), {});
+    m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a,
+               scratch, nullptr, dy.data(), {});
 
     const float eps = 1e-3f;
     auto fd = [&](float& x) {
@@ -170,8 +170,8 @@ BOOST_AUTO_TEST_CASE(ties_route_to_the_lower_ids_and_idle_experts_get_nothing) {
     b.T = blk.T;
     hone::LayerScratch<hone::CpuBackend> scratch;
     scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
-    m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a, scratch, nullptr,
-               dy.data(), {});
+    m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a,
+               scratch, nullptr, dy.data(), {});
     const int64_t per = int64_t(blk.c.moe_intermediate_size) * blk.c.hidden_size;
     BOOST_TEST(sum_abs(g.layers[0].expert_gate, 2 * per, 2 * per) == 0.0);
     BOOST_TEST(sum_abs(g.layers[0].expert_down, 2 * per, 2 * per) == 0.0);
@@ -232,8 +232,8 @@ BOOST_AUTO_TEST_CASE(load_balancing_loss_is_transformers_formula_and_its_gradien
   b.T = T;
   hone::LayerScratch<hone::CpuBackend> scratch;
   scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
-  m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a, scratch, nullptr,
-               dy.data(), {});
+  m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a,
+               scratch, nullptr, dy.data(), {});
   const float eps = 1e-3f;
   double worst = 0;
   auto fd = [&](float& x) {
