@@ -180,6 +180,364 @@ GroupedGemm bench_grouped_gemm(const ModelConfig& c, int T, int reps, const cuda
   return r;
 }
 
+// The roofline: the bf16 GEMM ceiling (8192^3, cuBLASLt) and the device copy bandwidth (1 GiB, read + write).
+struct Roofline {
+  double gemm_ms = 0, gemm_tflops = 0, copy_gbps = 0;
+};
+Roofline measure_roofline(int reps, const cuda::GpuContext& ctx) {
+  Roofline r;
+  const int G = 8192;
+  {
+    DeviceArray<bf16> ga(int64_t(G) * G), gb(int64_t(G) * G), gc(int64_t(G) * G);
+    {
+      DeviceArray<float> tmp(int64_t(G) * G);
+      fill_random(tmp.get(), tmp.size(), 1.f, 1, ctx.stream);
+      cuda::f32_to_bf16(ga.get(), tmp.get(), tmp.size(), ctx);
+      cuda::f32_to_bf16(gb.get(), tmp.get(), tmp.size(), ctx);
+      CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    }
+    r.gemm_ms = median_ms(reps, 3, ctx.stream, [&] {
+      cuda::linear_forward(gc.get(), ga.get(), gb.get(), nullptr, G, G, G, ctx);
+    });
+  }
+  r.gemm_tflops = 2.0 * G * double(G) * G / (r.gemm_ms * 1e-3) / 1e12;
+  const size_t copy_bytes = size_t(1) << 30;
+  {
+    DeviceArray<char> src{int64_t(copy_bytes)}, dst{int64_t(copy_bytes)};
+    CUDA_CHECK(cudaMemsetAsync(src.get(), 1, copy_bytes, ctx.stream));
+    const double copy_ms = median_ms(reps, 2, ctx.stream, [&] {
+      CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+    });
+    r.copy_gbps = 2.0 * double(copy_bytes) / (copy_ms * 1e-3) / 1e9;
+  }
+  std::printf("  roofline: bf16 GEMM %d^3 %.3f ms = %.1f TFLOP/s; device copy %.0f GB/s (read + write)\n", G, r.gemm_ms,
+              r.gemm_tflops, r.copy_gbps);
+  return r;
+}
+
+// A mixture of experts: the experts' grouped GEMMs at the micro-batch's tokens (at most 16,384), printed against
+// the dense ceiling.
+GroupedGemm bench_experts(const ModelConfig& c, const BenchArgs& a, const Roofline& roof,
+                          const cuda::GpuContext& ctx) {
+  const int64_t tokens = std::min<int64_t>(a.micro_batch_tokens, 16384);
+  GroupedGemm gg = bench_grouped_gemm(c, int(tokens), a.reps, ctx);
+  std::printf("  experts' grouped GEMMs, %lld tokens x %d of %d experts (TFLOP/s, share of the dense ceiling; the\n"
+              "  model runs cuBLAS per expert from 64 rows an expert on average, the kernel in decode steps):\n",
+              (long long)tokens, c.num_experts_per_tok, c.num_experts);
+  const char* shapes[2] = {"gate/up (C -> Im)", "down (Im -> C)"};
+  for (int sh = 0; sh < 2; ++sh)
+    for (int dir = 0; dir < 2; ++dir) {
+      const double kt = gg.flops[sh][dir] / (gg.ms[sh][dir][0] * 1e-3) / 1e12;
+      const double ct = gg.flops[sh][dir] / (gg.ms[sh][dir][1] * 1e-3) / 1e12;
+      std::printf("    %-18s %-8s kernel %7.1f (%5.1f%%)   cuBLAS per expert %7.1f (%5.1f%%)\n", shapes[sh],
+                  dir == 0 ? "forward" : "backward", kt, 100.0 * kt / roof.gemm_tflops, ct,
+                  100.0 * ct / roof.gemm_tflops);
+    }
+  return gg;
+}
+
+// The model and its optimizer with random weights (norm weights 1), the compute weights refitted from them.
+struct BenchModel {
+  std::unique_ptr<GpuAdamW> opt;
+  std::unique_ptr<GpuTransformer> model;
+};
+BenchModel make_bench_model(const ModelConfig& c, const BenchArgs& a, const cuda::GpuContext& ctx) {
+  BenchModel m;
+  const ModelWeights layout = allocate_weights(c);
+  m.opt = std::make_unique<GpuAdamW>(layout, AdamWConfig{}, ctx);
+  m.model = std::make_unique<GpuTransformer>(c, ParamLayout::of(c), ctx, int(a.micro_batch_tokens));
+  fill_random(m.opt->master(), m.opt->num_params(), 0.02f, 2, ctx.stream);
+  for (const auto& [name, t] : layout.named_parameters()) {
+    if (name.find("norm") == std::string::npos) continue;
+    const std::vector<float> ones(size_t(t.numel()), 1.f);
+    CUDA_CHECK(cudaMemcpy(m.opt->master() + (t.f32() - layout.flat.f32()), ones.data(), ones.size() * 4,
+                          cudaMemcpyHostToDevice));
+  }
+  m.model->set_recompute(a.recompute);
+  m.opt->refit(m.model->weights());
+  return m;
+}
+
+// Random sequences packed into micro-batches, with their token count and the causal attention's forward FLOPs.
+struct BenchBatches {
+  std::vector<PackedBatch> batches;
+  int max_T = 0;
+  double tokens = 0, attn_fwd_flops = 0;
+};
+BenchBatches make_bench_batches(const ModelConfig& c, const BenchArgs& a) {
+  BenchBatches r;
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> ud(0, c.vocab_size - 1);
+  std::vector<std::vector<int32_t>> seqs(size_t(a.sequences), std::vector<int32_t>(size_t(a.seq_len)));
+  for (auto& s : seqs)
+    for (auto& x : s) x = ud(rng);
+  const std::vector<int> lengths(size_t(a.sequences), a.seq_len);
+  for (const auto& [b, e] : split_by_tokens(lengths, a.micro_batch_tokens)) {
+    r.batches.push_back(PackedBatch::pack(std::vector<std::vector<int32_t>>(seqs.begin() + b, seqs.begin() + e)));
+    r.max_T = std::max(r.max_T, r.batches.back().num_tokens());
+  }
+  for (int n : lengths) {
+    r.tokens += n;
+    r.attn_fwd_flops += 2.0 * double(c.head_dim) * double(n) * double(n + 1) * double(c.num_attention_heads) *
+                        double(c.num_hidden_layers);
+  }
+  std::printf("  %d sequences x %d tokens in %zu micro-batches of <= %lld tokens, recompute %s\n", a.sequences,
+              a.seq_len, r.batches.size(), (long long)a.micro_batch_tokens, recompute_name(a.recompute));
+  return r;
+}
+
+// The timed phases: a logprob pass and a training step over every micro-batch (CUDA events around each, after a
+// warm-up of both), and the refit cast (median of the repetitions).
+struct BenchTimes {
+  PhaseResult lp, tr;
+  double refit_ms = 0, refit_gbps = 0;
+};
+BenchTimes time_phases(BenchModel& m, const BenchBatches& bb, const float* dlogprob, double matmul_params, int reps,
+                       const cuda::GpuContext& ctx) {
+  GpuTransformer& model = *m.model;
+  GpuAdamW& opt = *m.opt;
+  cudaEvent_t ev0, ev1;
+  CUDA_CHECK(cudaEventCreate(&ev0));
+  CUDA_CHECK(cudaEventCreate(&ev1));
+  auto timed = [&](auto fn) {
+    CUDA_CHECK(cudaEventRecord(ev0, ctx.stream));
+    fn();
+    CUDA_CHECK(cudaEventRecord(ev1, ctx.stream));
+    CUDA_CHECK(cudaEventSynchronize(ev1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, ev0, ev1));
+    return double(ms);
+  };
+  // Warm-up (plans, algorithm choices, first-touch).
+  model.forward(bb.batches[0], 1.f, false, false);
+  model.forward(bb.batches[0], 1.f, false);
+  model.backward(dlogprob, nullptr, opt.grads());
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+
+  BenchTimes t;
+  model.reset_peaks();
+  t.lp.ms = timed([&] {
+    for (const PackedBatch& b : bb.batches) model.forward(b, 1.f, false, /*need_backward=*/false);
+  });
+  t.lp.tokens = bb.tokens;
+  t.lp.flops = 2.0 * matmul_params * bb.tokens + bb.attn_fwd_flops;
+  t.lp.arena_peak = model.forward_arena_peak();
+  t.lp.device_in_use = GpuTransformer::device_bytes_in_use();
+
+  model.reset_peaks();
+  t.tr.ms = timed([&] {
+    opt.zero_grads();
+    for (const PackedBatch& b : bb.batches) {
+      model.forward(b, 1.f, false);
+      model.backward(dlogprob, nullptr, opt.grads());
+    }
+    opt.clip(1.0);
+    opt.adamw(1e-7f);
+  });
+  t.tr.tokens = bb.tokens;
+  t.tr.flops = 6.0 * matmul_params * bb.tokens + 3.0 * bb.attn_fwd_flops;
+  t.tr.arena_peak = model.forward_arena_peak() + model.backward_arena_peak();
+  t.tr.device_in_use = GpuTransformer::device_bytes_in_use();
+  CUDA_CHECK(cudaEventDestroy(ev0));
+  CUDA_CHECK(cudaEventDestroy(ev1));
+
+  t.refit_ms = median_ms(reps, 2, ctx.stream, [&] { opt.refit(model.weights()); });
+  t.refit_gbps = double(opt.num_params()) * 6.0 / (t.refit_ms * 1e-3) / 1e9;
+  return t;
+}
+
+void print_phases(const BenchTimes& t, int64_t num_params) {
+  const size_t static_bytes = size_t(num_params) * (4 * 4 + 2);
+  std::printf("\n  %-10s %12s %14s %12s %14s %16s\n", "phase", "time (ms)", "tokens/s", "TFLOP/s", "arena (GiB)",
+              "device used (GiB)");
+  for (const auto& [name, r] : {std::pair<const char*, const PhaseResult&>{"logprob", t.lp}, {"training", t.tr}})
+    std::printf("  %-10s %12.1f %14.0f %12.1f %14.2f %16.2f\n", name, r.ms, r.tokens_per_s(), r.tflops(),
+                gib(r.arena_peak), gib(r.device_in_use));
+  std::printf("  %-10s %12.3f %14s %12s %14s %16s   (%.0f GB/s)\n", "refit", t.refit_ms, "-", "-", "-", "-",
+              t.refit_gbps);
+  std::printf("  weights + gradients + Adam moments + bf16 copy: %.2f GiB\n", gib(static_bytes));
+}
+
+// A mixture of experts cut to L of its shape_layers layers: the layers' share of each phase (the embedding and LM
+// head's from a profiled run), per layer and projected to the whole model: on one GPU (were it to fit), and on eight
+// holding 1/8 of the experts each with eight times the tokens (the all-to-all of expert parallelism not counted).
+struct MoeProjection {
+  double per_layer_ms[2] = {0, 0}, whole_ms[2] = {0, 0}, tokens_per_s_8[2] = {0, 0};
+};
+MoeProjection project_moe(BenchModel& m, const BenchBatches& bb, const float* dlogprob, const BenchTimes& t,
+                          double matmul_params, double layer_matmul, int L, int shape_layers,
+                          const cuda::GpuContext& ctx) {
+  double head_share[2] = {0, 0};
+  GpuOpProfiler prof(ctx.stream);
+  m.model->set_profiler(&prof);
+  for (int phase = 0; phase < 2; ++phase) {
+    prof.clear();
+    if (phase == 1) m.opt->zero_grads();
+    for (const PackedBatch& b : bb.batches) {
+      m.model->forward(b, 1.f, false, /*need_backward=*/phase == 1);
+      if (phase == 1) m.model->backward(dlogprob, nullptr, m.opt->grads());
+      prof.collect();
+    }
+    double total = 0, head = 0;
+    for (const auto& [name, ms] : prof.totals_ms()) {
+      total += ms;
+      if (name.rfind("lm_head", 0) == 0 || name.rfind("embedding", 0) == 0) head += ms;
+    }
+    head_share[phase] = total > 0 ? head / total : 0;
+  }
+  m.model->set_profiler(nullptr);
+  std::printf("\n  per layer and projected to all %d layers (the embedding and LM head: %.1f%% / %.1f%% of the "
+              "phases here):\n",
+              shape_layers, 100 * head_share[0], 100 * head_share[1]);
+  MoeProjection p;
+  for (int phase = 0; phase < 2; ++phase) {
+    const PhaseResult& r = phase == 0 ? t.lp : t.tr;
+    p.per_layer_ms[phase] = r.ms * (1 - head_share[phase]) / double(L);
+    p.whole_ms[phase] = p.per_layer_ms[phase] * shape_layers + r.ms * head_share[phase];
+    p.tokens_per_s_8[phase] = 8 * r.tokens / (p.whole_ms[phase] * 1e-3);
+    const double whole_flops = r.flops / matmul_params * (matmul_params + layer_matmul * double(shape_layers - L));
+    std::printf("    %-9s %8.2f ms a layer; %d layers: %9.1f ms, %8.0f tokens/s on one GPU, %9.0f tokens/s on "
+                "eight (%.1f TFLOP/s a GPU)\n",
+                phase == 0 ? "logprob" : "training", p.per_layer_ms[phase], shape_layers, p.whole_ms[phase],
+                r.tokens / (p.whole_ms[phase] * 1e-3), p.tokens_per_s_8[phase],
+                whole_flops / (p.whole_ms[phase] * 1e-3) / 1e12);
+  }
+  return p;
+}
+
+void put(Hdf5File& h5, const std::string& name, double v) {
+  const float f = float(v);
+  h5.write_f32(name, &f, 1);
+}
+
+// The numbers above in the output file.
+void write_results(Hdf5File& h5, const BenchArgs& a, const cudaDeviceProp& prop, const ModelConfig& c,
+                   int shape_layers, double matmul_params, const Roofline& roof, const BenchTimes& t,
+                   const GroupedGemm& gg, const MoeProjection& moe) {
+  h5.set_attribute("/", "shape", a.shape);
+  h5.set_attribute("/", "device", prop.name);
+  h5.set_attribute("/", "flop_count",
+                   "logprob 2*P*tokens + causal attention forward; training 6*P*tokens + 3x attention forward; "
+                   "P = matmul parameters incl. the LM head, tied embedding counted once");
+  put(h5, "/config/sequences", a.sequences);
+  put(h5, "/config/seq_len", a.seq_len);
+  put(h5, "/config/micro_batch_tokens", double(a.micro_batch_tokens));
+  put(h5, "/config/recompute", double(int(a.recompute)));  // 0 none, 1 selective, 2 full
+  h5.set_attribute("/", "recompute", recompute_name(a.recompute));
+  put(h5, "/config/matmul_params", matmul_params);
+  put(h5, "/roofline/gemm_ms", roof.gemm_ms);
+  put(h5, "/roofline/gemm_tflops", roof.gemm_tflops);
+  put(h5, "/roofline/copy_gbps", roof.copy_gbps);
+  for (const auto& [name, r] : {std::pair<const char*, const PhaseResult&>{"logprob", t.lp}, {"training", t.tr}}) {
+    put(h5, cat("/", name, "/ms"), r.ms);
+    put(h5, cat("/", name, "/tokens_per_s"), r.tokens_per_s());
+    put(h5, cat("/", name, "/tflops"), r.tflops());
+    put(h5, cat("/", name, "/arena_peak_gib"), gib(r.arena_peak));
+    put(h5, cat("/", name, "/device_in_use_gib"), gib(r.device_in_use));
+  }
+  put(h5, "/refit/ms", t.refit_ms);
+  put(h5, "/refit/gbps", t.refit_gbps);
+  put(h5, "/config/layers", double(c.num_hidden_layers));
+  if (!c.is_moe()) return;
+  put(h5, "/config/shape_layers", shape_layers);
+  const char* shapes[2] = {"up", "down"};
+  for (int sh = 0; sh < 2; ++sh)
+    for (int dir = 0; dir < 2; ++dir)
+      for (int impl = 0; impl < 2; ++impl) {
+        const double tf = gg.flops[sh][dir] / (gg.ms[sh][dir][impl] * 1e-3) / 1e12;
+        const std::string name = cat("/grouped_gemm/", shapes[sh], "_", dir == 0 ? "forward" : "backward", "_",
+                                     impl == 0 ? "kernel" : "cublas");
+        put(h5, name + "_tflops", tf);
+        put(h5, name + "_of_ceiling", tf / roof.gemm_tflops);
+      }
+  for (int phase = 0; phase < 2; ++phase) {
+    const std::string p = phase == 0 ? "/logprob" : "/training";
+    put(h5, p + "/ms_per_layer", moe.per_layer_ms[phase]);
+    put(h5, p + "/projected_ms_all_layers", moe.whole_ms[phase]);
+    put(h5, p + "/projected_tokens_per_s_8_gpus", moe.tokens_per_s_8[phase]);
+  }
+}
+
+// --profile: per-op-family times of both phases, and the attention's TFLOP/s inside the model (a backward of 2.5
+// times the forward's FLOPs).
+void profile_phases(BenchModel& m, const BenchBatches& bb, const float* dlogprob, Hdf5File& h5,
+                    const cuda::GpuContext& ctx) {
+  auto family_ms = [](const GpuOpProfiler& p, const char* name) {
+    for (const auto& [n, ms] : p.totals_ms())
+      if (n == name) return ms;
+    return 0.0;
+  };
+  GpuOpProfiler prof(ctx.stream);
+  m.model->set_profiler(&prof);
+  for (const PackedBatch& b : bb.batches) {
+    m.model->forward(b, 1.f, false, /*need_backward=*/false);
+    prof.collect();
+  }
+  std::printf("\n");
+  print_profile("logprob", prof, h5);
+  const double fwd_ms = family_ms(prof, "attention");
+  prof.clear();
+  m.opt->zero_grads();
+  for (const PackedBatch& b : bb.batches) {
+    m.model->forward(b, 1.f, false);
+    m.model->backward(dlogprob, nullptr, m.opt->grads());
+    prof.collect();
+  }
+  print_profile("training", prof, h5);
+  const double bwd_ms = family_ms(prof, "attention_backward");
+  m.model->set_profiler(nullptr);
+  if (fwd_ms > 0 && bwd_ms > 0) {
+    const double fwd = bb.attn_fwd_flops / (fwd_ms * 1e-3) / 1e12;
+    const double bwd = 2.5 * bb.attn_fwd_flops / (bwd_ms * 1e-3) / 1e12;
+    std::printf("  attention in the model: forward %.1f TFLOP/s, backward %.1f TFLOP/s\n", fwd, bwd);
+    put(h5, "/attention/model_forward_tflops", fwd);
+    put(h5, "/attention/model_backward_tflops", bwd);
+  }
+}
+
+// The model's attention alone: one causal sequence of seq_len tokens through cuDNN, the best of the repetitions.
+void bench_attention_alone(const ModelConfig& c, const BenchArgs& a, Hdf5File& h5, const cuda::GpuContext& ctx) {
+  const int S = a.seq_len;
+  const int64_t Hq = c.num_attention_heads, D = c.head_dim;
+  const int64_t nq = int64_t(S) * Hq * D, nkv = int64_t(S) * c.num_key_value_heads * D;
+  DeviceArray<bf16> q(nq), k(nkv), v(nkv), o(nq), dout(nq), dq(nq), dk(nkv), dv(nkv);
+  DeviceArray<float> lse(int64_t(Hq) * S), tmp(std::max(nq, nkv));
+  DeviceArray<int32_t> cu(2);
+  const int32_t cu_host[2] = {0, S};
+  CUDA_CHECK(cudaMemcpy(cu.get(), cu_host, sizeof cu_host, cudaMemcpyHostToDevice));
+  for (auto [dst, n, seed] :
+       {std::tuple{&q, nq, 11}, std::tuple{&k, nkv, 12}, std::tuple{&v, nkv, 13}, std::tuple{&dout, nq, 14}}) {
+    fill_random(tmp.get(), n, 1.f, uint64_t(seed), ctx.stream);
+    cuda::f32_to_bf16(dst->get(), tmp.get(), n, ctx);
+  }
+  const int Hkv = c.num_key_value_heads;
+  const float scale = 1.f / std::sqrt(float(D));
+  auto best_ms = [&](auto fn) {
+    fn();  // plan and warm-up
+    double best = 1e30;
+    for (int r = 0; r < a.reps; ++r) best = std::min(best, median_ms(1, 0, ctx.stream, fn));
+    return best;
+  };
+  const double f_ms = best_ms([&] {
+    cuda::attention_forward(o.get(), lse.get(), q.get(), k.get(), v.get(), cu.get(), 1, S, S, int(Hq), Hkv, int(D),
+                            scale, ctx);
+  });
+  const double b_ms = best_ms([&] {
+    cuda::attention_backward(dq.get(), dk.get(), dv.get(), dout.get(), o.get(), lse.get(), q.get(), k.get(), v.get(),
+                             cu.get(), 1, S, S, int(Hq), Hkv, int(D), scale, ctx);
+  });
+  const double flops = 2.0 * double(D) * double(S) * double(S + 1) * double(Hq);  // one layer's causal forward
+  const double fwd = flops / (f_ms * 1e-3) / 1e12, bwd = 2.5 * flops / (b_ms * 1e-3) / 1e12;
+  std::printf("  attention alone (cuDNN, one sequence of %d tokens, %lld heads): forward %.3f ms = %.1f TFLOP/s, "
+              "backward %.3f ms = %.1f TFLOP/s\n",
+              S, (long long)Hq, f_ms, fwd, b_ms, bwd);
+  put(h5, "/attention/alone_forward_ms", f_ms);
+  put(h5, "/attention/alone_backward_ms", b_ms);
+  put(h5, "/attention/alone_forward_tflops", fwd);
+  put(h5, "/attention/alone_backward_tflops", bwd);
+}
+
+// The whole benchmark, section by section.
 int run_bench_cuda(const BenchArgs& a) {
   ModelConfig c = bench_shape(a.shape);
   cuda::GpuContext ctx = cuda::create_gpu_context(0);
@@ -189,7 +547,7 @@ int run_bench_cuda(const BenchArgs& a) {
   if (a.layers > 0) c.num_hidden_layers = std::min(a.layers, shape_layers);
   else if (c.is_moe()) c.num_hidden_layers = layers_that_fit(c);
   const int64_t C = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size, L = c.num_hidden_layers;
-  const int64_t V = c.vocab_size, D = c.head_dim, Hq = c.num_attention_heads;
+  const int64_t V = c.vocab_size;
   // Model FLOPs count the matrix multiplications: every layer's projections and the LM head (V x C, real work
   // even when tied); the tied embedding is counted once, as the LM head (the lookup is no FLOPs). A mixture of
   // experts counts what one token computes with: its router and its k experts (the active parameters).
@@ -203,335 +561,35 @@ int run_bench_cuda(const BenchArgs& a) {
               prop.name, prop.multiProcessorCount, (long long)c.num_parameters(), matmul_params / 1e6,
               c.is_moe() ? ", active: k of the experts" : "");
 
-  // Roofline: GEMM ceiling and copy bandwidth.
-  const int G = 8192;
-  DeviceArray<bf16> ga(int64_t(G) * G), gb(int64_t(G) * G), gc(int64_t(G) * G);
-  {
-    DeviceArray<float> tmp(int64_t(G) * G);
-    fill_random(tmp.get(), tmp.size(), 1.f, 1, ctx.stream);
-    cuda::f32_to_bf16(ga.get(), tmp.get(), tmp.size(), ctx);
-    cuda::f32_to_bf16(gb.get(), tmp.get(), tmp.size(), ctx);
-    CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  }
-  const double gemm_ms = median_ms(a.reps, 3, ctx.stream, [&] {
-    cuda::linear_forward(gc.get(), ga.get(), gb.get(), nullptr, G, G, G, ctx);
-  });
-  const double gemm_tflops = 2.0 * G * double(G) * G / (gemm_ms * 1e-3) / 1e12;
-  const size_t copy_bytes = size_t(1) << 30;
-  double copy_gbps = 0;
-  {
-    DeviceArray<char> src{int64_t(copy_bytes)}, dst{int64_t(copy_bytes)};
-    CUDA_CHECK(cudaMemsetAsync(src.get(), 1, copy_bytes, ctx.stream));
-    const double copy_ms = median_ms(a.reps, 2, ctx.stream, [&] {
-      CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice, ctx.stream));
-    });
-    copy_gbps = 2.0 * double(copy_bytes) / (copy_ms * 1e-3) / 1e9;
-  }
-  ga = DeviceArray<bf16>();
-  gb = DeviceArray<bf16>();
-  gc = DeviceArray<bf16>();
-  std::printf("  roofline: bf16 GEMM %d^3 %.3f ms = %.1f TFLOP/s; device copy %.0f GB/s (read + write)\n", G,
-              gemm_ms, gemm_tflops, copy_gbps);
-  GroupedGemm gg;
-  if (c.is_moe()) {
-    gg = bench_grouped_gemm(c, int(std::min<int64_t>(a.micro_batch_tokens, 16384)), a.reps, ctx);
-    std::printf("  experts' grouped GEMMs, %lld tokens x %d of %d experts (TFLOP/s, share of the dense ceiling; the\n"
-                "  model runs cuBLAS per expert from 64 rows an expert on average, the kernel in decode steps):\n",
-                (long long)std::min<int64_t>(a.micro_batch_tokens, 16384), c.num_experts_per_tok, c.num_experts);
-    const char* shapes[2] = {"gate/up (C -> Im)", "down (Im -> C)"};
-    for (int sh = 0; sh < 2; ++sh)
-      for (int dir = 0; dir < 2; ++dir) {
-        const double kt = gg.flops[sh][dir] / (gg.ms[sh][dir][0] * 1e-3) / 1e12;
-        const double ct = gg.flops[sh][dir] / (gg.ms[sh][dir][1] * 1e-3) / 1e12;
-        std::printf("    %-18s %-8s kernel %7.1f (%5.1f%%)   cuBLAS per expert %7.1f (%5.1f%%)\n", shapes[sh],
-                    dir == 0 ? "forward" : "backward", kt, 100.0 * kt / gemm_tflops, ct, 100.0 * ct / gemm_tflops);
-      }
-  }
-
-  // Model, optimizer and random weights (norm weights 1).
-  GpuAdamW* opt_ptr = nullptr;
-  std::unique_ptr<GpuAdamW> opt;
-  std::unique_ptr<GpuTransformer> model;
-  {
-    const ModelWeights layout = allocate_weights(c);
-    opt = std::make_unique<GpuAdamW>(layout, AdamWConfig{}, ctx);
-    model = std::make_unique<GpuTransformer>(c, ParamLayout::of(c), ctx, int(a.micro_batch_tokens));
-    fill_random(opt->master(), opt->num_params(), 0.02f, 2, ctx.stream);
-    for (const auto& [name, t] : layout.named_parameters()) {
-      if (name.find("norm") == std::string::npos) continue;
-      const std::vector<float> ones(size_t(t.numel()), 1.f);
-      CUDA_CHECK(cudaMemcpy(opt->master() + (t.f32() - layout.flat.f32()), ones.data(), ones.size() * 4,
-                            cudaMemcpyHostToDevice));
-    }
-  }
-  opt_ptr = opt.get();
-  model->set_recompute(a.recompute);
-  opt_ptr->refit(model->weights());
-
-  // Random sequences packed into micro-batches.
-  std::mt19937 rng(3);
-  std::uniform_int_distribution<int> ud(0, int(V) - 1);
-  std::vector<std::vector<int32_t>> seqs(size_t(a.sequences), std::vector<int32_t>(size_t(a.seq_len)));
-  for (auto& s : seqs)
-    for (auto& x : s) x = ud(rng);
-  const std::vector<int> lengths(size_t(a.sequences), a.seq_len);
-  std::vector<PackedBatch> batches;
-  int max_T = 0;
-  double tokens = 0, attn_fwd_flops = 0;
-  for (const auto& [b, e] : split_by_tokens(lengths, a.micro_batch_tokens)) {
-    batches.push_back(PackedBatch::pack(std::vector<std::vector<int32_t>>(seqs.begin() + b, seqs.begin() + e)));
-    max_T = std::max(max_T, batches.back().num_tokens());
-  }
-  for (int n : lengths) {
-    tokens += n;
-    attn_fwd_flops += 2.0 * double(D) * double(n) * double(n + 1) * double(Hq) * double(L);
-  }
-  std::printf("  %d sequences x %d tokens in %zu micro-batches of <= %lld tokens, recompute %s\n", a.sequences,
-              a.seq_len, batches.size(), (long long)a.micro_batch_tokens, recompute_name(a.recompute));
+  const Roofline roof = measure_roofline(a.reps, ctx);
+  const GroupedGemm gg = c.is_moe() ? bench_experts(c, a, roof, ctx) : GroupedGemm{};
+  BenchModel m = make_bench_model(c, a, ctx);
+  const BenchBatches bb = make_bench_batches(c, a);
   // The memory planner's count of one micro-batch's training arenas under each choice (rl/device_memory_plan.h).
-  std::printf("  planned training arenas for %d tokens:", max_T);
+  std::printf("  planned training arenas for %d tokens:", bb.max_T);
   for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
-    std::printf(" %s %.2f GiB", recompute_name(r), double(model->training_bytes(max_T, r)) / double(1 << 30));
+    std::printf(" %s %.2f GiB", recompute_name(r), double(m.model->training_bytes(bb.max_T, r)) / double(1 << 30));
   std::printf("\n");
-
-  std::vector<float> dl(size_t(max_T), -1.f / float(tokens));
-  DeviceArray<float> dlogprob(max_T);
+  const std::vector<float> dl(size_t(bb.max_T), -1.f / float(bb.tokens));
+  DeviceArray<float> dlogprob(bb.max_T);
   CUDA_CHECK(cudaMemcpy(dlogprob.get(), dl.data(), dl.size() * 4, cudaMemcpyHostToDevice));
 
-  cudaEvent_t ev0, ev1;
-  CUDA_CHECK(cudaEventCreate(&ev0));
-  CUDA_CHECK(cudaEventCreate(&ev1));
-  auto elapsed = [&] {
-    CUDA_CHECK(cudaEventSynchronize(ev1));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, ev0, ev1));
-    return double(ms);
-  };
-  auto logprob_pass = [&] {
-    for (const PackedBatch& b : batches) model->forward(b, 1.f, false, /*need_backward=*/false);
-  };
-  auto training_step = [&] {
-    opt_ptr->zero_grads();
-    for (const PackedBatch& b : batches) {
-      model->forward(b, 1.f, false);
-      model->backward(dlogprob.get(), nullptr, opt_ptr->grads());
-    }
-    opt_ptr->clip(1.0);
-    opt_ptr->adamw(1e-7f);
-  };
-
-  // Warm-up (plans, algorithm choices, first-touch), then the timed phases.
-  model->forward(batches[0], 1.f, false, false);
-  model->forward(batches[0], 1.f, false);
-  model->backward(dlogprob.get(), nullptr, opt_ptr->grads());
-  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-
-  PhaseResult lp, tr;
-  model->reset_peaks();
-  CUDA_CHECK(cudaEventRecord(ev0, ctx.stream));
-  logprob_pass();
-  CUDA_CHECK(cudaEventRecord(ev1, ctx.stream));
-  lp.ms = elapsed();
-  lp.tokens = tokens;
-  lp.flops = 2.0 * matmul_params * tokens + attn_fwd_flops;
-  lp.arena_peak = model->forward_arena_peak();
-  lp.device_in_use = GpuTransformer::device_bytes_in_use();
-
-  model->reset_peaks();
-  CUDA_CHECK(cudaEventRecord(ev0, ctx.stream));
-  training_step();
-  CUDA_CHECK(cudaEventRecord(ev1, ctx.stream));
-  tr.ms = elapsed();
-  tr.tokens = tokens;
-  tr.flops = 6.0 * matmul_params * tokens + 3.0 * attn_fwd_flops;
-  tr.arena_peak = model->forward_arena_peak() + model->backward_arena_peak();
-  tr.device_in_use = GpuTransformer::device_bytes_in_use();
-
-  const double refit_ms = median_ms(a.reps, 2, ctx.stream, [&] { opt_ptr->refit(model->weights()); });
-  const double refit_gbps = double(opt_ptr->num_params()) * 6.0 / (refit_ms * 1e-3) / 1e9;
-  const size_t static_bytes = size_t(opt_ptr->num_params()) * (4 * 4 + 2);
-
-  std::printf("\n  %-10s %12s %14s %12s %14s %16s\n", "phase", "time (ms)", "tokens/s", "TFLOP/s", "arena (GiB)",
-              "device used (GiB)");
-  std::printf("  %-10s %12.1f %14.0f %12.1f %14.2f %16.2f\n", "logprob", lp.ms, lp.tokens_per_s(), lp.tflops(),
-              gib(lp.arena_peak), gib(lp.device_in_use));
-  std::printf("  %-10s %12.1f %14.0f %12.1f %14.2f %16.2f\n", "training", tr.ms, tr.tokens_per_s(), tr.tflops(),
-              gib(tr.arena_peak), gib(tr.device_in_use));
-  std::printf("  %-10s %12.3f %14s %12s %14s %16s   (%.0f GB/s)\n", "refit", refit_ms, "-", "-", "-", "-",
-              refit_gbps);
-  std::printf("  weights + gradients + Adam moments + bf16 copy: %.2f GiB\n", gib(static_bytes));
-
-  // A mixture of experts: the layers' share of each phase (the embedding and LM head's from a profiled run), per
-  // layer and projected to the whole model: on one GPU (were it to fit), and on eight holding 1/8 of the experts
-  // each with eight times the tokens (the all-to-all of expert parallelism not counted).
-  double head_share[2] = {0, 0};
-  if (c.is_moe()) {
-    GpuOpProfiler prof(ctx.stream);
-    model->set_profiler(&prof);
-    for (int phase = 0; phase < 2; ++phase) {
-      prof.clear();
-      if (phase == 1) opt_ptr->zero_grads();
-      for (const PackedBatch& b : batches) {
-        model->forward(b, 1.f, false, /*need_backward=*/phase == 1);
-        if (phase == 1) model->backward(dlogprob.get(), nullptr, opt_ptr->grads());
-        prof.collect();
-      }
-      double total = 0, head = 0;
-      for (const auto& [name, ms] : prof.totals_ms()) {
-        total += ms;
-        if (name.rfind("lm_head", 0) == 0 || name.rfind("embedding", 0) == 0) head += ms;
-      }
-      head_share[phase] = total > 0 ? head / total : 0;
-    }
-    model->set_profiler(nullptr);
-    std::printf("\n  per layer and projected to all %d layers (the embedding and LM head: %.1f%% / %.1f%% of the "
-                "phases here):\n",
-                shape_layers, 100 * head_share[0], 100 * head_share[1]);
-    for (int phase = 0; phase < 2; ++phase) {
-      const PhaseResult& r = phase == 0 ? lp : tr;
-      const double per_layer = r.ms * (1 - head_share[phase]) / double(L), head = r.ms * head_share[phase];
-      const double whole_ms = per_layer * shape_layers + head;
-      const double whole_flops = r.flops / matmul_params * (matmul_params + layer_matmul * double(shape_layers - L));
-      std::printf("    %-9s %8.2f ms a layer; %d layers: %9.1f ms, %8.0f tokens/s on one GPU, %9.0f tokens/s on "
-                  "eight (%.1f TFLOP/s a GPU)\n",
-                  phase == 0 ? "logprob" : "training", per_layer, shape_layers, whole_ms, r.tokens / (whole_ms * 1e-3),
-                  8 * r.tokens / (whole_ms * 1e-3), whole_flops / (whole_ms * 1e-3) / 1e12);
-    }
-  }
+  const BenchTimes t = time_phases(m, bb, dlogprob.get(), matmul_params, a.reps, ctx);
+  print_phases(t, m.opt->num_params());
+  const MoeProjection moe =
+      c.is_moe() ? project_moe(m, bb, dlogprob.get(), t, matmul_params, layer_matmul, int(L), shape_layers, ctx)
+                 : MoeProjection{};
 
   std::filesystem::create_directories(a.output_dir);
   const std::string path = cat(a.output_dir, "/bench-", a.shape, ".h5");
   Hdf5File h5(path, Hdf5File::Mode::create);
-  h5.set_attribute("/", "shape", a.shape);
-  h5.set_attribute("/", "device", prop.name);
-  h5.set_attribute("/", "flop_count",
-                   "logprob 2*P*tokens + causal attention forward; training 6*P*tokens + 3x attention forward; "
-                   "P = matmul parameters incl. the LM head, tied embedding counted once");
-  auto put = [&](const std::string& name, double v) {
-    const float f = float(v);
-    h5.write_f32(name, &f, 1);
-  };
-  put("/config/sequences", a.sequences);
-  put("/config/seq_len", a.seq_len);
-  put("/config/micro_batch_tokens", double(a.micro_batch_tokens));
-  put("/config/recompute", double(int(a.recompute)));  // 0 none, 1 selective, 2 full
-  h5.set_attribute("/", "recompute", recompute_name(a.recompute));
-  put("/config/matmul_params", matmul_params);
-  put("/roofline/gemm_ms", gemm_ms);
-  put("/roofline/gemm_tflops", gemm_tflops);
-  put("/roofline/copy_gbps", copy_gbps);
-  for (const auto& [name, r] : {std::pair<const char*, const PhaseResult&>{"logprob", lp}, {"training", tr}}) {
-    put(cat("/", name, "/ms"), r.ms);
-    put(cat("/", name, "/tokens_per_s"), r.tokens_per_s());
-    put(cat("/", name, "/tflops"), r.tflops());
-    put(cat("/", name, "/arena_peak_gib"), gib(r.arena_peak));
-    put(cat("/", name, "/device_in_use_gib"), gib(r.device_in_use));
-  }
-  put("/refit/ms", refit_ms);
-  put("/refit/gbps", refit_gbps);
-  put("/config/layers", double(L));
-  if (c.is_moe()) {
-    put("/config/shape_layers", shape_layers);
-    const char* shapes[2] = {"up", "down"};
-    for (int sh = 0; sh < 2; ++sh)
-      for (int dir = 0; dir < 2; ++dir)
-        for (int impl = 0; impl < 2; ++impl) {
-          const double tf = gg.flops[sh][dir] / (gg.ms[sh][dir][impl] * 1e-3) / 1e12;
-          const std::string name = cat("/grouped_gemm/", shapes[sh], "_", dir == 0 ? "forward" : "backward", "_",
-                                       impl == 0 ? "kernel" : "cublas");
-          put(name + "_tflops", tf);
-          put(name + "_of_ceiling", tf / gemm_tflops);
-        }
-    for (int phase = 0; phase < 2; ++phase) {
-      const PhaseResult& r = phase == 0 ? lp : tr;
-      const double per_layer = r.ms * (1 - head_share[phase]) / double(L);
-      const double whole_ms = per_layer * shape_layers + r.ms * head_share[phase];
-      const std::string p = phase == 0 ? "/logprob" : "/training";
-      put(p + "/ms_per_layer", per_layer);
-      put(p + "/projected_ms_all_layers", whole_ms);
-      put(p + "/projected_tokens_per_s_8_gpus", 8 * r.tokens / (whole_ms * 1e-3));
-    }
-  }
-
-  // Attention FLOPs: the causal forward over every layer (attn_fwd_flops) and a backward of 2.5 times it.
-  auto family_ms = [](const GpuOpProfiler& p, const char* name) {
-    for (const auto& [n, ms] : p.totals_ms())
-      if (n == name) return ms;
-    return 0.0;
-  };
-  if (a.profile) {
-    GpuOpProfiler prof(ctx.stream);
-    model->set_profiler(&prof);
-    for (const PackedBatch& b : batches) {
-      model->forward(b, 1.f, false, /*need_backward=*/false);
-      prof.collect();
-    }
-    std::printf("\n");
-    print_profile("logprob", prof, h5);
-    const double fwd_ms = family_ms(prof, "attention");
-    prof.clear();
-    opt_ptr->zero_grads();
-    for (const PackedBatch& b : batches) {
-      model->forward(b, 1.f, false);
-      model->backward(dlogprob.get(), nullptr, opt_ptr->grads());
-      prof.collect();
-    }
-    print_profile("training", prof, h5);
-    const double bwd_ms = family_ms(prof, "attention_backward");
-    model->set_profiler(nullptr);
-    if (fwd_ms > 0 && bwd_ms > 0) {
-      const double fwd = attn_fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd = 2.5 * attn_fwd_flops / (bwd_ms * 1e-3) / 1e12;
-      std::printf("  attention in the model: forward %.1f TFLOP/s, backward %.1f TFLOP/s\n", fwd, bwd);
-      put("/attention/model_forward_tflops", fwd);
-      put("/attention/model_backward_tflops", bwd);
-    }
-  }
-  model.reset();
-  opt.reset();
-  // The same attention alone: one causal sequence of seq_len tokens through cuDNN, the best of the repetitions.
-  {
-    const int S = a.seq_len;
-    const int64_t nq = int64_t(S) * Hq * D, nkv = int64_t(S) * c.num_key_value_heads * D;
-    DeviceArray<bf16> q(nq), k(nkv), v(nkv), o(nq), dout(nq), dq(nq), dk(nkv), dv(nkv);
-    DeviceArray<float> lse(int64_t(Hq) * S), tmp(std::max(nq, nkv));
-    DeviceArray<int32_t> cu(2);
-    const int32_t cu_host[2] = {0, S};
-    CUDA_CHECK(cudaMemcpy(cu.get(), cu_host, sizeof cu_host, cudaMemcpyHostToDevice));
-    for (auto [dst, n, seed] : {std::tuple{&q, nq, 11}, std::tuple{&k, nkv, 12}, std::tuple{&v, nkv, 13},
-                                std::tuple{&dout, nq, 14}}) {
-      fill_random(tmp.get(), n, 1.f, uint64_t(seed), ctx.stream);
-      cuda::f32_to_bf16(dst->get(), tmp.get(), n, ctx);
-    }
-    const int Hkv = c.num_key_value_heads;
-    const float scale = 1.f / std::sqrt(float(D));
-    auto best_ms = [&](auto fn) {
-      fn();  // plan and warm-up
-      double best = 1e30;
-      for (int r = 0; r < a.reps; ++r) best = std::min(best, median_ms(1, 0, ctx.stream, fn));
-      return best;
-    };
-    const double f_ms = best_ms([&] {
-      cuda::attention_forward(o.get(), lse.get(), q.get(), k.get(), v.get(), cu.get(), 1, S, S, int(Hq), Hkv, int(D),
-                              scale, ctx);
-    });
-    const double b_ms = best_ms([&] {
-      cuda::attention_backward(dq.get(), dk.get(), dv.get(), dout.get(), o.get(), lse.get(), q.get(), k.get(), v.get(),
-                               cu.get(), 1, S, S, int(Hq), Hkv, int(D), scale, ctx);
-    });
-    const double flops = 2.0 * double(D) * double(S) * double(S + 1) * double(Hq);  // one layer's causal forward
-    const double fwd = flops / (f_ms * 1e-3) / 1e12, bwd = 2.5 * flops / (b_ms * 1e-3) / 1e12;
-    std::printf("  attention alone (cuDNN, one sequence of %d tokens, %lld heads): forward %.3f ms = %.1f TFLOP/s, "
-                "backward %.3f ms = %.1f TFLOP/s\n",
-                S, (long long)Hq, f_ms, fwd, b_ms, bwd);
-    put("/attention/alone_forward_ms", f_ms);
-    put("/attention/alone_backward_ms", b_ms);
-    put("/attention/alone_forward_tflops", fwd);
-    put("/attention/alone_backward_tflops", bwd);
-  }
+  write_results(h5, a, prop, c, shape_layers, matmul_params, roof, t, gg, moe);
+  if (a.profile) profile_phases(m, bb, dlogprob.get(), h5, ctx);
+  m.model.reset();  // the attention alone takes the model's memory
+  m.opt.reset();
+  bench_attention_alone(c, a, h5, ctx);
   h5.close();
   std::printf("\n  wrote %s\n", path.c_str());
-  cudaEventDestroy(ev0);
-  cudaEventDestroy(ev1);
   cuda::destroy_gpu_context(ctx);
   return 0;
 }
