@@ -10,6 +10,7 @@
 #include "comm/host_collectives.h"
 #include "runtime/error.h"
 #include "io/output_metrics.h"
+#include "roles/rollout_wire.h"
 #include "rl/grpo_trainer_state.h"
 #include "rl/moe_metrics.h"
 
@@ -160,31 +161,14 @@ void set_score_metrics(StepRow& row, const std::vector<GrpoSample>& samples, Com
       sum += sc.value;
       count += 1;
     }
-  std::string bytes;
-  for (const auto& [name, sc] : mine) {
-    const uint32_t len = uint32_t(name.size());
-    bytes.append(reinterpret_cast<const char*>(&len), sizeof len);
-    bytes += name;
-    bytes.append(reinterpret_cast<const char*>(&sc.first), sizeof(double));
-    bytes.append(reinterpret_cast<const char*>(&sc.second), sizeof(double));
-  }
+  using Sums = std::vector<std::pair<std::string, std::pair<double, double>>>;  // name, (sum, count)
+  const std::string bytes = wire_encode(Sums(mine.begin(), mine.end()));
   std::map<std::string, std::pair<double, double>> all;
-  for (const std::string& part : gather_strings(dp, bytes)) {
-    size_t at = 0;
-    while (at < part.size()) {
-      uint32_t len = 0;
-      std::memcpy(&len, part.data() + at, sizeof len);
-      at += sizeof len;
-      const std::string name = part.substr(at, len);
-      at += len;
-      double sum = 0, count = 0;
-      std::memcpy(&sum, part.data() + at, sizeof sum);
-      std::memcpy(&count, part.data() + at + sizeof sum, sizeof count);
-      at += 2 * sizeof(double);
-      all[name].first += sum;
-      all[name].second += count;
+  for (const std::string& part : gather_strings(dp, bytes))
+    for (const auto& [name, sc] : wire_decode<Sums>(part, "a sub-score message")) {
+      all[name].first += sc.first;
+      all[name].second += sc.second;
     }
-  }
   for (const auto& [name, sc] : all) row.set("scores/" + name, sc.first / sc.second);
 }
 
@@ -295,63 +279,31 @@ void GrpoTrainer::set_generation_metrics(StepRow& row) {
 
 namespace {
 
-void put_i64(std::string& out, int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
-void put_str(std::string& out, const std::string& s) {
-  put_i64(out, int64_t(s.size()));
-  out += s;
-}
-struct Reader {
-  const std::string& in;
-  size_t at = 0;
-  int64_t i64() {
-    int64_t v = 0;
-    std::memcpy(&v, in.data() + at, sizeof(v));
-    at += sizeof(v);
-    return v;
-  }
-  std::string str() {
-    const size_t n = size_t(i64());
-    std::string s = in.substr(at, n);
-    at += n;
-    return s;
-  }
+// A sample of /samples as it travels to the output's rank.
+struct SampleText {
+  int64_t position = 0;
+  double reward = 0;
+  std::string prompt, completion;
 };
+template <class A>
+void fields(A& a, SampleText& x) {
+  a(x.position, x.reward, x.prompt, x.completion);
+}
 
 }  // namespace
 
 // The step's first num_samples rollouts in global order: each rank sends those it generated, rank 0 sorts them.
 void GrpoTrainer::record_samples(const StepState& st, StepRow& row, int64_t num_samples) {
-  std::string mine;
-  for (const GrpoSample& s : st.samples) {
-    if (s.position >= num_samples) continue;
-    put_i64(mine, s.position);
-    double reward = s.reward;
-    int64_t bits = 0;
-    std::memcpy(&bits, &reward, sizeof(bits));
-    put_i64(mine, bits);
-    put_str(mine, tok_->decode(s.rollout.prompt, false));
-    put_str(mine, s.rollout.text);
-  }
-  struct Sample {
-    int64_t position;
-    double reward;
-    std::string prompt, completion;
-  };
-  std::vector<Sample> all;
-  for (const std::string& part : gather_strings(ps_.dp(), mine)) {
-    Reader r{part};
-    while (r.at < part.size()) {
-      Sample x;
-      x.position = r.i64();
-      const int64_t bits = r.i64();
-      std::memcpy(&x.reward, &bits, sizeof(bits));
-      x.prompt = r.str();
-      x.completion = r.str();
-      all.push_back(std::move(x));
-    }
-  }
-  std::sort(all.begin(), all.end(), [](const Sample& a, const Sample& b) { return a.position < b.position; });
-  for (Sample& x : all) row.add_sample(std::move(x.prompt), std::move(x.completion), x.reward);
+  std::vector<SampleText> mine;
+  for (const GrpoSample& s : st.samples)
+    if (s.position < num_samples)
+      mine.push_back({s.position, s.reward, tok_->decode(s.rollout.prompt, false), s.rollout.text});
+  std::vector<SampleText> all;
+  for (const std::string& part : gather_strings(ps_.dp(), wire_encode(mine)))
+    for (SampleText& x : wire_decode<std::vector<SampleText>>(part, "a sample message")) all.push_back(std::move(x));
+  std::sort(all.begin(), all.end(),
+            [](const SampleText& a, const SampleText& b) { return a.position < b.position; });
+  for (SampleText& x : all) row.add_sample(std::move(x.prompt), std::move(x.completion), x.reward);
 }
 
 }  // namespace hone::rl

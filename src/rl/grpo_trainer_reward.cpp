@@ -3,68 +3,14 @@
 // before they move to the ranks that train on them. The ranks of one replica hold the same rollouts; only its
 // first rank runs the reward (one reward process per distinct set of rollouts), and the others take its results, so the ranks agree on the rewards even when the reward is not deterministic (a judge
 // model, a sandbox timing out). A reward that fails on any rank ends every rank with its message.
-#include <cstring>
-
 #include "comm/host_collectives.h"
 #include "rl/grpo_trainer_state.h"
+#include "roles/rollout_wire.h"
 #include "runtime/agree.h"
 #include "runtime/error.h"
 
 namespace hone::rl {
 
-namespace {
-
-void put_bytes(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
-
-// The results as bytes, for the tp group's broadcast.
-std::string encode(const std::vector<RewardResult>& rs) {
-  std::string out;
-  for (const RewardResult& r : rs) {
-    put_bytes(out, &r.reward, sizeof r.reward);
-    const uint8_t correct = r.correct ? 1 : 0;
-    put_bytes(out, &correct, 1);
-    const uint32_t n = uint32_t(r.scores.size());
-    put_bytes(out, &n, sizeof n);
-    for (const RewardScore& s : r.scores) {
-      const uint32_t len = uint32_t(s.name.size());
-      put_bytes(out, &len, sizeof len);
-      out += s.name;
-      put_bytes(out, &s.value, sizeof s.value);
-    }
-  }
-  return out;
-}
-
-std::vector<RewardResult> decode(const std::string& in, size_t count) {
-  std::vector<RewardResult> rs(count);
-  size_t at = 0;
-  auto get = [&](void* p, size_t n) {
-    HONE_CHECK(at + n <= in.size(), "short reward broadcast");
-    std::memcpy(p, in.data() + at, n);
-    at += n;
-  };
-  for (RewardResult& r : rs) {
-    get(&r.reward, sizeof r.reward);
-    uint8_t correct = 0;
-    get(&correct, 1);
-    r.correct = correct != 0;
-    uint32_t n = 0;
-    get(&n, sizeof n);
-    r.scores.resize(n);
-    for (RewardScore& s : r.scores) {
-      uint32_t len = 0;
-      get(&len, sizeof len);
-      HONE_CHECK(at + len <= in.size(), "short reward broadcast");
-      s.name.assign(in.data() + at, len);
-      at += len;
-      get(&s.value, sizeof s.value);
-    }
-  }
-  HONE_CHECK(at == in.size(), "reward broadcast of ", in.size(), " bytes, ", at, " read");
-  return rs;
-}
-
-}  // namespace
 
 Comm* GrpoTrainer::scoring_group() const {
   if (gen_.tg == 1) return nullptr;
@@ -77,8 +23,8 @@ std::vector<RewardResult> GrpoTrainer::score_queries(const std::vector<RewardQue
     if (reward_) results = score_in_batches(*reward_, queries, reward_batch_size_);
   });
   if (Comm* group = scoring_group()) {
-    const std::string bytes = broadcast_string(*group, group->rank() == 0 ? encode(results) : std::string());
-    if (group->rank() != 0) results = decode(bytes, queries.size());
+    const std::string bytes = broadcast_string(*group, group->rank() == 0 ? wire_encode(results) : std::string());
+    if (group->rank() != 0) results = wire_decode<std::vector<RewardResult>>(bytes, "a reward broadcast");
   }
   HONE_CHECK(results.size() == queries.size(), results.size(), " rewards for ", queries.size(), " rollouts");
   return results;

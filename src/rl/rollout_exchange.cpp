@@ -4,75 +4,14 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "data/prompt_source.h"
+#include "roles/rollout_wire.h"
 #include "runtime/error.h"
 
 namespace hone::rl {
 
-namespace {
-
-template <typename T>
-void put(std::string& out, const T& v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-template <typename T>
-void put_vector(std::string& out, const std::vector<T>& v) {
-  put(out, int64_t(v.size()));
-  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
-struct Reader {
-  const char* p;
-  const char* end;
-  template <typename T>
-  T get() {
-    HONE_CHECK(p + sizeof(T) <= end, "a rollout message ends early");
-    T v;
-    std::memcpy(&v, p, sizeof(T));
-    p += sizeof(T);
-    return v;
-  }
-  template <typename T>
-  std::vector<T> vector() {
-    const int64_t n = get<int64_t>();
-    HONE_CHECK(n >= 0 && p + size_t(n) * sizeof(T) <= end, "a rollout message ends early");
-    std::vector<T> v(static_cast<size_t>(n));
-    if (n > 0) std::memcpy(v.data(), p, size_t(n) * sizeof(T));  // an empty vector's data() may be null
-    p += size_t(n) * sizeof(T);
-    return v;
-  }
-};
-
-void pack(std::string& out, const GrpoSample& s) {
-  put(out, s.position);
-  put(out, s.reward);
-  put(out, int64_t(s.correct));
-  put(out, int64_t(s.rollout.finish_reason));
-  put(out, s.rollout.sample_index);
-  put_vector(out, s.rollout.prompt);
-  put_vector(out, s.rollout.completion);
-  put_vector(out, s.rollout.logprobs);
-  put_vector(out, std::vector<char>(s.rollout.text.begin(), s.rollout.text.end()));
-}
-
-GrpoSample unpack(Reader& r) {
-  GrpoSample s;
-  s.prompt_index = -1;
-  s.position = r.get<int64_t>();
-  s.reward = r.get<double>();
-  s.correct = r.get<int64_t>() != 0;
-  s.rollout.finish_reason = FinishReason(r.get<int64_t>());
-  s.rollout.sample_index = r.get<int64_t>();
-  s.rollout.prompt = r.vector<int32_t>();
-  s.rollout.completion = r.vector<int32_t>();
-  s.rollout.logprobs = r.vector<float>();
-  const std::vector<char> text = r.vector<char>();
-  s.rollout.text.assign(text.begin(), text.end());
-  return s;
-}
-
-}  // namespace
 
 std::vector<GrpoSample> exchange_rollouts(const std::vector<GrpoSample>& samples, const GenerationLayout& gen,
                                           const RankGrid& grid, int64_t prompts_per_step, int64_t generations,
@@ -92,13 +31,10 @@ std::vector<GrpoSample> exchange_rollouts(const std::vector<GrpoSample>& samples
   for (int w = 0; w < W; ++w) {
     if (gen.rank_in_replica(w) != gen.rank_in_replica(me)) continue;  // another member of the replica sends
     const int d = grid.coord(w).dp;
-    std::string body;
-    int64_t n = 0;
+    std::vector<GrpoSample> to_d;
     for (const GrpoSample& s : samples)
-      if (trainer_of(s.position) == d) pack(body, s), ++n;
-    if (n == 0) continue;
-    put(out[size_t(w)], n);
-    out[size_t(w)] += body;
+      if (trainer_of(s.position) == d) to_d.push_back(s);
+    if (!to_d.empty()) out[size_t(w)] = wire_encode(to_d);
   }
   // Counts in 8-byte words, then the words.
   const size_t n_ranks = static_cast<size_t>(W);
@@ -118,8 +54,11 @@ std::vector<GrpoSample> exchange_rollouts(const std::vector<GrpoSample>& samples
   for (int w = 0; w < W; ++w) {
     if (recv_counts[size_t(w)] == 0) continue;
     const char* p = reinterpret_cast<const char*>(recv.data() + recv_displs[size_t(w)]);
-    Reader r{p, p + size_t(recv_counts[size_t(w)]) * 8};
-    for (int64_t n = r.get<int64_t>(); n > 0; --n) mine.push_back(unpack(r));
+    WireReader r(p, size_t(recv_counts[size_t(w)]) * 8, "a rollout message");  // the last word's padding unread
+    for (GrpoSample& s : r.read<std::vector<GrpoSample>>()) {
+      s.prompt_index = -1;  // the trainer finds the prompt of each sample again
+      mine.push_back(std::move(s));
+    }
   }
   std::sort(mine.begin(), mine.end(), [](const GrpoSample& a, const GrpoSample& b) { return a.position < b.position; });
   return mine;
