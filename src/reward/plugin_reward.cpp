@@ -93,7 +93,7 @@ void PluginReward::read_score_names() {
   const std::string& path = path_;
   if (api_->num_scores) {
     const int n = api_->num_scores(state_);
-    HONE_USER_CHECK(n >= 0 && n <= 1024, "reward.library = \"", path, "\": hone_reward_num_scores gave ", n);
+    HONE_USER_CHECK(n >= 0 && size_t(n) <= kMaxScoreNames, "reward.library = \"", path, "\": hone_reward_num_scores gave ", n);
     for (int i = 0; i < n; ++i) {
       const char* s = api_->score_name(state_, i);
       const std::string name = s ? s : "";

@@ -109,6 +109,9 @@ BOOST_AUTO_TEST_CASE(malformed_lines_name_file_and_line) {
       {"{\"prompt\": [{\"role\": \"robot\", \"content\": \"x\"}], \"answer\": \"1\"}", "has role 'robot'"},
       {"{\"prompt\": [], \"answer\": \"1\"}", "is an empty list of messages"},
       {"{\"prompt\": \"  \", \"answer\": \"1\"}", "field 'prompt' is empty"},
+      // 100,000 levels in an extra field once overflowed the stack copying the row's extra fields.
+      {"{\"prompt\": \"p\", \"answer\": \"1\", \"e\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+       "JSON nested deeper than 256 levels of [ and { (hone's limit)"},
   };
   for (const Bad& b : bad) {
     std::string path = write_file("dataset_bad", good + good + b.line + "\n" + good);

@@ -118,6 +118,9 @@ BOOST_AUTO_TEST_CASE(replies_are_a_number_or_an_object_with_sub_scores) {
   BOOST_TEST(contains(bad("1e39"), "the reward is 1e+39, beyond the range of a 32-bit float"));
   BOOST_TEST(contains(bad(R"({"reward": -1.7e308})"), "\"reward\" is -1.7e+308, beyond the range of a 32-bit float"));
   BOOST_TEST(parse_reward_reply("3.4e38").reward == 3.4e38);
+  // A reply nested 100,000 levels deep is refused before it is parsed; a NUL byte in a name is shown, not an end.
+  BOOST_TEST(contains(bad(std::string(100000, '[') + std::string(100000, ']')), "nested deeper than 256 levels"));
+  BOOST_TEST(contains(bad(R"({"reward": 1, "a\u0000b": 1})"), "sub-score name \"a\\x00b\" is not"));
 }
 
 BOOST_AUTO_TEST_CASE(child_exchanges_lines_without_deadlock_on_full_pipes) {
@@ -240,6 +243,14 @@ BOOST_AUTO_TEST_CASE(process_reward_failures_name_the_process_the_line_and_the_s
   e = fails("read -r l; echo 1; sleep 30", 0.5);
   BOOST_TEST(contains(e, "no complete answer within reward.timeout_s = 0.5 s (1 of 2 replies"));
   BOOST_TEST(seconds_since(t0) < 10.0);
+  // A reply may introduce sub-score names up to the limit of a plug-in's, over the whole run.
+  e = error_of([&] {
+    ProcessReward r("i=0; while read -r l; do i=$((i+1)); echo \"{\\\"reward\\\": 1, \\\"s$i\\\": 1}\"; done", 10.0, 0);
+    r.score(queries(p, std::vector<std::string>(1000, "x")));
+    r.score(queries(p, std::vector<std::string>(100, "x")));
+  });
+  BOOST_TEST(contains(e, "reply 25 of 100 (step 2)"), e);
+  BOOST_TEST(contains(e, "its sub-score \"s1025\" would be name 1025 of the run; a reward gives at most 1024"), e);
   e = fails("/nonexistent/reward.py");
   BOOST_TEST(contains(e, "exited with status 127"));
   BOOST_TEST(contains(e, "not found"));
