@@ -286,12 +286,11 @@ void StepOutput::load_for_resume() {
 
 void StepOutput::write_file() const {
   try {
-    write_file_atomic_with(path_, [&](const std::string& tmp) {
-      h5out::Handle f = h5out::create_file(tmp);
-      write_contents(f);
-      // Closed by hand: H5Fclose writes the metadata, and a full disk must surface here, not be ignored.
-      h5out::check(H5Fclose(f.release()), "H5Fclose");
-    });
+    // Built in memory and written by write_file_atomic: a full disk is its one-line error, and no HDF5 file is
+    // left open behind it.
+    h5out::Handle f = h5out::create_memory_file();
+    write_contents(f);
+    write_file_atomic(path_, h5out::file_image(f));
   } catch (const Error& e) {
     throw UserError(cat("cannot write the output file '", path_, "': ", e.what()));
   }

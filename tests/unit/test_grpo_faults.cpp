@@ -80,6 +80,34 @@ BOOST_AUTO_TEST_CASE(a_model_too_large_for_host_memory_is_refused_before_allocat
   }
 }
 
+// A full disk in output.dir, simulated by a file-size limit (RLIMIT_FSIZE, with SIGXFSZ ignored so that a write
+// past it fails with EFBIG; Open MPI's singleton keeps its own files small with PMIx's hash store and the self
+// transport). The error line used to be followed by a SIGSEGV at exit inside the HDF5 library, whose file stayed
+// open after a failed H5Fclose. Now the file is built in memory and written by hone: one line, exit 2, and the
+// previous file stays readable with whole steps.
+BOOST_AUTO_TEST_CASE(a_full_disk_ends_in_one_line_and_leaves_the_old_file_readable) {
+  const std::string dir = test::temp_dir("grpo-full-disk");
+  const std::string deck = write_deck(dir);
+  for (const char* limit : {"150000", "215000", "250000"}) {
+    BOOST_TEST_CONTEXT("file size limit " << limit) {
+      fs::remove_all(dir + "/out");
+      fs::remove_all(dir + "/ck");
+      std::string out;
+      const int rc = hone_run(deck, "run.max_steps=40 output.sample_every=1 output.num_samples=16 output.rollouts=all",
+                              &out,
+                              std::string("trap '' XFSZ; PMIX_MCA_gds=hash OMPI_MCA_btl=self prlimit --fsize=") + limit + " ");
+      BOOST_TEST_MESSAGE(out);
+      BOOST_TEST(rc == 2);
+      BOOST_TEST(count(out, "hone: error:") == 1u);
+      BOOST_TEST(count(out, "File too large") == 1u);
+      BOOST_TEST(count(out, "HDF5") == 0u);
+      BOOST_TEST(test_h5::File(dir + "/out/t.h5").id >= 0);  // the file of the last step that fitted (or of none)
+      const std::vector<int64_t> st = steps(dir + "/out/t.h5");
+      for (size_t i = 0; i < st.size(); ++i) BOOST_TEST(st[i] == int64_t(i + 1));
+    }
+  }
+}
+
 // Non-finite updates are skipped (grpo_nonfinite), but an update with a finite gradient norm can still overflow the
 // weights: train.learning_rate = 1e39 is beyond fp32 and makes every updated weight Inf or NaN. Such a state used to
 // be checkpointed and marked COMPLETE, and run.resume=auto picked it. Now it is never written: the run ends with one
