@@ -176,8 +176,19 @@ void StepOutput::append_row(Table& t, const StepRow& row) {
   }
 }
 
+// hone writes and deletes step files in the rollouts folder: through a symbolic link that would be another folder
+// (`out/demo.rollouts -> /victim` once wrote there and deleted /victim/step_00000099.h5).
+void StepOutput::check_rollout_folder() const {
+  const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+  std::error_code ec;
+  HONE_USER_CHECK(!fs::is_symlink(fs::symlink_status(folder, ec)), "output.dir: ", folder.string(),
+                  " is a symbolic link; hone writes and deletes the rollout files of this run there, so it must be a "
+                  "folder of its own: remove the link, or choose another output.dir or run.name");
+}
+
 void StepOutput::remove_rollout_files(int64_t after) const {
   const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+  check_rollout_folder();
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) return;
   for (const auto& e : fs::directory_iterator(folder, ec)) {
@@ -194,6 +205,7 @@ void StepOutput::append(const StepRow& row) {
   HONE_CHECK(row.step() > last_step(), "step ", row.step(), " does not follow step ", last_step());
   if (const auto& r = row.rollouts()) {
     const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+    check_rollout_folder();
     std::error_code ec;
     fs::create_directories(folder, ec);
     HONE_USER_CHECK(!ec, "output.dir: cannot create ", folder.string(), ": ", ec.message());

@@ -125,6 +125,7 @@ class StepOutput {
   void load_for_resume();
   // Removes the rollout files of steps after `after` (all of them when after < 0): another run's, or steps a
   // resume drops.
+  void check_rollout_folder() const;  // UserError when it is a symbolic link
   void remove_rollout_files(int64_t after) const;
   void load_table(int64_t file, Table& t, int64_t keep_through);
   void add_metric(Table& t, const std::string& name);

@@ -8,6 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "common/paths.h"
 #include "config/config.h"
 #include "reward/process_reward.h"
@@ -189,6 +193,56 @@ BOOST_AUTO_TEST_CASE(a_child_that_ignores_sigterm_and_stdin_is_still_ended) {
     BOOST_TEST(stubborn.exchange("", 0, 1.0).lines.empty());
   }  // closes stdin, waits a few seconds, kills the group
   BOOST_TEST(seconds_since(t0) < 10.0);
+}
+
+// Whether a process is gone (ended or a zombie whose parent is gone), waiting up to 10 s.
+bool process_ends(pid_t pid) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!stat || !std::getline(stat, line)) return true;
+    const size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+pid_t pid_in(const std::string& path) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream in(path);
+    long pid = 0;
+    if (in >> pid && pid > 0) return pid_t(pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+// doc/data-and-rewards.md: the reward program's process group is ended with it, so its background children do
+// not outlive it; and it does not outlive hone (a parent-death signal), even when hone is killed with SIGKILL.
+BOOST_AUTO_TEST_CASE(the_process_group_ends_with_the_child_and_the_child_with_hone) {
+  const std::string dir = test::temp_dir("child-group");
+  {
+    ChildProcess c("sleep 1000 & echo $! > " + dir + "/bg; while read -r l; do echo 1; done", {});
+    BOOST_TEST(c.exchange("x\n", 1, 10.0).lines.size() == 1u);
+  }  // end of input: the shell exits, its group with it
+  const pid_t bg = pid_in(dir + "/bg");
+  BOOST_REQUIRE(bg > 0);
+  BOOST_TEST(process_ends(bg));
+
+  // A stand-in for hone, killed with SIGKILL while its child ignores the end of its input.
+  const pid_t hone = ::fork();
+  if (hone == 0) {
+    ChildProcess c("echo $$ > " + dir + "/child; exec sleep 1000", {});
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    ::_exit(0);
+  }
+  const pid_t child = pid_in(dir + "/child");
+  ::kill(hone, SIGKILL);
+  int status = 0;
+  ::waitpid(hone, &status, 0);
+  BOOST_REQUIRE(child > 0);
+  BOOST_TEST(process_ends(child));
 }
 
 BOOST_AUTO_TEST_CASE(process_reward_scores_batches) {

@@ -261,6 +261,22 @@ BOOST_AUTO_TEST_CASE(unwritable_output_dir_is_a_user_error_naming_output_dir) {
   BOOST_TEST(msg.find("plainfile/sub") != std::string::npos, msg);
 }
 
+// The rollouts folder is where hone deletes step files: a symbolic link there (out/r1.rollouts -> /victim) is
+// refused before anything is written or deleted, on a fresh run and on resume.
+BOOST_AUTO_TEST_CASE(a_rollouts_folder_that_is_a_symlink_is_refused) {
+  const std::string dir = test::temp_dir("out-rollouts-link");
+  const std::string victim = test::temp_dir("out-rollouts-victim");
+  std::ofstream(victim + "/step_00000099.h5") << "not hone's";
+  fs::create_directory_symlink(victim, dir + "/r1.rollouts");
+  for (int64_t resume : {-1, 0}) {
+    auto o = options(dir);
+    o.resume_step = resume;
+    const std::string msg = user_error_of([&] { hone::StepOutput out(o); });
+    BOOST_TEST(msg.find("r1.rollouts is a symbolic link") != std::string::npos, msg);
+    BOOST_TEST(fs::exists(victim + "/step_00000099.h5"));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(no_temporary_files_are_left_and_stale_ones_are_removed) {
   const std::string dir = test::temp_dir("out-tmp");
   std::ofstream(dir + "/r1.h5.tmp-999999") << "left by a killed run";
