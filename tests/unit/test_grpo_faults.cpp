@@ -7,6 +7,11 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <signal.h>
+#include <unistd.h>
 
 #include "io/checkpoint.h"
 #include "test_grpo_util.h"
@@ -21,6 +26,8 @@ size_t count(const std::string& text, const std::string& what) {
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
 }
+
+std::string cat_pid(pid_t pid) { return "pid " + std::to_string(pid) + ","; }
 
 }  // namespace
 
@@ -106,6 +113,66 @@ BOOST_AUTO_TEST_CASE(a_full_disk_ends_in_one_line_and_leaves_the_old_file_readab
       for (size_t i = 0; i < st.size(); ++i) BOOST_TEST(st[i] == int64_t(i + 1));
     }
   }
+}
+
+// Starts `hone run deck args` in the background with `env` before it; returns its pid once the output file exists.
+pid_t start_background_run(const std::string& dir, const std::string& deck, const std::string& args,
+                           const std::string& env = "") {
+  const std::string pidfile = dir + "/bg.pid";
+  fs::remove(pidfile);
+  test::run_command("sh -c '" + env + " " + test::hone_exe() + " run " + deck + " " + args + " > " + dir +
+                    "/bg.log 2>&1 & echo $! > " + pidfile + "'");
+  pid_t pid = -1;
+  for (int i = 0; i < 3000 && !(fs::exists(dir + "/out/t.h5") && pid > 0); ++i) {
+    std::ifstream in(pidfile);
+    long p = 0;
+    if (in >> p) pid = pid_t(p);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pid;
+}
+
+// Run B started while run A holds the same folders used to delete A's checkpoints and rewrite its file
+// (output.overwrite) or resume from A's checkpoint while A went on (run.resume=auto). Now B is refused, naming A;
+// once A is gone (killed: the kernel drops its lock) B may take the folders; a copy of the same Slurm job (a
+// requeue) waits for the first copy to end.
+BOOST_AUTO_TEST_CASE(a_second_run_on_the_same_folders_is_refused_while_the_first_holds_them) {
+  const std::string dir = test::temp_dir("grpo-folder-lock");
+  const std::string deck = write_deck(dir);
+  const pid_t a = start_background_run(dir, deck, "run.max_steps=1000000");
+  BOOST_REQUIRE(a > 0);
+  const std::string holder = "is in use by host ";
+  const std::vector<std::string> second = {"output.overwrite=true", "run.resume=auto", "checkpoint.dir=" + dir + "/other"};
+  for (const std::string& args : second) {
+    BOOST_TEST_CONTEXT(args) {
+      std::string out;
+      BOOST_TEST(hone_run(deck, args + " run.max_steps=2", &out) == 2);
+      BOOST_TEST(count(out, "hone: error: output.dir '" + dir + "/out' " + holder) == 1u, out);
+      BOOST_TEST(count(out, cat_pid(a)) == 1u, out);
+    }
+  }
+  std::string out;
+  BOOST_TEST(hone_run(deck, "output.dir=" + dir + "/out2 run.max_steps=2", &out) == 2);  // checkpoint.dir still held
+  BOOST_TEST(count(out, "hone: error: checkpoint.dir '" + dir + "/ck' " + holder) == 1u, out);
+  ::kill(a, SIGKILL);
+  for (int i = 0; i < 500 && ::kill(a, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  BOOST_TEST(hone_run(deck, "run.resume=auto run.max_steps=2", &out) == 0, out);
+
+  // A requeue of the same Slurm job waits for the first copy, then runs.
+  fs::remove_all(dir + "/out");
+  fs::remove_all(dir + "/ck");
+  const pid_t first = start_background_run(dir, deck, "run.max_steps=1000000", "SLURM_JOB_ID=4242");
+  BOOST_REQUIRE(first > 0);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    ::kill(first, SIGKILL);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = hone_run(deck, "run.resume=auto run.max_steps=2", &out, "SLURM_JOB_ID=4242 ");
+  killer.join();
+  BOOST_TEST(rc == 0, out);
+  BOOST_TEST(count(out, "a copy of this Slurm job: waiting up to 120 s") == 1u, out);
+  BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > 1.5);
 }
 
 // Non-finite updates are skipped (grpo_nonfinite), but an update with a finite gradient norm can still overflow the
