@@ -94,6 +94,7 @@ std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings
     auto make_output = [&](int64_t resume_step, const std::string& note = "") {
       StepOutputOptions o = StepOutputOptions::from_config(cfg, resume_step, ps.world_size(), "none");
       o.resume_note = note;
+      o.new_output_dir = note.rfind("changed output.dir ", 0) == 0 || note.find(", output.dir ") != std::string::npos;
       out = std::make_unique<StepOutput>(std::move(o));
       for (const auto& m : grpo_extra_metrics()) out->declare_metric(m.name, m.unit, m.description);
     };

@@ -65,6 +65,9 @@ struct StepOutputOptions {
   // checkpoint to resume from: 0 (a file left by a run killed before its first checkpoint is emptied of its rows).
   int64_t resume_step = -1;
   int64_t sample_every = 0;       // output.sample_every (0: never)
+  // Resuming into an output.dir other than the checkpoint's: the file may be missing (it then starts after the
+  // checkpoint's step, which the resume history says). Otherwise a missing file is refused.
+  bool new_output_dir = false;
   std::string resume_note;        // resuming: appended to the resume history's line ("changed: a 1 -> 2, ...")
   std::string deck_toml;          // the resolved deck (Config::to_toml())
   int64_t num_ranks = 1;
