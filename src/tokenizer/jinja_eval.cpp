@@ -114,6 +114,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
       }
       return Value::integer(r);
     }
+    // Python raises where C's pow gives inf or nan: 0 ** -1, and a negative base to a fractional power (complex).
+    if (x == 0 && y < 0) throw TemplateError(line, "0.0 cannot be raised to a negative power");
+    if (x < 0 && y != std::floor(y))
+      throw TemplateError(line, "a negative number raised to a fractional power is complex (unsupported)");
     return Value::number(std::pow(x, y));
   }
   if (ints) {

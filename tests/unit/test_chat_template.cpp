@@ -140,6 +140,11 @@ BOOST_AUTO_TEST_CASE(unrenderable_templates_name_the_line_and_construct) {
   has(error_of("{% raw %}x{% endraw %}"), "unsupported tag 'raw'");
   has(error_of("{{ 'unterminated }}"), "unterminated string");
   has(error_of("{% set a, b = 1, 2 %}"), "set with several targets");
+  // Python raises where C's pow gives inf and nan.
+  has(error_of("{{ 0 ** -1 }}"), "line 1: 0.0 cannot be raised to a negative power");
+  has(error_of("{{ 0.0 ** -2.5 }}"), "0.0 cannot be raised to a negative power");
+  has(error_of("{{ (-8) ** 0.5 }}"), "a negative number raised to a fractional power is complex");
+  BOOST_TEST(render("{{ 2 ** -1 }} {{ (-2) ** 3 }} {{ (-2.0) ** 2.0 }}") == "0.5 -8 4.0");
 }
 
 // Depth past the limit (the parser, the evaluator and the tree's destructor recurse) ends in one line naming it,

@@ -193,6 +193,29 @@ BOOST_AUTO_TEST_CASE(the_chat_template_is_rendered_and_the_chat_format_checked) 
       << "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
   BOOST_TEST(hone_check(deck, args, &out) == 0, out);
+  BOOST_TEST(out.find("warning") == std::string::npos, out);
+  // A template without a generation prompt or an end-of-turn token works, said once each.
+  std::ofstream(tok + "/chat_template.jinja") << "{% for m in messages %}{{ m.content }}{% endfor %}";
+  BOOST_TEST(hone_check(deck, args, &out) == 0, out);
+  BOOST_TEST(out.find("chat_template.jinja: the chat template writes no generation prompt") != std::string::npos, out);
+  BOOST_TEST(out.find("chat_template.jinja: the chat template ends an assistant turn with no special token") !=
+                 std::string::npos, out);
+}
+
+// A folder as data.path was "no such file"; validation.path = data.path passed without a word.
+BOOST_AUTO_TEST_CASE(a_folder_as_data_path_and_validation_on_the_training_data_are_named) {
+  const std::string dir = test::temp_dir("check-data-folder");
+  const std::string deck = write_deck(dir);
+  std::string out;
+  BOOST_TEST(hone_run(deck, "data.task=jsonl data.path=" + dir, &out) == 2, out);
+  BOOST_TEST(out.find("data.path = \"" + dir + "\": a folder, not a JSONL file") != std::string::npos, out);
+  std::ofstream(dir + "/d.jsonl") << "{\"prompt\": \"12\", \"answer\": \"21\"}\n";
+  const std::string data = dir + "/d.jsonl";
+  BOOST_TEST(hone_run(deck, "run.max_steps=1 data.task=jsonl data.path=" + data + " validation.path=" + data +
+                                " validation.every=1",
+                      &out) == 0,
+             out);
+  BOOST_TEST(out.find("validation.path is data.path") != std::string::npos, out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
