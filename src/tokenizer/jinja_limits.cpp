@@ -1,13 +1,19 @@
 // The limits of a chat template's rendering (see jinja_limits.h).
 #include "tokenizer/jinja_limits.h"
 
+#include <atomic>
+
 #include "tokenizer/jinja_error.h"
 
 namespace hone::jinja {
 
 namespace {
 thread_local RenderBudget* current = nullptr;
-}
+std::atomic<int64_t> work_limit{kMaxRenderWork};
+}  // namespace
+
+int64_t render_work_limit() { return work_limit.load(); }
+void set_render_work_limit(int64_t units) { work_limit.store(units); }
 
 std::string nesting_limit_message() {
   return "the template nests deeper than " + std::to_string(kMaxNesting) + " levels (hone's limit)";
@@ -26,9 +32,12 @@ void RenderBudget::charge(int64_t units) {
   RenderBudget* b = current;
   if (!b) return;
   b->used_ += units;
-  if (b->used_ > kMaxRenderWork)
-    throw TemplateError(0, "the template does more than " + std::to_string(kMaxRenderWork / 1000000) +
-                               " million steps of work for one conversation (hone's limit): a loop without bound?");
+  const int64_t limit = work_limit.load(std::memory_order_relaxed);
+  if (b->used_ > limit)
+    throw TemplateError(0, "the template does more than " +
+                               (limit % 1000000 == 0 ? std::to_string(limit / 1000000) + " million"
+                                                     : std::to_string(limit)) +
+                               " steps of work for one conversation (hone's limit): a loop without bound?");
 }
 
 }  // namespace hone::jinja

@@ -22,6 +22,11 @@ inline constexpr size_t kMaxStringBytes = size_t(64) << 20;
 // Items of any one list a template builds (range() stops earlier, at 100,000).
 inline constexpr size_t kMaxListItems = size_t(1) << 20;
 
+// The work budget in force: kMaxRenderWork, unless lowered (the fuzz drivers lower it, so that a template that
+// spends its whole budget ends well within their hang timeout under the sanitizers).
+int64_t render_work_limit();
+void set_render_work_limit(int64_t units);
+
 // The messages of the limits, for TemplateError.
 std::string nesting_limit_message();
 std::string string_limit_message();
