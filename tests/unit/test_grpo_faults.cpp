@@ -13,6 +13,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "io/checkpoint.h"
 #include "test_grpo_util.h"
 
@@ -195,12 +197,20 @@ BOOST_AUTO_TEST_CASE(a_non_finite_training_state_is_never_checkpointed_nor_resum
   BOOST_TEST(count(out, "resuming from " + dir + "/ck/step_00000002") == 1u);
   BOOST_TEST(steps(dir + "/out/t.h5") == (std::vector<int64_t>{1, 2, 3, 4}));
 
-  // A checkpoint holding NaN weights from elsewhere (the marker's sizes still match) is refused by name on resume.
+  // A checkpoint holding NaN weights from elsewhere (its marker's sizes and hashes match: a changed byte alone is
+  // found by the hash, checkpoint/resume_checks_the_hashes_...) is refused by name on resume.
   const std::string weights = dir + "/ck/step_00000004/model.safetensors";
   std::string bytes = file_bytes(weights);
   const uint32_t nan_bits = 0x7fc00000u;
   std::memcpy(&bytes[bytes.size() - 4], &nan_bits, 4);  // the last parameter's last value
   std::ofstream(weights, std::ios::binary | std::ios::trunc) << bytes;
+  {
+    const std::string marker = dir + "/ck/step_00000004/COMPLETE";
+    nlohmann::json m = nlohmann::json::parse(file_bytes(marker));
+    for (auto& f : m["files"])
+      if (f["path"] == "model.safetensors" && f.contains("fnv1a64")) f["fnv1a64"] = hone::fnv1a64_file(weights);
+    std::ofstream(marker, std::ios::trunc) << m.dump();
+  }
   BOOST_TEST(hone_run(deck, "run.resume=auto run.max_steps=5", &out) == 2);
   BOOST_TEST(count(out, "hone: error: checkpoint " + dir + "/ck/step_00000004 holds a non-finite training state (") == 1u, out);
   BOOST_TEST(count(out, "move it out of " + dir + "/ck to resume from the one before") == 1u);
