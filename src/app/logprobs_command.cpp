@@ -245,6 +245,7 @@ int run_logprobs(const std::vector<std::string>& argv) {
     out.set_attribute("/", "model", a.model);
     out.set_attribute("/", "temperature", cat(a.temperature));
     out.set_attribute("/", "device", a.device);
+    out.close();  // writes the file: a full disk is reported here
   });
   if (want_grads) {
     std::vector<SafetensorsEntry> entries;

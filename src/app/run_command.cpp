@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "io/folder_lock.h"
 #include "io/step_output.h"
 #include "io/step_output_line.h"
 #include "model/model_source.h"
@@ -77,16 +78,23 @@ std::string check_resume_deck(const Config& cfg, const DeckRecord& now, const st
 // checkpoint cannot carry is refused before the output file is touched.
 std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings& s, const CheckpointOptions& copt,
                                            const ParallelState& ps, const DeckRecord& record,
-                                           std::string& resume_from) {
+                                           std::string& resume_from, std::vector<std::unique_ptr<FolderLock>>& locks) {
   const CheckpointStart start = s.resume ? CheckpointStart::resume
                                 : s.overwrite ? CheckpointStart::overwrite
                                               : CheckpointStart::fresh;
   std::unique_ptr<StepOutput> out;
   agreed([&] {
     if (ps.world_rank() != 0) return;
+    // One run per folder, before anything in them is read, written or deleted (io/folder_lock.h).
+    const std::string out_dir = cfg.get_string("output.dir");
+    locks.push_back(std::make_unique<FolderLock>(out_dir, "output.dir"));
+    std::error_code ec;
+    if (!copt.dir.empty() && !(std::filesystem::exists(copt.dir, ec) && std::filesystem::equivalent(copt.dir, out_dir, ec)))
+      locks.push_back(std::make_unique<FolderLock>(copt.dir, "checkpoint.dir"));
     auto make_output = [&](int64_t resume_step, const std::string& note = "") {
       StepOutputOptions o = StepOutputOptions::from_config(cfg, resume_step, ps.world_size(), "none");
       o.resume_note = note;
+      o.new_output_dir = note.rfind("changed output.dir ", 0) == 0 || note.find(", output.dir ") != std::string::npos;
       out = std::make_unique<StepOutput>(std::move(o));
       for (const auto& m : grpo_extra_metrics()) out->declare_metric(m.name, m.unit, m.description);
     };
@@ -183,7 +191,8 @@ int run_run(const std::vector<std::string>& args) {
   const DeckRecord record = ps.world_rank() == 0 ? record_deck(cfg) : DeckRecord{};
   const std::string record_json = deck_record_json(record);
   std::string resume_from;
-  const std::unique_ptr<StepOutput> out = prepare_output(cfg, s, copt, ps, record, resume_from);
+  std::vector<std::unique_ptr<FolderLock>> locks;  // held until the run ends
+  const std::unique_ptr<StepOutput> out = prepare_output(cfg, s, copt, ps, record, resume_from, locks);
   if (out)
     for (const MetricDeclaration& m : moe_metric_declarations(trainer->model_config()))
       out->declare_metric(m.name, m.unit, m.description);

@@ -137,6 +137,14 @@ std::string key_range_text(const KeySpec& k) {
 
 std::string check_deck_value(const KeySpec& k, const DeckValue& v) {
   const std::string lhs = cat("'", k.path, "' = ", deck_value_for_message(v), " is ");
+  // A path, a command, a stop string: the operating system and C strings end at a NUL byte, so a string with one
+  // would be cut short where it is used, silently.
+  const char* const nul = "a string with a NUL byte (\\u0000), which no path, command or text of hone can carry";
+  if (const auto* s = std::get_if<std::string>(&v); s && s->find('\0') != std::string::npos) return lhs + nul;
+  if (const auto* l = std::get_if<std::vector<std::string>>(&v))
+    for (size_t a = 0; a < l->size(); ++a)
+      if ((*l)[a].find('\0') != std::string::npos)
+        return cat("'", k.path, "[", a, "]' = ", deck_value_for_message(DeckValue((*l)[a])), " is ", nul);
   switch (k.type) {
     case KeyType::integer:
     case KeyType::floating: {

@@ -2,6 +2,7 @@
 #include "data/dataset_jsonl.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "data/data_rng.h"
 #include "runtime/activity.h"
@@ -20,9 +21,62 @@ const char* type_name(const nlohmann::json& v) {
   return "an object";
 }
 
-std::string answer_text(const nlohmann::json& v) {
+// The literal text of the number a top-level key holds in a JSON line, as written: the JSON library keeps an integer
+// past 64 bits only as a double (123456789012345678901234567890 became 1.2345678901234568e+29, and a correct answer
+// was judged wrong).
+class RawNumberOfKey : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit RawNumberOfKey(const std::string& key) : key_(key) {}
+  std::string found;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t& s) override {
+    if (depth_ == 1 && at_key_) found = s;
+    at_key_ = false;
+    return true;
+  }
+  bool string(string_t&) override { return scalar(); }
+  bool binary(binary_t&) override { return scalar(); }
+  bool start_object(std::size_t) override { return open(); }
+  bool key(string_t& k) override {
+    at_key_ = depth_ == 1 && k == key_;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool scalar() {
+    if (depth_ == 1) at_key_ = false;
+    return true;
+  }
+  bool open() {
+    if (depth_ == 1) at_key_ = false;
+    ++depth_;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+  const std::string& key_;
+  int depth_ = 0;
+  bool at_key_ = false;
+};
+
+std::string answer_text(const nlohmann::json& v, const std::string& line, const std::string& key) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
+  if (const double x = v.get<double>(); std::isfinite(x) && x == std::floor(x) && std::fabs(x) >= 9.2e18) {
+    RawNumberOfKey raw(key);
+    nlohmann::json::sax_parse(line, &raw);
+    if (!raw.found.empty() && raw.found.find_first_of(".eE") == std::string::npos) return raw.found;
+  }
   return v.dump();  // a float: shortest round-trip form
 }
 
@@ -67,7 +121,7 @@ Prompt prompt_from_record(const JsonlRecord& rec, const std::string& path, const
     HONE_USER_CHECK(a != j.end(), at, ": missing field '", options.answer_key, "'");
     HONE_USER_CHECK(a->is_string() || a->is_number(), at, ": field '", options.answer_key,
                     "' must be a string or a number, got ", type_name(*a));
-    p.answer = answer_text(*a);
+    p.answer = answer_text(*a, rec.text, options.answer_key);
   }
   nlohmann::json extra = nlohmann::json::object();
   for (auto it = j.begin(); it != j.end(); ++it)

@@ -15,6 +15,7 @@
 #include "io/atomic_file.h"
 #include "io/step_output.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -202,8 +203,31 @@ std::optional<CheckpointInfo> prepare_checkpoint_dir(const CheckpointOptions& op
   const auto all = complete_checkpoints(opt.dir);
   switch (start) {
     case CheckpointStart::resume: {
-      if (all.empty()) return std::nullopt;
-      const CheckpointInfo& last = all.back();
+      // Every step_ folder, newest first, checked in full (sizes and the hashes of COMPLETE: a bit flip, an edited
+      // state.json); a damaged one is named loudly and the next older is tried.
+      std::vector<std::pair<int64_t, fs::path>> folders;
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(opt.dir, ec))
+        if (e.is_directory(ec) && parse_folder_step(e.path().filename().string()) >= 0)
+          folders.emplace_back(parse_folder_step(e.path().filename().string()), e.path());
+      std::sort(folders.begin(), folders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      std::optional<CheckpointInfo> chosen;
+      std::string damaged;
+      for (const auto& [step, folder] : folders) {
+        CheckpointInfo info;
+        const std::string why = check_folder(folder, /*check_hashes=*/true, &info);
+        if (why.empty()) {
+          chosen = info;
+          break;
+        }
+        log_warn("checkpoint ", folder.string(), " is damaged (", why, "): it is not resumed from",
+                 folders.size() > 1 ? "; trying an older checkpoint" : "");
+        damaged += cat(damaged.empty() ? "" : "; ", folder.filename().string(), ": ", why);
+      }
+      HONE_USER_CHECK(chosen || damaged.empty(), "cannot resume: no checkpoint in checkpoint.dir '", opt.dir,
+                      "' is whole (", damaged, "); move the damaged ones away to start afresh");
+      if (!chosen) return std::nullopt;
+      const CheckpointInfo& last = *chosen;
       HONE_USER_CHECK(last.run_name == opt.run_name, "cannot resume: the newest checkpoint in checkpoint.dir '",
                       opt.dir, "' (", fs::path(last.path).filename().string(), ") belongs to run '", last.run_name,
                       "', not to run.name '", opt.run_name, "'; set run.name=", last.run_name,

@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "io/atomic_file.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -30,7 +31,16 @@ void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
   silence_hdf5();
   switch (mode) {
-    case Mode::create: file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); break;
+    case Mode::create: {
+      // Built in memory and written to path by close(): HDF5 never meets a full disk (h5out::create_memory_file).
+      static int count = 0;
+      const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+      if (fapl >= 0 && H5Pset_fapl_core(fapl, size_t(1) << 20, /*backing_store=*/0) >= 0)
+        file_ = H5Fcreate(cat("hone-memory-file-", ++count, ".h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+      if (fapl >= 0) H5Pclose(fapl);
+      in_memory_ = true;
+      break;
+    }
     case Mode::read: file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); break;
     case Mode::read_write: file_ = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT); break;
   }
@@ -39,23 +49,46 @@ Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
   }
 }
 
-Hdf5File::~Hdf5File() { close(); }
+Hdf5File::~Hdf5File() {
+  try {
+    close();
+  } catch (const std::exception&) {  // a destructor cannot report it: call close() to see a failed write
+  }
+}
 
-Hdf5File::Hdf5File(Hdf5File&& o) noexcept : path_(std::move(o.path_)), file_(o.file_) { o.file_ = -1; }
+Hdf5File::Hdf5File(Hdf5File&& o) noexcept : path_(std::move(o.path_)), file_(o.file_), in_memory_(o.in_memory_) {
+  o.file_ = -1;
+}
 
 Hdf5File& Hdf5File::operator=(Hdf5File&& o) noexcept {
   if (this != &o) {
     close();
     path_ = std::move(o.path_);
     file_ = o.file_;
+    in_memory_ = o.in_memory_;
     o.file_ = -1;
   }
   return *this;
 }
 
 void Hdf5File::close() {
-  if (file_ >= 0) H5Fclose(hid_t(file_));
+  if (file_ < 0) return;
+  const hid_t f = hid_t(file_);
   file_ = -1;
+  if (!in_memory_) {
+    H5Fclose(f);
+    return;
+  }
+  std::string image;
+  const bool flushed = H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0;
+  const ssize_t n = flushed ? H5Fget_file_image(f, nullptr, 0) : -1;
+  if (n >= 0) {
+    image.resize(size_t(n));
+    if (H5Fget_file_image(f, image.data(), size_t(n)) != n) image.clear();
+  }
+  H5Fclose(f);  // in memory: nothing to write, nothing to fail
+  HONE_CHECK(n >= 0 && image.size() == size_t(n), "HDF5 could not give the image of ", path_);
+  write_file_durable(path_, image);
 }
 
 void Hdf5File::flush() {

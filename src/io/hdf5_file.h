@@ -40,7 +40,9 @@ class Hdf5File {
   std::string attribute(const std::string& object, const std::string& key) const;
 
   void flush();
-  void close();  // also done by the destructor
+  // A created file is built in memory and written to path here (a failure is a UserError naming it, e.g. a full
+  // disk); the destructor does it too, but cannot report a failure.
+  void close();
 
  private:
   void write_1d(const std::string& name, int64_t type, const void* data, int64_t n);
@@ -48,6 +50,7 @@ class Hdf5File {
 
   std::string path_;
   int64_t file_ = -1;  // hid_t
+  bool in_memory_ = false;
 };
 
 }  // namespace hone

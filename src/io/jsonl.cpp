@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/json_nesting.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -19,6 +20,11 @@ bool jsonl_line_is_blank(const std::string& text) {
 void parse_jsonl_text(JsonlRecord& rec) {
   rec.value = nlohmann::json();
   rec.error.clear();
+  if (std::string deep = json_nesting_error(rec.text); !deep.empty()) {
+    rec.ok = false;
+    rec.error = std::move(deep);
+    return;
+  }
   try {
     rec.value = nlohmann::json::parse(rec.text);
     rec.ok = true;

@@ -1,6 +1,8 @@
 // HDF5 C API helpers for the output file (see output_hdf5.h).
 #include "io/output_hdf5.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "runtime/error.h"
@@ -109,6 +111,24 @@ Handle file_access_plist() {
 Handle create_file(const std::string& path) {
   Handle fapl = file_access_plist();
   return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose, "H5Fcreate");
+}
+
+Handle create_memory_file() {
+  static int count = 0;  // the core driver tells files apart by name
+  Handle fapl = file_access_plist();
+  check(H5Pset_fapl_core(fapl, size_t(1) << 20, /*backing_store=*/0), "H5Pset_fapl_core");
+  const std::string name = cat("hone-memory-", ::getpid(), "-", ++count, ".h5");
+  return Handle(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose, "H5Fcreate(memory)");
+}
+
+std::string file_image(Handle& f) {
+  check(H5Fflush(f, H5F_SCOPE_GLOBAL), "H5Fflush(memory)");
+  const ssize_t n = H5Fget_file_image(f, nullptr, 0);
+  if (n < 0) throw Error("HDF5: H5Fget_file_image failed");
+  std::string bytes(size_t(n), '\0');
+  if (H5Fget_file_image(f, bytes.data(), size_t(n)) != n) throw Error("HDF5: H5Fget_file_image failed");
+  check(H5Fclose(f.release()), "H5Fclose(memory)");
+  return bytes;
 }
 
 std::optional<Handle> open_file_readonly(const std::string& path) {

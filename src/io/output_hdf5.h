@@ -46,6 +46,11 @@ void check(herr_t status, const char* what);  // throws hone::Error when status 
 Handle file_access_plist();
 
 Handle create_file(const std::string& path);              // truncates
+// A file built in memory (HDF5's core driver without a backing store) and its bytes: HDF5 never writes to the disk,
+// so a full disk cannot fail inside the library (a failed H5Fclose once left the file open there and the library
+// crashed at exit); hone writes the image itself (write_file_atomic), a failure one UserError naming the path.
+Handle create_memory_file();
+std::string file_image(Handle& f);  // flushes and closes f (which is then empty) and returns the file's bytes
 std::optional<Handle> open_file_readonly(const std::string& path);  // nullopt when HDF5 cannot open it
 Handle create_group(hid_t loc, const std::string& name);  // intermediate groups are created too
 bool exists(hid_t loc, const std::string& path);          // every link along a '/' path exists

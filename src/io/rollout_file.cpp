@@ -100,8 +100,8 @@ void write_rollout_file(const std::string& path, const std::string& run_name, co
       col[i] = value;
     }
   }
-  write_file_atomic_with(path, [&](const std::string& tmp) {
-    Handle f = h5out::create_file(tmp);
+  {  // built in memory, written by write_file_atomic (output_hdf5.h, create_memory_file)
+    Handle f = h5out::create_memory_file();
     h5out::set_attr(f, "format", std::string(kRolloutFormat));
     h5out::set_attr(f, "run_name", run_name);
     h5out::set_attr(f, "step", t.step);
@@ -124,8 +124,8 @@ void write_rollout_file(const std::string& path, const std::string& run_name, co
     write_text(f, "completion", completions);
     write_text(f, "answer", answers);
     for (const auto& [name, col] : scores) write_f64(f, "scores/" + name, col);
-    check(H5Fclose(f.release()), "H5Fclose");
-  });
+    write_file_atomic(path, h5out::file_image(f));
+  }
 }
 
 }  // namespace hone

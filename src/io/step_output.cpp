@@ -92,7 +92,17 @@ StepOutput::StepOutput(StepOutputOptions options) : opt_(std::move(options)) {
 
   const bool exists = fs::exists(path_);
   if (opt_.resume_step >= 0) {
-    if (exists) load_for_resume();
+    if (exists) {
+      load_for_resume();
+    } else if (opt_.resume_step > 0) {
+      HONE_USER_CHECK(opt_.new_output_dir, "cannot resume at step ", opt_.resume_step, ": the output file '", path_,
+                      "' is missing (deleted or moved?), so steps 1..", opt_.resume_step,
+                      " would be absent from it: restore it, or set output.dir to another folder to go on in a new "
+                      "file from step ", opt_.resume_step + 1);
+      resume_history_ = cat("step ", opt_.resume_step, " at ", iso8601_utc_now(), ": a new output.dir; steps 1..",
+                            opt_.resume_step, " are in the file of the earlier one",
+                            opt_.resume_note.empty() ? std::string() : "; " + opt_.resume_note, "\n");
+    }
   } else if (exists && !opt_.overwrite) {
     throw UserError(cat("the output file '", path_, "' already exists: set output.overwrite=true to replace it, ",
                         "run.resume=auto to continue its run from the newest checkpoint, or choose another ",
@@ -176,8 +186,19 @@ void StepOutput::append_row(Table& t, const StepRow& row) {
   }
 }
 
+// hone writes and deletes step files in the rollouts folder: through a symbolic link that would be another folder
+// (`out/demo.rollouts -> /victim` once wrote there and deleted /victim/step_00000099.h5).
+void StepOutput::check_rollout_folder() const {
+  const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+  std::error_code ec;
+  HONE_USER_CHECK(!fs::is_symlink(fs::symlink_status(folder, ec)), "output.dir: ", folder.string(),
+                  " is a symbolic link; hone writes and deletes the rollout files of this run there, so it must be a "
+                  "folder of its own: remove the link, or choose another output.dir or run.name");
+}
+
 void StepOutput::remove_rollout_files(int64_t after) const {
   const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+  check_rollout_folder();
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) return;
   for (const auto& e : fs::directory_iterator(folder, ec)) {
@@ -194,6 +215,7 @@ void StepOutput::append(const StepRow& row) {
   HONE_CHECK(row.step() > last_step(), "step ", row.step(), " does not follow step ", last_step());
   if (const auto& r = row.rollouts()) {
     const fs::path folder = fs::path(opt_.dir) / rollout_folder_name(opt_.run_name);
+    check_rollout_folder();
     std::error_code ec;
     fs::create_directories(folder, ec);
     HONE_USER_CHECK(!ec, "output.dir: cannot create ", folder.string(), ": ", ec.message());
@@ -254,6 +276,16 @@ void StepOutput::load_for_resume() {
     if (auto r = h5out::get_string_attr(f, "resume_history")) resume_history_ = *r;
     HONE_USER_CHECK(h5out::exists(f, "steps/step"), "cannot resume: '", path_, "' has no /steps/step dataset");
     load_table(f, steps_, opt_.resume_step);
+    // The rows up to the checkpoint's step must be this run's 1..N: an older copy of the file, or another run's,
+    // would mix rows (1, 5, 6 or 1, 2, 5, 6).
+    const auto& st = steps_.steps;
+    const int64_t n = opt_.resume_step;
+    HONE_USER_CHECK(int64_t(st.size()) == std::max<int64_t>(n, 0) && (st.empty() || (st.front() == 1 && st.back() == n)),
+                    "cannot resume at step ", n, ": the output file '", path_, "' holds ",
+                    st.empty() ? std::string("no step") : cat(st.size(), " steps (", st.front(), "..", st.back(), ")"),
+                    " up to the checkpoint's step, not steps 1..", n,
+                    " (an older copy of the file, or another run's?): restore the file this run wrote, or set "
+                    "output.dir to another folder to go on in a new file");
     // A validation runs after its step and before that step's checkpoint, so the checkpoint's step keeps its
     // validation; without a checkpoint (resume_step 0) a validation at the start is run again.
     load_table(f, validation_, opt_.resume_step > 0 ? opt_.resume_step : -1);
@@ -286,12 +318,11 @@ void StepOutput::load_for_resume() {
 
 void StepOutput::write_file() const {
   try {
-    write_file_atomic_with(path_, [&](const std::string& tmp) {
-      h5out::Handle f = h5out::create_file(tmp);
-      write_contents(f);
-      // Closed by hand: H5Fclose writes the metadata, and a full disk must surface here, not be ignored.
-      h5out::check(H5Fclose(f.release()), "H5Fclose");
-    });
+    // Built in memory and written by write_file_atomic: a full disk is its one-line error, and no HDF5 file is
+    // left open behind it.
+    h5out::Handle f = h5out::create_memory_file();
+    write_contents(f);
+    write_file_atomic(path_, h5out::file_image(f));
   } catch (const Error& e) {
     throw UserError(cat("cannot write the output file '", path_, "': ", e.what()));
   }

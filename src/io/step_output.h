@@ -65,6 +65,9 @@ struct StepOutputOptions {
   // checkpoint to resume from: 0 (a file left by a run killed before its first checkpoint is emptied of its rows).
   int64_t resume_step = -1;
   int64_t sample_every = 0;       // output.sample_every (0: never)
+  // Resuming into an output.dir other than the checkpoint's: the file may be missing (it then starts after the
+  // checkpoint's step, which the resume history says). Otherwise a missing file is refused.
+  bool new_output_dir = false;
   std::string resume_note;        // resuming: appended to the resume history's line ("changed: a 1 -> 2, ...")
   std::string deck_toml;          // the resolved deck (Config::to_toml())
   int64_t num_ranks = 1;
@@ -125,6 +128,7 @@ class StepOutput {
   void load_for_resume();
   // Removes the rollout files of steps after `after` (all of them when after < 0): another run's, or steps a
   // resume drops.
+  void check_rollout_folder() const;  // UserError when it is a symbolic link
   void remove_rollout_files(int64_t after) const;
   void load_table(int64_t file, Table& t, int64_t keep_through);
   void add_metric(Table& t, const std::string& name);

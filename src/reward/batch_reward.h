@@ -50,4 +50,8 @@ std::vector<RewardResult> score_in_batches(BatchReward& reward, const std::vecto
 // Whether a sub-score name can be a metric name segment: 1 to 64 of letters, digits, '_', '.', '-', not "." or "..".
 bool valid_score_name(std::string_view name);
 
+// The distinct sub-score names one reward may give over a run (a plug-in declares them, a process's replies
+// introduce them): each is a dataset of the output file and a column of every step.
+inline constexpr size_t kMaxScoreNames = 1024;
+
 }  // namespace hone::rl

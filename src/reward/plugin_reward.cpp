@@ -2,8 +2,12 @@
 #include "reward/plugin_reward.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -22,6 +26,36 @@ struct PluginReward::Api {
 };
 
 namespace {
+
+// A plug-in that calls exit() inside one of its functions would end hone with the plug-in's status (exit(0): a
+// "success" mid-run, without a checkpoint or the done line). While a plug-in function runs, an exit handler knows
+// which and turns such an exit into hone's one-line user error, exit 2.
+std::atomic<const char*> plugin_call{nullptr};
+
+void exit_inside_plugin() {
+  const char* what = plugin_call.load();
+  if (!what) return;
+  const char* parts[] = {"hone: error: reward.library: the plug-in called exit() inside ", what,
+                         "; a plug-in reports a failure by its return value and error text\n"};
+  for (const char* p : parts) {
+    const ssize_t n = ::write(2, p, std::strlen(p));
+    (void)n;
+  }
+  ::_exit(kExitUserError);
+}
+
+// Marks a plug-in call for exit_inside_plugin.
+class PluginCall {
+ public:
+  explicit PluginCall(const char* what) {
+    static const bool registered = std::atexit(exit_inside_plugin) == 0;
+    (void)registered;
+    plugin_call.store(what);
+  }
+  ~PluginCall() { plugin_call.store(nullptr); }
+  PluginCall(const PluginCall&) = delete;
+  PluginCall& operator=(const PluginCall&) = delete;
+};
 
 template <typename F>
 void find(void* lib, const char* symbol, F& fn) {
@@ -72,7 +106,10 @@ PluginReward::PluginReward(const std::string& path, const std::string& options, 
                         ": rebuild it against this hone's include/hone/reward_plugin.h"));
   }
   char err[1024] = {0};
-  state_ = api_->create(options.c_str(), rank, err, sizeof err - 1);
+  {
+    const PluginCall call("hone_reward_create");
+    state_ = api_->create(options.c_str(), rank, err, sizeof err - 1);
+  }
   if (!state_) {
     api_.reset();
     throw UserError(cat("reward.library = \"", path, "\": hone_reward_create failed (reward.library_options = \"",
@@ -93,7 +130,7 @@ void PluginReward::read_score_names() {
   const std::string& path = path_;
   if (api_->num_scores) {
     const int n = api_->num_scores(state_);
-    HONE_USER_CHECK(n >= 0 && n <= 1024, "reward.library = \"", path, "\": hone_reward_num_scores gave ", n);
+    HONE_USER_CHECK(n >= 0 && size_t(n) <= kMaxScoreNames, "reward.library = \"", path, "\": hone_reward_num_scores gave ", n);
     for (int i = 0; i < n; ++i) {
       const char* s = api_->score_name(state_, i);
       const std::string name = s ? s : "";
@@ -143,7 +180,11 @@ std::vector<RewardResult> PluginReward::score(const std::vector<RewardQuery>& ba
   std::vector<hone_reward_result> res(n);
   for (size_t i = 0; i < n; ++i) res[i] = {0.0, -1, k ? scores.data() + i * k : nullptr};
   char err[1024] = {0};
-  const int rc = api_->score(state_, q.data(), res.data(), n, err, sizeof err - 1);
+  int rc = 0;
+  {
+    const PluginCall call("hone_reward_score");
+    rc = api_->score(state_, q.data(), res.data(), n, err, sizeof err - 1);
+  }
   const int64_t step = batch.front().step;
   HONE_USER_CHECK(rc == 0, name(), " on rank ", rank_, ": hone_reward_score failed at step ", step, " (", rc,
                   "): ", error_text(err));

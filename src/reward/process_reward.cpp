@@ -4,13 +4,14 @@
 #include "reward/reward_protocol.h"
 #include "runtime/child_process.h"
 #include "runtime/error.h"
+#include "runtime/one_line.h"
 
 namespace hone::rl {
 
 namespace {
 
 std::string shown(const std::string& line, size_t max = 200) {
-  return line.size() > max ? line.substr(0, max) + "..." : line;
+  return one_line(line.size() > max ? line.substr(0, max) + "..." : line);
 }
 
 }  // namespace
@@ -70,6 +71,15 @@ std::vector<RewardResult> ProcessReward::score(const std::vector<RewardQuery>& b
   for (size_t i = 0; i < x.lines.size(); ++i) {
     try {
       out.push_back(parse_reward_reply(x.lines[i]));
+      for (const RewardScore& s : out.back().scores) {
+        if (score_names_.count(s.name) || score_names_.size() < kMaxScoreNames) {
+          score_names_.insert(s.name);
+          continue;
+        }
+        throw UserError(cat("its sub-score \"", s.name, "\" would be name ", kMaxScoreNames + 1,
+                            " of the run; a reward gives at most ", kMaxScoreNames,
+                            " distinct sub-score names (each is a dataset of the output file)"));
+      }
     } catch (const UserError& e) {
       fail(cat("reply ", i + 1, " of ", batch.size(), " (step ", step, ") is not a reward: '", shown(x.lines[i]),
                "': ", e.what()),

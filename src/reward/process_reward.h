@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,7 @@ class ProcessReward : public BatchReward {
   double timeout_s_;
   int rank_;
   int64_t batches_ = 0;
+  std::set<std::string> score_names_;  // the sub-score names replies have given, at most kMaxScoreNames
   std::unique_ptr<ChildProcess> child_;
 };
 

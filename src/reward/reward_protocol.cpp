@@ -5,7 +5,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "io/json_nesting.h"
 #include "runtime/error.h"
+#include "runtime/one_line.h"
 
 namespace hone::rl {
 
@@ -60,6 +62,8 @@ std::string reward_request_line(const RewardQuery& q, size_t batch_index, size_t
 }
 
 RewardResult parse_reward_reply(const std::string& line) {
+  const std::string deep = json_nesting_error(line);
+  HONE_USER_CHECK(deep.empty(), "it is ", deep);
   const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
   HONE_USER_CHECK(!j.is_discarded(), "it is not JSON (a reply is a number or an object {\"reward\": x, ...}; "
                                      "print anything else to stderr)");
@@ -82,7 +86,7 @@ RewardResult parse_reward_reply(const std::string& line) {
       r.correct = it->get<bool>();
       continue;
     }
-    HONE_USER_CHECK(valid_score_name(key), "sub-score name \"", key.substr(0, 80),
+    HONE_USER_CHECK(valid_score_name(key), "sub-score name \"", one_line(key.substr(0, 80)),
                     "\" is not 1-64 letters, digits, '_', '.' or '-'");
     r.scores.push_back({key, finite_number(*it, "sub-score \"" + key + "\"")});
   }

@@ -217,7 +217,10 @@ DataOptions GrpoTrainer::data_options(const Config& c) const {
     o.synthetic.task.clear();  // a JSONL dataset, no synthetic task
     o.dataset.path = c.has_value("data.path") ? c.get_string("data.path") : "";
     HONE_USER_CHECK(!o.dataset.path.empty(), "data.path is empty: data.task = \"jsonl\" needs a JSONL file of prompts");
-    HONE_USER_CHECK(fs::is_regular_file(o.dataset.path), "data.path = \"", o.dataset.path, "\": no such file");
+    std::error_code ec;
+    HONE_USER_CHECK(fs::is_regular_file(o.dataset.path, ec), key_location(c, "data.path"), ": data.path = \"",
+                    o.dataset.path, "\": ",
+                    fs::is_directory(o.dataset.path, ec) ? "a folder, not a JSONL file" : "no such file");
     o.dataset.prompt_key = c.get_string("data.prompt_key");
     o.dataset.answer_key = c.get_string("data.answer_key");
     o.dataset.skip_bad_lines = c.get_bool("data.skip_bad_lines");

@@ -30,6 +30,7 @@
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
 #include "runtime/rank_grid.h"
+#include "tokenizer/chat_setup.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hone::rl {
@@ -235,6 +236,15 @@ class Preflight {
     }
     line("tokenizer", cat(kind == "hf" ? path + ": " : std::string("built-in characters: "),
                           tokenizer_->vocab_size(), " tokens, chat format ", c_.get_string("tokenizer.chat_format")));
+    // The chat format as hone run resolves it: the model's template parsed and rendered for a probe turn (a
+    // construct outside hone's jinja, a template that fails, loops past its budget or renders nothing), a fixed
+    // format checked against the tokenizer's special tokens.
+    const std::string chat_format = c_.get_string("tokenizer.chat_format");
+    try {
+      const ChatSetup chat(chat_format, *tokenizer_, kind == "hf" ? path : "");
+    } catch (const UserError& e) {
+      throw UserError(cat(where(c_, "tokenizer.chat_format"), ": ", e.what()));
+    }
   }
 
   // What `hone run` compares once both are read: the model against the tokenizer and the deck's lengths.

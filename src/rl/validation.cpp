@@ -9,6 +9,7 @@
 #include "data/data_rng.h"
 #include "io/step_output.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace hone::rl {
 
@@ -32,7 +33,15 @@ ValidationSettings read_validation_settings(const Config& c) {
   if (v.enabled() && !v.path.empty()) {
     std::error_code ec;
     HONE_USER_CHECK(std::filesystem::is_regular_file(v.path, ec), key_location(c, "validation.path"),
-                    ": validation.path = \"", v.path, "\": no such file");
+                    ": validation.path = \"", v.path, "\": ",
+                    std::filesystem::is_directory(v.path, ec) ? "a folder, not a JSONL file" : "no such file");
+    // Validating on the training prompts measures memorisation, not generalisation: allowed, said once.
+    if (c.has_value("data.path") && c.get_string("data.task") == "jsonl") {
+      const std::string data = c.get_string("data.path");
+      if (std::filesystem::exists(data, ec) && std::filesystem::equivalent(data, v.path, ec))
+        log_warn("validation.path is data.path (", v.path, "): the validation prompts are training prompts, so its "
+                 "accuracy measures what was trained on, not generalisation");
+    }
   }
   return v;
 }

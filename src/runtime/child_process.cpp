@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,33 +98,39 @@ ChildProcess::ChildProcess(const std::string& command, const std::vector<std::pa
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  // Its own process group; signals as a fresh program has them (hone's handlers and blocked SIGPIPE stay here).
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  sigemptyset(&defaults);
-  for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGUSR1, SIGHUP, SIGQUIT}) sigaddset(&defaults, s);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-
   std::string sh = "/bin/sh", dash_c = "-c", cmd = command;
   char* argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
-  const int rc = ::posix_spawn(&pid_, "/bin/sh", &fa, &attr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
+  // fork and exec rather than posix_spawn, for the parent-death signal: a child that outlives hone (kill -9 of
+  // hone, a crash) would otherwise go on, holding its files and GPUs. Between fork and exec the child calls only
+  // async-signal-safe functions. The signal follows the thread that forks: children are started on the main
+  // thread, which lives as long as hone.
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own process group, which hone ends with it: a shell's children too
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // hone died before the signal was armed
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    // Signals as a fresh program has them (hone's handlers and blocked SIGPIPE stay here).
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGUSR1, SIGHUP, SIGQUIT, SIGXFSZ}) ::sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve("/bin/sh", argv, envp.data());
+    ::_exit(127);
+  }
+  if (pid < 0) {
+    const int e = errno;
     close_all();
     pid_ = -1;
-    throw UserError(cat("cannot start `", command, "`: posix_spawn(/bin/sh) failed: ", std::strerror(rc)));
+    throw UserError(cat("cannot start `", command, "`: fork() failed: ", std::strerror(e)));
   }
+  pid_ = pid;
+  ::setpgid(pid_, pid_);  // also here, so that the group exists before hone may signal it
   close_fd(in[0]);
   close_fd(out[1]);
   close_fd(err[1]);
@@ -272,14 +278,18 @@ bool ChildProcess::reap(double wait_s) {
   if (pid_ <= 0) return false;
   const auto deadline = deadline_after(wait_s);
   while (true) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
+    // Seen ended but not yet reaped: its id stays taken, so its process group can be ended without any risk of
+    // hitting another's, then it is reaped. A shell's background children (`cmd &`) end with it.
+    siginfo_t info{};
+    const int w = ::waitid(P_PID, id_t(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (w == 0 && info.si_pid == pid_) {
+      ::kill(-pid_, SIGKILL);
+      int status = 0;
+      if (::waitpid(pid_, &status, 0) == pid_) status_ = status;
       ended_ = true;
-      status_ = status;
       return true;
     }
-    if (r < 0 && errno != EINTR) return false;  // not our child any more (someone else reaped it)
+    if (w < 0 && errno != EINTR) return false;  // not our child any more (someone else reaped it)
     if (Clock::now() >= deadline) return false;
     drain_stderr();  // a child blocked on a full stderr pipe would never end
     const timespec pause{0, 5000000};  // 5 ms

@@ -35,6 +35,15 @@ ChatSetup::ChatSetup(const std::string& chat_format, const Tokenizer& tok, const
                       "is empty), so every prompt would be empty; fix it or set tokenizer.chat_format");
       tpl_ = std::move(tpl);
       end_of_turn_ = tpl_->end_of_turn(tok);
+      if (end_of_turn_.empty())
+        log_warn(tpl_->origin(), ": the chat template ends an assistant turn with no special token of the tokenizer, "
+                 "so generation stops only at the tokenizer's end-of-sequence token or generation.stop_strings");
+      ChatOptions with, without;
+      with.add_generation_prompt = true;
+      without.add_generation_prompt = false;
+      if (tpl_->render({{"user", "u"}}, with) == tpl_->render({{"user", "u"}}, without))
+        log_warn(tpl_->origin(), ": the chat template writes no generation prompt (add_generation_prompt changes "
+                 "nothing), so the model starts its reply without an assistant header");
     }
     return;
   }

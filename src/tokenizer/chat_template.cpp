@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/json_nesting.h"
 #include "runtime/error.h"
 #include "runtime/one_line.h"
 #include "tokenizer/jinja_error.h"
@@ -52,7 +53,9 @@ std::unique_ptr<ChatTemplate> ChatTemplate::load(const std::string& dir) {
   nlohmann::json config;
   if (fs::exists(config_path)) {
     try {
-      config = nlohmann::json::parse(read_file(config_path));
+      const std::string text = read_file(config_path);
+      check_json_nesting(text, config_path.string());
+      config = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       throw UserError(cat(config_path.string(), ": not valid JSON: ", e.what()));
     }

@@ -35,6 +35,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int depth = 1;  // levels of this expression tree: 1 for a leaf (the parser bounds it, jinja_limits.h)
   Value value;
   std::string name;
   bool negate = false;

@@ -11,6 +11,7 @@
 
 #include "runtime/error.h"
 #include "tokenizer/jinja_error.h"
+#include "tokenizer/jinja_limits.h"
 #include "tokenizer/jinja_parser.h"
 #include "tokenizer/utf8.h"
 
@@ -67,6 +68,15 @@ std::string strip(const std::string& s, const std::string* chars, bool left, boo
   return out;
 }
 
+[[noreturn]] void list_limit() {
+  throw TemplateError(0, "the template builds a list of more than " + std::to_string(kMaxListItems) + " items (hone's limit)");
+}
+
+void add_part(std::vector<std::string>& parts, std::string part) {
+  if (parts.size() >= kMaxListItems) list_limit();
+  parts.push_back(std::move(part));
+}
+
 // Python's str.split(sep, maxsplit) and rsplit.
 List split(const std::string& s, const Value* sep, int64_t maxsplit, bool from_right, const CallArgs& a) {
   std::vector<std::string> parts;
@@ -87,17 +97,18 @@ List split(const std::string& s, const Value* sep, int64_t maxsplit, bool from_r
         if (tok::py_isspace(tok::utf8_next(s, k))) break;
         i = k;
       }
+      if (words.size() >= kMaxListItems) list_limit();
       words.emplace_back(start, i);
     }
     if (maxsplit < 0 || int64_t(words.size()) <= maxsplit + 1) {
-      for (auto [b, e] : words) parts.push_back(s.substr(b, e - b));
+      for (auto [b, e] : words) add_part(parts, s.substr(b, e - b));
     } else if (!from_right) {
-      for (int64_t k = 0; k < maxsplit; ++k) parts.push_back(s.substr(words[size_t(k)].first, words[size_t(k)].second - words[size_t(k)].first));
-      parts.push_back(std::string(tok::py_rstrip(std::string_view(s).substr(words[size_t(maxsplit)].first))));
+      for (int64_t k = 0; k < maxsplit; ++k) add_part(parts, s.substr(words[size_t(k)].first, words[size_t(k)].second - words[size_t(k)].first));
+      add_part(parts, std::string(tok::py_rstrip(std::string_view(s).substr(words[size_t(maxsplit)].first))));
     } else {
       const size_t first = words.size() - size_t(maxsplit);
-      parts.push_back(std::string(tok::py_lstrip(std::string_view(s).substr(0, words[first - 1].second))));
-      for (size_t k = first; k < words.size(); ++k) parts.push_back(s.substr(words[k].first, words[k].second - words[k].first));
+      add_part(parts, std::string(tok::py_lstrip(std::string_view(s).substr(0, words[first - 1].second))));
+      for (size_t k = first; k < words.size(); ++k) add_part(parts, s.substr(words[k].first, words[k].second - words[k].first));
     }
   } else {
     const std::string& d = need_string(*sep, a, "split");
@@ -106,10 +117,10 @@ List split(const std::string& s, const Value* sep, int64_t maxsplit, bool from_r
       size_t start = 0;
       int64_t n = 0;
       for (size_t p; (maxsplit < 0 || n < maxsplit) && (p = s.find(d, start)) != std::string::npos; ++n) {
-        parts.push_back(s.substr(start, p - start));
+        add_part(parts, s.substr(start, p - start));
         start = p + d.size();
       }
-      parts.push_back(s.substr(start));
+      add_part(parts, s.substr(start));
     } else {
       size_t end = s.size();
       int64_t n = 0;
@@ -117,11 +128,11 @@ List split(const std::string& s, const Value* sep, int64_t maxsplit, bool from_r
       while ((maxsplit < 0 || n < maxsplit) && end >= d.size()) {
         const size_t p = s.rfind(d, end - d.size());
         if (p == std::string::npos) break;
-        rev.push_back(s.substr(p + d.size(), end - p - d.size()));
+        add_part(rev, s.substr(p + d.size(), end - p - d.size()));
         end = p;
         ++n;
       }
-      rev.push_back(s.substr(0, end));
+      add_part(rev, s.substr(0, end));
       parts.assign(rev.rbegin(), rev.rend());
     }
   }
@@ -131,9 +142,13 @@ List split(const std::string& s, const Value* sep, int64_t maxsplit, bool from_r
 }
 
 std::string replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+  RenderBudget::charge(int64_t(s.size() / 256));
   std::string out;
   if (from.empty()) {  // Python inserts `to` around every character
     const auto cps = code_points(s);
+    const size_t inserts = count < 0 ? cps.size() + 1 : std::min(cps.size() + 1, size_t(count));
+    if (!to.empty() && inserts > kMaxStringBytes / to.size()) throw_string_limit();
+    check_string_size(s.size() + inserts * to.size());
     int64_t n = 0;
     for (size_t i = 0; i <= cps.size(); ++i) {
       if (count < 0 || n < count) {
@@ -147,10 +162,14 @@ std::string replace(const std::string& s, const std::string& from, const std::st
   size_t start = 0;
   int64_t n = 0;
   for (size_t p; (count < 0 || n < count) && (p = s.find(from, start)) != std::string::npos; ++n) {
-    out += s.substr(start, p - start) + to;
+    out.append(s, start, p - start);
+    out += to;
+    check_string_size(out.size());  // each round adds a bounded piece: checked before the next
     start = p + from.size();
   }
-  return out + s.substr(start);
+  out.append(s, start);
+  check_string_size(out.size());
+  return out;
 }
 
 List as_list(const Value& v, const CallArgs& a) {
@@ -242,6 +261,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
       if (!first) out += sep ? sep->str() : "";
       first = false;
       out += (attr ? attr_of(x, attr->str()) : x).str();
+      check_string_size(out.size());
     }
     return Value::string(std::move(out));
   }
@@ -517,6 +537,7 @@ Value call_method(const Value& obj, const std::string& name, const CallArgs& a) 
         if (!first) out += s;
         first = false;
         out += need_string(x, a, "join");
+        check_string_size(out.size());
       }
       return Value::string(std::move(out));
     }

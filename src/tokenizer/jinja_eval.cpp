@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "tokenizer/jinja_builtins.h"
 #include "tokenizer/jinja_error.h"
+#include "tokenizer/jinja_limits.h"
 #include "tokenizer/utf8.h"
 
 namespace hone::jinja {
@@ -113,6 +114,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, int line)
       }
       return Value::integer(r);
     }
+    // Python raises where C's pow gives inf or nan: 0 ** -1, and a negative base to a fractional power (complex).
+    if (x == 0 && y < 0) throw TemplateError(line, "0.0 cannot be raised to a negative power");
+    if (x < 0 && y != std::floor(y))
+      throw TemplateError(line, "a negative number raised to a fractional power is complex (unsupported)");
     return Value::number(std::pow(x, y));
   }
   if (ints) {
@@ -183,6 +188,19 @@ class Evaluator {
     return std::move(out_);
   }
 
+  // The work of a value an expression built: its text and list items (names and literals are charged 1).
+  static int64_t cost(const Value& v) {
+    if (v.is(VK::String)) return int64_t(v.as_string().size() / 256);
+    if (v.is(VK::List)) return int64_t(v.as_list().size() / 8);
+    return 0;
+  }
+
+  // Limits met where no line is known (jinja_limits.h, jinja_value.cpp) get the line of the construct.
+  [[noreturn]] static void rethrow_at(const TemplateError& e, int line) {
+    if (e.line() == 0) throw TemplateError(line, e.message());
+    throw e;
+  }
+
  private:
   enum class Flow { Normal, Break, Continue };
 
@@ -195,9 +213,24 @@ class Evaluator {
   }
 
   Flow exec(const Node& n) {
+    try {
+      RenderBudget::charge(1);
+      return exec_node(n);
+    } catch (const TemplateError& e) {
+      rethrow_at(e, n.line);
+    }
+  }
+
+  void emit(const std::string& text) {
+    check_string_size(out_.size() + text.size());
+    RenderBudget::charge(int64_t(text.size() / 256));
+    out_ += text;
+  }
+
+  Flow exec_node(const Node& n) {
     switch (n.kind) {
-      case Node::Kind::Text: out_ += n.text; break;
-      case Node::Kind::Output: out_ += eval(*n.expr).str(); break;
+      case Node::Kind::Text: emit(n.text); break;
+      case Node::Kind::Output: emit(eval(*n.expr).str()); break;
       case Node::Kind::If:
         for (const auto& [cond, body] : n.branches)
           if (!cond || eval(*cond).truthy()) return exec(body);
@@ -211,6 +244,7 @@ class Evaluator {
         }
         const Value ns = lookup(n.targets[0]);
         if (!ns.is(VK::Namespace)) throw TemplateError(n.line, "cannot assign attribute on non-namespace object");
+        if (v.holds_namespace()) throw TemplateError(n.line, "a namespace cannot hold another namespace (hone's limit)");
         Dict& items = ns.namespace_items();
         bool found = false;
         for (auto& kv : items)
@@ -253,6 +287,7 @@ class Evaluator {
     if (n.filter) {
       List kept;
       for (const Value& item : items) {
+        RenderBudget::charge(1);
         frames_.emplace_back();
         bind(n, item, frames_.back());
         const bool keep = eval(*n.filter).truthy();
@@ -263,6 +298,7 @@ class Evaluator {
     }
     const int64_t len = int64_t(items.size());
     for (int64_t i = 0; i < len; ++i) {
+      RenderBudget::charge(1);
       frames_.emplace_back();
       auto& frame = frames_.back();
       bind(n, items[size_t(i)], frame);
@@ -327,6 +363,19 @@ class Evaluator {
   }
 
   Value eval(const Expr& e) {
+    try {
+      if (e.kind == K::Literal) return e.value;
+      if (e.kind == K::Name) return lookup(e.name);
+      Value v = eval_node(e);
+      RenderBudget::charge(1 + cost(v));
+      if (v.is(VK::String)) check_string_size(v.as_string().size());
+      return v;
+    } catch (const TemplateError& err) {
+      rethrow_at(err, e.line);
+    }
+  }
+
+  Value eval_node(const Expr& e) {
     switch (e.kind) {
       case K::Literal: return e.value;
       case K::Name: return lookup(e.name);
@@ -427,6 +476,9 @@ class Evaluator {
 
 }  // namespace
 
-std::string render(const Body& body, const Dict& variables) { return Evaluator(variables).run(body); }
+std::string render(const Body& body, const Dict& variables) {
+  const RenderBudget budget;
+  return Evaluator(variables).run(body);
+}
 
 }  // namespace hone::jinja

@@ -2,10 +2,12 @@
 // ** > unary > primary with postfix (. [] ()) and filter/test suffixes, and the statements chat templates use.
 #include "tokenizer/jinja_parser.h"
 
+#include <algorithm>
 #include <set>
 
 #include "tokenizer/jinja_error.h"
 #include "tokenizer/jinja_lexer.h"
+#include "tokenizer/jinja_limits.h"
 
 namespace hone::jinja {
 
@@ -15,6 +17,20 @@ using T = Token::Type;
 using K = Expr::Kind;
 
 ExprPtr make(K kind, int line) { return std::make_unique<Expr>(kind, line); }
+
+std::string too_deep() { return nesting_limit_message(); }
+
+// A composite expression, finished: its depth from its operands', refused past the limit. Every node the parser
+// builds passes here, so no tree deeper than the limit exists for the evaluator (or the destructor) to recurse on.
+ExprPtr sealed(ExprPtr e) {
+  int depth = 0;
+  for (const ExprPtr& a : e->args)
+    if (a) depth = std::max(depth, a->depth);
+  for (const auto& kv : e->kwargs) depth = std::max(depth, kv.second->depth);
+  e->depth = depth + 1;
+  if (e->depth > kMaxNesting) throw TemplateError(e->line, too_deep());
+  return e;
+}
 
 class Parser {
  public:
@@ -35,6 +51,21 @@ class Parser {
   bool is_op(const char* op) const { return cur().type == T::Op && cur().text == op; }
   bool is_name(const char* name) const { return cur().type == T::Name && cur().text == name; }
   [[noreturn]] void fail(const std::string& message) const { throw TemplateError(cur().line, message); }
+
+  // One level of a construct the parser recurses into (a statement's body, a nested expression): the recursion
+  // is bounded by kMaxNesting.
+  class Nest {
+   public:
+    explicit Nest(Parser& p) : p_(p) {
+      if (++p_.nesting_ > kMaxNesting) p_.fail(too_deep());
+    }
+    ~Nest() { --p_.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    Parser& p_;
+  };
 
   std::string describe(const Token& tok) const {
     switch (tok.type) {
@@ -98,6 +129,7 @@ class Parser {
   }
 
   Node parse_statement(const std::string& name) {
+    const Nest nest(*this);
     const int line = cur().line;
     next();
     if (name == "if") {
@@ -201,10 +233,11 @@ class Parser {
       if (cur().type == T::VarEnd || cur().type == T::BlockEnd || is_op(")")) break;
       list->args.push_back(parse_expression());
     }
-    return list;
+    return sealed(std::move(list));
   }
 
   ExprPtr parse_expression() {
+    const Nest nest(*this);
     ExprPtr expr = parse_or();
     while (is_name("if")) {
       const int line = cur().line;
@@ -219,7 +252,7 @@ class Parser {
       cond->args.push_back(std::move(expr));
       cond->args.push_back(std::move(test));
       cond->args.push_back(std::move(otherwise));
-      expr = std::move(cond);
+      expr = sealed(std::move(cond));
     }
     return expr;
   }
@@ -229,7 +262,7 @@ class Parser {
     e->name = std::move(op);
     e->args.push_back(std::move(a));
     e->args.push_back(std::move(b));
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -254,10 +287,11 @@ class Parser {
 
   ExprPtr parse_not() {
     if (is_name("not")) {
+      const Nest nest(*this);
       ExprPtr e = make(K::Not, cur().line);
       next();
       e->args.push_back(parse_not());
-      return e;
+      return sealed(std::move(e));
     }
     return parse_compare();
   }
@@ -289,7 +323,7 @@ class Parser {
       cmp->ops.push_back(op);
       cmp->args.push_back(parse_math1());
     }
-    return cmp ? std::move(cmp) : std::move(first);
+    return cmp ? sealed(std::move(cmp)) : std::move(first);
   }
 
   ExprPtr parse_math1() {
@@ -337,10 +371,12 @@ class Parser {
   ExprPtr parse_unary(bool with_filter) {
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
+      const Nest nest(*this);
       node = make(K::Unary, cur().line);
       node->name = cur().text;
       next();
       node->args.push_back(parse_unary(false));
+      node = sealed(std::move(node));
     } else {
       node = parse_primary();
     }
@@ -409,7 +445,7 @@ class Parser {
         e->args.push_back(parse_expression());
       }
       next();
-      return e;
+      return sealed(std::move(e));
     }
     if (is_op("{")) {
       next();
@@ -422,7 +458,7 @@ class Parser {
         e->args.push_back(parse_expression());
       }
       next();
-      return e;
+      return sealed(std::move(e));
     }
     fail("unexpected " + describe(tok));
   }
@@ -443,12 +479,12 @@ class Parser {
           next();
           e->args.push_back(std::move(node));
           e->args.push_back(std::move(key));
-          node = std::move(e);
+          node = sealed(std::move(e));
         } else {
           ExprPtr e = make(K::Attr, line);
           e->name = expect_name();
           e->args.push_back(std::move(node));
-          node = std::move(e);
+          node = sealed(std::move(e));
         }
       } else if (is_op("[")) {
         next();
@@ -482,7 +518,7 @@ class Parser {
     } else {
       for (auto& p : parts) e->args.push_back(std::move(p));
     }
-    return e;
+    return sealed(std::move(e));
   }
 
   // "(args, name=value ...)" after a callee, a filter or a test; node becomes args[0].
@@ -508,7 +544,7 @@ class Parser {
       }
     }
     next();
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
@@ -524,7 +560,7 @@ class Parser {
           ExprPtr e = make(K::Filter, line);
           e->name = name;
           e->args.push_back(std::move(node));
-          node = std::move(e);
+          node = sealed(std::move(e));
         }
       } else if (is_name("is")) {
         next();
@@ -557,7 +593,7 @@ class Parser {
                (c.type == T::Op && (c.text == "(" || c.text == "[" || c.text == "{"))) &&
               !(c.type == T::Name && (c.text == "else" || c.text == "or" || c.text == "and"));
           if (arg_follows) e->args.push_back(parse_postfix(parse_primary()));
-          node = std::move(e);
+          node = sealed(std::move(e));
         }
         node->negate = negate;
       } else if (is_op("(")) {
@@ -570,6 +606,7 @@ class Parser {
 
   std::vector<Token> t_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -9,26 +9,59 @@
 #include <cstdio>
 
 #include "runtime/error.h"
+#include "tokenizer/jinja_error.h"
+#include "tokenizer/jinja_limits.h"
 #include "tokenizer/utf8.h"
 
 namespace hone::jinja {
 
+namespace {
+
+// A container's depth and whether it holds a namespace, from its items; the nesting limit checked.
+template <class Items, class Get>
+void take_shape(const Items& items, Get get, uint16_t& depth, bool& holds_namespace) {
+  int d = 0;
+  for (const auto& item : items) {
+    const Value& x = get(item);
+    d = std::max(d, x.depth());
+    holds_namespace = holds_namespace || x.holds_namespace();
+  }
+  if (d + 1 > kMaxNesting) throw TemplateError(0, nesting_limit_message());
+  depth = uint16_t(d + 1);
+}
+
+// A walk through a value (str(), json.dumps, ==, <): charged to the rendering's work, bounded in depth. Built
+// values nest at most kMaxNesting levels; a namespace's items may add as many again.
+void visit(int level) {
+  if (level > 2 * kMaxNesting + 2) throw TemplateError(0, nesting_limit_message());
+  RenderBudget::charge(1);
+}
+
+}  // namespace
+
 Value Value::list(List items, bool tuple) {
+  if (items.size() > kMaxListItems)
+    throw TemplateError(0, "the template builds a list of more than " + std::to_string(kMaxListItems) +
+                               " items (hone's limit)");
   Value v = of(Kind::List);
   v.tuple_ = tuple;
+  take_shape(items, [](const Value& x) -> const Value& { return x; }, v.depth_, v.holds_namespace_);
   v.list_ = std::make_shared<const List>(std::move(items));
   return v;
 }
 
 Value Value::dict(Dict items) {
   Value v = of(Kind::Dict);
+  take_shape(items, [](const auto& kv) -> const Value& { return kv.second; }, v.depth_, v.holds_namespace_);
   v.dict_ = std::make_shared<Dict>(std::move(items));
   return v;
 }
 
 Value Value::namespace_of(Dict items) {
   Value v = dict(std::move(items));
+  if (v.holds_namespace_) throw TemplateError(0, "a namespace cannot hold another namespace (hone's limit)");
   v.kind_ = Kind::Namespace;
+  v.holds_namespace_ = true;
   return v;
 }
 
@@ -177,8 +210,12 @@ void json_string(std::string& out, const std::string& s) {
 
 void json_value(std::string& out, const Value& v, int indent, bool sort_keys, int level) {
   using K = Value::Kind;
+  visit(level);
+  check_string_size(out.size());
   const auto newline = [&](int lvl) {
-    if (indent >= 0) out += "\n" + std::string(size_t(indent * lvl), ' ');
+    if (indent < 0) return;
+    check_string_size(out.size() + size_t(indent) * size_t(lvl));
+    out += "\n" + std::string(size_t(indent) * size_t(lvl), ' ');
   };
   const char* item_sep = indent >= 0 ? "," : ", ";
   switch (v.kind()) {
@@ -232,23 +269,50 @@ void json_value(std::string& out, const Value& v, int indent, bool sort_keys, in
 
 }  // namespace
 
-std::string Value::repr() const {
+void Value::repr_into(std::string& out, int level) const {
+  visit(level);
+  check_string_size(out.size());
   switch (kind_) {
-    case Kind::String: return string_repr(str_);
+    case Kind::String: out += string_repr(str_); return;
     case Kind::List: {
-      std::string out = tuple_ ? "(" : "[";
-      for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
+      out += tuple_ ? "(" : "[";
+      for (size_t i = 0; i < list_->size(); ++i) {
+        if (i) out += ", ";
+        (*list_)[i].repr_into(out, level + 1);
+      }
       if (tuple_ && list_->size() == 1) out += ",";
-      return out + (tuple_ ? ")" : "]");
+      out += tuple_ ? ")" : "]";
+      return;
     }
     case Kind::Dict: {
-      std::string out = "{";
-      for (size_t i = 0; i < dict_->size(); ++i)
-        out += (i ? ", " : "") + string_repr((*dict_)[i].first) + ": " + (*dict_)[i].second.repr();
-      return out + "}";
+      out += "{";
+      for (size_t i = 0; i < dict_->size(); ++i) {
+        if (i) out += ", ";
+        out += string_repr((*dict_)[i].first) + ": ";
+        (*dict_)[i].second.repr_into(out, level + 1);
+      }
+      out += "}";
+      return;
     }
-    default: return str();
+    case Kind::Namespace: {
+      out += "<Namespace {";
+      for (size_t i = 0; i < dict_->size(); ++i) {
+        if (i) out += ", ";
+        out += string_repr((*dict_)[i].first) + ": ";
+        (*dict_)[i].second.repr_into(out, level + 1);
+      }
+      out += "}>";
+      return;
+    }
+    default: out += str(); return;
   }
+}
+
+std::string Value::repr() const {
+  std::string out;
+  repr_into(out, 0);
+  check_string_size(out.size());
+  return out;
 }
 
 std::string Value::str() const {
@@ -261,14 +325,17 @@ std::string Value::str() const {
     case Kind::String: return str_;
     case Kind::List:
     case Kind::Dict: return repr();
-    case Kind::Namespace: return "<Namespace " + Value::dict(*dict_).repr() + ">";
+    case Kind::Namespace: return repr();
     case Kind::Function: return "<function " + str_ + ">";
   }
   return "";
 }
 
-bool equal(const Value& a, const Value& b) {
+namespace {
+
+bool equal_at(const Value& a, const Value& b, int level) {
   using K = Value::Kind;
+  visit(level);
   if (a.is_number() && b.is_number()) {
     if (a.is(K::Float) || b.is(K::Float)) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -283,7 +350,7 @@ bool equal(const Value& a, const Value& b) {
       const List &x = a.as_list(), &y = b.as_list();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i)
-        if (!equal(x[i], y[i])) return false;
+        if (!equal_at(x[i], y[i], level + 1)) return false;
       return true;
     }
     case K::Dict: {
@@ -291,7 +358,7 @@ bool equal(const Value& a, const Value& b) {
       if (x.size() != y.size()) return false;
       for (const auto& [k, v] : x) {
         const Value* w = b.find(k);
-        if (!w || !equal(v, *w)) return false;
+        if (!w || !equal_at(v, *w, level + 1)) return false;
       }
       return true;
     }
@@ -300,8 +367,9 @@ bool equal(const Value& a, const Value& b) {
   }
 }
 
-int compare(const Value& a, const Value& b) {
+int compare_at(const Value& a, const Value& b, int level) {
   using K = Value::Kind;
+  visit(level);
   if (a.is_number() && b.is_number()) {
     if (a.is(K::Float) || b.is(K::Float)) {
       const double x = a.as_double(), y = b.as_double();
@@ -316,19 +384,26 @@ int compare(const Value& a, const Value& b) {
   if (a.is(K::List) && b.is(K::List)) {
     const List &x = a.as_list(), &y = b.as_list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i)
-      if (!equal(x[i], y[i])) return compare(x[i], y[i]);
+      if (!equal_at(x[i], y[i], level + 1)) return compare_at(x[i], y[i], level + 1);
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
   }
   throw UserError(cat("'<' not supported between instances of '", a.type_name(), "' and '", b.type_name(), "'"));
 }
 
+}  // namespace
+
+bool equal(const Value& a, const Value& b) { return equal_at(a, b, 0); }
+int compare(const Value& a, const Value& b) { return compare_at(a, b, 0); }
+
 std::string to_json(const Value& v, int indent, bool sort_keys) {
   std::string out;
   json_value(out, v, indent, sort_keys, 0);
+  check_string_size(out.size());
   return out;
 }
 
 std::vector<uint32_t> code_points(const std::string& s) {
+  RenderBudget::charge(int64_t(s.size() / 256));
   std::vector<uint32_t> cps;
   for (size_t i = 0; i < s.size();) cps.push_back(tok::utf8_next(s, i));
   return cps;
@@ -348,10 +423,15 @@ bool iterable_items(const Value& v, List& items) {
       items.clear();
       for (const auto& kv : v.as_dict()) items.push_back(Value::string(kv.first));
       return true;
-    case Value::Kind::String:
+    case Value::Kind::String: {
       items.clear();
-      for (uint32_t cp : code_points(v.as_string())) items.push_back(Value::string(code_point_string(cp)));
+      const std::vector<uint32_t> cps = code_points(v.as_string());
+      if (cps.size() > kMaxListItems)
+        throw TemplateError(0, "the template builds a list of more than " + std::to_string(kMaxListItems) +
+                                   " items (hone's limit)");
+      for (uint32_t cp : cps) items.push_back(Value::string(code_point_string(cp)));
       return true;
+    }
     default: return false;
   }
 }

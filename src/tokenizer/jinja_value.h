@@ -30,6 +30,8 @@ class Value {
   static Value integer(int64_t i) { Value v = of(Kind::Int); v.int_ = i; return v; }
   static Value number(double f) { Value v = of(Kind::Float); v.float_ = f; return v; }
   static Value string(std::string s) { Value v = of(Kind::String); v.str_ = std::move(s); return v; }
+  // The containers throw TemplateError (line 0) past the limits of jinja_limits.h: nesting, list length, a
+  // namespace inside a namespace.
   static Value list(List items, bool tuple = false);  // a tuple prints as (a, b)
   static Value dict(Dict items);
   static Value namespace_of(Dict items);
@@ -40,6 +42,10 @@ class Value {
   bool is_undefined() const { return kind_ == Kind::Undefined; }
   bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
   bool is_mapping() const { return kind_ == Kind::Dict || kind_ == Kind::Namespace; }
+  // Levels of lists and dicts in this value (0 for a scalar); bounded by kMaxNesting (jinja_limits.h) when built.
+  int depth() const { return depth_; }
+  // A namespace, or a list or dict with one inside: a namespace may not hold one (no cycles, no unbounded depth).
+  bool holds_namespace() const { return holds_namespace_; }
 
   bool as_bool() const { return int_ != 0; }
   int64_t as_int() const { return int_; }  // Int and Bool
@@ -59,8 +65,11 @@ class Value {
 
  private:
   static Value of(Kind k) { Value v; v.kind_ = k; return v; }
+  void repr_into(std::string& out, int level) const;  // appends repr(), bounded in depth and length
   Kind kind_ = Kind::Undefined;
   bool tuple_ = false;
+  bool holds_namespace_ = false;
+  uint16_t depth_ = 0;
   int64_t int_ = 0;
   double float_ = 0;
   std::string str_;

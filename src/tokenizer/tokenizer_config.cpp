@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/json_nesting.h"
 #include "runtime/error.h"
 
 namespace hone::tok {
@@ -38,6 +39,7 @@ nlohmann::json read_folder_json(const std::string& path) {
   HONE_USER_CHECK(in, "cannot open ", path);
   std::stringstream ss;
   ss << in.rdbuf();
+  check_json_nesting(ss.str(), path);
   try {
     return nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::exception& e) {

@@ -3,6 +3,7 @@
 // those templates rely on.
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -139,6 +140,110 @@ BOOST_AUTO_TEST_CASE(unrenderable_templates_name_the_line_and_construct) {
   has(error_of("{% raw %}x{% endraw %}"), "unsupported tag 'raw'");
   has(error_of("{{ 'unterminated }}"), "unterminated string");
   has(error_of("{% set a, b = 1, 2 %}"), "set with several targets");
+  // Python raises where C's pow gives inf and nan.
+  has(error_of("{{ 0 ** -1 }}"), "line 1: 0.0 cannot be raised to a negative power");
+  has(error_of("{{ 0.0 ** -2.5 }}"), "0.0 cannot be raised to a negative power");
+  has(error_of("{{ (-8) ** 0.5 }}"), "a negative number raised to a fractional power is complex");
+  BOOST_TEST(render("{{ 2 ** -1 }} {{ (-2) ** 3 }} {{ (-2.0) ** 2.0 }}") == "0.5 -8 4.0");
+}
+
+// Depth past the limit (the parser, the evaluator and the tree's destructor recurse) ends in one line naming it,
+// at once: these once overflowed the stack (rc 139).
+BOOST_AUTO_TEST_CASE(deep_templates_are_refused_by_the_nesting_limit) {
+  auto repeat = [](const std::string& s, size_t n) {
+    std::string out;
+    for (size_t i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const std::string limit = "nests deeper than 200 levels (hone's limit)";
+  const std::vector<std::string> deep = {
+      "{{ " + repeat("(", 5000) + "1" + repeat(")", 5000) + " }}",
+      repeat("{% if true %}", 3000) + "x" + repeat("{% endif %}", 3000),
+      repeat("{% for i in [1] %}", 3000) + "x" + repeat("{% endfor %}", 3000),
+      "{{ " + repeat("[", 100000) + repeat("]", 100000) + " }}",
+      "{{ " + repeat("{'a': ", 5000) + "1" + repeat("}", 5000) + " }}",
+      "{{ " + repeat("not ", 200000) + "1 }}",
+      "{{ " + repeat("1 + ", 200000) + "1 }}",
+      "{{ 'a'" + repeat(" ~ 'a'", 200000) + " }}",
+      "{{ x" + repeat(".a", 200000) + " }}",
+      "{{ x" + repeat("[0]", 200000) + " }}",
+      "{{ x" + repeat("|first", 200000) + " }}",
+      "{{ " + repeat("-", 200000) + "1 }}",
+      "{{ " + repeat("f(", 5000) + repeat(")", 5000) + " }}",
+      "{{ 1" + repeat(" if true else 2", 5000) + " }}",
+      "{{ 1" + repeat(" if true else (2", 5000) + repeat(")", 5000) + " }}",
+      "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
+  };
+  for (const std::string& source : deep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string e = error_of(source);
+    BOOST_TEST_INFO(source.substr(0, 60));
+    BOOST_TEST(e.find(limit) != std::string::npos, e);
+    BOOST_TEST(e.find('\n') == std::string::npos);
+    BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
+  }
+  // Below the limit all of it renders as jinja2 does.
+  BOOST_TEST(render("{{ " + repeat("(", 150) + "1" + repeat(")", 150) + " }}") == "1");
+  BOOST_TEST(render(repeat("{% if true %}", 150) + "x" + repeat("{% endif %}", 150)) == "x");
+  BOOST_TEST(render("{{ " + repeat("1 + ", 150) + "1 }}") == "151");
+  BOOST_TEST(render("{{ " + repeat("not ", 150) + "0 }}") == "False");
+  BOOST_TEST(render("{{ " + repeat("[", 100) + repeat("]", 100) + " | length }}") == "1");
+  // A namespace holding a namespace (a cycle: ns.a = ns) is refused rather than printed without end.
+  BOOST_TEST(error_of("{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns }}").find("cannot hold another namespace") !=
+             std::string::npos);
+  BOOST_TEST(error_of("{% set ns = namespace(a=1) %}{% set ns.a = [ns] %}").find("cannot hold another namespace") !=
+             std::string::npos);
+  BOOST_TEST(render("{% set ns = namespace(a=1) %}{% set ns.a = [1, 'x'] %}{{ ns }}") == "<Namespace {'a': [1, 'x']}>");
+}
+
+// A long template of plain (not nested) tags is read in linear time: 100,000 tags once took over 40 s.
+BOOST_AUTO_TEST_CASE(many_tags_are_read_in_linear_time) {
+  std::string source;
+  for (int i = 0; i < 100000; ++i) source += "{% if true %}a{% endif %}";
+  const auto t0 = std::chrono::steady_clock::now();
+  BOOST_TEST(render(source).size() == 100000u);
+  std::string nested;
+  for (int i = 0; i < 100000; ++i) nested += "{% if true %}";
+  BOOST_TEST(error_of(nested).find("nests deeper than 200 levels") != std::string::npos);
+  BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 20.0);
+}
+
+// Work and size without bound (loops of loops, strings and lists doubled) end in one line naming the limit, before
+// the memory or the time runs out.
+BOOST_AUTO_TEST_CASE(work_and_output_have_a_budget) {
+  auto has = [](const std::string& msg, const std::string& part) {
+    BOOST_TEST_INFO(msg);
+    BOOST_TEST(msg.find(part) != std::string::npos, "'" << part << "' in: " << msg);
+    BOOST_TEST(msg.find('\n') == std::string::npos);
+  };
+  const std::string work = "million steps of work for one conversation (hone's limit)";
+  const std::string text = "builds a string longer than 64 MiB (hone's limit)";
+  const std::string items = "builds a list of more than 1048576 items (hone's limit)";
+  has(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"), work);
+  has(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}"), work);
+  has(error_of("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"), "(hone's limit)");
+  has(error_of("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"), "(hone's limit)");
+  has(error_of("{% set ns = namespace(s='a') %}{% for i in range(100) %}{% set ns.s = ns.s.replace('a', 'aa') %}"
+               "{% endfor %}"),
+      text);
+  has(error_of("{{ ('a' * 1000000).replace('a', 'b' * 1000) }}"), text);
+  has(error_of("{{ ('a' * 1000000) | replace('', 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb') }}"), text);
+  has(error_of("{% set ns = namespace(l=[1]) %}{% for i in range(100) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"), items);
+  has(error_of("{% set ns = namespace(l=[1]) %}{% for i in range(100) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+               "{{ ns.l | tojson }}"),
+      "(hone's limit)");
+  has(error_of("{% set ns = namespace(l=[1]) %}{% for i in range(100) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+               "{{ ns.l == ns.l }}"),
+      work);
+  has(error_of("{{ [1] | tojson(indent=1000000000) }}"), text);
+  has(error_of("{{ (',' * 60000000).split(',') | length }}"), items);
+  has(error_of("{% for c in 'a' * 60000000 %}{% endfor %}"), items);
+  // The work of a long conversation stays far below the budget.
+  std::vector<hone::ChatMessage> many(2000, {"user", std::string(1000, 'x')});
+  hone::ChatOptions opt;
+  BOOST_TEST(hone::ChatTemplate("{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}{% endfor %}", "t")
+                 .render(many, opt)
+                 .size() == 2000u * 1008u);
 }
 
 BOOST_AUTO_TEST_CASE(template_from_a_tokenizer_folder) {

@@ -155,4 +155,67 @@ BOOST_AUTO_TEST_CASE(the_first_rows_of_the_data_must_parse) {
   BOOST_TEST(out.find("the first 1 rows parse (prompt, answer), 1 bad lines skipped") != std::string::npos, out);
 }
 
+// `hone check` once said "ready" for a template hone run refuses ({% macro %}), one that fails when rendered
+// ({{ 1/0 }}) or never ends, and tokenizer.chat_format = "llama3" on a tokenizer without Llama 3's special tokens.
+// It now resolves the chat format as hone run does: one line naming tokenizer.chat_format and the template.
+BOOST_AUTO_TEST_CASE(the_chat_template_is_rendered_and_the_chat_format_checked) {
+  const std::string dir = test::temp_dir("check-chat");
+  const std::string tok = dir + "/tok";
+  fs::create_directories(tok);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(test::source_dir() + "/tests/fuzz/data/tokenizer/" + f, tok + "/" + f);
+  const std::string deck = write_deck(dir);
+  const std::string args = "tokenizer.kind=hf tokenizer.path=" + tok;
+  struct Case {
+    std::string tpl, args, message;
+  };
+  const std::vector<Case> cases = {
+      {"{% macro f() %}{% endmacro %}", "", "chat template line 1: unsupported tag 'macro'"},
+      {"{{ 1/0 }}", "", "chat template line 1: division by zero"},
+      {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "",
+       "million steps of work for one conversation"},
+      {"{% for m in messages %}{{ m.content }}{% endfor %}", " tokenizer.chat_format=llama3",
+       "tokenizer.chat_format = \"llama3\": the tokenizer in " + tok + " has no special token <|begin_of_text|>"},
+  };
+  std::string out;
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT(c.tpl) {
+      std::ofstream(tok + "/chat_template.jinja") << c.tpl;
+      BOOST_TEST(hone_check(deck, args + c.args, &out) == 2, out);
+      bool at_end = false;
+      const std::vector<std::string> errors = error_lines(out, &at_end);
+      BOOST_TEST_REQUIRE(errors.size() == 1u, out);
+      BOOST_TEST(errors[0].find("tokenizer.chat_format: ") != std::string::npos, errors[0]);
+      BOOST_TEST(errors[0].find(c.message) != std::string::npos, errors[0]);
+    }
+  }
+  std::ofstream(tok + "/chat_template.jinja")
+      << "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  BOOST_TEST(hone_check(deck, args, &out) == 0, out);
+  BOOST_TEST(out.find("warning") == std::string::npos, out);
+  // A template without a generation prompt or an end-of-turn token works, said once each.
+  std::ofstream(tok + "/chat_template.jinja") << "{% for m in messages %}{{ m.content }}{% endfor %}";
+  BOOST_TEST(hone_check(deck, args, &out) == 0, out);
+  BOOST_TEST(out.find("chat_template.jinja: the chat template writes no generation prompt") != std::string::npos, out);
+  BOOST_TEST(out.find("chat_template.jinja: the chat template ends an assistant turn with no special token") !=
+                 std::string::npos, out);
+}
+
+// A folder as data.path was "no such file"; validation.path = data.path passed without a word.
+BOOST_AUTO_TEST_CASE(a_folder_as_data_path_and_validation_on_the_training_data_are_named) {
+  const std::string dir = test::temp_dir("check-data-folder");
+  const std::string deck = write_deck(dir);
+  std::string out;
+  BOOST_TEST(hone_run(deck, "data.task=jsonl data.path=" + dir, &out) == 2, out);
+  BOOST_TEST(out.find("data.path = \"" + dir + "\": a folder, not a JSONL file") != std::string::npos, out);
+  std::ofstream(dir + "/d.jsonl") << "{\"prompt\": \"12\", \"answer\": \"21\"}\n";
+  const std::string data = dir + "/d.jsonl";
+  BOOST_TEST(hone_run(deck, "run.max_steps=1 data.task=jsonl data.path=" + data + " validation.path=" + data +
+                                " validation.every=1",
+                      &out) == 0,
+             out);
+  BOOST_TEST(out.find("validation.path is data.path") != std::string::npos, out);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

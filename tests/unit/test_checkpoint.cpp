@@ -220,6 +220,37 @@ BOOST_AUTO_TEST_CASE(start_rules_for_fresh_resume_and_overwrite) {
   BOOST_TEST(msg.find("checkpoint.dir") != std::string::npos, msg);
 }
 
+// Resume once trusted the newest folder whose files had their recorded sizes: a same-size bit flip in the weights, a
+// state.json edited to another step were loaded, and a damaged newest checkpoint fell back without a word. Now every
+// hash of COMPLETE is checked, a damaged checkpoint is named (a warning) and the next older one is tried; when none
+// is whole, resume is refused.
+BOOST_AUTO_TEST_CASE(resume_checks_the_hashes_and_falls_back_past_damaged_checkpoints) {
+  const std::string dir = test::temp_dir("ckpt-damaged");
+  auto o = options(dir);
+  save(o, 2);
+  save(o, 4);
+  save(o, 6);
+  {  // a bit flip, same size
+    std::fstream f(dir + "/step_00000006/model/weights.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('x');
+  }
+  BOOST_TEST(hone::latest_complete_checkpoint(dir)->step == 6);  // by sizes alone it looks whole
+  auto r = hone::prepare_checkpoint_dir(o, hone::CheckpointStart::resume);
+  BOOST_TEST_REQUIRE(r.has_value());
+  BOOST_TEST(r->step == 4);
+  fs::remove(dir + "/step_00000004/COMPLETE");
+  r = hone::prepare_checkpoint_dir(o, hone::CheckpointStart::resume);
+  BOOST_TEST_REQUIRE(r.has_value());
+  BOOST_TEST(r->step == 2);
+  std::ofstream(dir + "/step_00000002/state.json") << "{\"step\": 9}\n";  // edited, same size
+  const std::string msg = user_error_of([&] { hone::prepare_checkpoint_dir(o, hone::CheckpointStart::resume); });
+  BOOST_TEST(msg.find("cannot resume: no checkpoint in checkpoint.dir") != std::string::npos, msg);
+  BOOST_TEST(msg.find("step_00000006: file 'model/weights.bin' does not have its recorded hash") != std::string::npos, msg);
+  BOOST_TEST(msg.find("step_00000004: no COMPLETE marker") != std::string::npos, msg);
+  BOOST_TEST(msg.find("step_00000002: file 'state.json' does not have its recorded hash") != std::string::npos, msg);
+}
+
 BOOST_AUTO_TEST_CASE(options_from_config_read_the_deck_keys) {
   hone::Config c = hone::load_config(test::source_dir() + "/input/demo.toml",
                                      {"run.name=deckrun", "checkpoint.dir=ck", "checkpoint.keep=3"});

@@ -154,4 +154,13 @@ BOOST_AUTO_TEST_CASE(characters_outside_ascii_outside_strings_are_refused_with_t
                         "[output]\ndir = \"\"\"\xe2\x88\x91 a\\\n  b \xc3\xa9\"\"\"\n") == "(no error)");
 }
 
+// A NUL byte ends a path or a command where the operating system reads it: refused, and shown in the message.
+BOOST_AUTO_TEST_CASE(strings_with_a_nul_byte_are_refused) {
+  const std::string nul = " is a string with a NUL byte (\\u0000), which no path, command or text of hone can carry";
+  BOOST_TEST(deck_error("[output]\ndir = \"o/nulA\\u0000B\"\n") == "deck.toml:2:7: 'output.dir' = 'o/nulA\\u0000B'" + nul);
+  BOOST_TEST(deck_error("[generation]\nstop_strings = [\"a\", \"b\\u0000\"]\n") ==
+             "deck.toml:2:16: 'generation.stop_strings[1]' = 'b\\u0000'" + nul);
+  BOOST_TEST(deck_error("[reward]\ncommand = \"x\\u0000y\"\n").find(nul) != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

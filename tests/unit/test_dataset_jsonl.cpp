@@ -8,6 +8,7 @@
 
 #include "common/paths.h"
 #include "data/dataset_jsonl.h"
+#include "reward/math_answer.h"
 #include "runtime/error.h"
 
 using namespace hone::rl;
@@ -78,6 +79,27 @@ BOOST_AUTO_TEST_CASE(reads_string_and_chat_prompts) {
   BOOST_TEST(c.answer == "Half of 48 is 24.\n#### 72");
 }
 
+// An integer answer past 64 bits written as a JSON number keeps its digits (the JSON library holds it as a double:
+// 1.2345678901234568e+29 reached the checker, and a correct answer was judged wrong), and the checker compares it
+// exactly.
+BOOST_AUTO_TEST_CASE(integer_answers_past_64_bits_keep_their_digits) {
+  const std::string path = write_file(
+      "dataset_bigint", "{\"prompt\": \"p\", \"x\": {\"answer\": 1.5}, \"answer\": 123456789012345678901234567890}\n"
+                        "{\"prompt\": \"q\", \"answer\": -340282366920938463463374607431768211457}\n"
+                        "{\"prompt\": \"r\", \"answer\": 1e30}\n{\"prompt\": \"s\", \"answer\": 18446744073709551615}\n");
+  DatasetOptions o = options_for(path);
+  o.shuffle = false;
+  JsonlPromptDataset d(o);
+  BOOST_TEST(d.at(0).answer == "123456789012345678901234567890");
+  BOOST_TEST(d.at(1).answer == "-340282366920938463463374607431768211457");
+  BOOST_TEST(d.at(2).answer == "1e+30");  // written as a float: a float
+  BOOST_TEST(d.at(3).answer == "18446744073709551615");
+  BOOST_TEST(hone::rl::math_answers_equal("123456789012345678901234567890", d.at(0).answer));
+  BOOST_TEST(!hone::rl::math_answers_equal("123456789012345678901234567891", d.at(0).answer));
+  BOOST_TEST(hone::rl::math_answers_equal("-340282366920938463463374607431768211457", d.at(1).answer));
+  BOOST_TEST(!hone::rl::math_answers_equal("-340282366920938463463374607431768211456", d.at(1).answer));
+}
+
 BOOST_AUTO_TEST_CASE(custom_field_names_and_crlf) {
   DatasetOptions o = options_for(fixture("custom_keys_crlf.jsonl"));
   o.prompt_key = "question";
@@ -109,6 +131,9 @@ BOOST_AUTO_TEST_CASE(malformed_lines_name_file_and_line) {
       {"{\"prompt\": [{\"role\": \"robot\", \"content\": \"x\"}], \"answer\": \"1\"}", "has role 'robot'"},
       {"{\"prompt\": [], \"answer\": \"1\"}", "is an empty list of messages"},
       {"{\"prompt\": \"  \", \"answer\": \"1\"}", "field 'prompt' is empty"},
+      // 100,000 levels in an extra field once overflowed the stack copying the row's extra fields.
+      {"{\"prompt\": \"p\", \"answer\": \"1\", \"e\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+       "JSON nested deeper than 256 levels of [ and { (hone's limit)"},
   };
   for (const Bad& b : bad) {
     std::string path = write_file("dataset_bad", good + good + b.line + "\n" + good);

@@ -7,6 +7,13 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "io/checkpoint.h"
 #include "test_grpo_util.h"
@@ -21,6 +28,8 @@ size_t count(const std::string& text, const std::string& what) {
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
 }
+
+std::string cat_pid(pid_t pid) { return "pid " + std::to_string(pid) + ","; }
 
 }  // namespace
 
@@ -80,6 +89,94 @@ BOOST_AUTO_TEST_CASE(a_model_too_large_for_host_memory_is_refused_before_allocat
   }
 }
 
+// A full disk in output.dir, simulated by a file-size limit (RLIMIT_FSIZE, with SIGXFSZ ignored so that a write
+// past it fails with EFBIG; Open MPI's singleton keeps its own files small with PMIx's hash store and the self
+// transport). The error line used to be followed by a SIGSEGV at exit inside the HDF5 library, whose file stayed
+// open after a failed H5Fclose. Now the file is built in memory and written by hone: one line, exit 2, and the
+// previous file stays readable with whole steps.
+BOOST_AUTO_TEST_CASE(a_full_disk_ends_in_one_line_and_leaves_the_old_file_readable) {
+  const std::string dir = test::temp_dir("grpo-full-disk");
+  const std::string deck = write_deck(dir);
+  for (const char* limit : {"150000", "215000", "250000"}) {
+    BOOST_TEST_CONTEXT("file size limit " << limit) {
+      fs::remove_all(dir + "/out");
+      fs::remove_all(dir + "/ck");
+      std::string out;
+      const int rc = hone_run(deck, "run.max_steps=40 output.sample_every=1 output.num_samples=16 output.rollouts=all",
+                              &out,
+                              std::string("trap '' XFSZ; PMIX_MCA_gds=hash OMPI_MCA_btl=self prlimit --fsize=") + limit + " ");
+      BOOST_TEST_MESSAGE(out);
+      BOOST_TEST(rc == 2);
+      BOOST_TEST(count(out, "hone: error:") == 1u);
+      BOOST_TEST(count(out, "File too large") == 1u);
+      BOOST_TEST(count(out, "HDF5") == 0u);
+      BOOST_TEST(test_h5::File(dir + "/out/t.h5").id >= 0);  // the file of the last step that fitted (or of none)
+      const std::vector<int64_t> st = steps(dir + "/out/t.h5");
+      for (size_t i = 0; i < st.size(); ++i) BOOST_TEST(st[i] == int64_t(i + 1));
+    }
+  }
+}
+
+// Starts `hone run deck args` in the background with `env` before it; returns its pid once the output file exists.
+pid_t start_background_run(const std::string& dir, const std::string& deck, const std::string& args,
+                           const std::string& env = "") {
+  const std::string pidfile = dir + "/bg.pid";
+  fs::remove(pidfile);
+  test::run_command("sh -c '" + env + " " + test::hone_exe() + " run " + deck + " " + args + " > " + dir +
+                    "/bg.log 2>&1 & echo $! > " + pidfile + "'");
+  pid_t pid = -1;
+  for (int i = 0; i < 3000 && !(fs::exists(dir + "/out/t.h5") && pid > 0); ++i) {
+    std::ifstream in(pidfile);
+    long p = 0;
+    if (in >> p) pid = pid_t(p);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pid;
+}
+
+// Run B started while run A holds the same folders used to delete A's checkpoints and rewrite its file
+// (output.overwrite) or resume from A's checkpoint while A went on (run.resume=auto). Now B is refused, naming A;
+// once A is gone (killed: the kernel drops its lock) B may take the folders; a copy of the same Slurm job (a
+// requeue) waits for the first copy to end.
+BOOST_AUTO_TEST_CASE(a_second_run_on_the_same_folders_is_refused_while_the_first_holds_them) {
+  const std::string dir = test::temp_dir("grpo-folder-lock");
+  const std::string deck = write_deck(dir);
+  const pid_t a = start_background_run(dir, deck, "run.max_steps=1000000");
+  BOOST_REQUIRE(a > 0);
+  const std::string holder = "is in use by host ";
+  const std::vector<std::string> second = {"output.overwrite=true", "run.resume=auto", "checkpoint.dir=" + dir + "/other"};
+  for (const std::string& args : second) {
+    BOOST_TEST_CONTEXT(args) {
+      std::string out;
+      BOOST_TEST(hone_run(deck, args + " run.max_steps=2", &out) == 2);
+      BOOST_TEST(count(out, "hone: error: output.dir '" + dir + "/out' " + holder) == 1u, out);
+      BOOST_TEST(count(out, cat_pid(a)) == 1u, out);
+    }
+  }
+  std::string out;
+  BOOST_TEST(hone_run(deck, "output.dir=" + dir + "/out2 run.max_steps=2", &out) == 2);  // checkpoint.dir still held
+  BOOST_TEST(count(out, "hone: error: checkpoint.dir '" + dir + "/ck' " + holder) == 1u, out);
+  ::kill(a, SIGKILL);
+  for (int i = 0; i < 500 && ::kill(a, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  BOOST_TEST(hone_run(deck, "run.resume=auto run.max_steps=2", &out) == 0, out);
+
+  // A requeue of the same Slurm job waits for the first copy, then runs.
+  fs::remove_all(dir + "/out");
+  fs::remove_all(dir + "/ck");
+  const pid_t first = start_background_run(dir, deck, "run.max_steps=1000000", "SLURM_JOB_ID=4242");
+  BOOST_REQUIRE(first > 0);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    ::kill(first, SIGKILL);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = hone_run(deck, "run.resume=auto run.max_steps=2", &out, "SLURM_JOB_ID=4242 ");
+  killer.join();
+  BOOST_TEST(rc == 0, out);
+  BOOST_TEST(count(out, "a copy of this Slurm job: waiting up to 120 s") == 1u, out);
+  BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > 1.5);
+}
+
 // Non-finite updates are skipped (grpo_nonfinite), but an update with a finite gradient norm can still overflow the
 // weights: train.learning_rate = 1e39 is beyond fp32 and makes every updated weight Inf or NaN. Such a state used to
 // be checkpointed and marked COMPLETE, and run.resume=auto picked it. Now it is never written: the run ends with one
@@ -100,12 +197,20 @@ BOOST_AUTO_TEST_CASE(a_non_finite_training_state_is_never_checkpointed_nor_resum
   BOOST_TEST(count(out, "resuming from " + dir + "/ck/step_00000002") == 1u);
   BOOST_TEST(steps(dir + "/out/t.h5") == (std::vector<int64_t>{1, 2, 3, 4}));
 
-  // A checkpoint holding NaN weights from elsewhere (the marker's sizes still match) is refused by name on resume.
+  // A checkpoint holding NaN weights from elsewhere (its marker's sizes and hashes match: a changed byte alone is
+  // found by the hash, checkpoint/resume_checks_the_hashes_...) is refused by name on resume.
   const std::string weights = dir + "/ck/step_00000004/model.safetensors";
   std::string bytes = file_bytes(weights);
   const uint32_t nan_bits = 0x7fc00000u;
   std::memcpy(&bytes[bytes.size() - 4], &nan_bits, 4);  // the last parameter's last value
   std::ofstream(weights, std::ios::binary | std::ios::trunc) << bytes;
+  {
+    const std::string marker = dir + "/ck/step_00000004/COMPLETE";
+    nlohmann::json m = nlohmann::json::parse(file_bytes(marker));
+    for (auto& f : m["files"])
+      if (f["path"] == "model.safetensors" && f.contains("fnv1a64")) f["fnv1a64"] = hone::fnv1a64_file(weights);
+    std::ofstream(marker, std::ios::trunc) << m.dump();
+  }
   BOOST_TEST(hone_run(deck, "run.resume=auto run.max_steps=5", &out) == 2);
   BOOST_TEST(count(out, "hone: error: checkpoint " + dir + "/ck/step_00000004 holds a non-finite training state (") == 1u, out);
   BOOST_TEST(count(out, "move it out of " + dir + "/ck to resume from the one before") == 1u);

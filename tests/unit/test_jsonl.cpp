@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "common/paths.h"
+#include "io/json_nesting.h"
 #include "io/jsonl.h"
 #include "runtime/error.h"
 
@@ -85,6 +86,16 @@ BOOST_AUTO_TEST_CASE(writer_round_trips_and_replaces_bad_utf8) {
   BOOST_TEST(r.next(rec));
   BOOST_TEST(rec.line_number == 3);
   BOOST_TEST(!r.next(rec));
+}
+
+BOOST_AUTO_TEST_CASE(nesting_is_counted_outside_strings) {
+  BOOST_TEST(hone::json_nesting("1") == 0);
+  BOOST_TEST(hone::json_nesting("{\"a\": [1, {\"b\": []}]}") == 4);
+  BOOST_TEST(hone::json_nesting("\"[[[[\\\"[[\"") == 0);  // brackets inside a string (with an escaped quote)
+  BOOST_TEST(hone::json_nesting(std::string(256, '[') + std::string(256, ']')) == 256);
+  BOOST_TEST(hone::json_nesting_error(std::string(256, '[') + std::string(256, ']')).empty());
+  BOOST_TEST(hone::json_nesting(std::string(1000000, '[')) == hone::kMaxJsonNesting + 1);  // stops counting there
+  BOOST_TEST(hone::json_nesting_error(std::string(257, '{')).find("nested deeper than 256 levels") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,6 +4,10 @@
 // here with the system C compiler, from a few lines each.
 #include <boost/test/unit_test.hpp>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <fstream>
 
@@ -145,6 +149,38 @@ BOOST_AUTO_TEST_CASE(broken_plugins_are_refused_by_name) {
                     "", 0);
   e = error_of([&] { huge.score(q); });
   BOOST_TEST(contains(e, "the reward of rollout 1 of 1 at step 5 is 1e+39, beyond the range of a 32-bit float"), e);
+}
+
+// A plug-in calling exit(0) inside hone_reward_score made hone exit 0 mid-run (no checkpoint, no done line). Now
+// that exit is hone's user error: one line on stderr, exit 2. Run in a child process, since it ends it.
+BOOST_AUTO_TEST_CASE(a_plugin_that_calls_exit_ends_hone_with_a_user_error) {
+  const std::string dir = test::temp_dir("reward-plugin-exit");
+  const std::string lib = build_plugin(dir, "exits", kBasics + std::string("#include <stdlib.h>\n"
+                                                                      "int hone_reward_score(void* s, const "
+                                                                      "hone_reward_query* q, hone_reward_result* r, "
+                                                                      "size_t n, char* e, size_t en) { (void)s; "
+                                                                      "(void)q; (void)r; (void)n; (void)e; (void)en; "
+                                                                      "exit(0); }\n"));
+  const std::string log = dir + "/stderr";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    Prompt p;
+    p.text = "q";
+    PluginReward r(lib, "", 0);
+    r.score({{&p, "c", 1, false, 5}});
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 2);
+  std::ifstream in(log);
+  std::string line;
+  std::getline(in, line);
+  BOOST_TEST(line == "hone: error: reward.library: the plug-in called exit() inside hone_reward_score; a plug-in "
+                     "reports a failure by its return value and error text");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -8,6 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "common/paths.h"
 #include "config/config.h"
 #include "reward/process_reward.h"
@@ -118,6 +122,9 @@ BOOST_AUTO_TEST_CASE(replies_are_a_number_or_an_object_with_sub_scores) {
   BOOST_TEST(contains(bad("1e39"), "the reward is 1e+39, beyond the range of a 32-bit float"));
   BOOST_TEST(contains(bad(R"({"reward": -1.7e308})"), "\"reward\" is -1.7e+308, beyond the range of a 32-bit float"));
   BOOST_TEST(parse_reward_reply("3.4e38").reward == 3.4e38);
+  // A reply nested 100,000 levels deep is refused before it is parsed; a NUL byte in a name is shown, not an end.
+  BOOST_TEST(contains(bad(std::string(100000, '[') + std::string(100000, ']')), "nested deeper than 256 levels"));
+  BOOST_TEST(contains(bad(R"({"reward": 1, "a\u0000b": 1})"), "sub-score name \"a\\x00b\" is not"));
 }
 
 BOOST_AUTO_TEST_CASE(child_exchanges_lines_without_deadlock_on_full_pipes) {
@@ -188,6 +195,56 @@ BOOST_AUTO_TEST_CASE(a_child_that_ignores_sigterm_and_stdin_is_still_ended) {
   BOOST_TEST(seconds_since(t0) < 10.0);
 }
 
+// Whether a process is gone (ended or a zombie whose parent is gone), waiting up to 10 s.
+bool process_ends(pid_t pid) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!stat || !std::getline(stat, line)) return true;
+    const size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+pid_t pid_in(const std::string& path) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream in(path);
+    long pid = 0;
+    if (in >> pid && pid > 0) return pid_t(pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+// doc/data-and-rewards.md: the reward program's process group is ended with it, so its background children do
+// not outlive it; and it does not outlive hone (a parent-death signal), even when hone is killed with SIGKILL.
+BOOST_AUTO_TEST_CASE(the_process_group_ends_with_the_child_and_the_child_with_hone) {
+  const std::string dir = test::temp_dir("child-group");
+  {
+    ChildProcess c("sleep 1000 & echo $! > " + dir + "/bg; while read -r l; do echo 1; done", {});
+    BOOST_TEST(c.exchange("x\n", 1, 10.0).lines.size() == 1u);
+  }  // end of input: the shell exits, its group with it
+  const pid_t bg = pid_in(dir + "/bg");
+  BOOST_REQUIRE(bg > 0);
+  BOOST_TEST(process_ends(bg));
+
+  // A stand-in for hone, killed with SIGKILL while its child ignores the end of its input.
+  const pid_t hone = ::fork();
+  if (hone == 0) {
+    ChildProcess c("echo $$ > " + dir + "/child; exec sleep 1000", {});
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    ::_exit(0);
+  }
+  const pid_t child = pid_in(dir + "/child");
+  ::kill(hone, SIGKILL);
+  int status = 0;
+  ::waitpid(hone, &status, 0);
+  BOOST_REQUIRE(child > 0);
+  BOOST_TEST(process_ends(child));
+}
+
 BOOST_AUTO_TEST_CASE(process_reward_scores_batches) {
   const Prompt p = sample_prompt();
   ProcessReward r(replying(R"({"reward": 0.5, "correct": false, "fmt": 1})"), 10.0, 0);
@@ -240,6 +297,14 @@ BOOST_AUTO_TEST_CASE(process_reward_failures_name_the_process_the_line_and_the_s
   e = fails("read -r l; echo 1; sleep 30", 0.5);
   BOOST_TEST(contains(e, "no complete answer within reward.timeout_s = 0.5 s (1 of 2 replies"));
   BOOST_TEST(seconds_since(t0) < 10.0);
+  // A reply may introduce sub-score names up to the limit of a plug-in's, over the whole run.
+  e = error_of([&] {
+    ProcessReward r("i=0; while read -r l; do i=$((i+1)); echo \"{\\\"reward\\\": 1, \\\"s$i\\\": 1}\"; done", 10.0, 0);
+    r.score(queries(p, std::vector<std::string>(1000, "x")));
+    r.score(queries(p, std::vector<std::string>(100, "x")));
+  });
+  BOOST_TEST(contains(e, "reply 25 of 100 (step 2)"), e);
+  BOOST_TEST(contains(e, "its sub-score \"s1025\" would be name 1025 of the run; a reward gives at most 1024"), e);
   e = fails("/nonexistent/reward.py");
   BOOST_TEST(contains(e, "exited with status 127"));
   BOOST_TEST(contains(e, "not found"));

@@ -192,6 +192,39 @@ BOOST_AUTO_TEST_CASE(resume_drops_rows_after_the_checkpoint_and_never_duplicates
   BOOST_TEST(test_h5::string_attr(f.id, ".", "resume_history").find("step 4 at ") == 0u);
 }
 
+// Resume once accepted any file: a deleted one started over at the step after the checkpoint, an older copy or
+// another run's mixed rows (1, 5, 6 or 1, 2, 5, 6). Now its rows up to the checkpoint's step must be 1..N, and a
+// missing file is refused unless the run goes on in another output.dir (said in the resume history).
+BOOST_AUTO_TEST_CASE(resume_checks_the_file_against_the_checkpoint_step) {
+  const std::string dir = test::temp_dir("out-resume-check");
+  {
+    hone::StepOutput out(options(dir));
+    write_steps(out, 1, 2);
+  }
+  auto o = options(dir);
+  o.resume_step = 4;
+  std::string msg = user_error_of([&] { hone::StepOutput out(o); });
+  BOOST_TEST(msg.find("cannot resume at step 4: the output file '" + dir + "/r1.h5' holds 2 steps (1..2) up to the "
+                      "checkpoint's step, not steps 1..4") != std::string::npos, msg);
+  {
+    test_h5::File f(dir + "/r1.h5");  // untouched
+    BOOST_TEST((test_h5::int64s(f.id, "/steps/step") == std::vector<int64_t>{1, 2}));
+  }
+  fs::remove(dir + "/r1.h5");
+  msg = user_error_of([&] { hone::StepOutput out(o); });
+  BOOST_TEST(msg.find("cannot resume at step 4: the output file '" + dir + "/r1.h5' is missing") != std::string::npos, msg);
+  o.new_output_dir = true;
+  o.resume_note = "changed output.dir 'a' -> 'b'";
+  {
+    hone::StepOutput out(o);
+    write_steps(out, 5, 5);
+  }
+  test_h5::File f(dir + "/r1.h5");
+  BOOST_TEST((test_h5::int64s(f.id, "/steps/step") == std::vector<int64_t>{5}));
+  BOOST_TEST(test_h5::string_attr(f.id, ".", "resume_history").find("a new output.dir; steps 1..4 are in the file of "
+                                                                     "the earlier one") != std::string::npos);
+}
+
 // /validation: its own step column, units from the validation catalog, resume keeps the validations up to the
 // checkpoint's step (none without a checkpoint), steps must increase.
 BOOST_AUTO_TEST_CASE(validation_table_round_trips_and_resumes) {
@@ -259,6 +292,22 @@ BOOST_AUTO_TEST_CASE(unwritable_output_dir_is_a_user_error_naming_output_dir) {
   const std::string msg = user_error_of([&] { hone::StepOutput out(o); });
   BOOST_TEST(msg.find("output.dir") != std::string::npos, msg);
   BOOST_TEST(msg.find("plainfile/sub") != std::string::npos, msg);
+}
+
+// The rollouts folder is where hone deletes step files: a symbolic link there (out/r1.rollouts -> /victim) is
+// refused before anything is written or deleted, on a fresh run and on resume.
+BOOST_AUTO_TEST_CASE(a_rollouts_folder_that_is_a_symlink_is_refused) {
+  const std::string dir = test::temp_dir("out-rollouts-link");
+  const std::string victim = test::temp_dir("out-rollouts-victim");
+  std::ofstream(victim + "/step_00000099.h5") << "not hone's";
+  fs::create_directory_symlink(victim, dir + "/r1.rollouts");
+  for (int64_t resume : {-1, 0}) {
+    auto o = options(dir);
+    o.resume_step = resume;
+    const std::string msg = user_error_of([&] { hone::StepOutput out(o); });
+    BOOST_TEST(msg.find("r1.rollouts is a symbolic link") != std::string::npos, msg);
+    BOOST_TEST(fs::exists(victim + "/step_00000099.h5"));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(no_temporary_files_are_left_and_stale_ones_are_removed) {
