@@ -23,6 +23,7 @@
 #include "io/checkpoint.h"
 #include "io/step_output.h"
 #include "io/step_output_line.h"
+#include "io/tracker_sidecar.h"
 #include "model/model_source.h"
 #include "rl/moe_metrics.h"
 #include "rl/grpo_trainer.h"
@@ -48,6 +49,9 @@ const char* const kRunUsage =
     "  --echo-deck   also print the resolved deck before the first step\n"
     "  Exit codes: 0 done, 2 bad input, 3 stopped by SIGTERM/SIGINT/SIGUSR1 after writing a checkpoint\n"
     "  (continue with run.resume=auto), 1 internal error.\n";
+
+// How long a finished run waits for tools/hone-log to send the last rows (W&B's finish takes a few seconds).
+constexpr double kTrackerFinishSeconds = 60;
 
 void print_rank0(const std::string& text) {
   if (world_rank() != 0) return;
@@ -203,6 +207,11 @@ int run_run(const std::vector<std::string>& args) {
              val.path.empty() ? cat("data.task under validation.seed ", val.seed) : val.path,
              val.at_start ? ", at the start" : "", val.every > 0 ? cat(", every ", val.every, " steps") : "");
   if (out) log_info("output: ", out->path());
+  // The trackers' sidecar follows the output file from here on (rank 0; io/tracker_sidecar.h).
+  const std::unique_ptr<TrackerSidecar> trackers = out ? TrackerSidecar::start(cfg, out->path()) : nullptr;
+  auto finish_trackers = [&] {
+    if (trackers) trackers->finish(kTrackerFinishSeconds);
+  };
 
   install_stop_handlers();
   auto checkpoint = [&](int64_t step) {
@@ -252,11 +261,13 @@ int run_run(const std::vector<std::string>& args) {
       const int sig = stop_signal();
       log_info("hone: stopped by ", stop_signal_name(sig), " after step ", step,
                "; checkpoint written; continue with run.resume=auto (exit code ", int(kExitInterrupted), ")");
+      finish_trackers();
       return kExitInterrupted;
     }
   }
   if (s.checkpoint_at_exit && last_saved != s.max_steps && done < s.max_steps) checkpoint(s.max_steps);
   log_info("done: ", s.max_steps, " steps", out ? cat(", output in ", out->path()) : std::string());
+  finish_trackers();
   return kExitOk;
 }
 
