@@ -23,6 +23,8 @@ dest=${3:-dist/$name}
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
 cp "$exe" "$dest/bin/hone"
+# The trackers' sidecar (doc/output.md, "Trackers"): hone run finds it beside itself.
+cp tools/hone-log "$dest/bin/hone-log"
 # The GPU suite travels with the bundle when it is built, so a GPU machine can run it (mk/gpu-run.sh).
 gpu_tests=$(dirname "$exe")/tests/gpu_tests
 [ -x "$gpu_tests" ] && cp "$gpu_tests" "$dest/bin/gpu_tests"
