@@ -9,6 +9,7 @@
 // The resolved deck (130 lines) is printed only with --echo-deck: a job log starts with the header and ends with
 // the error when there is one, so the error is what a user sees first.
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <cstdio>
 #include <memory>
@@ -52,6 +53,17 @@ const char* const kRunUsage =
 
 // How long a finished run waits for tools/hone-log to send the last rows (W&B's finish takes a few seconds).
 constexpr double kTrackerFinishSeconds = 60;
+
+// jobs/hone-mpirun: mpirun exits 1 after a SIGTERM whatever the ranks return, so rank 0 leaves its exit code in
+// $HONE_EXIT_CODE_FILE (when set) for the wrapper to return.
+void note_exit_code_for_launcher(int code) {
+  const char* path = std::getenv("HONE_EXIT_CODE_FILE");
+  if (world_rank() != 0 || !path || !*path) return;
+  if (std::FILE* f = std::fopen(path, "w")) {
+    std::fprintf(f, "%d\n", code);
+    std::fclose(f);
+  }
+}
 
 void print_rank0(const std::string& text) {
   if (world_rank() != 0) return;
@@ -262,6 +274,7 @@ int run_run(const std::vector<std::string>& args) {
       log_info("hone: stopped by ", stop_signal_name(sig), " after step ", step,
                "; checkpoint written; continue with run.resume=auto (exit code ", int(kExitInterrupted), ")");
       finish_trackers();
+      note_exit_code_for_launcher(kExitInterrupted);
       return kExitInterrupted;
     }
   }
