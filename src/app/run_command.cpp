@@ -94,9 +94,10 @@ std::string check_resume_deck(const Config& cfg, const DeckRecord& now, const st
 std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings& s, const CheckpointOptions& copt,
                                            const ParallelState& ps, const DeckRecord& record,
                                            std::string& resume_from) {
+  // output.overwrite replaces the output file only; checkpoints are deleted by checkpoint.overwrite alone.
   const CheckpointStart start = s.resume ? CheckpointStart::resume
-                                : s.overwrite ? CheckpointStart::overwrite
-                                              : CheckpointStart::fresh;
+                                : cfg.get_bool("checkpoint.overwrite") ? CheckpointStart::overwrite
+                                                                        : CheckpointStart::fresh;
   std::unique_ptr<StepOutput> out;
   agreed([&] {
     if (ps.world_rank() != 0) return;
@@ -246,6 +247,13 @@ int run_run(const std::vector<std::string>& args) {
     if (out) out->append_validation(vrow);
     print_rank0(format_validation_line(vrow, val.generations) + "\n");
   };
+  if (done >= s.max_steps) {  // a resumed run that has already run its steps: nothing to do, said plainly
+    log_info("hone: nothing to run: the checkpoint resumed from (", resume_from, ") is at step ", done,
+             done == s.max_steps ? ", which is " : ", past ", "run.max_steps = ", s.max_steps,
+             "; raise run.max_steps to train further");
+    finish_trackers();
+    return kExitOk;
+  }
   if (val.at_start && done == 0) validate(0);
   print_rank0(step_line_header() + "\n");
   int64_t last_saved = done;

@@ -328,6 +328,9 @@ std::vector<KeySpec> build_schema() {
       with_check(s("checkpoint.dir", "checkpoints", "directory of the checkpoints"), check_non_empty),
       i("checkpoint.every", 0, at_least(0), "steps", "save a checkpoint every this many steps; 0 = only at exit"),
       i("checkpoint.keep", 2, at_least(1), "", "newest checkpoints kept; older ones are deleted"),
+      b("checkpoint.overwrite", false,
+        "a run that does not resume deletes the checkpoints already in checkpoint.dir (and says which); otherwise it "
+        "refuses to start beside them (output.overwrite never deletes checkpoints)"),
       b("checkpoint.save_at_exit", true, "save a checkpoint when the run ends or is stopped by a signal"),
       b("checkpoint.hf_folder", true,
         "also write hf/ in every checkpoint: a ready Hugging Face model folder (config.json, generation_config.json, tokenizer files, "
@@ -342,7 +345,8 @@ std::vector<KeySpec> build_schema() {
       e("output.rollouts", S{"none", "samples", "all"}, "samples",
         "rollouts kept: none; samples: output.num_samples every output.sample_every steps (/samples); all: those and every rollout "
         "of every step (prompt, completion, reward, sub-scores, lengths, finish reason, logprob sum), compressed, one file per step under /rollouts"),
-      b("output.overwrite", false, "replace an existing output file (otherwise refuse to start)"),
+      b("output.overwrite", false,
+        "replace an existing output file (otherwise refuse to start); checkpoints are checkpoint.overwrite's"),
 
       // [logger]
       b("logger.wandb_enabled", false,

@@ -214,13 +214,13 @@ BOOST_AUTO_TEST_CASE(run_shows_progress_from_rank_zero_only) {
   std::string out;
   BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=2", &out), 0);
   BOOST_TEST(lines_of(out, "progress:").empty(), out);
-  BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=2 output.overwrite=true run.progress_every_s=0", &out), 0);
+  BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=2 output.overwrite=true checkpoint.overwrite=true run.progress_every_s=0", &out), 0);
   BOOST_TEST(lines_of(out, "progress:").empty(), out);
 
   // A 1 ms interval: a generation of 100 tokens per sequence outlasts it (about 30 ms on one core).
   const std::string mpi = "timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root --tag-output ";
   const int rc = hone_run(deck,
-                          "run.max_steps=2 output.overwrite=true run.progress_every_s=0.001 generation.max_new_tokens=100 "
+                          "run.max_steps=2 output.overwrite=true checkpoint.overwrite=true run.progress_every_s=0.001 generation.max_new_tokens=100 "
                           "generation.ignore_eos=true generation.max_total_sequence_length=128 "
                           "train.max_tokens_per_microbatch=128",
                           &out, mpi);
