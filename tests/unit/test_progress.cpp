@@ -240,8 +240,14 @@ BOOST_AUTO_TEST_CASE(one_optimizer_step_still_shows_training_progress) {
   using namespace test_grpo;
   const std::string dir = test::temp_dir("progress-training");
   std::string out;
-  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir), "run.max_steps=2 run.progress_every_s=0.001", &out), 0);
-  const auto lines = lines_of(out, "progress: step 1 training: 0/1 optimizer steps, ");
+  // Sequences of 100 tokens in micro-batches of one: a training phase of tens of milliseconds, many intervals long.
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir),
+                               "run.max_steps=2 run.progress_every_s=0.001 generation.max_new_tokens=100 "
+                               "generation.ignore_eos=true generation.max_total_sequence_length=128 "
+                               "train.max_tokens_per_microbatch=128",
+                               &out),
+                      0);
+  const auto lines = lines_of(out, " training: 0/1 optimizer steps, ");
   BOOST_TEST(!lines.empty(), out);
 }
 
