@@ -8,10 +8,11 @@
 #   make fuzz       the parsers' fuzz drivers, SECONDS=N each (mk/fuzz.mk); make test runs them 3 s each
 #   make soak       the CPU demo for 2,000 steps killed with SIGKILL 20 times and resumed, against one left alone
 #                   (mk/soak.py; SOAK_STEPS, SOAK_KILLS, SOAK_SEED; not part of make test)
-#   make bundle     dist/hone-<version>-linux-x86_64/: bin/hone, an Open MPI for machines without one, env.sh
+#   make bundle     dist/hone-<version>-linux-x86_64/: bin/hone, an Open MPI for machines without one, env.sh;
+#                   built in its own folder (build-bundle) for every GPU of BUNDLE_SM with PTX for the newest
 #   make clean
 #
-# Knobs: CUDA=0|1, SM=90a (GPU architecture), CUDA_HOME=/usr/local/cuda, BUILD=build, DEBUG=1 (-O0), V=1 (echo commands),
+# Knobs: CUDA=0|1, SM=90a (GPU architecture; SMS="80 86 ..." several at once, PTX for the last), CUDA_HOME=/usr/local/cuda, BUILD=build, DEBUG=1 (-O0), V=1 (echo commands),
 #        SANITIZE=address,undefined (a sanitizer build, CPU only, in its own folder build-address-undefined; there
 #        `make test` runs the CPU suites unit and mpi, doc/runtime.md "Sanitizer build").
 
@@ -34,6 +35,15 @@ SM_ALLOWED := 80 86 89 90 90a 100 100a 120
 ifeq ($(filter $(SM),$(SM_ALLOWED)),)
   $(error SM=$(SM) is not one of: $(SM_ALLOWED))
 endif
+# The bundle's GPUs (doc/building.md, "Bundles"): A100, A10/A40/L4 class, L40S/RTX 4090 class, H100/H200, B200, with
+# PTX of the newest for GPUs after them (the driver compiles it). The developer build keeps one (SM) so it stays fast.
+BUNDLE_SM := 80 86 89 90a 100
+SMS ?= $(SM)
+ifneq ($(filter-out $(SM_ALLOWED),$(SMS)),)
+  $(error SMS=$(SMS): each must be one of: $(SM_ALLOWED))
+endif
+# The CUDA major version the binary is built against: the bundle's env.sh states it with the driver it needs.
+CUDA_MAJOR := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
 
 ifneq ($(V),1)
   Q := @
@@ -107,9 +117,11 @@ ifneq ($(SANITIZE),)
              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 endif
 
-CUDNN_FE_INC := $(BUILD)/deps/cudnn-frontend/include
+CUDNN_FE_INC ?= $(BUILD)/deps/cudnn-frontend/include
 ifeq ($(CUDA),1)
-  NVCCFLAGS := -std=c++20 $(OPT) -lineinfo -gencode=arch=compute_$(SM),code=sm_$(SM) -MMD -MP $(DEFS) -Isrc -I. -Itests \
+  GENCODE   := $(foreach s,$(SMS),-gencode=arch=compute_$(s),code=sm_$(s)) \
+               $(if $(word 2,$(SMS)),-gencode=arch=compute_$(lastword $(SMS))$(comma)code=compute_$(lastword $(SMS)))
+  NVCCFLAGS := -std=c++20 $(OPT) -lineinfo $(GENCODE) -MMD -MP $(DEFS) -Isrc -I. -Itests \
                --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra
   CUDA_CFLAGS := -isystem $(CUDA_HOME)/include -isystem $(CUDNN_FE_INC)
   LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublasLt -lcublas -lcudnn -lnvrtc -lnccl -lrt
@@ -233,8 +245,15 @@ soak: $(HONE)
 	/usr/bin/python3 mk/soak.py --hone $(HONE) --dir $(BUILD)/soak --steps $(SOAK_STEPS) --kills $(SOAK_KILLS) \
 	  --seed $(SOAK_SEED)
 
-bundle: $(HONE)
-	@bash mk/bundle.sh $(HONE) $(VERSION)
+# The bundle is built in its own folder for every architecture of BUNDLE_SM (a CPU-only machine builds it CPU-only).
+# With CUDA the GPU suite and the GPU programs it carries are built there too; BUNDLE_SM=90a makes a quick one-GPU
+# bundle for a test machine.
+BUNDLE_BUILD := build-bundle
+BUNDLE_TARGETS := $(BUNDLE_BUILD)/hone $(if $(filter 1,$(CUDA)),$(BUNDLE_BUILD)/tests/gpu_tests \
+                  $(addprefix $(BUNDLE_BUILD)/tests/programs/,bench_decode_attention bench_sampler bench_gemm_algos nccl_check))
+bundle:
+	@$(MAKE) --no-print-directory BUILD=$(BUNDLE_BUILD) SMS="$(BUNDLE_SM)" CUDNN_FE_INC=$(CUDNN_FE_INC) $(BUNDLE_TARGETS)
+	@HONE_CUDA_MAJOR=$(if $(filter 1,$(CUDA)),$(CUDA_MAJOR)) bash mk/bundle.sh $(BUNDLE_BUILD)/hone $(VERSION)
 
 doc-deck: $(HONE)
 	$(HONE) help deck --markdown > doc/deck.md

@@ -23,6 +23,8 @@ dest=${3:-dist/$name}
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
 cp "$exe" "$dest/bin/hone"
+# The trackers' sidecar (doc/output.md, "Trackers"): hone run finds it beside itself.
+cp tools/hone-log "$dest/bin/hone-log"
 # The GPU suite travels with the bundle when it is built, so a GPU machine can run it (mk/gpu-run.sh).
 gpu_tests=$(dirname "$exe")/tests/gpu_tests
 [ -x "$gpu_tests" ] && cp "$gpu_tests" "$dest/bin/gpu_tests"
@@ -126,7 +128,24 @@ if [ -n "$libmpi" ] && [ -f "$libmpi" ]; then
   echo "${need#GLIBC_}" > "$m/GLIBC"
 fi
 
-cat > "$dest/env.sh" <<'EOF'
+# The CUDA major version hone was built against (HONE_CUDA_MAJOR from make bundle; empty: a CPU-only bundle) and the
+# oldest driver that runs it (NVIDIA's minimum for the major version on Linux).
+cuda_major=${HONE_CUDA_MAJOR:-}
+case "$cuda_major" in
+  13) driver_min=580 ;;
+  12) driver_min=525 ;;
+  *) driver_min="" ;;
+esac
+{
+  if [ -n "$driver_min" ]; then
+    echo "# Built against CUDA $cuda_major: needs an NVIDIA driver $driver_min or newer and the CUDA $cuda_major libraries (cuBLAS, cuDNN 9, NCCL)"
+  else
+    echo "# A CPU-only build${cuda_major:+ (CUDA $cuda_major)}: run.device = cpu"
+  fi
+  echo "HONE_CUDA_MAJOR=$cuda_major"
+  echo "HONE_DRIVER_MIN=$driver_min"
+} > "$dest/env.sh"
+cat >> "$dest/env.sh" <<'EOF'
 # Source this file to use this hone bundle: PATH, LD_LIBRARY_PATH, and the MPI hone runs with.
 #   HONE_MPI=auto (default)  the machine's Open MPI when hone finds one (libmpi.so.40 on the loader's path: a loaded
 #                            module, LD_LIBRARY_PATH, or the system's), else the bundle's own (mpi/)
@@ -182,6 +201,16 @@ case "$HONE_MPI_MODE" in
   *) echo "env.sh: HONE_MPI=$HONE_MPI_MODE: expected auto, site or bundled" >&2 ;;
 esac
 export HONE_MPI_MODE HONE_MPIRUN_ENV
+# The GPU driver against the CUDA major version this hone needs (a word only; CPU runs need no driver).
+if [ -n "$HONE_DRIVER_MIN" ] && command -v nvidia-smi >/dev/null 2>&1; then
+  hone_driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+  if [ -n "$hone_driver" ] && [ "${hone_driver%%.*}" -lt "$HONE_DRIVER_MIN" ] 2>/dev/null; then
+    echo "env.sh: this hone is built against CUDA $HONE_CUDA_MAJOR, which needs an NVIDIA driver $HONE_DRIVER_MIN or" \
+         "newer; this machine's is $hone_driver (run.device = cpu still works)" >&2
+  fi
+  unset hone_driver
+fi
+export HONE_CUDA_MAJOR HONE_DRIVER_MIN
 EOF
 
 if [ -z "${3:-}" ]; then

@@ -26,7 +26,7 @@ PACKAGES=(
   ccache
   # the fuzz drivers (mk/fuzz.mk): clang with libFuzzer and the sanitizer runtimes
   clang libclang-rt-dev
-  python3 python3-pip python3-h5py python3-numpy python3-matplotlib
+  python3 python3-pip python3-venv python3-h5py python3-numpy python3-matplotlib
   # the Slurm suite's private cluster (tests/slurm): daemons, clients, the mpi/pmix plugin (slurm-wlm-basic-plugins)
   munge slurmctld slurmd slurm-client slurm-wlm-basic-plugins
 )
@@ -121,6 +121,25 @@ PYEOF
     echo "make deps: PyPI not reachable; the real-model tests will skip ($(tail -1 "$mtmp/log"))"
   fi
   rm -rf "$mtmp"
+fi
+
+# The experiment trackers' libraries for the tests of tools/hone-log (W&B, TensorBoard, MLflow offline), in a venv of
+# the build folder over Debian's Python (its h5py and numpy): about 30 s once. A machine that cannot reach PyPI goes
+# on without them: those tests skip, saying so. Users install the trackers into their own Python (logger.python).
+TRACKERS_VENV=$BUILD/deps/trackers
+TRACKER_PACKAGES=(tensorboard==2.21.0 mlflow-skinny==3.17.2 wandb==0.31.0)
+# A failed attempt is not repeated by make run/test (--if-missing): `make deps` tries again.
+if [ ! -f "$TRACKERS_VENV/.complete" ] && { [ $quiet -eq 0 ] || [ ! -f "$TRACKERS_VENV.failed" ]; }; then
+  echo "make deps: installing ${TRACKER_PACKAGES[*]} into $TRACKERS_VENV (for the tracker tests)"
+  rm -rf "$TRACKERS_VENV"
+  if /usr/bin/python3 -m venv --system-site-packages "$TRACKERS_VENV" >/dev/null 2>&1 &&
+     "$TRACKERS_VENV/bin/python" -m pip install -q --disable-pip-version-check --timeout 30 --retries 1 "${TRACKER_PACKAGES[@]}" \
+       >"$TRACKERS_VENV.log" 2>&1; then
+    touch "$TRACKERS_VENV/.complete"; rm -f "$TRACKERS_VENV.failed"
+  else
+    echo "make deps: the trackers did not install (PyPI not reachable?); their tests will skip ($(tail -1 "$TRACKERS_VENV.log" 2>/dev/null))"
+    rm -rf "$TRACKERS_VENV"; touch "$TRACKERS_VENV.failed"
+  fi
 fi
 
 if [ $quiet -eq 0 ]; then

@@ -45,7 +45,7 @@ run() {
   fi
 }
 
-demo=(input/demo.toml run.max_steps=3 output.overwrite=true)  # the deck validates at the start: validation runs too
+demo=(input/demo.toml run.max_steps=3 output.overwrite=true checkpoint.overwrite=true)  # the deck validates at the start: validation runs too
 modes="auto bundled"
 site=$(HONE_MPI=auto; source mk/gpu-env.sh >/dev/null 2>&1; echo "$HONE_MPI_MODE")
 [ "$site" = site ] && modes="$modes site"

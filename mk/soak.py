@@ -29,7 +29,7 @@ DETERMINISTIC = ["reward/mean", "reward/std", "accuracy", "loss", "entropy", "cl
 def run_args(args, out_dir, ck_dir, steps):
     return [args.hone, "run", args.deck, "run.name=soak", f"run.max_steps={steps}", f"run.seed={args.run_seed}",
             "run.resume=auto", f"checkpoint.every={args.every}", "checkpoint.keep=2", f"output.dir={out_dir}",
-            f"checkpoint.dir={ck_dir}", "output.overwrite=true"]
+            f"checkpoint.dir={ck_dir}", "output.overwrite=true", "checkpoint.overwrite=true"]
 
 
 def read_steps(h5):

@@ -9,6 +9,7 @@
 // The resolved deck (130 lines) is printed only with --echo-deck: a job log starts with the header and ends with
 // the error when there is one, so the error is what a user sees first.
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <cstdio>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "io/folder_lock.h"
 #include "io/step_output.h"
 #include "io/step_output_line.h"
+#include "io/tracker_sidecar.h"
 #include "model/model_source.h"
 #include "rl/moe_metrics.h"
 #include "rl/grpo_trainer.h"
@@ -49,6 +51,20 @@ const char* const kRunUsage =
     "  --echo-deck   also print the resolved deck before the first step\n"
     "  Exit codes: 0 done, 2 bad input, 3 stopped by SIGTERM/SIGINT/SIGUSR1 after writing a checkpoint\n"
     "  (continue with run.resume=auto), 1 internal error.\n";
+
+// How long a finished run waits for tools/hone-log to send the last rows (W&B's finish takes a few seconds).
+constexpr double kTrackerFinishSeconds = 60;
+
+// jobs/hone-mpirun: mpirun exits 1 after a SIGTERM whatever the ranks return, so rank 0 leaves its exit code in
+// $HONE_EXIT_CODE_FILE (when set) for the wrapper to return.
+void note_exit_code_for_launcher(int code) {
+  const char* path = std::getenv("HONE_EXIT_CODE_FILE");
+  if (world_rank() != 0 || !path || !*path) return;
+  if (std::FILE* f = std::fopen(path, "w")) {
+    std::fprintf(f, "%d\n", code);
+    std::fclose(f);
+  }
+}
 
 void print_rank0(const std::string& text) {
   if (world_rank() != 0) return;
@@ -79,9 +95,10 @@ std::string check_resume_deck(const Config& cfg, const DeckRecord& now, const st
 std::unique_ptr<StepOutput> prepare_output(const Config& cfg, const GrpoSettings& s, const CheckpointOptions& copt,
                                            const ParallelState& ps, const DeckRecord& record,
                                            std::string& resume_from, std::vector<std::unique_ptr<FolderLock>>& locks) {
+  // output.overwrite replaces the output file only; checkpoints are deleted by checkpoint.overwrite alone.
   const CheckpointStart start = s.resume ? CheckpointStart::resume
-                                : s.overwrite ? CheckpointStart::overwrite
-                                              : CheckpointStart::fresh;
+                                : cfg.get_bool("checkpoint.overwrite") ? CheckpointStart::overwrite
+                                                                        : CheckpointStart::fresh;
   std::unique_ptr<StepOutput> out;
   agreed([&] {
     if (ps.world_rank() != 0) return;
@@ -212,6 +229,11 @@ int run_run(const std::vector<std::string>& args) {
              val.path.empty() ? cat("data.task under validation.seed ", val.seed) : val.path,
              val.at_start ? ", at the start" : "", val.every > 0 ? cat(", every ", val.every, " steps") : "");
   if (out) log_info("output: ", out->path());
+  // The trackers' sidecar follows the output file from here on (rank 0; io/tracker_sidecar.h).
+  const std::unique_ptr<TrackerSidecar> trackers = out ? TrackerSidecar::start(cfg, out->path()) : nullptr;
+  auto finish_trackers = [&] {
+    if (trackers) trackers->finish(kTrackerFinishSeconds);
+  };
 
   install_stop_handlers();
   auto checkpoint = [&](int64_t step) {
@@ -234,6 +256,13 @@ int run_run(const std::vector<std::string>& args) {
     if (out) out->append_validation(vrow);
     print_rank0(format_validation_line(vrow, val.generations) + "\n");
   };
+  if (done >= s.max_steps) {  // a resumed run that has already run its steps: nothing to do, said plainly
+    log_info("hone: nothing to run: the checkpoint resumed from (", resume_from, ") is at step ", done,
+             done == s.max_steps ? ", which is " : ", past ", "run.max_steps = ", s.max_steps,
+             "; raise run.max_steps to train further");
+    finish_trackers();
+    return kExitOk;
+  }
   if (val.at_start && done == 0) validate(0);
   print_rank0(step_line_header() + "\n");
   int64_t last_saved = done;
@@ -261,11 +290,14 @@ int run_run(const std::vector<std::string>& args) {
       const int sig = stop_signal();
       log_info("hone: stopped by ", stop_signal_name(sig), " after step ", step,
                "; checkpoint written; continue with run.resume=auto (exit code ", int(kExitInterrupted), ")");
+      finish_trackers();
+      note_exit_code_for_launcher(kExitInterrupted);
       return kExitInterrupted;
     }
   }
   if (s.checkpoint_at_exit && last_saved != s.max_steps && done < s.max_steps) checkpoint(s.max_steps);
   log_info("done: ", s.max_steps, " steps", out ? cat(", output in ", out->path()) : std::string());
+  finish_trackers();
   return kExitOk;
 }
 

@@ -94,6 +94,9 @@ DeckValue parse_override_value(const KeySpec& key, const std::string& text, cons
 // Checks the combinations of keys (conflicts, conditional requirements) and fills derived defaults.
 // Called by load_config; throws UserError naming where the offending value came from.
 void resolve_and_check(Config& c);
+// The same, every broken rule into `errors` (config/deck_errors.h) instead of the first one thrown.
+class DeckErrors;
+void resolve_and_check(Config& c, DeckErrors& errors);
 
 // Where an error about `key` points: its line in the deck ("deck.toml:12:1") or its override ("override
 // 'parallel.tp=3'"); for a default, the key's [section] header when the deck has one, else the deck file.

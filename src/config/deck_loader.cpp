@@ -14,6 +14,7 @@
 #include "config/toml.h"
 
 #include "config/config.h"
+#include "config/deck_errors.h"
 #include "config/toml_guard.h"
 #include "runtime/activity.h"
 #include "runtime/error.h"
@@ -71,10 +72,11 @@ toml::source_position header_position(const toml::key& key, const toml::node& ta
   return p.line > 0 ? p : key.source().begin;
 }
 
-// A deck problem found while walking the file; the earliest one in the file is reported.
+// A deck problem found while walking the file; all are reported, in the order of the file.
 struct Problem {
   toml::source_position where;
   std::string message;
+  std::string key = {};  // the key refused, when one is
 };
 
 // Converts a TOML node to the key's type. On a type mismatch returns false and sets `problem`
@@ -145,12 +147,13 @@ void read_section(const std::string& text, const std::string& file, const std::s
     DeckValue v;
     Problem p;
     if (!convert(*k, node, &v, &p)) {
+      p.key = path;
       problems.push_back(p);
       continue;
     }
     const std::string bad = check_deck_value(*k, v);
     if (!bad.empty()) {
-      problems.push_back({node.source().begin, bad});
+      problems.push_back({node.source().begin, bad, path});
       continue;
     }
     ValueSource src;
@@ -162,12 +165,15 @@ void read_section(const std::string& text, const std::string& file, const std::s
   }
 }
 
-void read_deck(const std::string& text, const std::string& file, Config& c) {
+// Every problem of the file, in the order of the file, into `errors` (the keys in error keep their defaults).
+void read_deck(const std::string& text, const std::string& file, Config& c, DeckErrors& errors) {
   const std::string problem = toml_guard_problem(text);
+  errors.syntax = true;  // until the file has parsed
   if (!problem.empty()) throw UserError(cat(file, ":", problem));
   toml::table root;
   try {
     root = toml::parse(text, file);
+    errors.syntax = false;
   } catch (const toml::parse_error& e) {
     std::string what(e.description());
     std::replace(what.begin(), what.end(), '\n', ' ');
@@ -197,11 +203,16 @@ void read_deck(const std::string& text, const std::string& file, Config& c) {
     c.set_section_source(name, sec);
     read_section(text, file, name, *node.as_table(), c, problems);
   }
-  if (problems.empty()) return;
-  const auto first = std::min_element(problems.begin(), problems.end(), [](const Problem& a, const Problem& b) {
+  std::stable_sort(problems.begin(), problems.end(), [](const Problem& a, const Problem& b) {
     return std::make_pair(a.where.line, a.where.column) < std::make_pair(b.where.line, b.where.column);
   });
-  throw UserError(cat(position_text(file, first->where), ": ", first->message));
+  for (const Problem& p : problems) {
+    const std::string line = cat(position_text(file, p.where), ": ", p.message);
+    if (p.key.empty())
+      errors.add(line);
+    else
+      errors.add_for_key(p.key, line);
+  }
 }
 
 // Parses `text` as the value of a one-key TOML document "v = <text>"; nullopt when it is not one TOML value.
@@ -306,17 +317,23 @@ DeckValue parse_override_value(const KeySpec& k, const std::string& text, const 
 
 Config load_config_from_string(const std::string& toml_text, const std::string& name,
                                const std::vector<std::string>& overrides) {
-  try {
-    Config c = Config::defaults();
-    c.set_deck_path(name);
-    read_deck(toml_text, name, c);
-    for (const auto& arg : overrides) apply_override(arg, c);
-    resolve_and_check(c);
-    return c;
-  } catch (const UserError& e) {
-    // Keys, values and overrides are quoted in messages as written, and may hold line breaks ("a\nb" = 1).
-    throw UserError(one_line(e.what()));
+  // Every error of the deck at once, one line each: those of the file, of each override, then the rules between
+  // keys (a file that TOML cannot parse stops at its syntax error).
+  DeckErrors errors;
+  Config c = Config::defaults();
+  c.set_deck_path(name);
+  errors.attempt([&] { read_deck(toml_text, name, c, errors); });
+  for (const auto& arg : overrides) {
+    try {
+      apply_override(arg, c);
+    } catch (const UserError& e) {
+      const size_t eq = arg.find('=');
+      errors.add_for_key(eq == std::string::npos ? arg : trim(arg.substr(0, eq)), e.what());
+    }
   }
+  if (!errors.syntax) resolve_and_check(c, errors);
+  errors.throw_if_any();
+  return c;
 }
 
 Config load_config(const std::string& deck_path, const std::vector<std::string>& overrides) {

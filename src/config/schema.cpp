@@ -328,6 +328,9 @@ std::vector<KeySpec> build_schema() {
       with_check(s("checkpoint.dir", "checkpoints", "directory of the checkpoints"), check_non_empty),
       i("checkpoint.every", 0, at_least(0), "steps", "save a checkpoint every this many steps; 0 = only at exit"),
       i("checkpoint.keep", 2, at_least(1), "", "newest checkpoints kept; older ones are deleted"),
+      b("checkpoint.overwrite", false,
+        "a run that does not resume deletes the checkpoints already in checkpoint.dir (and says which); otherwise it "
+        "refuses to start beside them (output.overwrite never deletes checkpoints)"),
       b("checkpoint.save_at_exit", true, "save a checkpoint when the run ends or is stopped by a signal"),
       b("checkpoint.hf_folder", true,
         "also write hf/ in every checkpoint: a ready Hugging Face model folder (config.json, generation_config.json, tokenizer files, "
@@ -342,7 +345,33 @@ std::vector<KeySpec> build_schema() {
       e("output.rollouts", S{"none", "samples", "all"}, "samples",
         "rollouts kept: none; samples: output.num_samples every output.sample_every steps (/samples); all: those and every rollout "
         "of every step (prompt, completion, reward, sub-scores, lengths, finish reason, logprob sum), compressed, one file per step under /rollouts"),
-      b("output.overwrite", false, "replace an existing output file (otherwise refuse to start)"),
+      b("output.overwrite", false,
+        "replace an existing output file (otherwise refuse to start); checkpoints are checkpoint.overwrite's"),
+
+      // [logger]
+      b("logger.wandb_enabled", false,
+        "feed the run's per-step metrics to Weights & Biases (tools/hone-log, started by hone run on rank 0; needs the "
+        "wandb package for logger.python)"),
+      b("logger.tensorboard_enabled", false,
+        "feed the run's per-step metrics to TensorBoard event files under logger.log_dir (needs the tensorboard package)"),
+      b("logger.mlflow_enabled", false,
+        "feed the run's per-step metrics to MLflow (needs the mlflow or mlflow-skinny package)"),
+      s("logger.log_dir", "",
+        "folder of the trackers' local files (TensorBoard events, the MLflow file store, W&B offline runs) and of "
+        "hone-log's own log; empty = <output.dir>/<run.name>.logs"),
+      s("logger.project", "hone", "W&B project and MLflow experiment name"),
+      s("logger.run_name", "", "the run's name in the trackers; empty = run.name"),
+      make("logger.tags", KeyType::string_list, std::vector<std::string>{}, any(), "",
+           "tags of the tracker run (W&B tags; MLflow tags tag_<i> = value)"),
+      e("logger.wandb_mode", S{"offline", "online"}, "offline",
+        "offline: W&B writes its run under logger.log_dir/wandb (upload later with `wandb sync`); online: it uploads as "
+        "the run goes (needs a W&B login and network on the node)"),
+      s("logger.mlflow_tracking_uri", "",
+        "MLflow tracking server or store (http://host:5000, sqlite:///mlflow.db); empty = a file store in "
+        "logger.log_dir/mlruns"),
+      with_check(s("logger.python", "python3",
+                   "the Python interpreter that runs tools/hone-log: one whose packages include the trackers (a venv's bin/python)"),
+                 check_non_empty),
 
       // [bench]
       i("bench.prompt_tokens", 128, at_least(1), "tokens", "hone bench-generation: tokens of every random prompt"),
@@ -379,6 +408,7 @@ const std::vector<SectionSpec>& deck_sections() {
       {"validation", "accuracy on held-out problems every few steps, on the generation engine"},
       {"checkpoint", "where and how often checkpoints are saved"},
       {"output", "the HDF5 output file and its samples"},
+      {"logger", "experiment trackers (W&B, TensorBoard, MLflow) fed from the output file by tools/hone-log"},
       {"bench", "benchmark settings (hone bench-generation)"},
   };
   return sections;

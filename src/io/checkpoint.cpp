@@ -237,10 +237,14 @@ std::optional<CheckpointInfo> prepare_checkpoint_dir(const CheckpointOptions& op
     case CheckpointStart::fresh:
       HONE_USER_CHECK(all.empty(), "checkpoint.dir '", opt.dir, "' already holds checkpoints (run '",
                       all.empty() ? "" : all.back().run_name, "', newest step ", all.empty() ? 0 : all.back().step,
-                      "): set run.resume=auto to continue from them, output.overwrite=true to delete them, ",
+                      "): set run.resume=auto to continue from them, checkpoint.overwrite=true to delete them, ",
                       "or choose another checkpoint.dir");
       return std::nullopt;
     case CheckpointStart::overwrite:
+      if (!all.empty())
+        log_info("checkpoint.overwrite = true: deleting ", all.size(), " checkpoint", all.size() == 1 ? "" : "s",
+                 " in checkpoint.dir '", opt.dir, "' (run '", all.back().run_name, "', steps ", all.front().step,
+                 all.size() > 1 ? cat("-", all.back().step) : std::string(), ")");
       for (const auto& c : all) remove_folder(opt.dir, c.path);
       clean_incomplete(opt.dir);
       return std::nullopt;

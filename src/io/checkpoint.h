@@ -43,9 +43,9 @@ std::string checkpoint_folder_name(int64_t step);
 
 // How a run starts with respect to checkpoint.dir.
 enum class CheckpointStart {
-  fresh,      // run.resume=never, output.overwrite=false: refuse a dir that holds complete checkpoints
+  fresh,      // run.resume=never, checkpoint.overwrite=false: refuse a dir that holds complete checkpoints
   resume,     // run.resume=auto: continue from the newest complete checkpoint, which must be of this run name
-  overwrite,  // run.resume=never, output.overwrite=true: delete the checkpoints in the dir (of any run)
+  overwrite,  // run.resume=never, checkpoint.overwrite=true: delete the checkpoints in the dir (of any run), saying so
 };
 
 // Creates checkpoint.dir (UserError naming checkpoint.dir when that fails) and applies the start rule above

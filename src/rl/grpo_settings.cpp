@@ -138,21 +138,24 @@ void read_output_keys(const Config& c, GrpoSettings& s) {
 }
 
 // The batch sizes divide the step's rollouts and the data-parallel ranks; the longest sequence fits a micro-batch.
-void check_batch_sizes(GrpoSettings& s, int dp) {
+void check_batch_sizes(const Config& c, GrpoSettings& s, int dp) {
   const int64_t rollouts = s.rollouts_per_step();
-  HONE_USER_CHECK(s.prompts_per_step % dp == 0, "grpo.num_prompts_per_step = ", s.prompts_per_step,
-                  " does not divide over ", dp, " data-parallel ranks (make it a multiple of ", dp, ")");
+  HONE_USER_CHECK(s.prompts_per_step % dp == 0, key_location(c, "grpo.num_prompts_per_step"),
+                  ": grpo.num_prompts_per_step = ", s.prompts_per_step, " does not divide over ", dp,
+                  " data-parallel ranks (make it a multiple of ", dp, ")");
   if (s.global_batch_size == 0) s.global_batch_size = rollouts;
-  HONE_USER_CHECK(rollouts % s.global_batch_size == 0, "train.global_batch_size = ", s.global_batch_size,
-                  " does not divide the ", rollouts,
+  HONE_USER_CHECK(rollouts % s.global_batch_size == 0, key_location(c, "train.global_batch_size"),
+                  ": train.global_batch_size = ", s.global_batch_size, " does not divide the ", rollouts,
                   " rollouts of a step (grpo.num_prompts_per_step x grpo.num_generations_per_prompt)");
-  HONE_USER_CHECK(s.global_batch_size % dp == 0, "train.global_batch_size = ", s.global_batch_size,
-                  " does not divide over ", dp, " data-parallel ranks (make it a multiple of ", dp, ")");
+  HONE_USER_CHECK(s.global_batch_size % dp == 0, key_location(c, "train.global_batch_size"),
+                  ": train.global_batch_size = ", s.global_batch_size, " does not divide over ", dp,
+                  " data-parallel ranks (make it a multiple of ", dp, ")");
   HONE_USER_CHECK(s.max_tokens_per_microbatch >= s.max_total_sequence_length,
-                  "train.max_tokens_per_microbatch = ", s.max_tokens_per_microbatch,
-                  " is smaller than generation.max_total_sequence_length = ", s.max_total_sequence_length,
-                  ": the longest sequence must fit in one micro-batch");
-  HONE_USER_CHECK(s.max_new_tokens < s.max_total_sequence_length, "generation.max_new_tokens = ", s.max_new_tokens,
+                  key_location(c, "train.max_tokens_per_microbatch"), ": train.max_tokens_per_microbatch = ",
+                  s.max_tokens_per_microbatch, " is smaller than generation.max_total_sequence_length = ",
+                  s.max_total_sequence_length, ": the longest sequence must fit in one micro-batch");
+  HONE_USER_CHECK(s.max_new_tokens < s.max_total_sequence_length, key_location(c, "generation.max_new_tokens"),
+                  ": generation.max_new_tokens = ", s.max_new_tokens,
                   " leaves no room for a prompt under generation.max_total_sequence_length = ",
                   s.max_total_sequence_length);
 }
@@ -180,7 +183,7 @@ GrpoSettings read_grpo_settings(const Config& c, int dp) {
   read_generation_keys(c, s);
   read_train_keys(c, s);
   read_output_keys(c, s);
-  check_batch_sizes(s, dp);
+  check_batch_sizes(c, s, dp);
 
   // The learning rate decays over the run's optimizer steps (warmup included), as in NeMo-RL / Megatron.
   s.lr.decay_steps = int(s.max_steps * s.optimizer_steps_per_step());

@@ -256,7 +256,10 @@ void GrpoTrainer::phase_training(StepState& st) {
   loss.temperature = s_.sampling.temperature;
   loss.on_policy = s_.skip_prev_logprobs();
   loss.moe_aux_loss_coef = s_.moe_aux_loss_coef;
-  if (progress_) progress_->begin(cat("step ", st.step, " training"), "optimizer steps");
+  if (progress_) {
+    progress_->begin(cat("step ", st.step, " training"), "optimizer steps");
+    progress_->heartbeat();  // an optimizer step (of many micro-batches) may take the whole phase
+  }
   for (int64_t k = 0; k < K; ++k) {
     if (progress_) progress_->update(k, K, st.training_tokens);
     std::vector<int64_t> which;

@@ -30,6 +30,7 @@
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
 #include "runtime/rank_grid.h"
+#include "runtime/runtime.h"
 #include "tokenizer/chat_setup.h"
 #include "tokenizer/tokenizer.h"
 
@@ -349,7 +350,12 @@ class Preflight {
 
   void check_layout() {
     grid_ = read_rank_grid(c_, ranks_);  // tp and pp supported, tp divides the model, the ranks divide
-    read_grpo_settings(c_, grid_->dp());  // the batch sizes against the data-parallel ranks
+    try {
+      read_grpo_settings(c_, grid_->dp());  // the batch sizes against the data-parallel ranks
+    } catch (const UserError&) {
+      grid_.reset();  // the memory count needs the settings: said once, here
+      throw;
+    }
     line("layout", cat(ranks_, ranks_ == 1 ? " rank" : " ranks", ": dp ", grid_->dp(), " x tp ", grid_->tp(),
                        grid_->cp() > 1 ? cat(" x cp ", grid_->cp()) : std::string(), " x pp ", grid_->pp(),
                        ", run.device = ", c_.get_string("run.device")));
@@ -393,12 +399,15 @@ class Preflight {
                            : std::string()));
   }
 
-  // The host memory planner's count for one CPU rank (rl/host_memory_plan.h), and what this machine has now: `hone
-  // run` refuses a run its host cannot hold; a login node's memory says little of a compute node's, so this only
-  // reports.
+  // The host memory planner's count for one CPU rank (rl/host_memory_plan.h), and what this machine has now. A run
+  // this machine cannot hold is refused with `hone run`'s own message (host_memory_refusal: the numbers and the keys
+  // to change), as if the ranks that share a host (the launcher's per-node count, else all of them) ran here, rank 0
+  // among them: check on the kind of machine the run gets (a job's first step), or read the count.
   void report_host_memory() {
     const GrpoSettings s = read_grpo_settings(c_, grid_->dp());
-    const HostMemoryPlan plan = host_memory_plan(s, *model_, grid_->tp(), grid_->dp(), c_.get_string("model.path").empty());
+    HostMemoryPlan plan = host_memory_plan(s, *model_, grid_->tp(), grid_->dp(), c_.get_string("model.path").empty());
+    plan.writer_on_host = true;
+    plan.ranks_on_host = std::max(1, std::min(ranks_, launcher_local_size() > 0 ? launcher_local_size() : ranks_));
     const HostMemory here = available_host_memory();
     line("memory", cat("per rank (run.device = cpu: host memory, fp32), at least: ", gib(plan.steps()), " (",
                        plan.roles(), " copies of ", plan.num_params, " parameters, AdamW ",
@@ -406,6 +415,8 @@ class Preflight {
                        "-token micro-batch, KV cache), ", gib(plan.peak(true)),
                        " on rank 0 while it writes a checkpoint",
                        here.bytes >= 0 ? cat("; this machine has ", gib(here.bytes), " available") : std::string()));
+    const std::string refusal = host_memory_refusal(plan, here.bytes, here.limit);
+    if (!refusal.empty()) r_.problems.push_back(refusal);
   }
 
   const Config& c_;

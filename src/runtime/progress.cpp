@@ -66,22 +66,56 @@ ProgressLine::~ProgressLine() {
 void ProgressLine::begin(std::string what, std::string unit) {
   end();
   if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
   what_ = std::move(what);
   unit_ = std::move(unit);
   start_ = clock_();
   next_ = start_ + (options_.terminal ? options_.terminal_after_s : options_.every_s);
+  done_ = total_ = tokens_ = 0;
   running_ = true;
 }
 
 void ProgressLine::update(int64_t done, int64_t total, int64_t tokens) {
   if (!running_) return;
-  const double now = clock_();
+  std::lock_guard<std::mutex> lock(mutex_);
+  done_ = done;
+  total_ = total;
+  tokens_ = tokens;
+  due(clock_(), done, total, tokens);
+}
+
+void ProgressLine::due(double now, int64_t done, int64_t total, int64_t tokens) {
   if (now < next_) return;
   show(now, done, total, tokens);
   next_ = now + (options_.terminal ? options_.terminal_refresh_s : options_.every_s);
 }
 
+void ProgressLine::heartbeat() {
+  if (!running_ || beater_.joinable()) return;
+  stop_beat_ = false;
+  beater_ = std::thread([this] { beat(); });
+}
+
+void ProgressLine::beat() {
+  const double interval = options_.terminal ? options_.terminal_refresh_s : options_.every_s;
+  const auto pause = std::chrono::duration<double>(std::clamp(interval / 4, 0.001, 0.25));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_beat_) {
+    wake_.wait_for(lock, pause);
+    if (!stop_beat_ && running_) due(clock_(), done_, total_, tokens_);
+  }
+}
+
 void ProgressLine::end() {
+  if (beater_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_beat_ = true;
+    }
+    wake_.notify_all();
+    beater_.join();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
   if (on_screen_) sink_("\r\033[K");
   on_screen_ = false;
   running_ = false;

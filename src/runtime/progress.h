@@ -4,7 +4,9 @@
 //     refreshed at most every `terminal_refresh_s`, erased when the phase ends (the step line takes its place);
 //   * elsewhere (a batch log; any run under mpirun or srun): a plain line every `every_s` seconds of the phase,
 //     never two within one interval.
-// update() is called after every batched model pass, so it is cheap unless a line is due: one clock read.
+// update() is called after every batched model pass, so it is cheap unless a line is due: one clock read. A phase
+// whose units can each take long (one optimizer step of many micro-batches: the default) asks for heartbeat(): a
+// thread then shows the line at its times with the last counts, so that the log is not silent for the whole phase.
 //
 //   hone::ProgressLine p(hone::ProgressOptions::for_stdout(30.0));
 //   p.begin("step 12 generation", "sequences");
@@ -12,9 +14,12 @@
 //   p.end();
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace hone {
 
@@ -43,8 +48,11 @@ class ProgressLine {
   void begin(std::string what, std::string unit);
   // done of total units, tokens processed so far in the phase (0: not shown).
   void update(int64_t done, int64_t total, int64_t tokens);
-  // The phase ended: a terminal line is erased. Nothing when no phase runs.
+  // The phase ended: a terminal line is erased (and the heartbeat stops). Nothing when no phase runs.
   void end();
+  // Until end(): the line also appears when it is due between update() calls, with the last counts (and 0 done
+  // before the first update). The sink is then called from another thread, never two calls at once.
+  void heartbeat();
 
   // The text of one line (no newline), for the phase at `elapsed` seconds.
   static std::string format(const std::string& what, const std::string& unit, int64_t done, int64_t total,
@@ -52,6 +60,8 @@ class ProgressLine {
 
  private:
   void show(double now, int64_t done, int64_t total, int64_t tokens);
+  void due(double now, int64_t done, int64_t total, int64_t tokens);  // shows the line if due; lock held
+  void beat();  // the heartbeat thread's loop
 
   ProgressOptions options_;
   Sink sink_;
@@ -60,6 +70,11 @@ class ProgressLine {
   bool on_screen_ = false;  // a terminal line is showing
   std::string what_, unit_;
   double start_ = 0, next_ = 0;
+  int64_t done_ = 0, total_ = 0, tokens_ = 0;  // the last counts (for the heartbeat)
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::thread beater_;
+  bool stop_beat_ = false;
 };
 
 }  // namespace hone

@@ -75,6 +75,14 @@ int launcher_rank() {
   return 0;
 }
 
+int launcher_local_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    const char* v = std::getenv(name);
+    if (v && *v && std::atoi(v) > 0) return std::atoi(v);
+  }
+  return 0;
+}
+
 namespace detail {
 MPI_Comm error_comm() {
   const Places& p = places();

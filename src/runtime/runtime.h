@@ -32,6 +32,9 @@ int local_size();  // ranks on this node
 // The rank a launcher gave this process, from its environment (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
 // SLURM_PROCID), for messages printed before or without MPI (e.g. a usage error printed once); 0 when none is set.
 int launcher_rank();
+// The ranks a launcher starts on this node, from its environment (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
+// SLURM_NTASKS_PER_NODE); 0 when none is set.
+int launcher_local_size();
 
 // Runs a command's body the way every command runs: starts MPI when uses_mpi (and stops it after), reads the
 // logging settings from the environment (runtime/log.h), and turns an exception into one message and an exit

@@ -2,6 +2,7 @@
 #include "runtime/signals.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
@@ -17,9 +18,24 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 
+// The line the first stop signal prints (rank 0 alone), made before any signal can come: a handler may only write().
+struct Notice {
+  std::string text;
+};
+Notice g_notice[3];  // SIGTERM, SIGUSR1, SIGINT
+bool g_print_notice = false;
+
+int notice_index(int sig) { return sig == SIGTERM ? 0 : sig == SIGUSR1 ? 1 : sig == SIGINT ? 2 : -1; }
+
 extern "C" void on_stop_signal(int sig) {
   int expected = 0;
-  if (!g_stop_signal.compare_exchange_strong(expected, sig) && expected == sig) {
+  if (g_stop_signal.compare_exchange_strong(expected, sig)) {
+    const int i = notice_index(sig);
+    if (g_print_notice && i >= 0) {
+      const std::string& t = g_notice[i].text;
+      [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, t.data(), t.size());
+    }
+  } else if (expected == sig) {
     std::signal(sig, SIG_DFL);  // asked twice: stop now
     std::raise(sig);
   }
@@ -27,6 +43,12 @@ extern "C" void on_stop_signal(int sig) {
 }  // namespace
 
 void install_stop_handlers() {
+  for (int sig : {SIGTERM, SIGUSR1, SIGINT})
+    g_notice[notice_index(sig)].text =
+        std::string("hone: ") + stop_signal_name(sig) + " received: finishing the step in progress, then a checkpoint "
+        "and exit code 3 (run.resume=auto continues); " + (sig == SIGINT ? "Ctrl-C" : stop_signal_name(sig)) +
+        " again stops at once, without a checkpoint\n";
+  g_print_notice = launcher_rank() == 0;
   struct sigaction sa = {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);

@@ -71,9 +71,17 @@ void expect_user_error_or_success(F&& body) {
   try {
     body();
   } catch (const hone::UserError& e) {
-    const std::string m = e.what();
-    if (m.find('\n') != std::string::npos) finding("a user error over several lines", m);
-    if (m.empty()) finding("an empty user error", m);
+    // One line, or several errors each of one line, "\nhone: error: " between them (a deck's every error at once).
+    const std::string all = e.what(), sep = "\nhone: error: ";
+    size_t at = 0;
+    while (true) {
+      const size_t next = all.find(sep, at);
+      const std::string m = all.substr(at, next == std::string::npos ? std::string::npos : next - at);
+      if (m.find('\n') != std::string::npos) finding("a user error over several lines", all);
+      if (m.empty()) finding("an empty user error", all);
+      if (next == std::string::npos) break;
+      at = next + sep.size();
+    }
   } catch (const hone::Error& e) {
     finding("an internal error (exit 1) instead of a user error", e.what());
   } catch (const std::exception& e) {

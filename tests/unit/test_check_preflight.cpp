@@ -115,6 +115,42 @@ BOOST_AUTO_TEST_CASE(the_model_must_match_the_tokenizer_the_deck_and_its_weights
   BOOST_TEST(out.find("no model.safetensors (or model.safetensors.index.json) in it") != std::string::npos, out);
 }
 
+// A run this machine's memory cannot hold (a random-init model of 55 billion parameters on the CPU): `hone check`
+// refuses it with `hone run`'s own message, the keys to change in it, exit 2; and says it once.
+BOOST_AUTO_TEST_CASE(refuses_what_hone_run_refuses_for_memory) {
+  const std::string dir = test::temp_dir("check-memory");
+  const std::string deck = write_deck(dir);
+  const std::string big = "model.hidden_size=8192 model.intermediate_size=28672 model.num_layers=64 "
+                          "model.num_attention_heads=64 model.num_key_value_heads=8 model.head_dim=128";
+  std::string out, run_out;
+  BOOST_TEST(hone_check(deck, big, &out) == 2, out);
+  bool at_end = false;
+  const auto errors = error_lines(out, &at_end);
+  BOOST_REQUIRE_EQUAL(errors.size(), 1u);
+  BOOST_TEST(errors[0].find("host memory cannot hold this run: ") == 0, errors[0]);
+  BOOST_TEST(errors[0].find("To fit: parallel.tp = 2") != std::string::npos, errors[0]);
+  BOOST_TEST(out.find("ready") == std::string::npos);
+  BOOST_TEST(test::run_command(test::hone_exe() + " run " + deck + " " + big, &run_out) == 2, run_out);
+  const auto run_errors = error_lines(run_out, &at_end);
+  BOOST_REQUIRE_EQUAL(run_errors.size(), 1u);
+  // The same words after the available memory, which the two reads may see differently.
+  auto tail = [](const std::string& e) { return e.substr(e.find(" available (")); };
+  BOOST_TEST(tail(run_errors[0]) == tail(errors[0]));
+}
+
+// A batch that the data-parallel ranks do not divide: one line, where the key is written.
+BOOST_AUTO_TEST_CASE(a_batch_the_ranks_do_not_divide_is_said_once_with_its_place) {
+  const std::string dir = test::temp_dir("check-divide");
+  const std::string deck = write_deck(dir);
+  std::string out;
+  BOOST_TEST(hone_check(deck, "grpo.num_prompts_per_step=3 train.global_batch_size=3 --ranks 2", &out) == 2, out);
+  bool at_end = false;
+  const auto errors = error_lines(out, &at_end);
+  BOOST_REQUIRE_EQUAL(errors.size(), 1u);
+  BOOST_TEST(errors[0] == "override 'grpo.num_prompts_per_step=3': grpo.num_prompts_per_step = 3 does not divide over "
+                          "2 data-parallel ranks (make it a multiple of 2)");
+}
+
 BOOST_AUTO_TEST_CASE(a_deck_hone_run_accepts_passes_with_the_layout_and_memory) {
   // A checkpoint of a one-step run is a model folder of the tiny deck's shape.
   const std::string first = test::temp_dir("check-first");

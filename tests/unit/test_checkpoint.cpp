@@ -194,7 +194,7 @@ BOOST_AUTO_TEST_CASE(start_rules_for_fresh_resume_and_overwrite) {
   std::string msg = user_error_of([&] { hone::prepare_checkpoint_dir(o, hone::CheckpointStart::fresh); });
   BOOST_TEST(msg.find("checkpoint.dir '" + dir + "'") != std::string::npos, msg);
   BOOST_TEST(msg.find("run.resume=auto") != std::string::npos, msg);
-  BOOST_TEST(msg.find("output.overwrite=true") != std::string::npos, msg);
+  BOOST_TEST(msg.find("checkpoint.overwrite=true") != std::string::npos, msg);
 
   auto r = hone::prepare_checkpoint_dir(o, hone::CheckpointStart::resume);
   BOOST_TEST_REQUIRE(r.has_value());

@@ -41,6 +41,29 @@ BOOST_AUTO_TEST_CASE(the_earliest_problem_in_the_file_is_reported) {
   BOOST_TEST(deck_error("[run]\nzeta = 1\nalpha = 2\n") == "deck.toml:2:1: unknown key 'run.zeta'");
 }
 
+// A deck with several mistakes is refused once, every one of them a line: the file's in file order, then each
+// override's, then the rules between keys; a rule that names a refused key (left at its default) is not said.
+BOOST_AUTO_TEST_CASE(every_error_of_a_deck_in_one_run) {
+  const std::string deck = std::string(test::kRandomInitDeck) +
+                           "[run]\nmax_step = 3\nseed = \"one\"\n[generation]\ngreedy = true\ntop_k = 5\n"
+                           "max_new_tokens = 0\n";
+  const std::vector<std::string> errors = test::deck_errors(deck, {"train.learning_rate=fast", "run.max_steps=0"});
+  BOOST_TEST_INFO(errors.size());
+  BOOST_REQUIRE_EQUAL(errors.size(), 6u);
+  BOOST_TEST(errors[0] == "deck.toml:11:1: unknown key 'run.max_step' (did you mean 'run.max_steps'?)");
+  BOOST_TEST(errors[1] == "deck.toml:12:8: wrong type for 'run.seed': expected an integer, found a string");
+  BOOST_TEST(errors[2].find("deck.toml:16:18: 'generation.max_new_tokens' = 0 is out of range") == 0, errors[2]);
+  BOOST_TEST(errors[3] == "override 'train.learning_rate=fast': expected a number");
+  BOOST_TEST(errors[4].find("override 'run.max_steps=0': 'run.max_steps' = 0 is out of range") == 0, errors[4]);
+  BOOST_TEST(errors[5].find("deck.toml:15:1: conflicting keys 'generation.greedy' = true") == 0, errors[5]);
+  // A rule broken by a refused key's default is left out: max_total_sequence_length refused, so its rule with
+  // max_new_tokens is not checked against the default.
+  const std::vector<std::string> one =
+      test::deck_errors(test::kRandomInitDeck, {"generation.max_total_sequence_length=x", "generation.max_new_tokens=4096"});
+  BOOST_REQUIRE_EQUAL(one.size(), 1u);
+  BOOST_TEST(one[0].find("override 'generation.max_total_sequence_length=x'") == 0, one[0]);
+}
+
 BOOST_AUTO_TEST_CASE(wrong_type_says_expected_and_found) {
   BOOST_TEST(deck_error("[run]\nmax_steps = \"abc\"\n") ==
              "deck.toml:2:13: wrong type for 'run.max_steps': expected an integer, found a string");

@@ -146,11 +146,36 @@ std::string report(const std::vector<Finding>& bad) {
 
 BOOST_AUTO_TEST_SUITE(doc_references)
 
+// doc/coming-from-nemo-rl-or-verl.md maps other frameworks' keys to hone's: in its tables the first two columns are
+// NeMo-RL's and verl's names (grpo.max_num_steps, data.train_batch_size), not hone's. Those cells are blanked
+// (their length kept, so line numbers stay right); the third column, hone's, is checked as everywhere.
+std::string without_foreign_columns(const std::string& file, const std::string& text) {
+  if (fs::path(file).filename() != "coming-from-nemo-rl-or-verl.md") return text;
+  std::string out = text;
+  size_t line = 0;
+  while (line < out.size()) {
+    size_t end = out.find('\n', line);
+    if (end == std::string::npos) end = out.size();
+    if (out[line] == '|') {
+      int bar = 0;
+      for (size_t i = line; i < end; ++i) {
+        if (out[i] == '|') {
+          if (++bar == 3) break;
+        } else if (bar >= 1) {
+          out[i] = ' ';
+        }
+      }
+    }
+    line = end + 1;
+  }
+  return out;
+}
+
 BOOST_AUTO_TEST_CASE(every_deck_key_named_in_the_docs_exists) {
   std::vector<Finding> bad;
   int seen = 0;
   for (const auto& f : doc_files()) {
-    const std::string text = read_text(f);
+    const std::string text = without_foreign_columns(f, read_text(f));
     find_keys(f, text, bad, seen);
     find_toml_keys(f, text, bad, seen);
   }

@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(a_config_json_alone_starts_from_random_weights) {
 
   // Without model.init = "random" the folder needs weights: `hone run` and `hone check` say which key to set.
   const std::string pretrained = write_deck(dir, deck(dir, m) + "");
-  rc = hone_run(pretrained, "model.init=pretrained model.init_std=0.02 output.overwrite=true", &out);
+  rc = hone_run(pretrained, "model.init=pretrained model.init_std=0.02 output.overwrite=true checkpoint.overwrite=true", &out);
   BOOST_TEST(rc == 2);
   BOOST_TEST(contains(out, "no weights in it (model.safetensors or model.safetensors.index.json); set model.init = "
                            "\"random\""));
@@ -160,7 +160,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_hold_a_ready_hf_folder) {
 
   // checkpoint.dtype = float32: the same files as the checkpoint's own weights, linked; hf_folder = false: none.
   rc = hone_run(write_deck(dir, deck(dir, m)),
-                "checkpoint.dtype=float32 output.overwrite=true run.max_steps=1 checkpoint.dir=" + dir + "/ck32", &out);
+                "checkpoint.dtype=float32 output.overwrite=true checkpoint.overwrite=true run.max_steps=1 checkpoint.dir=" + dir + "/ck32", &out);
   BOOST_REQUIRE_EQUAL(rc, 0);
   const std::string ck32 = dir + "/ck32/step_00000001";
   BOOST_TEST(read(ck32 + "/hf/model.safetensors") == read(ck32 + "/model.safetensors"));
@@ -170,7 +170,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_hold_a_ready_hf_folder) {
               ::stat((ck32 + "/model.safetensors").c_str(), &s2) == 0 && s1.st_ino == s2.st_ino));
   BOOST_TEST(fs::exists(ck32 + "/hf/tokenizer.json"));
   rc = hone_run(write_deck(dir, deck(dir, m)),
-                "checkpoint.hf_folder=false output.overwrite=true run.max_steps=1 checkpoint.dir=" + dir + "/cknone", &out);
+                "checkpoint.hf_folder=false output.overwrite=true checkpoint.overwrite=true run.max_steps=1 checkpoint.dir=" + dir + "/cknone", &out);
   BOOST_REQUIRE_EQUAL(rc, 0);
   BOOST_TEST(!fs::exists(dir + "/cknone/step_00000001/hf"));
   BOOST_TEST(fs::exists(dir + "/cknone/step_00000001/model.safetensors"));

@@ -128,8 +128,8 @@ BOOST_AUTO_TEST_CASE(existing_output_or_checkpoints_are_not_overwritten) {
   BOOST_TEST(hone_run(deck, "run.max_steps=1", &out) == 2);
   BOOST_TEST(out.find("checkpoint") != std::string::npos);
   BOOST_TEST(fs::exists(dir + "/ck/step_00000001"));
-  // output.overwrite=true replaces both.
-  BOOST_TEST(hone_run(deck, "run.max_steps=2 output.overwrite=true", &out) == 0);
+  // output.overwrite=true checkpoint.overwrite=true replaces both.
+  BOOST_TEST(hone_run(deck, "run.max_steps=2 output.overwrite=true checkpoint.overwrite=true", &out) == 0);
   BOOST_TEST(steps(dir + "/out/t.h5") == (std::vector<int64_t>{1, 2}));
 }
 

@@ -114,4 +114,40 @@ BOOST_AUTO_TEST_CASE(sigkill_at_random_moments_never_leaves_a_broken_file_or_che
   }
 }
 
+// output.overwrite replaces the output file only: a plain rerun beside an interrupted run's checkpoints is refused
+// and deletes nothing; checkpoint.overwrite = true deletes them, saying which.
+BOOST_AUTO_TEST_CASE(output_overwrite_never_deletes_checkpoints) {
+  const std::string dir = test::temp_dir("grpo-overwrite");
+  const std::string deck = write_deck(dir);
+  std::string out;
+  BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=2", &out), 0);
+  BOOST_REQUIRE(fs::exists(dir + "/ck/step_00000002"));
+  BOOST_TEST(hone_run(deck, "run.max_steps=2 output.overwrite=true", &out) == 2, out);
+  BOOST_TEST(out.find("checkpoint.dir '" + dir + "/ck' already holds checkpoints (run 't', newest step 2): set "
+                      "run.resume=auto to continue from them, checkpoint.overwrite=true to delete them") !=
+                 std::string::npos, out);
+  BOOST_TEST(fs::exists(dir + "/ck/step_00000002"));
+  BOOST_TEST(hone_run(deck, "run.max_steps=1 output.overwrite=true checkpoint.overwrite=true", &out) == 0, out);
+  BOOST_TEST(out.find("checkpoint.overwrite = true: deleting 1 checkpoint in checkpoint.dir '" + dir +
+                      "/ck' (run 't', steps 2)") != std::string::npos, out);
+  BOOST_TEST(!fs::exists(dir + "/ck/step_00000002"));
+  BOOST_TEST(fs::exists(dir + "/ck/step_00000001"));
+}
+
+// Resuming a run that has already run its run.max_steps runs nothing and says so plainly (exit 0).
+BOOST_AUTO_TEST_CASE(resuming_past_max_steps_says_so) {
+  const std::string dir = test::temp_dir("grpo-past-max");
+  const std::string deck = write_deck(dir);
+  std::string out;
+  BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=3", &out), 0);
+  BOOST_TEST(hone_run(deck, "run.max_steps=2 run.resume=auto", &out) == 0, out);
+  BOOST_TEST(out.find("hone: nothing to run: the checkpoint resumed from (" + dir +
+                      "/ck/step_00000003) is at step 3, past run.max_steps = 2; raise run.max_steps to train further") !=
+                 std::string::npos, out);
+  BOOST_TEST(out.find("done: ") == std::string::npos, out);
+  BOOST_TEST(hone_run(deck, "run.max_steps=3 run.resume=auto", &out) == 0, out);
+  BOOST_TEST(out.find("is at step 3, which is run.max_steps = 3") != std::string::npos, out);
+  BOOST_TEST(steps(dir + "/out/t.h5") == (std::vector<int64_t>{1, 2, 3}));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

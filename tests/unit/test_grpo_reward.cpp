@@ -111,7 +111,7 @@ BOOST_AUTO_TEST_CASE(a_failing_program_ends_the_run_with_its_stderr) {
   BOOST_TEST(test::run_command(test::hone_exe() + " check " + write_deck(dir) + " reward.library=" + dir + "/no.so",
                                &out) == 2);
   BOOST_TEST(contains(out, "reward.library = \"" + dir + "/no.so\": no such file"));
-  BOOST_TEST(test::run_command(test::hone_exe() + " check " + write_deck(dir) + " output.overwrite=true " + plugin_reward(),
+  BOOST_TEST(test::run_command(test::hone_exe() + " check " + write_deck(dir) + " output.overwrite=true checkpoint.overwrite=true " + plugin_reward(),
                                &out) == 0);
   BOOST_TEST(contains(out, "reward      plug-in " + test::build_dir() + "/examples/libexact_match_reward.so"));
 }

@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(resume_rewrites_the_steps_after_the_checkpoint_and_none_kee
   BOOST_TEST(rollouts(h5, 3).completion == first3.completion);  // the same step again (a deterministic run)
 
   // A fresh run that keeps no rollouts removes the old run's files, and "none" keeps no samples either.
-  run_in(dir, "run.max_steps=2 output.rollouts=none output.overwrite=true");
+  run_in(dir, "run.max_steps=2 output.rollouts=none output.overwrite=true checkpoint.overwrite=true");
   test_h5::File g(h5);
   BOOST_TEST(!test_h5::link_exists(g.id, "/rollouts"));
   BOOST_TEST(test_h5::strings(g.id, "/samples/completion").empty());

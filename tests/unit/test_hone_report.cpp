@@ -114,6 +114,7 @@ std::vector<double> read_metric(const std::string& file, const std::string& name
 // The expected table of one file, computed here from the file's datasets (the definitions of doc/report.md).
 struct Expected {
   std::vector<double> step, total, training, refit, generation, logprob, tokens, gen_rate, step_rate, generated;
+  std::vector<double> reward = {}, accuracy = {};
   explicit Expected(const std::string& file)
       : step(read_metric(file, "step")),
         total(read_metric(file, "time/total")),
@@ -122,7 +123,9 @@ struct Expected {
         generation(read_metric(file, "time/generation")),
         logprob(read_metric(file, "time/logprob")),
         tokens(read_metric(file, "generated_tokens/mean")),
-        gen_rate(read_metric(file, "tokens_per_s/generation")) {
+        gen_rate(read_metric(file, "tokens_per_s/generation")),
+        reward(read_metric(file, "reward/mean")),
+        accuracy(read_metric(file, "accuracy")) {
     for (size_t i = 0; i < step.size(); ++i) {
       generated.push_back(std::round(gen_rate[i] * generation[i]));
       step_rate.push_back(generated.back() / total[i]);
@@ -160,7 +163,8 @@ bool printed_equal(const std::string& text, double expected) {
 
 const std::vector<std::string> kColumns = {"run",          "step",      "total_s",           "training_s",
                                            "refit_s",      "generation_s", "logprob_s",      "tokens_per_sample",
-                                           "gen_tokens_per_s", "step_tokens_per_s", "val_accuracy"};
+                                           "gen_tokens_per_s", "step_tokens_per_s", "reward", "accuracy",
+                                           "val_accuracy"};
 
 // PNG: the 8-byte signature, then the IHDR chunk (length, "IHDR", width and height as big-endian uint32).
 std::pair<uint32_t, uint32_t> png_size(const std::string& path) {
@@ -235,10 +239,12 @@ BOOST_AUTO_TEST_CASE(text_table_is_the_last_8_steps_aligned_with_the_files_value
       BOOST_TEST(printed_equal(w[c + 2], expect[c]), kColumns[c + 2] << " step " << w[1] << ": " << w[c + 2]
                                                                        << " printed for " << expect[c]);
     // The demo validates at the start and every 10 steps: of steps 3-10 only step 10 has a validation.
+    BOOST_TEST(printed_equal(w[10], e.reward[i]), w[10]);
+    BOOST_TEST(printed_equal(w[11], e.accuracy[i]), w[11]);
     if (i == 9)
-      BOOST_TEST(printed_equal(w[10], val.second[1]), w[10]);
+      BOOST_TEST(printed_equal(w[12], val.second[1]), w[12]);
     else
-      BOOST_TEST(w[10] == "-");
+      BOOST_TEST(w[12] == "-");
   }
   const auto m = words(lines[9]);
   BOOST_TEST_REQUIRE(m.size() == kColumns.size() + 1, lines[9]);  // "mean 3-10" is two words
@@ -247,7 +253,11 @@ BOOST_AUTO_TEST_CASE(text_table_is_the_last_8_steps_aligned_with_the_files_value
   const auto expect = e.mean(2, 9);
   for (size_t c = 0; c < expect.size(); ++c)
     BOOST_TEST(printed_equal(m[c + 3], expect[c]), kColumns[c + 2] << ": " << m[c + 3] << " printed for " << expect[c]);
-  BOOST_TEST(printed_equal(m[11], val.second[1]), m[11]);  // the latest validation of the range
+  double reward = 0, accuracy = 0;
+  for (size_t i = 2; i <= 9; ++i) reward += e.reward[i] / 8, accuracy += e.accuracy[i] / 8;
+  BOOST_TEST(printed_equal(m[11], reward), m[11]);
+  BOOST_TEST(printed_equal(m[12], accuracy), m[12]);
+  BOOST_TEST(printed_equal(m[13], val.second[1]), m[13]);  // the latest validation of the range
 }
 
 BOOST_AUTO_TEST_CASE(csv_parses_and_holds_the_files_values_at_full_precision) {
@@ -270,8 +280,10 @@ BOOST_AUTO_TEST_CASE(csv_parses_and_holds_the_files_values_at_full_precision) {
     const auto expect = e.row(i);
     for (size_t j = 0; j < expect.size(); ++j)
       BOOST_TEST(std::stod(c[j + 2]) == expect[j], tt::tolerance(1e-12) << header[j + 2]);
-    BOOST_TEST(c[10] == "");  // no validation after steps 3-6
-    BOOST_TEST(std::stod(c[11]) == grad_norm[i], tt::tolerance(1e-12));
+    BOOST_TEST(std::stod(c[10]) == e.reward[i], tt::tolerance(1e-12));
+    BOOST_TEST(std::stod(c[11]) == e.accuracy[i], tt::tolerance(1e-12));
+    BOOST_TEST(c[12] == "");  // no validation after steps 3-6
+    BOOST_TEST(std::stod(c[13]) == grad_norm[i], tt::tolerance(1e-12));
   }
   const auto m = split(lines[5], ',');
   BOOST_TEST_REQUIRE(m.size() == header.size());
@@ -280,8 +292,9 @@ BOOST_AUTO_TEST_CASE(csv_parses_and_holds_the_files_values_at_full_precision) {
   for (size_t j = 0; j < expect.size(); ++j)
     BOOST_TEST(std::stod(m[j + 2]) == expect[j], tt::tolerance(1e-12) << header[j + 2]);
   // The latest validation at or before step 6: the one at the start.
-  BOOST_TEST(std::stod(m[10]) == validation_accuracy(file).second[0], tt::tolerance(1e-12));
-  BOOST_TEST(std::stod(m[11]) == (grad_norm[2] + grad_norm[3] + grad_norm[4] + grad_norm[5]) / 4,
+  BOOST_TEST(std::stod(m[10]) == (e.reward[2] + e.reward[3] + e.reward[4] + e.reward[5]) / 4, tt::tolerance(1e-12));
+  BOOST_TEST(std::stod(m[12]) == validation_accuracy(file).second[0], tt::tolerance(1e-12));
+  BOOST_TEST(std::stod(m[13]) == (grad_norm[2] + grad_norm[3] + grad_norm[4] + grad_norm[5]) / 4,
              tt::tolerance(1e-12));
 }
 

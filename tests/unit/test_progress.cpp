@@ -133,6 +133,30 @@ BOOST_AUTO_TEST_CASE(off_at_zero) {
 
 // A CPU generation slowed to ~4 ms per decode step (the hook sleeps), 60 tokens per sequence, lines every 0.05 s
 // of the real clock: several lines, each at least an interval after the previous one (and after the start).
+// A phase with one long unit (one optimizer step): the heartbeat shows the line at its times with the last counts,
+// though update() is not called again; end() stops it.
+BOOST_AUTO_TEST_CASE(heartbeat_shows_a_phase_that_updates_rarely) {
+  ProgressOptions o;
+  o.every_s = 0.02;
+  std::mutex m;
+  std::vector<std::string> text;
+  ProgressLine p(o, [&](const std::string& s) {
+    std::lock_guard<std::mutex> lock(m);
+    text.push_back(s);
+  });
+  p.begin("step 3 training", "optimizer steps");
+  p.heartbeat();
+  p.update(0, 1, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  p.end();
+  const size_t n = text.size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  BOOST_TEST(text.size() == n);  // nothing after end()
+  BOOST_TEST_REQUIRE(n >= 2u);
+  BOOST_TEST(n <= 8u);
+  for (const std::string& s : text) BOOST_TEST(s.rfind("progress: step 3 training: 0/1 optimizer steps, ", 0) == 0, s);
+}
+
 BOOST_AUTO_TEST_CASE(slowed_generation_prints_one_line_per_interval) {
   using Clock = std::chrono::steady_clock;
   const test::TinyModel m = test::tiny_model(test::TinyKind::qwen3_tied, 5);
@@ -190,13 +214,13 @@ BOOST_AUTO_TEST_CASE(run_shows_progress_from_rank_zero_only) {
   std::string out;
   BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=2", &out), 0);
   BOOST_TEST(lines_of(out, "progress:").empty(), out);
-  BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=2 output.overwrite=true run.progress_every_s=0", &out), 0);
+  BOOST_REQUIRE_EQUAL(hone_run(deck, "run.max_steps=2 output.overwrite=true checkpoint.overwrite=true run.progress_every_s=0", &out), 0);
   BOOST_TEST(lines_of(out, "progress:").empty(), out);
 
   // A 1 ms interval: a generation of 100 tokens per sequence outlasts it (about 30 ms on one core).
   const std::string mpi = "timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root --tag-output ";
   const int rc = hone_run(deck,
-                          "run.max_steps=2 output.overwrite=true run.progress_every_s=0.001 generation.max_new_tokens=100 "
+                          "run.max_steps=2 output.overwrite=true checkpoint.overwrite=true run.progress_every_s=0.001 generation.max_new_tokens=100 "
                           "generation.ignore_eos=true generation.max_total_sequence_length=128 "
                           "train.max_tokens_per_microbatch=128",
                           &out, mpi);
@@ -209,6 +233,22 @@ BOOST_AUTO_TEST_CASE(run_shows_progress_from_rank_zero_only) {
     BOOST_TEST((l.find("generation on rank 0: ") != std::string::npos ||
                 l.find("training: ") != std::string::npos || l.find("logprob on rank 0: ") != std::string::npos), l);
   }
+}
+
+// The default of one optimizer step per GRPO step: the training phase still shows its progress (the heartbeat).
+BOOST_AUTO_TEST_CASE(one_optimizer_step_still_shows_training_progress) {
+  using namespace test_grpo;
+  const std::string dir = test::temp_dir("progress-training");
+  std::string out;
+  // Sequences of 100 tokens in micro-batches of one: a training phase of tens of milliseconds, many intervals long.
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir),
+                               "run.max_steps=2 run.progress_every_s=0.001 generation.max_new_tokens=100 "
+                               "generation.ignore_eos=true generation.max_total_sequence_length=128 "
+                               "train.max_tokens_per_microbatch=128",
+                               &out),
+                      0);
+  const auto lines = lines_of(out, " training: 0/1 optimizer steps, ");
+  BOOST_TEST(!lines.empty(), out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

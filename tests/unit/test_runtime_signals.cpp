@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/paths.h"
+#include "test_grpo_util.h"
 
 namespace {
 std::string program() { return test::build_dir() + "/tests/programs/stop_signal"; }
@@ -33,6 +34,11 @@ BOOST_AUTO_TEST_CASE(sigint_stops_gracefully_and_a_second_one_ends_the_process) 
   std::string out;
   BOOST_TEST(test::run_command(program() + " int", &out) == 3);
   BOOST_TEST(out.find("rank 0 after: 1 signal " + std::to_string(SIGINT) + " any rank: 1") != std::string::npos);
+  // The first Ctrl-C says what happens next, once.
+  const std::string notice = "hone: SIGINT received: finishing the step in progress, then a checkpoint and exit code 3 "
+                             "(run.resume=auto continues); Ctrl-C again stops at once, without a checkpoint\n";
+  BOOST_TEST(out.find(notice) != std::string::npos, out);
+  BOOST_TEST(out.find(notice) == out.rfind(notice), out);
   out.clear();
   BOOST_TEST(test::run_command(program() + " int2", &out) == 128 + SIGINT);
   BOOST_TEST(out.find("still running") == std::string::npos);
@@ -64,6 +70,21 @@ BOOST_AUTO_TEST_CASE(signal_from_outside_stops_the_loop) {
       BOOST_TEST((launcher.empty() || out.find("rank 1 stopping at step") != std::string::npos));
     }
   }
+}
+
+// Under mpirun a SIGTERM (Slurm's at the time limit) makes mpirun exit 1 though hone checkpointed and exited 3;
+// jobs/hone-mpirun returns hone's 3.
+BOOST_AUTO_TEST_CASE(exit_code_3_survives_mpirun_through_jobs_hone_mpirun) {
+  const std::string dir = test::temp_dir("stop-mpirun");
+  const std::string deck = test_grpo::write_deck(dir);
+  const std::string log = dir + "/out.txt";
+  const std::string script = test::source_dir() + "/jobs/hone-mpirun -np 2 --oversubscribe --allow-run-as-root " +
+                             test::hone_exe() + " run " + deck + " run.max_steps=100000 > " + log + " 2>&1 & p=$!; " +
+                             "for i in $(seq 300); do grep -q \"^ *1 \" " + log + " && break; sleep 0.1; done; " +
+                             "kill -TERM $p; wait $p; s=$?; cat " + log + "; exit $s";
+  std::string out;
+  BOOST_TEST(test::run_command("timeout 120 bash -c '" + script + "'", &out) == 3, out);
+  BOOST_TEST(out.find("hone: stopped by SIGTERM after step ") != std::string::npos, out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

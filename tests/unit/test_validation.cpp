@@ -157,20 +157,20 @@ BOOST_AUTO_TEST_CASE(jsonl_problems_and_deck_errors) {
   BOOST_TEST(out.find("validation: 3 problems x 1, greedy, from " + dir + "/held_out.jsonl") != std::string::npos);
 
   // A JSONL training set needs a file of held-out problems.
-  BOOST_TEST(hone_run(deck, "output.overwrite=true data.task=jsonl data.path=" + dir +
+  BOOST_TEST(hone_run(deck, "output.overwrite=true checkpoint.overwrite=true data.task=jsonl data.path=" + dir +
                                 "/held_out.jsonl validation.every=5", &out) == 2);
   BOOST_TEST(out.find("override 'validation.every=5': missing required key 'validation.path'") != std::string::npos, out);
   // Synthetic problems are endless: a count is needed.
-  BOOST_TEST(hone_run(deck, "output.overwrite=true validation.at_start=true validation.max_samples=0", &out) == 2);
+  BOOST_TEST(hone_run(deck, "output.overwrite=true checkpoint.overwrite=true validation.at_start=true validation.max_samples=0", &out) == 2);
   BOOST_TEST(out.find("validation.max_samples") != std::string::npos, out);
-  BOOST_TEST(hone_run(deck, "output.overwrite=true validation.every=1 validation.path=" + dir + "/nothing.jsonl",
+  BOOST_TEST(hone_run(deck, "output.overwrite=true checkpoint.overwrite=true validation.every=1 validation.path=" + dir + "/nothing.jsonl",
                       &out) == 2);
   BOOST_TEST(out.find("validation.path = \"" + dir + "/nothing.jsonl\": no such file") != std::string::npos, out);
   // The pre-flight finds it too, before a job is queued.
   BOOST_TEST(test::run_command(test::hone_exe() + " check " + deck + " validation.every=1 validation.path=" + dir +
                                "/nothing.jsonl", &out) == 2);
   BOOST_TEST(out.find("validation.path = \"" + dir + "/nothing.jsonl\": no such file") != std::string::npos, out);
-  BOOST_TEST(hone_run(deck, "output.overwrite=true validation.every=1 validation.top_p=0.9", &out) == 2);
+  BOOST_TEST(hone_run(deck, "output.overwrite=true checkpoint.overwrite=true validation.every=1 validation.top_p=0.9", &out) == 2);
   BOOST_TEST(out.find("temperature 0 is greedy decoding") != std::string::npos, out);
 }
 

@@ -1,5 +1,5 @@
 // Linear layer (fp32 CPU reference) on OpenBLAS: out = x W^T (+ b) with W stored [out_features, in_features].
-#include <cblas.h>
+#include "ops/cpu/gemm.h"
 
 #include "ops/ops.h"
 
@@ -10,7 +10,7 @@ void linear_forward(float* out, const float* x, const float* w, const float* bia
   if (IC == 0) {
     for (int64_t i = 0; i < int64_t(T) * OC; ++i) out[i] = 0.f;
   } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, OC, IC, 1.f, x, IC, w, IC, 0.f, out, OC);
+    gemm(false, true, T, OC, IC, 1.f, x, IC, w, IC, 0.f, out, OC);
   }
   if (bias) {
 #pragma omp parallel for if (int64_t(T) * OC > 65536)
@@ -40,9 +40,9 @@ void linear_backward(float* dx, float* dw, float* dbias, const float* dout, cons
     return;
   }
   if (dx)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, IC, OC, 1.f, dout, OC, w, IC, accumulate_dx ? 1.f : 0.f,
+    gemm(false, false, T, IC, OC, 1.f, dout, OC, w, IC, accumulate_dx ? 1.f : 0.f,
                 dx, IC);
-  if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, T, 1.f, dout, OC, x, IC, 1.f, dw, IC);
+  if (dw) gemm(true, false, OC, IC, T, 1.f, dout, OC, x, IC, 1.f, dw, IC);
   if (dbias) {
 #pragma omp parallel for if (int64_t(T) * OC > 65536)
     for (int o = 0; o < OC; ++o) {

@@ -4,7 +4,7 @@
 // u = sum exp(z - m) (z - m) (both in double), so that lse = m + log s and entropy = log s - u / s without forming
 // lse - E[z] from two large numbers. Backward recomputes each logits chunk from h and W; the saved variant
 // (lm_head_saved_forward/backward) keeps the whole [T, V] logits from its forward instead.
-#include <cblas.h>
+#include "ops/cpu/gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -47,7 +47,7 @@ void gather_rows(float* hb, const float* h, const std::vector<int>& rows, int r0
 
 // z[R, n] = hb[R, C] W[v0 : v0 + n, C]^T, leading dimension ldz.
 void logits_chunk(float* z, int ldz, const float* hb, const float* w, int R, int C, int v0, int n) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, C, 1.f, hb, C, w + int64_t(v0) * C, C, 0.f, z, ldz);
+  gemm(false, true, R, n, C, 1.f, hb, C, w + int64_t(v0) * C, C, 0.f, z, ldz);
 }
 
 }  // namespace
@@ -163,9 +163,9 @@ void lm_head_backward_rows(float* dh, float* dw, const float* dlogprob, const fl
       chunk_dlogits(z.data(), cv, R, n, v0, vocab_begin, rows, r0, targets, dlogprob, dentropy, lse, entropy,
                     temperature);
       // dhb[R, C] += dlogits[R, n] W_chunk[n, C];  dW_chunk[n, C] += dlogits^T hb
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, C, n, 1.f, z.data(), cv, w + int64_t(v0) * C, C, 1.f,
+      gemm(false, false, R, C, n, 1.f, z.data(), cv, w + int64_t(v0) * C, C, 1.f,
                   dhb.data(), C);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, R, 1.f, z.data(), cv, hb.data(), C, 1.f,
+      gemm(true, false, n, C, R, 1.f, z.data(), cv, hb.data(), C, 1.f,
                   dw + int64_t(v0) * C, C);
     }
     for (int r = 0; r < R; ++r) {
@@ -234,8 +234,8 @@ void lm_head_saved_backward(float* dh, float* dw, const float* dlogprob, const f
     if (targets[t] < 0) std::fill(zr, zr + V, 0.f);
     else row_dlogits(zr, V, targets[t], t, dlogprob, dentropy, lse, entropy, temperature);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, C, V, 1.f, z, V, w, C, 1.f, dh, C);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, T, 1.f, z, V, h, C, 1.f, dw, C);
+  gemm(false, false, T, C, V, 1.f, z, V, w, C, 1.f, dh, C);
+  gemm(true, false, V, C, T, 1.f, z, V, h, C, 1.f, dw, C);
 }
 
 void lm_head_vocab_slice_forward(float* stats, const float* h, const float* w, const int32_t* targets, int T, int C,
@@ -301,7 +301,7 @@ void lm_head_vocab_slice_backward(float* dh, float* dw, const float* dlogprob, c
 void lm_head_logits(float* logits, const float* h, const float* w, int T, int C, int V) {
   HONE_CHECK(T >= 0 && C > 0 && V > 0, "bad LM head shape T=", T, " C=", C, " V=", V);
   if (T == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, V, C, 1.f, h, C, w, C, 0.f, logits, V);
+  gemm(false, true, T, V, C, 1.f, h, C, w, C, 0.f, logits, V);
 }
 
 }  // namespace hone::cpu

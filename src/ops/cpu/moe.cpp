@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include <cblas.h>
+#include "ops/cpu/gemm.h"
 
 #include "ops/ops.h"
 #include "runtime/error.h"
@@ -170,9 +170,9 @@ void moe_grouped_linear_backward(float* dx, float* dw, const float* dout, const 
     if (n == 0) continue;
     const int64_t we = int64_t(e) * OC * IC;
     if (dx)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, IC, OC, 1.f, dout + int64_t(b) * OC, OC, w + we, IC,
+      gemm(false, false, n, IC, OC, 1.f, dout + int64_t(b) * OC, OC, w + we, IC,
                   1.f, dx + int64_t(b) * IC, IC);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, n, 1.f, dout + int64_t(b) * OC, OC,
+    gemm(true, false, OC, IC, n, 1.f, dout + int64_t(b) * OC, OC,
                 x + int64_t(b) * IC, IC, 1.f, dw + we, IC);
   }
 }

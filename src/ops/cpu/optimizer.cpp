@@ -1,6 +1,8 @@
 // Optimizer arithmetic on flat fp32 buffers (CPU reference): AdamW, the sum of squares for the gradient norm, and
 // in-place scaling for gradient clipping.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/ops.h"
 #include "runtime/error.h"
@@ -23,10 +25,20 @@ void adamw_update(float* param, const float* grad, float* m, float* v, int64_t N
   }
 }
 
+// In fixed chunks summed in order, so that the sum (the gradient norm) does not depend on the thread count, as an
+// OpenMP reduction's partial sums per thread would.
 double sum_squares(const float* x, int64_t N) {
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (N + kChunk - 1) / kChunk;
+  std::vector<double> part(size_t(std::max<int64_t>(chunks, 0)), 0.0);
+#pragma omp parallel for schedule(static) if (N > 65536)
+  for (int64_t c = 0; c < chunks; ++c) {
+    double s = 0.0;
+    for (int64_t i = c * kChunk, e = std::min(N, i + kChunk); i < e; ++i) s += double(x[i]) * x[i];
+    part[size_t(c)] = s;
+  }
   double s = 0.0;
-#pragma omp parallel for reduction(+ : s) if (N > 65536)
-  for (int64_t i = 0; i < N; ++i) s += double(x[i]) * x[i];
+  for (double p : part) s += p;
   return s;
 }
 
