@@ -38,7 +38,7 @@
 #include "cuda/check.h"
 #include "cuda/moe_ops.h"
 #include "backend/op_profiler.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "train/gpu_optimizer.h"
 #endif
 
@@ -322,7 +322,7 @@ BenchTimes time_phases(BenchModel& m, const BenchBatches& bb, const float* dlogp
   t.lp.tokens = bb.tokens;
   t.lp.flops = 2.0 * matmul_params * bb.tokens + bb.attn_fwd_flops;
   t.lp.arena_peak = model.forward_arena_peak();
-  t.lp.device_in_use = GpuTransformer::device_bytes_in_use();
+  t.lp.device_in_use = cuda::device_memory_info().used_bytes();
 
   model.reset_peaks();
   t.tr.ms = timed([&] {
@@ -337,7 +337,7 @@ BenchTimes time_phases(BenchModel& m, const BenchBatches& bb, const float* dlogp
   t.tr.tokens = bb.tokens;
   t.tr.flops = 6.0 * matmul_params * bb.tokens + 3.0 * bb.attn_fwd_flops;
   t.tr.arena_peak = model.forward_arena_peak() + model.backward_arena_peak();
-  t.tr.device_in_use = GpuTransformer::device_bytes_in_use();
+  t.tr.device_in_use = cuda::device_memory_info().used_bytes();
   CUDA_CHECK(cudaEventDestroy(ev0));
   CUDA_CHECK(cudaEventDestroy(ev1));
 

@@ -29,7 +29,7 @@
 
 #include "cuda/check.h"
 #include "generation/gpu_generator.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #endif
 
 namespace hone {

@@ -36,7 +36,7 @@
 #if HONE_CUDA
 #include "cuda/check.h"
 #include "cuda/ops_cuda.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #endif
 
 namespace hone {
@@ -192,8 +192,8 @@ int run_logprobs(const std::vector<std::string>& argv) {
     const float* en = nullptr;
     if (model) {
       model->forward(batch, a.temperature, /*need_entropy=*/true);
-      lp = model->logprobs().f32();
-      en = model->entropy().f32();
+      lp = model->logprobs();
+      en = model->entropy();
     }
 #if HONE_CUDA
     if (gpu) {

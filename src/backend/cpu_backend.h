@@ -3,16 +3,35 @@
 // from it: B::Act (the activations' and compute weights' element type), B::Exec (what an op needs to run besides
 // its tensors), B::Scope (per-op timing) and the op table, one static function per op with the signature of
 // src/ops/ops.h and the Exec first. Fused ops the GPU needs (add + RMSNorm) are composed here from the reference
-// ops, in the order the fused kernel computes them.
+// ops, in the order the fused kernel computes them. Memory is the backend's too: B::Array<T> (an owned buffer),
+// B::arena_allocator() (where a pass's arena lives) and the copies between the host and the backend's memory.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "ops/ops.h"
+#include "tensor/arena.h"
 
 namespace hone {
+
+// An owned host buffer of n elements (the CPU's B::Array; the GPU's is DeviceArray). Uninitialized.
+template <typename T>
+class HostArray {
+ public:
+  HostArray() = default;
+  explicit HostArray(int64_t n, const char* /*what*/ = "host buffer")
+      : p_(std::make_unique<T[]>(size_t(n > 0 ? n : 1))), n_(n) {}
+  T* get() const { return p_.get(); }
+  int64_t size() const { return n_; }
+  size_t bytes() const { return size_t(n_) * sizeof(T); }
+
+ private:
+  std::unique_ptr<T[]> p_;
+  int64_t n_ = 0;
+};
 
 struct CpuBackend {
   using Act = float;
@@ -24,7 +43,57 @@ struct CpuBackend {
     Scope(const Exec&, const char*) {}
   };
 
+  template <typename T>
+  using Array = HostArray<T>;
+  static constexpr bool kDeviceMemory = false;  // buffers are host memory (a Comm over them is a host one)
+  // A pass's arena lives in host memory.
+  static std::shared_ptr<ArenaAllocator> arena_allocator() { return host_arena_allocator(); }
+  // Whether a training forward keeps the LM head's logits for its backward by default: not on the CPU, where they
+  // are fp32 [T, V] and recomputing them gives bitwise the same values.
+  static constexpr bool kKeepLogits = false;
+
   static void zero(const Exec&, void* p, size_t bytes) { std::memset(p, 0, bytes); }
+  // Copies within the backend's memory, from and to the host, and waiting for them: all immediate here.
+  static void copy(const Exec&, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+  static void upload(const Exec&, void* dst, const void* host, size_t bytes) { std::memcpy(dst, host, bytes); }
+  static void download(const Exec&, void* host, const void* src, size_t bytes) { std::memcpy(host, src, bytes); }
+  static void sync(const Exec&) {}
+  // n fp32 master weights from the host into compute weights.
+  static void upload_weights(const Exec&, float* dst, const float* host, int64_t n) {
+    std::memcpy(dst, host, size_t(n) * sizeof(float));
+  }
+
+  static void embedding_forward(const Exec&, float* out, const int32_t* ids, const float* wte, int T, int C) {
+    cpu::embedding_forward(out, ids, wte, T, C);
+  }
+  static void embedding_backward(const Exec&, float* dwte, const float* dout, const int32_t* ids, int T, int C) {
+    cpu::embedding_backward(dwte, dout, ids, T, C);
+  }
+  static void lm_head_logprob_forward(const Exec&, float* logprob, float* entropy, float* lse, const float* h,
+                                      const float* w, const int32_t* targets, int T, int C, int V, float temperature,
+                                      int chunk_v) {
+    cpu::lm_head_logprob_forward(logprob, entropy, lse, h, w, targets, T, C, V, temperature, chunk_v);
+  }
+  static void lm_head_logprob_backward(const Exec&, float* dh, float* dw, const float* dlogprob,
+                                       const float* dentropy, const float* h, const float* w, const int32_t* targets,
+                                       const float* lse, const float* entropy, int T, int C, int V,
+                                       float temperature, int chunk_v) {
+    cpu::lm_head_logprob_backward(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, C, V, temperature,
+                                  chunk_v);
+  }
+  static size_t lm_head_saved_bytes(int T, int V, int chunk_v) { return cpu::lm_head_saved_bytes(T, V, chunk_v); }
+  static void lm_head_saved_forward(const Exec&, float* logprob, float* entropy, float* lse, void* saved,
+                                    const float* h, const float* w, const int32_t* targets, int T, int C, int V,
+                                    float temperature, int chunk_v) {
+    cpu::lm_head_saved_forward(logprob, entropy, lse, saved, h, w, targets, T, C, V, temperature, chunk_v);
+  }
+  static void lm_head_saved_backward(const Exec&, float* dh, float* dw, const float* dlogprob, const float* dentropy,
+                                     const float* h, const float* w, const int32_t* targets, const float* lse,
+                                     const float* entropy, void* saved, int T, int C, int V, float temperature,
+                                     int chunk_v) {
+    cpu::lm_head_saved_backward(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, saved, T, C, V, temperature,
+                                chunk_v);
+  }
 
   static void rmsnorm_forward(const Exec&, float* out, float* rstd, const float* x, const float* w, int rows, int C,
                               float eps) {

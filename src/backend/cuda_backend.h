@@ -8,8 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <memory>
+
 #include "backend/op_profiler.h"
 #include "cuda/check.h"
+#include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
 
 namespace hone {
@@ -24,6 +27,9 @@ struct CudaBackend {
   // The stream, library handles and workspace (the GpuContext, which outlives every Exec made from it) and the
   // per-op profiler (null: no timing).
   struct Exec {
+    Exec() = default;
+    Exec(const cuda::GpuContext* g, GpuOpProfiler* p = nullptr) : gpu(g), prof(p) {}
+    Exec(const cuda::GpuContext& g) : gpu(&g) {}  // NOLINT: a context is where its ops run
     const cuda::GpuContext* gpu = nullptr;
     GpuOpProfiler* prof = nullptr;
     const cuda::GpuContext& ctx() const { return *gpu; }
@@ -33,7 +39,71 @@ struct CudaBackend {
     ProfileScope scope;
   };
 
+  template <typename T>
+  using Array = DeviceArray<T>;
+  static constexpr bool kDeviceMemory = true;  // buffers are device memory (a Comm over them is a device one)
+  // A pass's arena lives in device memory (an allocator of its own: its counters are the arena's).
+  static std::shared_ptr<ArenaAllocator> arena_allocator() { return cuda::device_arena_allocator(); }
+  // Whether a training forward keeps the LM head's logits for its backward by default (fp16 tiles: cheaper than
+  // forming them again).
+  static constexpr bool kKeepLogits = true;
+
   static void zero(const Exec& x, void* p, size_t bytes) { CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, x.gpu->stream)); }
+  // Copies on the stream, within the device, from and to (pinned or pageable) host memory; sync waits for them.
+  static void copy(const Exec& x, void* dst, const void* src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, x.gpu->stream));
+  }
+  static void upload(const Exec& x, void* dst, const void* host, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, x.gpu->stream));
+  }
+  static void download(const Exec& x, void* host, const void* src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, x.gpu->stream));
+  }
+  static void sync(const Exec& x) { CUDA_CHECK(cudaStreamSynchronize(x.gpu->stream)); }
+  // n fp32 master weights from the host into bf16 compute weights, through a bounded fp32 staging buffer; returns
+  // when done.
+  static void upload_weights(const Exec& x, Act* dst, const float* host, int64_t n) {
+    const int64_t chunk = n < (int64_t(1) << 26) ? (n > 0 ? n : 1) : int64_t(1) << 26;  // 256 MiB of fp32
+    DeviceArray<float> staging(chunk, "weight upload staging");
+    for (int64_t off = 0; off < n; off += chunk) {
+      const int64_t k = n - off < chunk ? n - off : chunk;
+      upload(x, staging.get(), host + off, size_t(k) * sizeof(float));
+      cuda::f32_to_bf16(dst + off, staging.get(), k, *x.gpu);
+    }
+    sync(x);  // the staging buffer is freed on return
+  }
+
+  static void embedding_forward(const Exec& x, Act* out, const int32_t* ids, const Act* wte, int T, int C) {
+    cuda::embedding_forward(out, ids, wte, T, C, *x.gpu);
+  }
+  static void embedding_backward(const Exec& x, float* dwte, const Act* dout, const int32_t* ids, int T, int C) {
+    cuda::embedding_backward(dwte, dout, ids, T, C, *x.gpu);
+  }
+  static void lm_head_logprob_forward(const Exec& x, float* logprob, float* entropy, float* lse, const Act* h,
+                                      const Act* w, const int32_t* targets, int T, int C, int V, float temperature,
+                                      int chunk_v) {
+    cuda::lm_head_logprob_forward(logprob, entropy, lse, h, w, targets, T, C, V, temperature, chunk_v, *x.gpu);
+  }
+  static void lm_head_logprob_backward(const Exec& x, Act* dh, float* dw, const float* dlogprob,
+                                       const float* dentropy, const Act* h, const Act* w, const int32_t* targets,
+                                       const float* lse, const float* entropy, int T, int C, int V,
+                                       float temperature, int chunk_v) {
+    cuda::lm_head_logprob_backward(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, C, V, temperature,
+                                   chunk_v, *x.gpu);
+  }
+  static size_t lm_head_saved_bytes(int T, int V, int chunk_v) { return cuda::lm_head_saved_bytes(T, V, chunk_v); }
+  static void lm_head_saved_forward(const Exec& x, float* logprob, float* entropy, float* lse, void* saved,
+                                    const Act* h, const Act* w, const int32_t* targets, int T, int C, int V,
+                                    float temperature, int chunk_v) {
+    cuda::lm_head_saved_forward(logprob, entropy, lse, saved, h, w, targets, T, C, V, temperature, chunk_v, *x.gpu);
+  }
+  static void lm_head_saved_backward(const Exec& x, Act* dh, float* dw, const float* dlogprob, const float* dentropy,
+                                     const Act* h, const Act* w, const int32_t* targets, const float* lse,
+                                     const float* entropy, void* saved, int T, int C, int V, float temperature,
+                                     int chunk_v) {
+    cuda::lm_head_saved_backward(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, saved, T, C, V,
+                                 temperature, chunk_v, *x.gpu);
+  }
 
   static void rmsnorm_forward(const Exec& x, Act* out, float* rstd, const Act* in, const Act* w, int rows, int C,
                               float eps) {

@@ -29,7 +29,7 @@
 
 #include "cuda/generation_ops.h"
 #include "cuda/virtual_device_buffer.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "model/model_config.h"
 
 namespace hone {

@@ -21,7 +21,7 @@
 
 #include "cuda/ops_cuda.h"
 #include "generation/cpu_generator.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "model/model_config.h"
 
 namespace hone {

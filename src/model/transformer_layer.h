@@ -1,6 +1,6 @@
 // The decoder layer body (Llama / Qwen2 / Qwen3), forward and backward, written once over a backend B
 // (backend/backend.h: fp32 on the CPU, bf16 on a GPU stream) and used by every pass: training and logprob
-// (model/transformer.cpp, model/gpu_transformer.cpp), prefill and decode (generation/). It computes with a
+// (model/transformer.cpp), prefill and decode (generation/). It computes with a
 // LayerShape (this rank's heads and widths) and has three seams:
 //   attention     between RoPE and o_proj: packed causal attention for training (PackedAttention below), the KV
 //                 cache's prefill or decode attention for generation, the ring of context parallelism;

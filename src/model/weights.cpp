@@ -31,6 +31,25 @@ LayerParams<float*> layer_grad_pointers(const LayerWeights& g) {
   return p;
 }
 
+ParamLayout param_layout_of(const ModelWeights& w) {
+  ParamLayout l;
+  l.num_params = l.num_dense_params = w.flat.numel();
+  const float* base = w.flat.defined() ? w.flat.f32() : nullptr;
+  auto offset = [&](const Tensor& t) -> int64_t {
+    if (!t.defined()) return -1;
+    const int64_t off = t.f32() - base;
+    HONE_CHECK(base && off >= 0 && off + t.numel() <= l.num_params, "a weight tensor lies outside the flat buffer");
+    return off;
+  };
+  l.embed_tokens = offset(w.embed_tokens);
+  l.norm = offset(w.norm);
+  l.lm_head = offset(w.lm_head);
+  l.layers.resize(w.layers.size());
+  for (size_t i = 0; i < w.layers.size(); ++i)
+    for (int p = 0; p < kNumLayerParams; ++p) l.layers[i][LayerParam(p)] = offset(w.layers[i][LayerParam(p)]);
+  return l;
+}
+
 namespace fs = std::filesystem;
 
 namespace {

@@ -46,6 +46,10 @@ struct ModelWeights {
   void bind(const ParamSpec& spec, float* data, int experts);
 };
 
+// Where each tensor of w lies in w.flat: the layout a model reads the weights through (a tensor outside the flat
+// buffer is an error). num_dense_params is num_params: the offsets are what a model needs.
+ParamLayout param_layout_of(const ModelWeights& w);
+
 // Views into one zeroed flat f32 buffer shaped for `c` (also how gradients are allocated: same layout).
 ModelWeights allocate_weights(const ModelConfig& c);
 // Normal(0, std) for matrices and embeddings, 1 for norm weights, 0 for biases; deterministic in `seed`.

@@ -36,6 +36,7 @@ class GpuRingAttention final : public LayerAttention<CudaBackend> {
  public:
   // cp (which must outlive this) holds the current split; ctx is the engine's (its stream runs the compute).
   GpuRingAttention(GpuContextParallel& cp, const cuda::GpuContext& ctx);
+  GpuRingAttention(GpuContextParallel& cp, const CudaBackend::Exec& x) : GpuRingAttention(cp, x.ctx()) {}
   ~GpuRingAttention() override;
   GpuRingAttention(const GpuRingAttention&) = delete;
   GpuRingAttention& operator=(const GpuRingAttention&) = delete;

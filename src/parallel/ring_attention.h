@@ -28,6 +28,17 @@ class RingAttention final : public LayerAttention<CpuBackend> {
  public:
   // cp (which must outlive this) holds the current split; the layer batch is its local batch.
   explicit RingAttention(ContextParallel& cp) : cp_(cp) {}
+  RingAttention(ContextParallel& cp, const CpuBackend::Exec&) : cp_(cp) {}
+
+  // Host bytes of the ring's buffers for T local rows of shape s (as the GPU's twin counts its own).
+  static size_t scratch_bytes(const LayerShape& s, int T) {
+    const size_t TK = size_t(T) * size_t(s.kv_dim()), TQ = size_t(T) * size_t(s.q_dim());
+    return (4 * 2 * TK + TQ + size_t(s.heads) * size_t(T)) * sizeof(float);
+  }
+  // Frees the ring's buffers (they grow again on the next pass).
+  void release() {
+    kv_ = {}, kv_next_ = {}, dkv_ = {}, dkv_next_ = {}, block_out_ = {}, block_lse_ = {};
+  }
 
   void forward(int layer, const LayerShape& s, const LayerBatch& b, const LayerActivations<CpuBackend>& a,
                const CpuBackend::Exec& x) override;

@@ -224,10 +224,10 @@ class CpuPolicyEngine final : public PolicyEngine {
     }
     Transformer& m = role == Role::policy ? *train_model_ : *ref_model_;
     if (m.moe()) m.moe()->set_forced_routing(forced_routing);
-    m.forward(batch, temperature, /*need_entropy=*/false);
+    m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false);
     if (m.moe()) m.moe()->set_forced_routing(nullptr);
     logprob_bytes_ = std::max(logprob_bytes_, m.allocated_bytes());
-    return {m.logprobs().f32(), size_t(batch.num_tokens())};
+    return {m.logprobs(), size_t(batch.num_tokens())};
   }
 
   // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
@@ -259,10 +259,11 @@ class CpuPolicyEngine final : public PolicyEngine {
       std::vector<const PackedBatch*> batches;
       for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
       std::vector<PolicyLossMetrics> metrics(mbs.size());
-      auto fn = [&](int i, const Transformer& head, std::vector<float>& dlp, std::vector<float>& dent) {
-        metrics[size_t(i)] = micro_batch_loss(mbs[size_t(i)], loss, head, dlp, dent, entropy_grad);
+      auto fn = [&](int i, const Transformer& head) {
+        metrics[size_t(i)] = micro_batch_loss(mbs[size_t(i)], loss, head, dlogprob_, dentropy_, entropy_grad);
+        return PipelineModel::LossGrads{dlogprob_.data(), entropy_grad ? dentropy_.data() : nullptr};
       };
-      const PipelineRunStats r = pipeline_->train(batches, loss.temperature, fn, grads_);
+      const PipelineRunStats r = pipeline_->train(batches, loss.temperature, fn, grads_.flat.f32());
       stats_.pipeline_compute_s += r.compute_s;
       stats_.pipeline_exchange_s += r.exchange_s;
       const PipelineSimulation sim = simulate_pipeline(pipeline_->last_schedule());
@@ -290,10 +291,10 @@ class CpuPolicyEngine final : public PolicyEngine {
       const bool replay = moe && s_.router_replay && !mb.gen_routing.empty();
       if (replay) {  // the mismatch without replay, for the record: a forward that routes by itself first
         moe->set_forced_routing(nullptr);
-        train_model_->forward(mb.batch, loss.temperature, /*need_entropy=*/false);
+        train_model_->forward(mb.batch, loss.temperature, /*need_entropy=*/false, /*need_backward=*/false);
         for (size_t t = 0; t < T; ++t)
           if (mb.mask[t]) {
-            moe_stats_.unreplayed_mpe_sum += std::exp(std::fabs(double(mb.gen[t]) - train_model_->logprobs().f32()[t]));
+            moe_stats_.unreplayed_mpe_sum += std::exp(std::fabs(double(mb.gen[t]) - train_model_->logprobs()[t]));
             ++moe_stats_.unreplayed_tokens;
           }
       }
@@ -444,11 +445,11 @@ class CpuPolicyEngine final : public PolicyEngine {
                                             bool entropy_grad) {
     const size_t T = size_t(mb.batch.num_tokens());
     PolicyLossBatch<float> pb;
-    pb.new_logprobs = {m.logprobs().f32(), T};
+    pb.new_logprobs = {m.logprobs(), T};
     pb.old_logprobs = loss.on_policy ? pb.new_logprobs : std::span<const float>(mb.old);  // on-policy: detached
     pb.gen_logprobs = mb.gen;
     if (loss.config.kl_coef > 0) pb.ref_logprobs = mb.ref;
-    pb.entropy = {m.entropy().f32(), T};
+    pb.entropy = {m.entropy(), T};
     pb.mask = mb.mask;
     pb.seq_offsets = mb.seq_offsets;
     pb.advantages = mb.advantages;

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "comm/parallel_state.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "model/model_config.h"
 #include "parallel/generation_layout.h"
-#include "parallel/gpu_pipeline_model.h"
+#include "parallel/pipeline_model.h"
 #include "parallel/pipeline_layout.h"
 #include "rl/grpo_settings.h"
 

@@ -11,7 +11,7 @@
 #include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
 #include "model/gpu_moe_feed_forward.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "model/model_config.h"
 #include "rl/policy_engine.h"
 

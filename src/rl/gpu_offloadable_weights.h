@@ -1,5 +1,5 @@
 // The GPU engine's bf16 weight copies that can wait in pinned host memory while generation runs
-// (train.offload_during_generation); model/gpu_transformer.h's upload_bf16 fills them.
+// (train.offload_during_generation); CudaBackend::upload_weights (backend/cuda_backend.h) fills them.
 #pragma once
 
 #if HONE_CUDA

@@ -1,5 +1,5 @@
 // The GPU policy engine's training pass under pipeline parallelism (parallel.pp > 1; rl/gpu_policy_engine.cpp): one
-// optimizer step's micro-batches through this rank's stage of the schedule (parallel/gpu_pipeline_model.h), the
+// optimizer step's micro-batches through this rank's stage of the schedule (parallel/pipeline_model.h), the
 // policy loss on the device of the last stage between each forward and backward, its metrics broadcast over the
 // host pp group, and the pass's schedule counted in the step's pipeline statistics.
 #pragma once
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "parallel/gpu_pipeline_model.h"
+#include "parallel/pipeline_model.h"
 #include "rl/gpu_policy_loss.h"
 #include "rl/grpo_batch.h"
 #include "rl/policy_engine.h"

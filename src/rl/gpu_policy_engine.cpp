@@ -21,7 +21,7 @@
 // the rows' logprobs on the device, so the loss runs whole; the optimizer sums the gradients over dp x cp
 // (CommGroup::dp_cp, ZeRO-1 included) instead of dp.
 // Under pipeline parallelism (parallel.pp > 1) the training and reference roles hold this rank's stage and run the
-// schedule over the pp group's NcclComm on the engine's stream (parallel/gpu_pipeline_model.h): the loss runs on the
+// schedule over the pp group's NcclComm on the engine's stream (parallel/pipeline_model.h): the loss runs on the
 // last stage, its metrics and the logprob pass's logprobs are broadcast over the host pp group, the tied
 // embedding's two copies are summed over the embedding group (parallel/embedding_group.h), and the clipping norm
 // spans tp and pp. Generation then has weights of its own (parallel/generation_layout.h: replicas of
@@ -54,10 +54,10 @@
 #include "parallel/gpu_context_parallel.h"
 #include "parallel/expert_lockstep.h"
 #include "parallel/gpu_expert_parallel.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "parallel/embedding_group.h"
 #include "parallel/generation_layout.h"
-#include "parallel/gpu_pipeline_model.h"
+#include "parallel/pipeline_model.h"
 #include "parallel/gpu_reshard.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_weights.h"
@@ -124,10 +124,10 @@ class GpuPolicyEngine final : public PolicyEngine {
                " parameters, this rank's ", tp_ || pipe_.split() ? "shard" : "model", " has ", layout_.num_params);
     const int max_tokens = int(s.max_tokens_per_microbatch);
     train_w_ = std::make_unique<OffloadableWeights>(layout_.num_params);
-    upload_bf16(initial, train_w_->get(), layout_.num_params, ctx_);
+    CudaBackend::upload_weights(ctx_, train_w_->get(), initial.flat.f32(), layout_.num_params);
     if (s.loss.kl_coef > 0) {
       ref_w_ = std::make_unique<OffloadableWeights>(layout_.num_params);
-      upload_bf16(initial, ref_w_->get(), layout_.num_params, ctx_);
+      CudaBackend::upload_weights(ctx_, ref_w_->get(), initial.flat.f32(), layout_.num_params);
     }
     if (pipe_.split()) {
       pp_comm_ = ps_.device(CommGroup::pp, o);
@@ -532,12 +532,12 @@ class GpuPolicyEngine final : public PolicyEngine {
     double b = 0;
     if (policy_) b += double(policy_->forward_arena_capacity() + policy_->backward_arena_capacity());
     if (reference_) b += double(reference_->forward_arena_capacity() + reference_->backward_arena_capacity());
-    if (pipeline_) b += double(pipeline_->device_bytes());
-    if (ref_pipeline_) b += double(ref_pipeline_->device_bytes());
+    if (pipeline_) b += double(pipeline_->allocated_bytes());
+    if (ref_pipeline_) b += double(ref_pipeline_->allocated_bytes());
     return b;
   }
   // The driver's count of device memory in use (libraries' workspaces and the CUDA context included).
-  void note_device_use() { mem_.device = std::max(mem_.device, double(GpuTransformer::device_bytes_in_use())); }
+  void note_device_use() { mem_.device = std::max(mem_.device, double(cuda::device_memory_info().used_bytes())); }
 
   GrpoSettings s_;
   ModelConfig mc_;

@@ -94,10 +94,11 @@ HostMemoryPlan host_memory_plan(const GrpoSettings& s, const ModelConfig& c, int
   const int Tl = sp ? (T + tp - 1) / tp : T;  // a batch tp does not divide is padded
   const LayerShape shape = layer_shape(c, tp, 0);
   p.microbatch_tokens = T;
-  p.activations = 4.0 * double(Transformer::forward_floats(c, shape, T, Tl, s.recompute) +
-                               Transformer::backward_floats(c, shape, T, Tl));
-  if (p.reference)
-    p.reference_activations = 4.0 * double(Transformer::forward_floats(c, shape, T, Tl, Recompute::none));
+  p.activations = double(Transformer::planned_forward_bytes(c, shape, T, Tl, s.recompute) +
+                         Transformer::planned_backward_bytes(c, shape, T, Tl));
+  if (p.reference)  // a forward without backward: one shared layer scratch
+    p.reference_activations =
+        double(Transformer::planned_forward_bytes(c, shape, T, Tl, Recompute::none, /*for_backward=*/false));
   // The generator's wave: up to 256 sequences of this rank, each at least one prompt token and max_new_tokens long.
   const int64_t slots = std::min<int64_t>(256, rollouts);
   const int64_t len = std::min(s.max_total_sequence_length, 1 + s.max_new_tokens);

@@ -20,7 +20,7 @@
 
 #include "comm/nccl_comm.h"
 #include "cuda/ops_cuda.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "model/weights.h"
 #include "train/gpu_optimizer.h"
 #include "train/grad_clip.h"

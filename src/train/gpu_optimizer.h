@@ -11,7 +11,7 @@
 
 #include "cuda/ops_cuda.h"
 #include "train/grad_clip.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "model/weights.h"
 #include "train/adamw.h"
 

@@ -23,7 +23,7 @@
 
 #include "comm/nccl_comm.h"
 #include "cuda/ops_cuda.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "train/gpu_data_parallel_optimizer.h"
 
 namespace hone {

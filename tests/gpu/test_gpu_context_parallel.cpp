@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "gpu_transformer_test_util.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "pair_device_comm.h"
 #include "parallel/gpu_context_parallel.h"
 #include "runtime/error.h"

@@ -24,7 +24,7 @@
 #include "generation/gpu_generator.h"
 #include "generation/kv_cache.h"
 #include "gpu_transformer_test_util.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include "generation/gpu_generation_forward.h"
 #include "generation/gpu_generator.h"
 #include "gpu_transformer_test_util.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 
 namespace {
 

@@ -21,7 +21,7 @@
 
 #include "generation/gpu_generator.h"
 #include "gpu_transformer_test_util.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "model/packed_batch.h"
 #include "pair_device_comm.h"
 #include "parallel/gpu_tensor_parallel.h"

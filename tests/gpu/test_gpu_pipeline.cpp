@@ -17,9 +17,9 @@
 
 #include "cuda/device_memory.h"
 #include "gpu_transformer_test_util.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "pair_p2p_comm.h"
-#include "parallel/gpu_pipeline_model.h"
+#include "parallel/pipeline_model.h"
 #include "parallel/gpu_reshard.h"
 #include "parallel/shard_weights.h"
 #include "runtime/error.h"

@@ -19,7 +19,7 @@
 
 #include "gpu_transformer_test_util.h"
 #include "pair_device_comm.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_weights.h"
 #include "runtime/error.h"

@@ -15,7 +15,7 @@
 #include <cstdio>
 
 #include "gpu_transformer_test_util.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "model/transformer.h"
 
 namespace {
@@ -30,8 +30,8 @@ void check_against_cpu(hone::Architecture arch, bool tied, float temperature) {
   hone::Transformer cpu(c, w);
   cpu.forward(batch, temperature, true);
   hone::ModelWeights cpu_grads = hone::allocate_weights(c);
-  const std::vector<float> cpu_lp(cpu.logprobs().f32(), cpu.logprobs().f32() + T);
-  const std::vector<float> cpu_ent(cpu.entropy().f32(), cpu.entropy().f32() + T);
+  const std::vector<float> cpu_lp(cpu.logprobs(), cpu.logprobs() + T);
+  const std::vector<float> cpu_ent(cpu.entropy(), cpu.entropy() + T);
   cpu.backward(dl.data(), de.data(), cpu_grads);
 
   test::ScopedGpuContext g;

@@ -18,7 +18,7 @@
 #include <functional>
 
 #include "gpu_transformer_test_util.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "train/adamw.h"
 #include "train/gpu_optimizer.h"
 #include "train/grad_clip.h"

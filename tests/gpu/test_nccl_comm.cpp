@@ -25,7 +25,7 @@
 #include "cuda/check.h"
 #include "comm/nccl_comm.h"
 #include "gpu/gpu_transformer_test_util.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
 #include "train/gpu_data_parallel_adamw.h"

@@ -56,7 +56,7 @@ double loss_and_grads(const Problem& p, const hone::ModelWeights& w, int begin, 
       if (batch.targets[size_t(t)] < 0) continue;
       const float c = -p.adv[size_t(begin + s)] / float(p.global_tokens);
       d[size_t(t)] = c;
-      loss += double(c) * model.logprobs().f32()[t];
+      loss += double(c) * model.logprobs()[t];
     }
   grads.flat.fill_zero();
   model.backward(d.data(), nullptr, grads);

@@ -76,7 +76,7 @@ OneRank one_rank(const ModelConfig& c, const ModelWeights& whole, const PackedBa
   Transformer m(c, whole);
   m.moe()->set_aux_loss_weight(aux_weight);
   m.forward(batch, 0.8f, false);
-  r.logprobs.assign(m.logprobs().f32(), m.logprobs().f32() + batch.num_tokens());
+  r.logprobs.assign(m.logprobs(), m.logprobs() + batch.num_tokens());
   r.aux = m.moe()->aux_loss();
   r.grads = allocate_weights(c);
   const auto d = weights_for(batch.num_tokens());
@@ -104,7 +104,7 @@ void run(bool norm) {
     Transformer m(c, shard, nullptr, ModelSpan{}, nullptr, &ep);
     m.moe()->set_aux_loss_weight(aux_weight);
     m.forward(mine, 0.8f, false);
-    check_close(m.logprobs().f32(), ref.logprobs.data(), mine.num_tokens(), 1e-5, "logprobs");
+    check_close(m.logprobs(), ref.logprobs.data(), mine.num_tokens(), 1e-5, "logprobs");
     BOOST_TEST(std::fabs(m.moe()->aux_loss() - ref.aux) < 1e-6);
     ModelWeights g = allocate_shard_weights(layout, c);
     const auto d = weights_for(mine.num_tokens());

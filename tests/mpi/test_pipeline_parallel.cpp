@@ -66,7 +66,7 @@ void run(const ModelConfig& c, int vpp, const std::vector<int64_t>& chunk_layers
     std::vector<std::vector<float>> lp_one;
     for (const PackedBatch& b : batches) {
       one.forward(b, 0.8f, true);
-      lp_one.emplace_back(one.logprobs().f32(), one.logprobs().f32() + b.num_tokens());
+      lp_one.emplace_back(one.logprobs(), one.logprobs() + b.num_tokens());
       const auto dlp = test::logprob_weights(b.num_tokens()), dent = test::entropy_weights(b.num_tokens());
       one.backward(dlp.data(), dent.data(), g_one);
     }
@@ -79,13 +79,15 @@ void run(const ModelConfig& c, int vpp, const std::vector<int64_t>& chunk_layers
     ModelWeights g = allocate_shard_weights(stage, c);
     PipelineModel model(c, stage, w, nullptr, world);
     std::vector<std::vector<float>> lp_train(batches.size());
-    auto loss = [&](int mb, const Transformer& head, std::vector<float>& dlp, std::vector<float>& dent) {
+    std::vector<float> dlp, dent;
+    auto loss = [&](int mb, const Transformer& head) {
       const int T = batches[size_t(mb)].num_tokens();
-      lp_train[size_t(mb)].assign(head.logprobs().f32(), head.logprobs().f32() + T);
+      lp_train[size_t(mb)].assign(head.logprobs(), head.logprobs() + T);
       dlp = test::logprob_weights(T);
       dent = test::entropy_weights(T);
+      return PipelineModel::LossGrads{dlp.data(), dent.data()};
     };
-    const PipelineRunStats stats = model.train(ptrs, 0.8f, loss, g);
+    const PipelineRunStats stats = model.train(ptrs, 0.8f, loss, g.flat.f32());
     BOOST_TEST(stats.messages_sent == int64_t(batches.size()) * (2 * vpp - 1));  // every chunk boundary, one way
     model.sum_tied_gradients(g);
     std::vector<int> sizes;

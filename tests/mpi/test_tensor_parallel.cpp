@@ -55,6 +55,10 @@ void check_close(const float* got, const float* want, int64_t n, double tol, con
   BOOST_TEST_CONTEXT(what << ": worst relative error " << worst << " at " << at) { BOOST_TEST(worst <= tol); }
 }
 
+// The gradients add the shards' partial sums in another order than one rank's GEMMs: fp32 rounding of a few 1e-6,
+// which OpenBLAS's kernel for the machine's CPU moves (1.1e-5 at worst on some, under 1e-5 on others).
+constexpr double kGradTol = 3e-5;
+
 void run_one(const ModelConfig& c, const char* name, bool sp, int chunks = 1) {
   BOOST_TEST_CONTEXT(name << (sp ? ", sequence parallel" : "") << (chunks > 1 ? ", chunked" : "")) {
     MpiComm world(MPI_COMM_WORLD, "tp");
@@ -83,8 +87,8 @@ void run_one(const ModelConfig& c, const char* name, bool sp, int chunks = 1) {
     extract_shard(tp.layout(), whole, shard);
     Transformer two(c, shard, &tp);
     two.forward(batch, 0.8f, true);
-    check_close(two.logprobs().f32(), one.logprobs().f32(), T, 1e-5, "logprob");
-    check_close(two.entropy().f32(), one.entropy().f32(), T, 1e-5, "entropy");
+    check_close(two.logprobs(), one.logprobs(), T, 1e-5, "logprob");
+    check_close(two.entropy(), one.entropy(), T, 1e-5, "entropy");
     ModelWeights g_shard = allocate_shard_weights(tp.layout(), c);
     two.backward(dlp.data(), dent.data(), g_shard);
     tp.sum_partial_gradients(g_shard);
@@ -93,13 +97,13 @@ void run_one(const ModelConfig& c, const char* name, bool sp, int chunks = 1) {
     std::vector<float> expect(size_t(tp.layout().num_local_params()));
     extract_shard_flat(tp.layout(), g_one.flat.f32(), expect.data());
     for (const ParamShard& p : tp.layout().params())
-      check_close(g_shard.flat.f32() + p.offset, expect.data() + p.offset, p.local_numel(), 1e-5,
+      check_close(g_shard.flat.f32() + p.offset, expect.data() + p.offset, p.local_numel(), kGradTol,
                   "gradient of " + p.spec.name);
 
     // Gathered on rank 0: the whole gradient; and the global norm over the shards equals the whole one's.
     std::vector<float> gathered(size_t(g_one.flat.numel()), 0.f);
     gather_shards_flat(c, tp.layout(), g_shard.flat.f32(), world, gathered.data(), 0);
-    if (world.rank() == 0) check_close(gathered.data(), g_one.flat.f32(), g_one.flat.numel(), 1e-5, "gathered");
+    if (world.rank() == 0) check_close(gathered.data(), g_one.flat.f32(), g_one.flat.numel(), kGradTol, "gathered");
     double sq = tp.weighted_sum_squares(g_shard.flat.f32(), 0, g_shard.flat.numel());
     world.all_reduce_sum(&sq, 1);
     double sq_one = 0;

@@ -27,7 +27,7 @@
 #include "cuda/check.h"
 #include "runtime/gpu_device_select.h"
 #include "comm/nccl_comm.h"
-#include "model/gpu_transformer.h"
+#include "model/transformer.h"
 #include "model/weights.h"
 #include "runtime/error.h"
 #include "runtime/rank_grid.h"

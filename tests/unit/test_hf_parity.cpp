@@ -117,8 +117,8 @@ void check_parity(const std::string& arch) {
     BOOST_TEST_REQUIRE(offsets[size_t(s) + 1] - offsets[size_t(s)] == b.seq_end(s) - b.seq_begin(s) - 1);
     for (int64_t i = offsets[size_t(s)]; i < offsets[size_t(s) + 1]; ++i) {
       const int row = b.seq_begin(s) + int(i - offsets[size_t(s)]);
-      max_lp = std::max(max_lp, double(std::fabs(model.logprobs().f32()[row] - want_lp[size_t(i)])));
-      max_en = std::max(max_en, double(std::fabs(model.entropy().f32()[row] - want_en[size_t(i)])));
+      max_lp = std::max(max_lp, double(std::fabs(model.logprobs()[row] - want_lp[size_t(i)])));
+      max_en = std::max(max_en, double(std::fabs(model.entropy()[row] - want_en[size_t(i)])));
       dlogprob[size_t(row)] = 1.f + 0.1f * float(i % 5);
     }
   }

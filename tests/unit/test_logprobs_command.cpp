@@ -61,8 +61,8 @@ BOOST_AUTO_TEST_CASE(writes_logprobs_entropy_and_offsets) {
     for (size_t s = 0; s < seqs.size(); ++s) {
       model.forward(hone::PackedBatch::pack({seqs[s]}), 0.9f, true);
       for (int64_t i = off[s]; i < off[s + 1]; ++i) {
-        max_diff = std::max(max_diff, double(std::fabs(model.logprobs().f32()[i - off[s]] - lp[size_t(i)])));
-        max_diff = std::max(max_diff, double(std::fabs(model.entropy().f32()[i - off[s]] - en[size_t(i)])));
+        max_diff = std::max(max_diff, double(std::fabs(model.logprobs()[i - off[s]] - lp[size_t(i)])));
+        max_diff = std::max(max_diff, double(std::fabs(model.entropy()[i - off[s]] - en[size_t(i)])));
         BOOST_TEST(lp[size_t(i)] < 0.f);
       }
     }

@@ -20,8 +20,8 @@ RunResult run(hone::Transformer& m, const hone::ModelConfig& c, const hone::Pack
   m.forward(b, temperature, true);
   const int T = b.num_tokens();
   RunResult r;
-  r.logprob.assign(m.logprobs().f32(), m.logprobs().f32() + T);
-  r.entropy.assign(m.entropy().f32(), m.entropy().f32() + T);
+  r.logprob.assign(m.logprobs(), m.logprobs() + T);
+  r.entropy.assign(m.entropy(), m.entropy() + T);
   const auto cw = test::logprob_weights(T), ew = test::entropy_weights(T);
   hone::ModelWeights g = hone::allocate_weights(c);
   m.backward(cw.data(), ew.data(), g);
@@ -122,12 +122,12 @@ BOOST_AUTO_TEST_CASE(recompute_is_bitwise_identical) {
     hone::Transformer m(c, w);
     const auto b = hone::PackedBatch::pack(test::random_sequences({8, 5, 10}, c.vocab_size, 2));
     const auto ref = run(m, c, b, 1.f);
-    const size_t bytes_all_saved = m.activation_bytes();
+    const size_t bytes_all_saved = m.forward_arena_peak();
     m.set_layer_recompute(1, true);  // one layer in the middle
     const auto mixed = run(m, c, b, 1.f);
     m.set_recompute(true);
     const auto all = run(m, c, b, 1.f);
-    const size_t bytes_all_recomputed = m.activation_bytes();
+    const size_t bytes_all_recomputed = m.forward_arena_peak();
     BOOST_TEST(bitwise_equal(ref.logprob, mixed.logprob));
     BOOST_TEST(bitwise_equal(ref.grad, mixed.grad));
     BOOST_TEST(bitwise_equal(ref.logprob, all.logprob));
@@ -135,12 +135,12 @@ BOOST_AUTO_TEST_CASE(recompute_is_bitwise_identical) {
     BOOST_TEST(bitwise_equal(ref.grad, all.grad));
     // three layers' activations saved vs one shared scratch
     BOOST_TEST(bytes_all_saved - bytes_all_recomputed ==
-               size_t(2 * hone::Transformer::layer_activation_floats(hone::layer_shape(c), b.num_tokens())) * sizeof(float));
+               2 * hone::Transformer::layer_activation_bytes(hone::layer_shape(c), b.num_tokens()));
     // Selective (every layer, and one layer among full and none): the same bits, less memory than none and more
     // than full.
     m.set_recompute(hone::Recompute::selective);
     const auto selective = run(m, c, b, 1.f);
-    const size_t bytes_selective = m.activation_bytes();
+    const size_t bytes_selective = m.forward_arena_peak();
     BOOST_TEST(bitwise_equal(ref.logprob, selective.logprob));
     BOOST_TEST(bitwise_equal(ref.entropy, selective.entropy));
     BOOST_TEST(bitwise_equal(ref.grad, selective.grad));
@@ -221,7 +221,7 @@ BOOST_AUTO_TEST_CASE(logprobs_are_normalized_and_entropy_bounded) {
   const auto b = hone::PackedBatch::pack(test::random_sequences({12, 7}, c.vocab_size, 6));
   m.forward(b, 1.f, true);
   for (int t = 0; t < b.num_tokens(); ++t) {
-    const float lp = m.logprobs().f32()[t], h = m.entropy().f32()[t];
+    const float lp = m.logprobs()[t], h = m.entropy()[t];
     if (b.targets[size_t(t)] < 0) {
       BOOST_TEST(lp == 0.f);
       BOOST_TEST(h == 0.f);
@@ -233,8 +233,8 @@ BOOST_AUTO_TEST_CASE(logprobs_are_normalized_and_entropy_bounded) {
   }
   // A very high temperature flattens the distribution toward uniform.
   m.forward(b, 1000.f, true);
-  BOOST_TEST(std::fabs(m.entropy().f32()[0] - std::log(float(c.vocab_size))) < 1e-3);
-  BOOST_TEST(std::fabs(m.logprobs().f32()[0] + std::log(float(c.vocab_size))) < 1e-2);
+  BOOST_TEST(std::fabs(m.entropy()[0] - std::log(float(c.vocab_size))) < 1e-3);
+  BOOST_TEST(std::fabs(m.logprobs()[0] + std::log(float(c.vocab_size))) < 1e-2);
 }
 
 BOOST_AUTO_TEST_CASE(backward_without_forward_is_refused) {

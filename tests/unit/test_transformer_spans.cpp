@@ -48,14 +48,14 @@ void check_chain(const ModelConfig& c, const std::vector<int64_t>& chunk_layers,
   }
   const float* h = nullptr;
   for (int s = 0; s < P; ++s) {
-    spans[size_t(s)]->forward(batch, 0.9f, true, h);
+    spans[size_t(s)]->forward(batch, 0.9f, true, true, h);
     if (s + 1 < P) h = spans[size_t(s)]->output();
   }
   const Transformer& last = *spans.back();
-  BOOST_TEST(std::vector<float>(last.logprobs().f32(), last.logprobs().f32() + T) ==
-             std::vector<float>(one.logprobs().f32(), one.logprobs().f32() + T));
-  BOOST_TEST(std::vector<float>(last.entropy().f32(), last.entropy().f32() + T) ==
-             std::vector<float>(one.entropy().f32(), one.entropy().f32() + T));
+  BOOST_TEST(std::vector<float>(last.logprobs(), last.logprobs() + T) ==
+             std::vector<float>(one.logprobs(), one.logprobs() + T));
+  BOOST_TEST(std::vector<float>(last.entropy(), last.entropy() + T) ==
+             std::vector<float>(one.entropy(), one.entropy() + T));
   const float* dh = nullptr;
   for (int s = P - 1; s >= 0; --s) {
     if (s == P - 1) spans[size_t(s)]->backward(dlp.data(), dent.data(), g[size_t(s)]);

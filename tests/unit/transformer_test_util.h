@@ -75,7 +75,7 @@ inline double weighted_loss(hone::Transformer& m, const hone::PackedBatch& b, fl
   const int T = b.num_tokens();
   const auto c = logprob_weights(T), e = entropy_weights(T);
   double L = 0;
-  for (int t = 0; t < T; ++t) L += double(c[size_t(t)]) * m.logprobs().f32()[t] + double(e[size_t(t)]) * m.entropy().f32()[t];
+  for (int t = 0; t < T; ++t) L += double(c[size_t(t)]) * m.logprobs()[t] + double(e[size_t(t)]) * m.entropy()[t];
   return L;
 }
 
