@@ -63,6 +63,12 @@ struct CpuBackend {
     std::memcpy(dst, host, size_t(n) * sizeof(float));
   }
 
+  static void scatter_rows_f32(const Exec&, float* full, const float* all, const int32_t* rows, int64_t n) {
+    cpu::scatter_rows_f32(full, all, rows, n);
+  }
+  static void take_rows_f32(const Exec&, float* local, const float* full, const int32_t* rows, int64_t n) {
+    cpu::take_rows_f32(local, full, rows, n);
+  }
   static void embedding_forward(const Exec&, float* out, const int32_t* ids, const float* wte, int T, int C) {
     cpu::embedding_forward(out, ids, wte, T, C);
   }

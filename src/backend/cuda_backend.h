@@ -12,6 +12,7 @@
 
 #include "backend/op_profiler.h"
 #include "cuda/check.h"
+#include "cuda/context_parallel_kernels.h"
 #include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
 
@@ -73,6 +74,12 @@ struct CudaBackend {
     sync(x);  // the staging buffer is freed on return
   }
 
+  static void scatter_rows_f32(const Exec& x, float* full, const float* all, const int32_t* rows, int64_t n) {
+    cuda::scatter_rows_f32(full, all, rows, n, *x.gpu);
+  }
+  static void take_rows_f32(const Exec& x, float* local, const float* full, const int32_t* rows, int64_t n) {
+    cuda::take_rows_f32(local, full, rows, n, *x.gpu);
+  }
   static void embedding_forward(const Exec& x, Act* out, const int32_t* ids, const Act* wte, int T, int C) {
     cuda::embedding_forward(out, ids, wte, T, C, *x.gpu);
   }

@@ -11,7 +11,7 @@
 #include "model/gpu_moe_feed_forward.h"
 #include "parallel/context_parallel.h"
 #include "parallel/expert_parallel.h"
-#include "parallel/gpu_context_parallel.h"
+#include "parallel/context_parallel.h"
 #include "parallel/gpu_expert_parallel.h"
 #include "parallel/gpu_ring_attention.h"
 #include "parallel/gpu_tensor_parallel.h"

@@ -44,6 +44,8 @@
 namespace hone {
 
 class GpuOpProfiler;
+template <typename B>
+class ContextParallelGroup;
 
 // What the forward arena holds for one pass, as pointers carved from it (carve_forward).
 template <typename B>
@@ -93,7 +95,7 @@ class TransformerModel {
   using A = typename B::Act;
   using Exec = typename B::Exec;
   using TensorParallel = typename TwinsOf<B>::TensorParallel;
-  using ContextParallel = typename TwinsOf<B>::ContextParallel;
+  using ContextParallel = ContextParallelGroup<B>;
   using ExpertParallel = typename TwinsOf<B>::ExpertParallel;
   using RingAttention = typename TwinsOf<B>::RingAttention;
   using MoeFeedForward = typename TwinsOf<B>::MoeFeedForward;

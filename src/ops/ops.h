@@ -47,6 +47,12 @@ struct AttentionSegments {
 
 namespace cpu {
 
+// ---- moving per-row values between two row orders (context parallelism's splits) --------------------------------
+// full[rows[p]] = all[p] for p < n where rows[p] >= 0 (rows dropped where rows[p] < 0).
+void scatter_rows_f32(float* full, const float* all, const int32_t* rows, int64_t n);
+// local[i] = rows[i] >= 0 ? full[rows[i]] : 0 for i < n.
+void take_rows_f32(float* local, const float* full, const int32_t* rows, int64_t n);
+
 // ---- embedding: out[t, :] = wte[ids[t], :] ---------------------------------------------------------------
 void embedding_forward(float* out, const int32_t* ids, const float* wte, int T, int C);
 void embedding_backward(float* dwte, const float* dout, const int32_t* ids, int T, int C);

@@ -112,25 +112,76 @@ std::vector<int32_t> gathered_rows(const PackedBatch& batch, int cp, int multipl
   return rows;
 }
 
-const ContextParallelSplit& ContextParallel::split(const PackedBatch& batch, int multiple) {
+namespace {
+
+template <typename A>
+void ensure(A& a, int64_t n, const char* what) {
+  if (a.size() < n) a = A(n + n / 4, what);
+}
+
+}  // namespace
+
+template <typename B>
+const ContextParallelSplit& ContextParallelGroup<B>::split(const PackedBatch& batch, int multiple) {
   split_ = split_for_context_parallel(batch, size(), rank(), multiple);
   gathered_ = gathered_rows(batch, size(), multiple);
+  const int64_t S = int64_t(split_.seq_start.size()), T = split_.local_tokens();
+  if (segments_.size() < 4 * S) {
+    segments_ = Array<int32_t>(4 * (S + S / 4 + 1), "context-parallel segments");
+    segment_capacity_ = S + S / 4 + 1;
+  }
+  ensure(local_rows_, T, "context-parallel local rows");
+  ensure(gathered_rows_, int64_t(gathered_.size()), "context-parallel gathered rows");
+  ensure(all_, int64_t(gathered_.size()), "context-parallel gathered values");
+  auto upload = [&](int32_t* dst, const std::vector<int32_t>& src) {
+    if (!src.empty()) B::upload(exec_, dst, src.data(), src.size() * sizeof(int32_t));
+  };
+  int32_t* seg = segments_.get();
+  upload(seg, split_.seq_start);
+  upload(seg + segment_capacity_, split_.seq_len);
+  upload(seg + 2 * segment_capacity_, split_.half_len);
+  upload(seg + 3 * segment_capacity_, split_.second_start);
+  upload(local_rows_.get(), split_.global_row);
+  upload(gathered_rows_.get(), gathered_);
   return split_;
 }
 
-void ContextParallel::gather_rows(const float* local, float* full) {
-  const int64_t n = split_.local_tokens();
-  all_.resize(size_t(n) * size_t(size()));
-  cp_.all_gather(local, all_.data(), n);
-  for (size_t p = 0; p < gathered_.size(); ++p)
-    if (gathered_[p] >= 0) full[gathered_[p]] = all_[p];
+template <typename B>
+AttentionSegments ContextParallelGroup<B>::earlier() const {
+  AttentionSegments s = split_.earlier();
+  const int32_t* seg = segments_.get();
+  s.q_start = seg;
+  s.q_len = seg + segment_capacity_;
+  s.kv_start = seg;
+  s.kv_len = seg + 2 * segment_capacity_;
+  return s;
 }
 
-void ContextParallel::take_local_rows(const float* full, float* local) const {
-  for (size_t i = 0; i < split_.global_row.size(); ++i) {
-    const int32_t row = split_.global_row[i];
-    local[i] = row >= 0 ? full[row] : 0.f;
-  }
+template <typename B>
+AttentionSegments ContextParallelGroup<B>::later() const {
+  AttentionSegments s = split_.later();
+  const int32_t* seg = segments_.get();
+  s.q_start = seg + 3 * segment_capacity_;
+  s.q_len = seg + 2 * segment_capacity_;
+  s.kv_start = seg;
+  s.kv_len = seg + segment_capacity_;
+  return s;
 }
+
+template <typename B>
+void ContextParallelGroup<B>::gather_rows(const float* local, float* full) {
+  const int64_t n = split_.local_tokens();
+  cp_.all_gather(local, all_.get(), n);
+  B::scatter_rows_f32(exec_, full, all_.get(), gathered_rows_.get(), int64_t(gathered_.size()));
+}
+
+template <typename B>
+void ContextParallelGroup<B>::take_local_rows(const float* full, float* local) const {
+  B::take_rows_f32(exec_, local, full, local_rows_.get(), split_.local_tokens());
+}
+
+#define HONE_INSTANTIATE_CONTEXT_PARALLEL(B) template class ContextParallelGroup<B>;
+HONE_FOR_EACH_BACKEND(HONE_INSTANTIATE_CONTEXT_PARALLEL)
+#undef HONE_INSTANTIATE_CONTEXT_PARALLEL
 
 }  // namespace hone

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "model/packed_batch.h"
 #include "ops/ops.h"
@@ -58,22 +59,33 @@ ContextParallelSplit split_for_context_parallel(const PackedBatch& batch, int cp
 // order, for r = 0..cp-1.
 std::vector<int32_t> gathered_rows(const PackedBatch& batch, int cp, int multiple = 1);
 
-// One rank of a context-parallel group on the CPU: the current batch's split and the moves of per-row values
-// between the caller's rows and this rank's, over the group's host Comm (MPI). The ring attention
-// (parallel/ring_attention.h) reads the split; the transformer splits each batch here and gathers its logprobs.
-class ContextParallel {
+// One rank of a context-parallel group, written once over a backend B: the current batch's split and the moves of
+// per-row values between the caller's rows and this rank's, over the group's Comm (MPI on the CPU; NCCL on the
+// engine's stream on a GPU, or a test's pair of ranks on one GPU). The split is the same host computation
+// everywhere (split_for_context_parallel); its segments and row maps are copied into the backend's memory, where
+// the ring attention (parallel/ring_attention.h, parallel/gpu_ring_attention.h) reads the segments and the
+// transformer moves its per-row values: the logprobs and entropies of this rank's rows all-gathered into the
+// caller's rows, and the caller's gradients back to this rank's rows.
+template <typename B>
+class ContextParallelGroup {
  public:
-  explicit ContextParallel(Comm& cp) : cp_(cp) {}
-  ContextParallel(const ContextParallel&) = delete;
-  ContextParallel& operator=(const ContextParallel&) = delete;
+  // cp: the group's Comm (a device one on a GPU, whose collectives run on exec's stream); both must outlive this.
+  explicit ContextParallelGroup(Comm& cp, typename B::Exec exec = {}) : cp_(cp), exec_(exec) {}
+  ContextParallelGroup(const ContextParallelGroup&) = delete;
+  ContextParallelGroup& operator=(const ContextParallelGroup&) = delete;
 
   Comm& comm() const { return cp_; }
   int size() const { return cp_.size(); }
   int rank() const { return cp_.rank(); }
 
-  // Splits batch for this rank (local rows a multiple of `multiple`) and keeps the split until the next call.
+  // Splits batch for this rank (local rows a multiple of `multiple`), keeps the split until the next call and
+  // copies its segments and row maps into the backend's memory (the host must not touch the previous split's
+  // arrays while a stream may still read them: the caller synchronizes before it splits).
   const ContextParallelSplit& split(const PackedBatch& batch, int multiple = 1);
   const ContextParallelSplit& current() const { return split_; }
+  // The ring blocks' segments with the backend's arrays (ContextParallelSplit::earlier/later).
+  AttentionSegments earlier() const;
+  AttentionSegments later() const;
 
   // Collective: full[T] (the caller's rows) from every rank's local[local T] values.
   void gather_rows(const float* local, float* full);
@@ -81,10 +93,21 @@ class ContextParallel {
   void take_local_rows(const float* full, float* local) const;
 
  private:
+  template <typename T>
+  using Array = typename B::template Array<T>;
   Comm& cp_;
+  typename B::Exec exec_;
   ContextParallelSplit split_;
-  std::vector<int32_t> gathered_;  // gathered_rows of the current batch
-  std::vector<float> all_;         // [cp x local T] scratch of gather_rows
+  std::vector<int32_t> gathered_;  // the caller's row of every all-gathered row (gathered_rows)
+  Array<int32_t> segments_;        // seq_start, seq_len, half_len, second_start: [4][capacity]
+  int64_t segment_capacity_ = 0;
+  Array<int32_t> local_rows_;      // split_.global_row
+  Array<int32_t> gathered_rows_;   // gathered_
+  Array<float> all_;               // [cp x local T] all-gathered values
 };
+
+// The engines' names for the two instantiations.
+using ContextParallel = ContextParallelGroup<CpuBackend>;
+using GpuContextParallel = ContextParallelGroup<CudaBackend>;
 
 }  // namespace hone

@@ -25,7 +25,7 @@
 #include "cuda/device_memory.h"
 #include "backend/cuda_backend.h"
 #include "model/transformer_layer.h"
-#include "parallel/gpu_context_parallel.h"
+#include "parallel/context_parallel.h"
 
 namespace hone {
 

@@ -17,7 +17,7 @@
 #include "gpu_transformer_test_util.h"
 #include "model/transformer.h"
 #include "pair_device_comm.h"
-#include "parallel/gpu_context_parallel.h"
+#include "parallel/context_parallel.h"
 #include "runtime/error.h"
 
 namespace {
