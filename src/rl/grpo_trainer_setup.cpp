@@ -70,10 +70,12 @@ GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
       s_(read_grpo_settings(c, parallel.dp_size())),
       gen_(GenerationLayout::of(parallel.grid(), s_.generation_tp)) {
   build_model(c);
-  // Before anything of the model is allocated: a CPU run that cannot fit in host memory ends now, with the numbers.
-  if (!s_.cuda) check_host_memory(host_memory_plan(s_, mc_, ps_, model_path_.empty()));
+  // Before anything of the model is allocated: a run that cannot fit in host memory ends now, with the numbers (on
+  // the GPU the host's part: the initial weights and the samples).
+  HostMemoryPlan plan = host_memory_plan(s_, mc_, ps_, model_path_.empty());
+  check_host_memory(plan);
   build_data(c);
-  build_validation(c);
+  build_validation(c, plan);
 
   // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its
   // roles (training/master, generation, reference when the KL term needs it). model.init = "random" draws them

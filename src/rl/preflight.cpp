@@ -397,17 +397,36 @@ class Preflight {
                            ? cat("; generation.experts = auto adds a ", gib(plan.expert_replica),
                                  " copy of every expert where it fits (else the experts stay split)")
                            : std::string()));
+    check_gpu_host_memory();
   }
 
   // The host memory planner's count for one CPU rank (rl/host_memory_plan.h), and what this machine has now. A run
   // this machine cannot hold is refused with `hone run`'s own message (host_memory_refusal: the numbers and the keys
   // to change), as if the ranks that share a host (the launcher's per-node count, else all of them) ran here, rank 0
   // among them: check on the kind of machine the run gets (a job's first step), or read the count.
-  void report_host_memory() {
+  HostMemoryPlan host_plan() const {
     const GrpoSettings s = read_grpo_settings(c_, grid_->dp());
     HostMemoryPlan plan = host_memory_plan(s, *model_, grid_->tp(), grid_->dp(), c_.get_string("model.path").empty());
     plan.writer_on_host = true;
     plan.ranks_on_host = std::max(1, std::min(ranks_, launcher_local_size() > 0 ? launcher_local_size() : ranks_));
+    if (plan.gpu && (grid_->pp() > 1 || grid_->ep() > 1)) plan.num_params = 0;  // as hone run counts it
+    // Synthetic validation problems are validation.max_samples; a file's count is known once it is read.
+    const bool validating = c_.get_int("validation.every") > 0 || c_.get_bool("validation.at_start");
+    if (validating && c_.get_string("validation.path").empty())
+      set_host_validation(plan, c_.get_int("validation.max_samples"), c_.get_int("validation.num_generations"),
+                          GenerationLayout::of(*grid_, deck_generation_tp(c_)).replicas());
+    return plan;
+  }
+
+  // On the GPU the host's share (the initial weights, the samples): refused here as hone run refuses it.
+  void check_gpu_host_memory() {
+    const HostMemory here = available_host_memory();
+    const std::string refusal = host_memory_refusal(host_plan(), here.bytes, here.limit);
+    if (!refusal.empty()) r_.problems.push_back(refusal);
+  }
+
+  void report_host_memory() {
+    const HostMemoryPlan plan = host_plan();
     const HostMemory here = available_host_memory();
     line("memory", cat("per rank (run.device = cpu: host memory, fp32), at least: ", gib(plan.steps()), " (",
                        plan.roles(), " copies of ", plan.num_params, " parameters, AdamW ",
