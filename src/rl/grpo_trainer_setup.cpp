@@ -13,6 +13,7 @@
 #include "rl/grpo_trainer.h"
 #include "rl/host_memory_plan.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace hone::rl {
 namespace fs = std::filesystem;
@@ -131,6 +132,10 @@ void GrpoTrainer::build_model(const Config& c) {
   if (kind == "hf") tokenizer_dir_ = tok_path;
   chat_ = ChatSetup(c.get_string("tokenizer.chat_format"), *tok_, kind == "hf" ? tok_path : "");
   system_prompt_ = c.get_string("tokenizer.system_prompt");
+  if (!system_prompt_.empty() && !chat_.is_chat())
+    log_warn("tokenizer.system_prompt is set but tokenizer.chat_format = \"", c.get_string("tokenizer.chat_format"),
+             "\" found no chat format for this tokenizer (", chat_.describe(),
+             "): prompts are plain text and the system prompt is not used");
   if (const std::string thinking = c.get_string("tokenizer.enable_thinking"); thinking != "default")
     chat_options_.enable_thinking = thinking == "true";
 
