@@ -236,6 +236,14 @@ DataOptions GrpoTrainer::data_options(const Config& c) const {
     const int64_t room = s_.max_total_sequence_length - s_.max_new_tokens;
     const int64_t given = c.get_int("data.max_prompt_tokens");
     o.dataset.max_prompt_tokens = given > 0 ? std::min(given, room) : room;
+    const std::string lengths = cat("generation.max_total_sequence_length = ", s_.max_total_sequence_length,
+                                    " less generation.max_new_tokens = ", s_.max_new_tokens);
+    if (given == 0)
+      o.dataset.max_prompt_tokens_origin = cat("data.max_prompt_tokens is 0 (unset), so the room ", lengths,
+                                               " leaves");
+    else if (given > room)
+      o.dataset.max_prompt_tokens_origin = cat("data.max_prompt_tokens = ", given, " is cut to the room ", lengths,
+                                               " leaves");
     o.dataset.seed = s_.seed;
   } else {
     o.synthetic.task = task;
