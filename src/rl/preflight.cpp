@@ -24,6 +24,8 @@
 #include "model/safetensors.h"
 #include "parallel/generation_layout.h"
 #include "parallel/pp_check.h"
+#include "reward/plugin_reward.h"
+#include "reward/process_reward.h"
 #include "rl/device_memory_plan.h"
 #include "rl/grpo_settings.h"
 #include "rl/host_memory_plan.h"
@@ -304,17 +306,32 @@ class Preflight {
                      skipped ? cat(", ", skipped, " bad lines skipped") : std::string()));
   }
 
-  // The user's reward is neither started nor loaded here (nothing runs): the plug-in must be a readable file.
+  // The user's reward as the run starts it, on rank 0: the plug-in loaded (its functions and ABI version, its
+  // hone_reward_create with reward.library_options, then hone_reward_destroy), the program started and watched for
+  // kRewardProbeSeconds without a request (it must keep running, silent on stdout), then sent end of input.
+  static constexpr double kRewardProbeSeconds = 2.0;
   void check_reward() {
     const std::string command = c_.get_string("reward.command"), library = c_.get_string("reward.library");
+    auto placed = [&](const char* key, const std::function<void()>& start) {
+      try {
+        start();
+      } catch (const UserError& e) {
+        throw UserError(cat(key_location(c_, key), ": ", e.what()));
+      }
+    };
     if (!library.empty()) {
       std::error_code ec;
       HONE_USER_CHECK(fs::exists(library, ec), about(c_, "reward.library", "no such file"));
       std::string why;
       HONE_USER_CHECK(readable_file(library, &why), about(c_, "reward.library", why));
-      line("reward", cat("plug-in ", library, " (loaded when the run starts)"));
+      placed("reward.library", [&] { PluginReward(library, c_.get_string("reward.library_options"), 0); });
+      line("reward", cat("plug-in ", library, " (loaded, created and destroyed)"));
     } else if (!command.empty()) {
-      line("reward", cat("the program `", command, "` (started when the run starts; not tried here)"));
+      placed("reward.command", [&] {
+        ProcessReward program(command, c_.get_float("reward.timeout_s"), 0);
+        program.probe(kRewardProbeSeconds);
+      });
+      line("reward", cat("the program `", command, "` (started; running after ", kRewardProbeSeconds, " s)"));
     } else {
       line("reward", c_.get_string("data.task") == "jsonl" ? std::string("the math answer checker")
                                                           : cat("the ", c_.get_string("data.task"), " task's checker"));
