@@ -266,7 +266,7 @@ BOOST_AUTO_TEST_CASE(the_reward_program_is_started_and_the_plugin_loaded) {
   bool at_end = false;
   auto errors = error_lines(out, &at_end);
   BOOST_REQUIRE_EQUAL(errors.size(), 1u);
-  BOOST_TEST(errors[0].find("reward.command=exit 3: reward.command `exit 3` on rank 0: it closed its stdout within 2 s "
+  BOOST_TEST(errors[0].find("override 'reward.command=exit 3': reward.command `exit 3` on rank 0: it closed its stdout within 2 s "
                             "of its start, before any request; the process exited with status 3") != std::string::npos,
              errors[0]);
   BOOST_TEST(hone_check(deck, "reward.command=/nonexistent/judge", &out) == 2, out);

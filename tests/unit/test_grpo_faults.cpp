@@ -105,12 +105,17 @@ BOOST_AUTO_TEST_CASE(size_driven_allocations_are_planned_before_they_are_made) {
   fs::create_directories(dir + "/big");
   std::ofstream(dir + "/big/config.json") << hone::model_config_to_hf_json(big);
   const std::string layers = "num_hidden_layers = 1000000000 is more than hone's limit of 16384 layers";
+  // The tiny deck with its [model] section replaced by the big config.json, drawn at random.
+  std::string text = tiny_deck(dir);
+  text = text.substr(0, text.find("[model]")) + "[model]\npath = \"" + dir + "/big\"\ninit = \"random\"\n" +
+         text.substr(text.find("[tokenizer]"));
+  fs::create_directories(dir + "/from-config");
+  const std::string from_config = write_deck(dir + "/from-config", text);
   std::string out;
-  BOOST_TEST(hone_run(deck, "model.path=" + dir + "/big model.init=random", &out) == 2);
+  BOOST_TEST(hone_run(from_config, "", &out) == 2);
   BOOST_TEST(count(out, "hone: error:") == 1u, out);
   BOOST_TEST(count(out, dir + "/big/config.json: model config: " + layers) == 1u, out);
-  BOOST_TEST(test::run_command(test::hone_exe() + " check " + deck + " model.path=" + dir + "/big model.init=random",
-                               &out) == 2);
+  BOOST_TEST(test::run_command(test::hone_exe() + " check " + from_config, &out) == 2);
   BOOST_TEST(count(out, layers) == 1u, out);
   BOOST_TEST(hone_run(deck, "model.num_layers=1000000000", &out) == 2);  // the deck's range: with its place
   BOOST_TEST(count(out, "hone: error: override 'model.num_layers=1000000000': 'model.num_layers' = 1000000000 is out "

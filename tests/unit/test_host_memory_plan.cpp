@@ -81,7 +81,9 @@ BOOST_AUTO_TEST_CASE(a_run_that_cannot_fit_is_refused_with_the_numbers_and_the_k
   BOOST_TEST(m.find("host memory cannot hold this run: 200 GiB available (MemAvailable + SwapFree of /proc/meminfo), "
                     "at least 271.2 GiB needed: 4 fp32 copies of the model's 8030261248 parameters (training, "
                     "generation, gradients, reference) = 119.7 GiB, 59.8 GiB of AdamW moments, 2.0 GiB of "
-                    "activations for a 1024-token micro-batch and 0.0 GiB of KV cache (181.5 GiB from the first step "
+                    "activations for a 1024-token micro-batch, 0.0 GiB of KV cache and 0.0 GiB for 0 rollouts of a step "
+                    "(grpo.num_prompts_per_step x grpo.num_generations_per_prompt), at least their records (181.5 GiB "
+                    "from the first step "
                     "on); writing a checkpoint, rank 0 also gathers the whole model's weights and moments (89.7 GiB)") == 0u);
   BOOST_TEST(has(m, "To fit: parallel.tp = 2 (splits the weights, gradients and optimizer state over 2 ranks), "));
   BOOST_TEST(has(m, "more ranks with train.distributed_optimizer = true, "));

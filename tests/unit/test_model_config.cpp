@@ -269,11 +269,12 @@ BOOST_AUTO_TEST_CASE(shapes_past_hones_limits_are_refused_before_anything_is_bui
   expect_refusal("layers", with({{"num_hidden_layers", "1000000000"}}),
                  "num_hidden_layers = 1000000000 is more than hone's limit of 16384 layers");
   expect_refusal("width", with({{"hidden_size", "2147483647"}}), "parameters, more than hone's limit of 2^48");
-  expect_refusal("vocab", with({{"vocab_size", "2147483647"}}), "parameters, more than hone's limit of 2^48");
+  expect_refusal("vocab", with({{"vocab_size", "2147483647"}, {"hidden_size", "262144"}}),
+                 "parameters, more than hone's limit of 2^48");
   expect_refusal("mlp", with({{"intermediate_size", "2147483647"}, {"num_hidden_layers", "9000"}}),
                  "more than hone's limit of 2^48");
-  expect_refusal("heads", with({{"num_attention_heads", "1048576"}, {"num_key_value_heads", "1048576"}}),
-                 "num_attention_heads x head_dim = 1048576 x 128 is beyond 32 bits");
+  expect_refusal("heads", with({{"num_attention_heads", "16777216"}, {"num_key_value_heads", "16777216"}}),
+                 "num_attention_heads x head_dim = 16777216 x 128 is beyond 32 bits");
   auto moe = [&](const char* experts) {
     return with({{"architectures", "[\"Qwen3MoeForCausalLM\"]"}, {"num_experts_per_tok", "8"},
                  {"moe_intermediate_size", "8"}, {"num_experts", experts}});
