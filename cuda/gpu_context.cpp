@@ -1,6 +1,7 @@
 // GpuContext: one stream, the cuBLASLt and cuDNN handles and the GEMM workspace for one device.
 #include "cuda/check.h"
 #include "cuda/gpu_context_impl.h"
+#include "runtime/gpu_device_select.h"
 
 namespace hone::cuda {
 
@@ -9,6 +10,8 @@ constexpr size_t kWorkspaceBytes = size_t(64) << 20;  // cuBLASLt on Hopper want
 }
 
 GpuContext create_gpu_context(int device) {
+  // A machine without a usable driver or device is one line and exit 2 for every command that gets here.
+  HONE_USER_CHECK(device < usable_cuda_devices("CUDA"), "CUDA device ", device, " is not visible");
   CUDA_CHECK(cudaSetDevice(device));
   GpuContext ctx;
   auto* impl = new GpuContextImpl();

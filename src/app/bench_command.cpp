@@ -37,6 +37,7 @@
 #if HONE_CUDA
 #include "cuda/check.h"
 #include "cuda/moe_ops.h"
+#include "runtime/gpu_device_select.h"
 #include "backend/op_profiler.h"
 #include "model/transformer.h"
 #include "train/gpu_optimizer.h"
@@ -600,6 +601,7 @@ int run_bench(const std::vector<std::string>& args) {
   const BenchArgs a = parse_bench_args(args);
   bench_shape(a.shape);  // a bad shape is reported before anything else
 #if HONE_CUDA
+  usable_cuda_devices("hone bench");
   return run_bench_cuda(a);
 #else
   throw UserError("bench: this hone was built without CUDA (make CUDA=1); the benchmark needs a GPU");

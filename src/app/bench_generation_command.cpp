@@ -30,6 +30,7 @@
 #include "cuda/check.h"
 #include "generation/gpu_generator.h"
 #include "model/transformer.h"
+#include "runtime/gpu_device_select.h"
 #endif
 
 namespace hone {
@@ -270,6 +271,7 @@ int run_bench_generation(const std::vector<std::string>& args) {
   const Config cfg = load_config(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
   deck_model(cfg);  // shape errors before anything else
 #if HONE_CUDA
+  usable_cuda_devices("hone bench-generation");
   return run_cuda(cfg);
 #else
   throw UserError("bench-generation: this hone was built without CUDA (make CUDA=1); the benchmark needs a GPU");

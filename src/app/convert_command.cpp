@@ -15,6 +15,7 @@
 #include "model/model_config.h"
 #include "model/model_source.h"
 #include "model/weights.h"
+#include "rl/host_memory_plan.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
 
@@ -105,6 +106,7 @@ int run_convert(const std::vector<std::string>& args) {
 
   HONE_USER_CHECK(init == "pretrained" || init == "random", "convert: --init must be pretrained or random (got '",
                   init, "')");
+  rl::check_host_memory_for_model(config, 1, "hone convert");
   ModelWeights w = allocate_weights(config);
   if (init == "random") {
     size_t used = 0;

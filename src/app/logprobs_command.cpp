@@ -30,6 +30,7 @@
 #include "model/safetensors.h"
 #include "model/transformer.h"
 #include "model/weights.h"
+#include "rl/host_memory_plan.h"
 #include "runtime/command.h"
 #include "runtime/error.h"
 
@@ -37,6 +38,7 @@
 #include "cuda/check.h"
 #include "cuda/ops_cuda.h"
 #include "model/transformer.h"
+#include "runtime/gpu_device_select.h"
 #endif
 
 namespace hone {
@@ -130,6 +132,16 @@ std::vector<std::vector<int32_t>> read_sequences(const std::string& path, int vo
   return seqs;
 }
 
+// The name of the first parameter holding NaN or Inf, or "".
+std::string first_non_finite_parameter(const ModelWeights& w) {
+  for (const auto& [name, t] : w.named_parameters()) {
+    const float* p = t.f32();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i)
+      if (!std::isfinite(p[i])) return name;
+  }
+  return "";
+}
+
 // The weight of logprobs[i] in the loss whose gradient --grad-output writes.
 float grad_coefficient(int64_t i) { return 1.f + 0.1f * float(i % 5); }
 
@@ -137,9 +149,17 @@ int run_logprobs(const std::vector<std::string>& argv) {
   LogprobsArgs a = parse_args(argv);
   a.model = model_folder(a.model);
   HONE_USER_CHECK(std::filesystem::is_directory(a.model), "model directory '", a.model, "' does not exist");
+#if HONE_CUDA
+  if (a.device == "cuda") usable_cuda_devices("hone logprobs --device cuda");
+#endif
   const ModelConfig config = load_model_config(a.model);
+  const bool want_grads = !a.grad_output.empty();
+  rl::check_host_memory_for_model(config, want_grads ? 2 : 1, "hone logprobs");
   ModelWeights weights = allocate_weights(config);
   load_weights(weights, config, a.model);
+  // NaN or Inf in a weight makes every logprob that passes it NaN: named here rather than written as results.
+  if (const std::string bad = first_non_finite_parameter(weights); !bad.empty())
+    throw UserError(cat("logprobs: ", a.model, ": the weight '", bad, "' holds NaN or Inf values"));
   const auto seqs = read_sequences(a.input, config.vocab_size);
 
   std::vector<int> lengths;
@@ -151,7 +171,6 @@ int run_logprobs(const std::vector<std::string>& argv) {
   std::vector<float> logprobs(size_t(offsets.back())), entropy(size_t(offsets.back()));
 
   const auto groups = split_by_tokens(lengths, a.batch_tokens);
-  const bool want_grads = !a.grad_output.empty();
   ModelWeights grads;
   if (want_grads) grads = allocate_weights(config);
   std::unique_ptr<Transformer> model;
@@ -234,6 +253,16 @@ int run_logprobs(const std::vector<std::string>& argv) {
     cuda::destroy_gpu_context(ctx);
   }
 #endif
+
+  // Finite weights can still overflow (a huge weight, a tiny temperature): such results are not written as numbers.
+  const auto bad_logprob = std::find_if(logprobs.begin(), logprobs.end(), [](float v) { return !std::isfinite(v); });
+  if (bad_logprob != logprobs.end()) {
+    const int64_t i = bad_logprob - logprobs.begin();
+    const int64_t s = int64_t(std::upper_bound(offsets.begin(), offsets.end(), i) - offsets.begin()) - 1;
+    throw UserError(cat("logprobs: the logprob of token ", i - offsets[size_t(s)] + 1, " of sequence ", s + 1, " in ",
+                        a.input, " is ", *bad_logprob, " (not finite): the model's activations overflow (--temperature ",
+                        a.temperature, "); nothing was written"));
+  }
 
   // Written next to the destination (a temporary of this process) and renamed, so a failure never leaves a
   // half-written output, nor the temporary.

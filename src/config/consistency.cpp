@@ -90,6 +90,10 @@ void check_tokenizer_and_data(const Config& c, DeckErrors& e) {
     conflict(e, c, "data.min_digits", "data.max_digits", "min_digits must be <= max_digits");
   if (c.get_int("data.min_length") > c.get_int("data.max_length"))
     conflict(e, c, "data.min_length", "data.max_length", "min_length must be <= max_length");
+  // Without a chat format there is no system turn to put it in: it would be dropped without a word.
+  if (c.get_string("tokenizer.chat_format") == "none" && !c.get_string("tokenizer.system_prompt").empty())
+    conflict(e, c, "tokenizer.chat_format", "tokenizer.system_prompt",
+             "a system prompt needs a chat format (auto, chatml or llama3); plain text prompts have no system turn");
   const std::string& task = c.get_string("data.task");
   if (c.get_bool("data.partial_credit") && task != "sort" && task != "reverse")
     conflict(e, c, "data.task", "data.partial_credit", "partial credit is defined for the sort and reverse tasks only; remove the key");

@@ -123,7 +123,8 @@ std::vector<KeySpec> build_schema() {
       random_init(i("model.vocab_size", 0, at_least(0), "tokens", "random init: vocabulary size; 0 = the tokenizer's vocabulary size")),
       random_init(required_when(i("model.hidden_size", no_int, at_least(1), "", "random init: model width"), "model.path is empty")),
       random_init(required_when(i("model.intermediate_size", no_int, at_least(1), "", "random init: MLP width"), "model.path is empty")),
-      random_init(required_when(i("model.num_layers", no_int, at_least(1), "", "random init: number of transformer layers"), "model.path is empty")),
+      // The layer and expert bounds are hone's limits of any model (model/model_config.cpp's kMaxLayers, kMaxExperts).
+      random_init(required_when(i("model.num_layers", no_int, closed(1, 16384), "", "random init: number of transformer layers"), "model.path is empty")),
       random_init(required_when(i("model.num_attention_heads", no_int, at_least(1), "", "random init: number of query heads"), "model.path is empty")),
       random_init(i("model.num_key_value_heads", 0, at_least(0), "", "random init: number of key/value heads (grouped-query attention); 0 = num_attention_heads")),
       random_init(i("model.head_dim", 0, at_least(0), "", "random init: width of one attention head; 0 = hidden_size / num_attention_heads")),
@@ -136,7 +137,7 @@ std::vector<KeySpec> build_schema() {
         "pretrained: the weights in model.path; random: random weights (run.seed, model.init_std) of model.path's config.json shape, "
         "so a folder with only config.json will do. Without model.path the model is always random-init from the shape keys"),
       f("model.init_std", 0.02, open_closed(0, 1), "", "random init: standard deviation of the normal weight initialization"),
-      random_init(i("model.num_experts", 0, at_least(0), "", "random init, qwen3_moe: experts of each sparse layer (every layer is sparse)")),
+      random_init(i("model.num_experts", 0, closed(0, 65536), "", "random init, qwen3_moe: experts of each sparse layer (every layer is sparse)")),
       random_init(i("model.num_experts_per_tok", 8, at_least(1), "", "random init, qwen3_moe: experts each token is routed to")),
       random_init(i("model.moe_intermediate_size", 0, at_least(0), "", "random init, qwen3_moe: MLP width of one expert")),
       random_init(b("model.norm_topk_prob", true, "random init, qwen3_moe: the routing weights of a token's experts renormalized to sum to 1")),

@@ -172,8 +172,11 @@ JsonlPromptDataset::JsonlPromptDataset(const DatasetOptions& options, TokenCount
   stats_.usable = static_cast<int64_t>(lines_.size());
   HONE_USER_CHECK(stats_.lines > 0, options_.path, ": no prompts (the file is empty)");
   HONE_USER_CHECK(stats_.usable > 0, options_.path, ": no usable prompt among ", stats_.lines, " lines (",
-                  stats_.bad_lines, " malformed, ", stats_.too_long, " longer than data.max_prompt_tokens = ",
-                  options_.max_prompt_tokens, ")");
+                  stats_.bad_lines, " malformed, ", stats_.too_long, " longer than ",
+                  options_.max_prompt_tokens_origin.empty()
+                      ? cat("data.max_prompt_tokens = ", options_.max_prompt_tokens)
+                      : cat(options_.max_prompt_tokens, " tokens: ", options_.max_prompt_tokens_origin),
+                  ")");
 }
 
 JsonlPromptDataset::~JsonlPromptDataset() = default;

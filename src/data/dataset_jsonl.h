@@ -22,6 +22,9 @@ struct DatasetOptions {
   bool skip_bad_lines = false;         // [data.skip_bad_lines] skip and count malformed lines instead of failing
   bool shuffle = true;                 // [data.shuffle] a fresh permutation per epoch from (run.seed, epoch)
   int64_t max_prompt_tokens = 0;       // [data.max_prompt_tokens] longer prompts are dropped and counted; 0: no limit
+  // Where max_prompt_tokens came from when it is not the deck's own value (derived from the generation lengths):
+  // said in the messages, so that a user who left data.max_prompt_tokens at 0 is not told it is 124.
+  std::string max_prompt_tokens_origin;
   uint64_t seed = 0;                   // [run.seed]
 };
 

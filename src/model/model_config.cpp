@@ -6,12 +6,17 @@
 
 #include "model/param_table.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <cstdint>
+#include <utility>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "io/json_nesting.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -43,14 +48,40 @@ int64_t ModelConfig::num_active_parameters() const { return count_active_paramet
 
 bool ModelConfig::is_moe_layer(int layer) const {
   if (num_experts <= 0 || decoder_sparse_step <= 0) return false;
-  for (int l : mlp_only_layers)
-    if (l == layer) return false;
+  // Sorted (validate): a search, so that a model of many layers listing many of them is not quadratic to walk.
+  if (std::binary_search(mlp_only_layers.begin(), mlp_only_layers.end(), layer)) return false;
   return (layer + 1) % decoder_sparse_step == 0;
 }
 
 int ModelConfig::num_moe_layers() const {
   int n = 0;
   for (int l = 0; l < num_hidden_layers; ++l) n += is_moe_layer(l) ? 1 : 0;
+  return n;
+}
+
+namespace {
+
+// Sizes far past any model trained (the largest published have some 130 layers and 256 experts per layer): they
+// bound what is built per layer and per expert (the parameter table, per-layer state) before a memory plan can
+// count bytes, and keep every parameter count far inside 64 bits. What does fit these bounds is then weighed in
+// bytes against the memory there is (rl/host_memory_plan.h, rl/device_memory_plan.h).
+constexpr int kMaxLayers = 16384;   // also the deck's range of model.num_layers (config/schema.cpp)
+constexpr int kMaxExperts = 65536;  // and of model.num_experts
+constexpr int64_t kMaxExpertMatrices = int64_t(1) << 20;  // gate, up and down of every expert of every sparse layer
+constexpr double kMaxParameters = 281474976710656.0;      // 2^48 (a petabyte of fp32)
+
+}  // namespace
+
+double ModelConfig::parameter_count_bound() const {
+  const double V = vocab_size, C = hidden_size, I = intermediate_size, L = num_hidden_layers;
+  const double Q = double(num_attention_heads) * double(head_dim), K = double(num_key_value_heads) * double(head_dim);
+  const double sparse = is_moe() ? double(num_moe_layers()) : 0.0;
+  double n = V * C * (tie_word_embeddings ? 1.0 : 2.0) + C;
+  n += L * (2.0 * Q * C + 2.0 * K * C + 2.0 * C);  // attention projections, the two layer norms
+  if (attention_bias) n += L * (Q + 2.0 * K);
+  if (qk_norm) n += L * 2.0 * double(head_dim);
+  n += (L - sparse) * 3.0 * C * I;                                                         // dense MLPs
+  n += sparse * double(num_experts) * C * (1.0 + 3.0 * double(moe_intermediate_size));     // router, experts
   return n;
 }
 
@@ -66,6 +97,30 @@ void ModelConfig::validate() const {
   positive(num_key_value_heads, "num_key_value_heads");
   positive(head_dim, "head_dim");
   positive(max_position_embeddings, "max_position_embeddings");
+  HONE_USER_CHECK(num_hidden_layers <= kMaxLayers, "model config: num_hidden_layers = ", num_hidden_layers,
+                  " is more than hone's limit of ", kMaxLayers, " layers");
+  for (const auto& [heads, name] : {std::pair{num_attention_heads, "num_attention_heads"},
+                                    std::pair{num_key_value_heads, "num_key_value_heads"}})
+    HONE_USER_CHECK(int64_t(heads) * head_dim <= INT32_MAX, "model config: ", name, " x head_dim = ", heads, " x ",
+                    head_dim, " is beyond 32 bits (", INT32_MAX, ")");
+  if (is_moe()) {
+    HONE_USER_CHECK(num_experts <= kMaxExperts, "model config: num_experts = ", num_experts,
+                    " is more than hone's limit of ", kMaxExperts, " experts per layer");
+    HONE_USER_CHECK(int64_t(mlp_only_layers.size()) <= num_hidden_layers, "model config: mlp_only_layers lists ",
+                    mlp_only_layers.size(), " layers of ", num_hidden_layers);
+    HONE_USER_CHECK(std::adjacent_find(mlp_only_layers.begin(), mlp_only_layers.end(), std::greater_equal<int>()) ==
+                        mlp_only_layers.end(),
+                    "model config: mlp_only_layers must be ascending without repeats");
+    const int64_t matrices = 3 * int64_t(num_experts) * num_moe_layers();
+    HONE_USER_CHECK(matrices <= kMaxExpertMatrices, "model config: num_experts = ", num_experts, " in ",
+                    num_moe_layers(), " sparse layers are ", matrices, " expert matrices, more than hone's limit of ",
+                    kMaxExpertMatrices);
+  }
+  const double params = parameter_count_bound();
+  HONE_USER_CHECK(params <= kMaxParameters, "model config: the shape (vocab_size ", vocab_size, ", hidden_size ",
+                  hidden_size, ", intermediate_size ", intermediate_size, ", num_hidden_layers ", num_hidden_layers,
+                  is_moe() ? cat(", num_experts ", num_experts, " of moe_intermediate_size ", moe_intermediate_size) : "",
+                  ") has about ", params, " parameters, more than hone's limit of 2^48");
   HONE_USER_CHECK(num_attention_heads % num_key_value_heads == 0, "model config: num_attention_heads (",
                   num_attention_heads, ") must be a multiple of num_key_value_heads (", num_key_value_heads, ")");
   HONE_USER_CHECK(head_dim % 2 == 0, "model config: head_dim must be even for RoPE (got ", head_dim, ")");
@@ -252,6 +307,9 @@ void parse_experts(const ConfigReader& r, ModelConfig& c) {
     const json& v = r.j.at("mlp_only_layers");
     if (!v.is_array()) r.fail(cat("field 'mlp_only_layers' must be a list of layer indices (got ", v.dump(), ")"));
     for (size_t i = 0; i < v.size(); ++i) c.mlp_only_layers.push_back(r.as_int(v[i], cat("mlp_only_layers[", i, "]")));
+    // A set of layers, as transformers reads it: kept sorted for is_moe_layer's search.
+    std::sort(c.mlp_only_layers.begin(), c.mlp_only_layers.end());
+    c.mlp_only_layers.erase(std::unique(c.mlp_only_layers.begin(), c.mlp_only_layers.end()), c.mlp_only_layers.end());
   }
   if (r.has("shared_expert_intermediate_size") && r.opt_int("shared_expert_intermediate_size", 0) != 0)
     r.fail("shared experts (shared_expert_intermediate_size) are not supported");
@@ -286,6 +344,7 @@ ModelConfig load_model_config(const std::string& dir) {
   HONE_USER_CHECK(in.good(), "cannot open ", path, " (is '", dir, "' a Hugging Face model folder?)");
   std::stringstream ss;
   ss << in.rdbuf();
+  check_json_nesting(ss.str(), path);
   json j;
   try {
     j = json::parse(ss.str());

@@ -56,7 +56,12 @@ struct ModelConfig {
   // The parameters one token computes with: every parameter but the experts, plus num_experts_per_tok experts of
   // each sparse layer (what MoE throughput is counted on). A dense model's num_parameters().
   int64_t num_active_parameters() const;
-  void validate() const;           // throws UserError naming the field for an inconsistent shape
+  // num_parameters() in closed form (no table built: cheap for any shape, exact below 2^53), in a double so that
+  // no shape overflows it: what validate() and the memory planners weigh before anything per layer is built.
+  double parameter_count_bound() const;
+  // Throws UserError naming the field for an inconsistent shape, or one past hone's limits (layers, experts,
+  // parameters: model_config.cpp) that would have per-layer tables built for it before a memory plan could refuse.
+  void validate() const;
 };
 
 // Reads <dir>/config.json. Unsupported architectures or field values (e.g. an unknown rope_scaling type,

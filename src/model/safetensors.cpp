@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "io/json_nesting.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -147,6 +148,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     HONE_USER_CHECK(header_len <= size - 8, path, ": malformed safetensors file: header length ", header_len,
                     " passes the end of the file (", size, " bytes): truncated or not a safetensors file");
     const std::string text(reinterpret_cast<const char*>(base + 8), size_t(header_len));
+    check_json_nesting(text, cat(path, ": malformed safetensors header"));
     json h;
     try {
       h = json::parse(text);
@@ -248,6 +250,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) {
   HONE_USER_CHECK(in.good(), "cannot open ", index);
   std::stringstream ss;
   ss << in.rdbuf();
+  check_json_nesting(ss.str(), index);
   json j;
   try {
     j = json::parse(ss.str());

@@ -40,6 +40,21 @@ void ProcessReward::fail(const std::string& what, bool with_exit) {
   throw UserError(msg);
 }
 
+void ProcessReward::probe(double wait_s) {
+  const ChildProcess::Exchange x = child_->exchange("", 1, wait_s);
+  switch (x.status) {
+    case ChildProcess::Status::timeout: return;  // running and waiting for requests, as it should
+    case ChildProcess::Status::closed:
+      fail(cat("it closed its stdout within ", wait_s, " s of its start, before any request"), true);
+    case ChildProcess::Status::ok:
+      fail(cat("it wrote a line nobody asked for before any request: '", shown(x.lines.front()),
+               "' (one reply line per request line; print anything else to stderr)"),
+           false);
+    case ChildProcess::Status::line_too_long:
+      fail("it wrote a line nobody asked for before any request (past 16 MiB without a newline)", false);
+  }
+}
+
 std::vector<RewardResult> ProcessReward::score(const std::vector<RewardQuery>& batch) {
   ++batches_;
   if (batch.empty()) return {};

@@ -26,6 +26,9 @@ class ProcessReward : public BatchReward {
   ~ProcessReward() override;
   std::string name() const override;
   std::vector<RewardResult> score(const std::vector<RewardQuery>& batch) override;
+  // hone check's test of the program: for wait_s seconds without a request it must neither end nor write to its
+  // stdout (a command that does not exist, a script that fails on its imports); else a UserError as score()'s.
+  void probe(double wait_s);
 
  private:
   [[noreturn]] void fail(const std::string& what, bool with_exit);

@@ -44,6 +44,8 @@ class ProgressLine;
 
 namespace hone::rl {
 
+struct HostMemoryPlan;
+
 // Metrics hone declares beyond the catalog of io/output_metrics.h: name, unit, description.
 struct ExtraMetric {
   const char* name;
@@ -109,7 +111,8 @@ class GrpoTrainer {
   void build_model(const Config& c);
   void build_data(const Config& c);
   DataOptions data_options(const Config& c) const;  // [data] as make_data takes it
-  void build_validation(const Config& c);
+  // Reads the validation problems, first weighing them and their completions in the host memory plan.
+  void build_validation(const Config& c, HostMemoryPlan& plan);
   std::vector<int32_t> encode_prompt(const Prompt& p) const;
   void phase_generation(StepState& st);
   void phase_reward(StepState& st);

@@ -13,6 +13,7 @@
 #include "rl/grpo_trainer.h"
 #include "rl/host_memory_plan.h"
 #include "runtime/error.h"
+#include "runtime/log.h"
 
 namespace hone::rl {
 namespace fs = std::filesystem;
@@ -70,10 +71,12 @@ GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
       s_(read_grpo_settings(c, parallel.dp_size())),
       gen_(GenerationLayout::of(parallel.grid(), s_.generation_tp)) {
   build_model(c);
-  // Before anything of the model is allocated: a CPU run that cannot fit in host memory ends now, with the numbers.
-  if (!s_.cuda) check_host_memory(host_memory_plan(s_, mc_, ps_, model_path_.empty()));
+  // Before anything of the model is allocated: a run that cannot fit in host memory ends now, with the numbers (on
+  // the GPU the host's part: the initial weights and the samples).
+  HostMemoryPlan plan = host_memory_plan(s_, mc_, ps_, model_path_.empty());
+  check_host_memory(plan);
   build_data(c);
-  build_validation(c);
+  build_validation(c, plan);
 
   // Initial weights (loaded or seeded random init), handed to the engine of run.device, which keeps them in its
   // roles (training/master, generation, reference when the KL term needs it). model.init = "random" draws them
@@ -129,6 +132,10 @@ void GrpoTrainer::build_model(const Config& c) {
   if (kind == "hf") tokenizer_dir_ = tok_path;
   chat_ = ChatSetup(c.get_string("tokenizer.chat_format"), *tok_, kind == "hf" ? tok_path : "");
   system_prompt_ = c.get_string("tokenizer.system_prompt");
+  if (!system_prompt_.empty() && !chat_.is_chat())
+    log_warn("tokenizer.system_prompt is set but tokenizer.chat_format = \"", c.get_string("tokenizer.chat_format"),
+             "\" found no chat format for this tokenizer (", chat_.describe(),
+             "): prompts are plain text and the system prompt is not used");
   if (const std::string thinking = c.get_string("tokenizer.enable_thinking"); thinking != "default")
     chat_options_.enable_thinking = thinking == "true";
 
@@ -229,6 +236,14 @@ DataOptions GrpoTrainer::data_options(const Config& c) const {
     const int64_t room = s_.max_total_sequence_length - s_.max_new_tokens;
     const int64_t given = c.get_int("data.max_prompt_tokens");
     o.dataset.max_prompt_tokens = given > 0 ? std::min(given, room) : room;
+    const std::string lengths = cat("generation.max_total_sequence_length = ", s_.max_total_sequence_length,
+                                    " less generation.max_new_tokens = ", s_.max_new_tokens);
+    if (given == 0)
+      o.dataset.max_prompt_tokens_origin = cat("data.max_prompt_tokens is 0 (unset), so the room ", lengths,
+                                               " leaves");
+    else if (given > room)
+      o.dataset.max_prompt_tokens_origin = cat("data.max_prompt_tokens = ", given, " is cut to the room ", lengths,
+                                               " leaves");
     o.dataset.seed = s_.seed;
   } else {
     o.synthetic.task = task;

@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "data/dataset_jsonl.h"
 #include "rl/grpo_trainer.h"
+#include "rl/host_memory_plan.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/progress.h"
@@ -19,7 +20,7 @@
 
 namespace hone::rl {
 
-void GrpoTrainer::build_validation(const Config& c) {
+void GrpoTrainer::build_validation(const Config& c, HostMemoryPlan& plan) {
   val_ = read_validation_settings(c);
   if (!val_.enabled()) return;
   DataOptions o = data_options(c);
@@ -42,6 +43,9 @@ void GrpoTrainer::build_validation(const Config& c) {
   }
   const int64_t available = v.source->epoch_size();
   const int64_t n = val_.max_samples > 0 ? std::min(val_.max_samples, available) : available;
+  // Before the problems are drawn (a synthetic task makes validation.max_samples of them here).
+  set_host_validation(plan, n, val_.generations, gen_.replicas());
+  check_host_memory(plan);
   val_prompts_ = v.source->next_batch(n);
   log_debug("validation: ", n, " problems of ", v.source->describe());
 }

@@ -14,7 +14,12 @@
 //              wave (at least one prompt token and max_new_tokens per sequence): kept from step to step
 //   checkpoint the rank that writes checkpoints (world rank 0) gathers the whole model's weights and both moments
 //              (3 x 4 x all parameters), and resuming reads them on every rank
-// The counts leave out library buffers, the prompts and the per-step rollouts: a refusal is certain to be right.
+//   samples    the rollouts of a step on this rank and those of a validation, each at least its records (request,
+//              rollout, sample, reward) and one prompt token: what grpo.num_prompts_per_step x
+//              grpo.num_generations_per_prompt and validation.max_samples x validation.num_generations make it hold
+// On the GPU (run.device = cuda) the host holds the initial fp32 weights of this rank while the engine is built, and
+// the samples; the device's own plan is rl/device_memory_plan.h.
+// The counts leave out library buffers and the text of prompts and completions: a refusal is certain to be right.
 // Ranks on one host share its memory: the host must hold this rank and the others of the node.
 #pragma once
 
@@ -48,12 +53,19 @@ struct HostMemoryPlan {
   double reference_activations = 0;  // bytes of the reference model's forward arena
   int64_t microbatch_tokens = 0;
   double kv_cache = 0;        // bytes of the generation KV cache of one wave
+  bool gpu = false;           // run.device = cuda: the host holds the initial weights and the samples only
+  int64_t step_samples = 0;   // rollouts of a step this rank holds (its share of prompts x generations)
+  int64_t validation_problems = 0;  // problems a validation reads (all of them, on every rank)
+  int64_t validation_samples = 0;   // completions of a validation this rank holds
 
   double weights() const { return 4.0 * double(num_params); }  // one fp32 copy of this rank's shard
   double whole_weights() const { return 4.0 * double(whole_params); }
   int roles() const { return reference ? 4 : 3; }
   double optimizer_state() const;
   double arenas() const { return activations + reference_activations + kv_cache; }
+  double step_sample_bytes() const;        // at least, for step_samples
+  double validation_bytes() const;         // at least, for the validation's problems and samples
+  double samples() const { return step_sample_bytes() + validation_bytes(); }
   double setup() const;      // while the engine is built
   double steps() const;      // from the first step on
   double checkpoint(bool writer) const;  // the whole state gathered (the writer), or read on resume (every rank)
@@ -70,6 +82,9 @@ void set_host_tensor_parallel(HostMemoryPlan& plan, const ModelConfig& c, int tp
 HostMemoryPlan host_memory_plan(const GrpoSettings& s, const ModelConfig& c, int tp, int dp, bool random_init);
 HostMemoryPlan host_memory_plan(const GrpoSettings& s, const ModelConfig& c, const ParallelState& ps, bool random_init);
 
+// Sets the validation's counts: n problems, k completions each, over `replicas` generation replicas.
+void set_host_validation(HostMemoryPlan& plan, int64_t problems, int64_t k, int replicas);
+
 // UserError with the refusal when the plan does not fit the host memory this process may take now
 // (runtime/host_memory.h).
 void check_host_memory(const HostMemoryPlan& plan);
@@ -77,5 +92,11 @@ void check_host_memory(const HostMemoryPlan& plan);
 // Empty when the plan fits in available_bytes (limit: what bounds it, for the message); else the refusal: every
 // number and what to change.
 std::string host_memory_refusal(const HostMemoryPlan& plan, double available_bytes, const std::string& limit);
+
+// hone logprobs and hone convert hold `copies` fp32 copies of the whole model c (weights; gradients) on the host:
+// UserError naming the need and what is available, before anything is allocated, when that cannot fit.
+void check_host_memory_for_model(const ModelConfig& c, int copies, const std::string& command);
+std::string model_host_memory_refusal(const ModelConfig& c, int copies, const std::string& command,
+                                      double available_bytes, const std::string& limit);
 
 }  // namespace hone::rl

@@ -24,6 +24,8 @@
 #include "model/safetensors.h"
 #include "parallel/generation_layout.h"
 #include "parallel/pp_check.h"
+#include "reward/plugin_reward.h"
+#include "reward/process_reward.h"
 #include "rl/device_memory_plan.h"
 #include "rl/grpo_settings.h"
 #include "rl/host_memory_plan.h"
@@ -304,17 +306,32 @@ class Preflight {
                      skipped ? cat(", ", skipped, " bad lines skipped") : std::string()));
   }
 
-  // The user's reward is neither started nor loaded here (nothing runs): the plug-in must be a readable file.
+  // The user's reward as the run starts it, on rank 0: the plug-in loaded (its functions and ABI version, its
+  // hone_reward_create with reward.library_options, then hone_reward_destroy), the program started and watched for
+  // kRewardProbeSeconds without a request (it must keep running, silent on stdout), then sent end of input.
+  static constexpr double kRewardProbeSeconds = 2.0;
   void check_reward() {
     const std::string command = c_.get_string("reward.command"), library = c_.get_string("reward.library");
+    auto placed = [&](const char* key, const std::function<void()>& start) {
+      try {
+        start();
+      } catch (const UserError& e) {
+        throw UserError(cat(key_location(c_, key), ": ", e.what()));
+      }
+    };
     if (!library.empty()) {
       std::error_code ec;
       HONE_USER_CHECK(fs::exists(library, ec), about(c_, "reward.library", "no such file"));
       std::string why;
       HONE_USER_CHECK(readable_file(library, &why), about(c_, "reward.library", why));
-      line("reward", cat("plug-in ", library, " (loaded when the run starts)"));
+      placed("reward.library", [&] { PluginReward(library, c_.get_string("reward.library_options"), 0); });
+      line("reward", cat("plug-in ", library, " (loaded, created and destroyed)"));
     } else if (!command.empty()) {
-      line("reward", cat("the program `", command, "` (started when the run starts; not tried here)"));
+      placed("reward.command", [&] {
+        ProcessReward program(command, c_.get_float("reward.timeout_s"), 0);
+        program.probe(kRewardProbeSeconds);
+      });
+      line("reward", cat("the program `", command, "` (started; running after ", kRewardProbeSeconds, " s)"));
     } else {
       line("reward", c_.get_string("data.task") == "jsonl" ? std::string("the math answer checker")
                                                           : cat("the ", c_.get_string("data.task"), " task's checker"));
@@ -397,17 +414,36 @@ class Preflight {
                            ? cat("; generation.experts = auto adds a ", gib(plan.expert_replica),
                                  " copy of every expert where it fits (else the experts stay split)")
                            : std::string()));
+    check_gpu_host_memory();
   }
 
   // The host memory planner's count for one CPU rank (rl/host_memory_plan.h), and what this machine has now. A run
   // this machine cannot hold is refused with `hone run`'s own message (host_memory_refusal: the numbers and the keys
   // to change), as if the ranks that share a host (the launcher's per-node count, else all of them) ran here, rank 0
   // among them: check on the kind of machine the run gets (a job's first step), or read the count.
-  void report_host_memory() {
+  HostMemoryPlan host_plan() const {
     const GrpoSettings s = read_grpo_settings(c_, grid_->dp());
     HostMemoryPlan plan = host_memory_plan(s, *model_, grid_->tp(), grid_->dp(), c_.get_string("model.path").empty());
     plan.writer_on_host = true;
     plan.ranks_on_host = std::max(1, std::min(ranks_, launcher_local_size() > 0 ? launcher_local_size() : ranks_));
+    if (plan.gpu && (grid_->pp() > 1 || grid_->ep() > 1)) plan.num_params = 0;  // as hone run counts it
+    // Synthetic validation problems are validation.max_samples; a file's count is known once it is read.
+    const bool validating = c_.get_int("validation.every") > 0 || c_.get_bool("validation.at_start");
+    if (validating && c_.get_string("validation.path").empty())
+      set_host_validation(plan, c_.get_int("validation.max_samples"), c_.get_int("validation.num_generations"),
+                          GenerationLayout::of(*grid_, deck_generation_tp(c_)).replicas());
+    return plan;
+  }
+
+  // On the GPU the host's share (the initial weights, the samples): refused here as hone run refuses it.
+  void check_gpu_host_memory() {
+    const HostMemory here = available_host_memory();
+    const std::string refusal = host_memory_refusal(host_plan(), here.bytes, here.limit);
+    if (!refusal.empty()) r_.problems.push_back(refusal);
+  }
+
+  void report_host_memory() {
+    const HostMemoryPlan plan = host_plan();
     const HostMemory here = available_host_memory();
     line("memory", cat("per rank (run.device = cpu: host memory, fp32), at least: ", gib(plan.steps()), " (",
                        plan.roles(), " copies of ", plan.num_params, " parameters, AdamW ",

@@ -155,14 +155,25 @@ ChildProcess::Exchange ChildProcess::exchange(const std::string& data, size_t li
   SigpipeBlock no_sigpipe;
   size_t written = 0;
   bool out_open = out_ >= 0;
+  // Searches only the bytes not searched before and erases the lines taken at once: linear in the output however
+  // it is split into reads and lines.
   auto take_lines = [&] {
-    size_t nl;
-    while (x.lines.size() < lines && (nl = out_buf_.find('\n')) != std::string::npos) {
-      std::string line = out_buf_.substr(0, nl);
+    size_t begin = 0;
+    while (x.lines.size() < lines) {
+      const size_t from = begin + out_searched_;
+      const size_t nl = out_buf_.find('\n', from);
+      bytes_searched_ += (nl == std::string::npos ? out_buf_.size() : nl + 1) - from;
+      if (nl == std::string::npos) {
+        out_searched_ = out_buf_.size() - begin;
+        break;
+      }
+      std::string line = out_buf_.substr(begin, nl - begin);
       if (!line.empty() && line.back() == '\r') line.pop_back();
       x.lines.push_back(std::move(line));
-      out_buf_.erase(0, nl + 1);
+      begin = nl + 1;
+      out_searched_ = 0;
     }
+    out_buf_.erase(0, begin);
   };
   take_lines();
   char buf[65536];

@@ -19,14 +19,22 @@ enum ExitCode : int {
   kExitInterrupted = 3,  // stopped by SIGTERM/SIGUSR1 after writing a checkpoint (resume with run.resume=auto)
 };
 
+namespace detail {
+// The message with every NUL byte written as \x00: what() is read as a C string, so a NUL from the user's text
+// (a path, a reply key) would cut the message short there.
+std::string nul_safe(const std::string& message);
+}  // namespace detail
+
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message) : std::runtime_error(detail::nul_safe(message)) {}
+  explicit Error(const char* message) : std::runtime_error(message) {}
 };
 
 class UserError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit UserError(const std::string& message) : std::runtime_error(detail::nul_safe(message)) {}
+  explicit UserError(const char* message) : std::runtime_error(message) {}
 };
 
 // cat("a", 1, 'b') == "a1b": message building for the macros below.

@@ -13,17 +13,38 @@
 
 #include "cuda/check.h"
 #include "runtime/device_choice.h"
+#include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/mpi_state.h"
 #include "runtime/runtime.h"
 
 namespace hone {
 
-DeviceChoice select_rank_device() {
+int usable_cuda_devices(const char* who) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) count = 0;
-  else CUDA_CHECK(e);
+  switch (e) {
+    case cudaSuccess: break;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInitializationError:
+    case cudaErrorStubLibrary:
+    case cudaErrorCallRequiresNewerDriver:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorSystemNotReady:
+      throw UserError(cat(who, ": no usable CUDA device: ", cudaGetErrorName(e), " (", cudaGetErrorString(e),
+                          "); this hone needs a GPU and the NVIDIA driver of CUDA 13 or later (check nvidia-smi and "
+                          "CUDA_VISIBLE_DEVICES)"));
+    default: CUDA_CHECK(e);
+  }
+  HONE_USER_CHECK(count > 0, who, ": no CUDA device is visible (check CUDA_VISIBLE_DEVICES and the job's GPU request)");
+  return count;
+}
+
+DeviceChoice select_rank_device() {
+  const int count = usable_cuda_devices("run.device = \"cuda\"");
   DeviceChoice c;
   c.device = choose_device(count, local_rank(), local_size());
   CUDA_CHECK(cudaSetDevice(c.device));

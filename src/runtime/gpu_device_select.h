@@ -16,6 +16,11 @@ struct DeviceChoice {
 
 DeviceChoice select_rank_device();
 
+// The CUDA devices this process sees. No device, or no usable driver (none installed, too old, a stub library, a
+// mismatched kernel module), is a UserError of one line naming the CUDA error: the machine is the user's to fix, not
+// an internal failure. `who` begins the message ("hone bench", "hone logprobs --device cuda").
+int usable_cuda_devices(const char* who);
+
 }  // namespace hone
 
 #endif  // HONE_CUDA

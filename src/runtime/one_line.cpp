@@ -24,4 +24,11 @@ std::string one_line(std::string_view text) {
   return out;
 }
 
+std::string one_line_excerpt(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return one_line(text);
+  size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
+  return one_line(text.substr(0, n)) + "... (" + std::to_string(text.size()) + " bytes in all)";
+}
+
 }  // namespace hone

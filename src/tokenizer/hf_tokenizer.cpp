@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/one_line.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_config.h"
 
@@ -203,7 +204,7 @@ void HfTokenizer::load_config(const std::string& dir) {
     const std::string* s = names.find(key);
     if (!s) return -1;
     const TokenId id = token_to_id(*s);
-    HONE_USER_CHECK(id >= 0, dir, ": ", key, " '", *s, "' (tokenizer_config.json or special_tokens_map.json) is not a token of tokenizer.json");
+    HONE_USER_CHECK(id >= 0, dir, ": ", key, " '", one_line_excerpt(*s), "' (tokenizer_config.json or special_tokens_map.json) is not a token of tokenizer.json");
     return id;
   };
   bos_ = token_id("bos_token");

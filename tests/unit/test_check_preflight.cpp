@@ -254,4 +254,36 @@ BOOST_AUTO_TEST_CASE(a_folder_as_data_path_and_validation_on_the_training_data_a
   BOOST_TEST(out.find("validation.path is data.path") != std::string::npos, out);
 }
 
+// hone check neither started reward.command nor loaded reward.library: it said "ready" for a command that does not
+// exist, a program that fails at once, and a plug-in whose hone_reward_create refuses its options. Now the program
+// is started and watched (it must keep running, silent on stdout, until its input ends) and the plug-in loaded and
+// created, as the run does; each failure is one error line naming the key and where it is written.
+BOOST_AUTO_TEST_CASE(the_reward_program_is_started_and_the_plugin_loaded) {
+  const std::string dir = test::temp_dir("check-reward");
+  const std::string deck = write_deck(dir);
+  std::string out;
+  BOOST_TEST(hone_check(deck, "'reward.command=exit 3'", &out) == 2, out);
+  bool at_end = false;
+  auto errors = error_lines(out, &at_end);
+  BOOST_REQUIRE_EQUAL(errors.size(), 1u);
+  BOOST_TEST(errors[0].find("override 'reward.command=exit 3': reward.command `exit 3` on rank 0: it closed its stdout within 2 s "
+                            "of its start, before any request; the process exited with status 3") != std::string::npos,
+             errors[0]);
+  BOOST_TEST(hone_check(deck, "reward.command=/nonexistent/judge", &out) == 2, out);
+  BOOST_TEST(out.find("the process exited with status 127") != std::string::npos, out);
+  BOOST_TEST(hone_check(deck, "'reward.command=echo hello; cat'", &out) == 2, out);
+  BOOST_TEST(out.find("it wrote a line nobody asked for before any request: 'hello'") != std::string::npos, out);
+  BOOST_TEST(hone_check(deck, "reward.command=cat", &out) == 0, out);
+  BOOST_TEST(out.find("the program `cat` (started; running after 2 s)") != std::string::npos, out);
+
+  const std::string plugin = test::build_dir() + "/examples/libexact_match_reward.so";
+  BOOST_TEST(hone_check(deck, "reward.library=" + plugin + " reward.library_options=fuzzy", &out) == 2, out);
+  errors = error_lines(out, &at_end);
+  BOOST_REQUIRE_EQUAL(errors.size(), 1u);
+  BOOST_TEST(errors[0].find("reward.library_options = \"fuzzy\"): unknown option 'fuzzy'") != std::string::npos,
+             errors[0]);
+  BOOST_TEST(hone_check(deck, "reward.library=" + plugin, &out) == 0, out);
+  BOOST_TEST(out.find("plug-in " + plugin + " (loaded, created and destroyed)") != std::string::npos, out);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

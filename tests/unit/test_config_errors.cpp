@@ -184,6 +184,8 @@ BOOST_AUTO_TEST_CASE(strings_with_a_nul_byte_are_refused) {
   BOOST_TEST(deck_error("[generation]\nstop_strings = [\"a\", \"b\\u0000\"]\n") ==
              "deck.toml:2:16: 'generation.stop_strings[1]' = 'b\\u0000'" + nul);
   BOOST_TEST(deck_error("[reward]\ncommand = \"x\\u0000y\"\n").find(nul) != std::string::npos);
+  BOOST_TEST(deck_error("[data]\ntask = \"jsonl\"\npath = \"d\\u0000.jsonl\"\n") ==
+             "deck.toml:3:8: 'data.path' = 'd\\u0000.jsonl'" + nul);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

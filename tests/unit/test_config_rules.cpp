@@ -176,4 +176,14 @@ BOOST_AUTO_TEST_CASE(other_conflicts) {
                  "the model must cover the longest sequence") != std::string::npos);
 }
 
+// A system prompt without a chat format was dropped without a word: plain text prompts have no system turn.
+BOOST_AUTO_TEST_CASE(a_system_prompt_needs_a_chat_format) {
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"tokenizer.chat_format=none", "tokenizer.system_prompt=Be brief."}) ==
+             "override 'tokenizer.system_prompt=Be brief.': conflicting keys 'tokenizer.chat_format' = 'none' (override "
+             "'tokenizer.chat_format=none') and 'tokenizer.system_prompt' = 'Be brief.' (override "
+             "'tokenizer.system_prompt=Be brief.'): a system prompt needs a chat format (auto, chatml or llama3); plain "
+             "text prompts have no system turn");
+  BOOST_TEST(deck_error(test::kRandomInitDeck, {"tokenizer.system_prompt=Be brief."}) == "(no error)");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

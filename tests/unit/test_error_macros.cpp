@@ -55,4 +55,16 @@ BOOST_AUTO_TEST_CASE(call_failed_formats_library_failures) {
   BOOST_TEST(msg == "CUDA_CHECK(cudaMalloc(&p, n)) failed: out of memory (cudaErrorMemoryAllocation) at cuda/x.cu:12");
 }
 
+
+// what() is read as a C string (by the fatal path's printing, by every `<< e.what()`): a NUL byte from the user's
+// text inside a message used to end it there. It is written as \x00 and the rest of the message is kept.
+BOOST_AUTO_TEST_CASE(a_nul_byte_in_a_message_is_escaped_not_cutting_it) {
+  const std::string key("a\0b", 3);
+  const hone::UserError user(hone::cat("reply key '", key, "' is not a number"));
+  BOOST_TEST(std::string(user.what()) == "reply key 'a\\x00b' is not a number");
+  const hone::Error internal(std::string("x\0\0y", 4));
+  BOOST_TEST(std::string(internal.what()) == "x\\x00\\x00y");
+  BOOST_TEST(message_of([] { HONE_USER_CHECK(false, std::string("p\0q", 3), " end"); }) == "user: p\\x00q end");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

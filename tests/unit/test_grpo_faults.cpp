@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/checkpoint.h"
+#include "model/model_config.h"
 #include "test_grpo_util.h"
 
 namespace fs = std::filesystem;
@@ -87,6 +88,52 @@ BOOST_AUTO_TEST_CASE(a_model_too_large_for_host_memory_is_refused_before_allocat
       BOOST_TEST(!fs::exists(dir + "/ck"));
     }
   }
+}
+
+// Sizes that drive allocations, weighed before anything is allocated for them: a config.json of a billion layers
+// (random init from it, hone run and hone check: the parameter table and per-layer state grew by 11 GB in 25 s),
+// the same shape from the deck's keys, and a step's or a validation's samples no host holds (1e9 prompts per step,
+// 2e9 validation problems of 1000 completions: the kernel's OOM killer after minutes, or a set-up that never ended).
+BOOST_AUTO_TEST_CASE(size_driven_allocations_are_planned_before_they_are_made) {
+  const std::string dir = test::temp_dir("grpo-size-plans");
+  const std::string deck = write_deck(dir);
+  hone::ModelConfig big;
+  big.arch = hone::Architecture::qwen3;
+  big.vocab_size = 256, big.hidden_size = 8, big.intermediate_size = 8, big.num_hidden_layers = 1000000000;
+  big.num_attention_heads = 2, big.num_key_value_heads = 2, big.head_dim = 4, big.max_position_embeddings = 64;
+  big.rope.head_dim = 4, big.qk_norm = true;
+  fs::create_directories(dir + "/big");
+  std::ofstream(dir + "/big/config.json") << hone::model_config_to_hf_json(big);
+  const std::string layers = "num_hidden_layers = 1000000000 is more than hone's limit of 16384 layers";
+  // The tiny deck with its [model] section replaced by the big config.json, drawn at random.
+  std::string text = tiny_deck(dir);
+  text = text.substr(0, text.find("[model]")) + "[model]\npath = \"" + dir + "/big\"\ninit = \"random\"\n" +
+         text.substr(text.find("[tokenizer]"));
+  fs::create_directories(dir + "/from-config");
+  const std::string from_config = write_deck(dir + "/from-config", text);
+  std::string out;
+  BOOST_TEST(hone_run(from_config, "", &out) == 2);
+  BOOST_TEST(count(out, "hone: error:") == 1u, out);
+  BOOST_TEST(count(out, dir + "/big/config.json: model config: " + layers) == 1u, out);
+  BOOST_TEST(test::run_command(test::hone_exe() + " check " + from_config, &out) == 2);
+  BOOST_TEST(count(out, layers) == 1u, out);
+  BOOST_TEST(hone_run(deck, "model.num_layers=1000000000", &out) == 2);  // the deck's range: with its place
+  BOOST_TEST(count(out, "hone: error: override 'model.num_layers=1000000000': 'model.num_layers' = 1000000000 is out "
+                        "of range") == 1u, out);
+
+  BOOST_TEST(hone_run(deck, "grpo.num_prompts_per_step=1000000000", &out) == 2);
+  BOOST_TEST(count(out, "hone: error:") == 1u, out);
+  BOOST_TEST(count(out, "hone: error: host memory cannot hold this run: ") == 1u, out);
+  BOOST_TEST(count(out, " for 4000000000 rollouts of a step (grpo.num_prompts_per_step x "
+                        "grpo.num_generations_per_prompt), at least their records") == 1u, out);
+  BOOST_TEST(count(out, "fewer prompts per step or validation problems") == 1u, out);
+  BOOST_TEST(hone_run(deck, "validation.every=1 validation.max_samples=2000000000 validation.num_generations=1000",
+                      &out) == 2);
+  BOOST_TEST(count(out, "hone: error: host memory cannot hold this run: ") == 1u, out);
+  BOOST_TEST(count(out, " and 2000000000 validation problems with 2000000000000 completions (validation.max_samples x "
+                        "validation.num_generations)") == 1u, out);
+  BOOST_TEST(!fs::exists(dir + "/out"));
+  BOOST_TEST(!fs::exists(dir + "/ck"));
 }
 
 // A full disk in output.dir, simulated by a file-size limit (RLIMIT_FSIZE, with SIGXFSZ ignored so that a write

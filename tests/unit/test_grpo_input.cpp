@@ -73,6 +73,15 @@ BOOST_AUTO_TEST_CASE(every_prompt_too_long_with_a_system_prompt_is_an_error,
   // 21 tokens of system prompt and template, 31 to 40 with each prompt (the same prompts run in
   // grpo_loop/jsonl_chatml_math_reward).
   expect_refused("all-too-long", args + "28", "math_sample.jsonl: no usable prompt among");
+  expect_refused("all-too-long-given", args + "28", "longer than data.max_prompt_tokens = 28)");
+  // Left at 0 (or above the room), the limit is the room the generation lengths leave, and said so: the message
+  // named "data.max_prompt_tokens = 24" to a user who never set it.
+  const std::string room = " the room generation.max_total_sequence_length = 64 less generation.max_new_tokens = 40 "
+                           "leaves)";
+  expect_refused("all-too-long-unset", args + "0 generation.max_new_tokens=40",
+                 "longer than 24 tokens: data.max_prompt_tokens is 0 (unset), so" + room);
+  expect_refused("all-too-long-cut", args + "50 generation.max_new_tokens=40",
+                 "longer than 24 tokens: data.max_prompt_tokens = 50 is cut to" + room);
 }
 
 BOOST_AUTO_TEST_CASE(batch_sizes_that_do_not_divide) {

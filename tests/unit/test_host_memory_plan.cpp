@@ -81,7 +81,9 @@ BOOST_AUTO_TEST_CASE(a_run_that_cannot_fit_is_refused_with_the_numbers_and_the_k
   BOOST_TEST(m.find("host memory cannot hold this run: 200 GiB available (MemAvailable + SwapFree of /proc/meminfo), "
                     "at least 271.2 GiB needed: 4 fp32 copies of the model's 8030261248 parameters (training, "
                     "generation, gradients, reference) = 119.7 GiB, 59.8 GiB of AdamW moments, 2.0 GiB of "
-                    "activations for a 1024-token micro-batch and 0.0 GiB of KV cache (181.5 GiB from the first step "
+                    "activations for a 1024-token micro-batch, 0.0 GiB of KV cache and 0.0 GiB for 0 rollouts of a step "
+                    "(grpo.num_prompts_per_step x grpo.num_generations_per_prompt), at least their records (181.5 GiB "
+                    "from the first step "
                     "on); writing a checkpoint, rank 0 also gathers the whole model's weights and moments (89.7 GiB)") == 0u);
   BOOST_TEST(has(m, "To fit: parallel.tp = 2 (splits the weights, gradients and optimizer state over 2 ranks), "));
   BOOST_TEST(has(m, "more ranks with train.distributed_optimizer = true, "));
@@ -98,6 +100,46 @@ BOOST_AUTO_TEST_CASE(a_run_that_cannot_fit_is_refused_with_the_numbers_and_the_k
   BOOST_TEST(has(m2, "To fit: parallel.tp = 4 "));
   BOOST_TEST(!has(m2, "distributed_optimizer"));
   BOOST_TEST(has(m2, "fewer ranks per host, "));
+}
+
+// The samples a rank holds (a step's rollouts, a validation's problems and completions) count at least their
+// records: 1e9 rollouts or 2e12 validation completions were an out-of-memory kill or a set-up without end.
+BOOST_AUTO_TEST_CASE(the_samples_of_a_step_and_of_a_validation_are_counted) {
+  hone::rl::HostMemoryPlan p;
+  p.num_params = p.whole_params = 10;
+  const double base = p.steps();
+  p.step_samples = 1000;
+  const double per_rollout = (p.steps() - base) / 1000;
+  BOOST_TEST(per_rollout > 100.0);  // the request, the rollout and the sample: each a few vectors
+  hone::rl::set_host_validation(p, 10, 4, 2);  // 10 problems, 4 completions each, over 2 replicas: 20 here
+  BOOST_TEST(p.validation_problems == 10);
+  BOOST_TEST(p.validation_samples == 20);
+  BOOST_TEST(p.validation_bytes() > 20 * 100.0);
+  p.step_samples = 4000000000;
+  const std::string m = hone::rl::host_memory_refusal(p, 16 * GiB, "MemAvailable + SwapFree");
+  BOOST_TEST(has(m, " for 4000000000 rollouts of a step (grpo.num_prompts_per_step x grpo.num_generations_per_prompt) "
+                    "and 10 validation problems with 20 completions (validation.max_samples x validation.num_generations), "
+                    "at least their records"), m);
+  BOOST_TEST(has(m, "fewer prompts per step or validation problems, "), m);
+  // On the GPU the host holds the initial weights and the samples only.
+  p.gpu = true;
+  BOOST_TEST(p.steps() == p.samples());
+  BOOST_TEST(p.setup() == p.weights());
+  const std::string g = hone::rl::host_memory_refusal(p, 16 * GiB, "MemAvailable + SwapFree");
+  BOOST_TEST(has(g, ": the initial fp32 weights of the model's 10 parameters while the engine is built ("), g);
+  BOOST_TEST(!has(g, "AdamW"), g);
+}
+
+// hone logprobs and hone convert weigh one fp32 copy of the model (two with gradients) from its config alone.
+BOOST_AUTO_TEST_CASE(a_command_holding_the_whole_model_is_weighed_from_its_config) {
+  const hone::ModelConfig c = llama_8b_shape();
+  const double params = c.parameter_count_bound();
+  BOOST_TEST(params == double(c.num_parameters()));
+  BOOST_TEST(hone::rl::model_host_memory_refusal(c, 1, "hone logprobs", 4 * params + 1, "x").empty());
+  BOOST_TEST(hone::rl::model_host_memory_refusal(c, 1, "hone logprobs", -1, "x").empty());
+  const std::string m = hone::rl::model_host_memory_refusal(c, 2, "hone logprobs", 4 * params, "ulimit -v");
+  BOOST_TEST(has(m, "hone logprobs: host memory cannot hold the model: 29 GiB available (ulimit -v), at least 59.8 GiB "
+                    "needed for 2 fp32 copies of its 8.03e+09 parameters (the weights and their gradients)"), m);
 }
 
 BOOST_AUTO_TEST_CASE(meminfo_and_cgroup_files_are_read) {

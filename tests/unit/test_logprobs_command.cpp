@@ -117,4 +117,79 @@ BOOST_AUTO_TEST_CASE(bad_input_is_a_user_error_naming_file_and_line) {
     BOOST_TEST(e.path().filename().string().find(".tmp") == std::string::npos, e.path().string());
 }
 
+// A model no host holds (3.3e12 parameters: 13 TB in fp32) ended in `check failed: p != nullptr at
+// src/tensor/tensor.cpp:64` (hone logprobs, hone convert) once a host allocation failed; a shape of a billion
+// layers grew without bound. Both are refused from config.json alone, before any weight is read or allocated.
+BOOST_AUTO_TEST_CASE(a_model_too_large_for_host_memory_is_refused_before_allocating) {
+  const std::string work = test::temp_dir("logprobs_huge");
+  hone::ModelConfig c = test::tiny_config(hone::Architecture::qwen3, true);
+  c.hidden_size = 65536, c.intermediate_size = 262144, c.num_hidden_layers = 64;
+  std::filesystem::create_directories(work + "/huge");
+  write_file(work + "/huge/config.json", hone::model_config_to_hf_json(c));
+  c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 1000000000;
+  std::filesystem::create_directories(work + "/deep");
+  write_file(work + "/deep/config.json", hone::model_config_to_hf_json(c));
+  write_file(work + "/in.jsonl", "{\"tokens\": [1, 2, 3]}\n");
+  const std::string logprobs = test::hone_exe() + " logprobs --input " + work + "/in.jsonl --output " + work +
+                               "/o.h5 --model " + work;
+  const std::string convert = test::hone_exe() + " convert --output " + work + "/converted --model " + work;
+  std::string log;
+  for (const std::string& cmd : {logprobs + "/huge", logprobs + "/huge --grad-output " + work + "/g.safetensors",
+                                 convert + "/huge --init random", convert + "/huge"}) {
+    BOOST_TEST_CONTEXT(cmd) {
+      BOOST_TEST(test::run_command(cmd, &log) == 2);
+      BOOST_TEST(log.find("host memory cannot hold the model: ") != std::string::npos, log);
+      BOOST_TEST(log.find(" of its 3.299e+12 parameters") != std::string::npos, log);
+      BOOST_TEST(log.find("tensor.cpp") == std::string::npos, log);
+    }
+  }
+  BOOST_TEST(log.find("hone convert: ") != std::string::npos, log);
+  BOOST_TEST(test::run_command(logprobs + "/huge --grad-output " + work + "/g.safetensors", &log) == 2);
+  BOOST_TEST(log.find("needed for 2 fp32 copies of its 3.299e+12 parameters (the weights and their gradients)") !=
+                 std::string::npos, log);
+  for (const std::string& cmd : {logprobs + "/deep", convert + "/deep --init random"}) {
+    BOOST_TEST(test::run_command(cmd, &log) == 2);
+    BOOST_TEST(log.find("num_hidden_layers = 1000000000 is more than hone's limit of 16384 layers") != std::string::npos,
+               log);
+  }
+  BOOST_TEST(!std::filesystem::exists(work + "/o.h5"));
+  BOOST_TEST(!std::filesystem::exists(work + "/converted"));
+}
+
+// A NaN weight gave NaN logprobs and exit 0. The weight is named, nothing is written.
+BOOST_AUTO_TEST_CASE(a_non_finite_weight_is_named_and_nothing_written) {
+  TinyModelDir m;
+  const auto params = m.weights.named_parameters();
+  const auto& [name, t] = params[3];
+  t.f32()[t.numel() / 2] = std::nanf("");
+  hone::save_model(m.weights, m.config, m.dir);
+  const std::string work = test::temp_dir("logprobs_nan");
+  write_file(work + "/in.jsonl", "{\"tokens\": [1, 2, 3]}\n");
+  std::string log;
+  BOOST_TEST(test::run_command(test::hone_exe() + " logprobs --model " + m.dir + " --input " + work +
+                                   "/in.jsonl --output " + work + "/o.h5", &log) == 2);
+  BOOST_TEST(log.find("the weight '" + name + "' holds NaN or Inf values") != std::string::npos, log);
+  BOOST_TEST(!std::filesystem::exists(work + "/o.h5"));
+}
+
+// --device cuda (and hone bench) on a machine without a usable CUDA driver or device ended in an internal CUDA
+// error, exit 1. Either it runs (a GPU is there) or it says so in one line, exit 2.
+BOOST_AUTO_TEST_CASE(cuda_without_a_usable_device_is_one_line_and_exit_2) {
+  TinyModelDir m;
+  const std::string work = test::temp_dir("logprobs_cuda");
+  write_file(work + "/in.jsonl", "{\"tokens\": [1, 2, 3]}\n");
+  std::string log;
+  const int rc = test::run_command(test::hone_exe() + " logprobs --device cuda --model " + m.dir + " --input " + work +
+                                       "/in.jsonl --output " + work + "/o.h5", &log);
+  BOOST_TEST((rc == 0 || rc == 2), log);
+  if (rc == 0) return;  // a GPU ran it
+  BOOST_TEST(log.find("hone: error: ") == log.rfind("hone: error: "), log);
+  const bool no_device = log.find("no usable CUDA device") != std::string::npos ||
+                         log.find("no CUDA device is visible") != std::string::npos;
+  BOOST_TEST((no_device || log.find("needs a CUDA build of hone") != std::string::npos), log);
+  if (!no_device) return;  // a CPU-only build
+  BOOST_TEST(test::run_command(test::hone_exe() + " bench --output-dir " + work + "/bench", &log) == 2, log);
+  BOOST_TEST(log.find("hone bench: no ") != std::string::npos, log);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,7 +3,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "common/paths.h"
 #include "model/model_config.h"
@@ -242,6 +244,60 @@ BOOST_AUTO_TEST_CASE(validate_names_the_inconsistent_field) {
   BOOST_CHECK_EXCEPTION(bad.validate(), hone::UserError, [](const hone::UserError& e) {
     return std::string(e.what()).find("intermediate_size") != std::string::npos;
   });
+}
+
+// Shapes past any model (a billion layers, a vocabulary of 2^31 tokens of width 2^31, a million experts) used to
+// pass validation, and the parameter table and per-layer state were built for them before any memory plan: 11 GB in
+// 25 s. Refused by hone's limits before anything per layer is built; a shape inside them is left to the memory plans
+// (rl/host_memory_plan.h), which weigh parameter_count_bound().
+BOOST_AUTO_TEST_CASE(shapes_past_hones_limits_are_refused_before_anything_is_built) {
+  // kQwen3 with fields replaced or added, in order.
+  auto with = [](std::initializer_list<std::pair<std::string, std::string>> fields) {
+    std::string t = kQwen3;
+    for (const auto& [field, value] : fields) {
+      const std::string key = "\"" + field + "\": ";
+      const size_t p = t.find(key);
+      if (p == std::string::npos) {
+        t = "{" + key + value + ", " + t.substr(1);
+      } else {
+        const size_t e = t.find_first_of(",}", p + key.size());
+        t = t.substr(0, p + key.size()) + value + t.substr(e);
+      }
+    }
+    return t;
+  };
+  expect_refusal("layers", with({{"num_hidden_layers", "1000000000"}}),
+                 "num_hidden_layers = 1000000000 is more than hone's limit of 16384 layers");
+  expect_refusal("width", with({{"hidden_size", "2147483647"}}), "parameters, more than hone's limit of 2^48");
+  expect_refusal("vocab", with({{"vocab_size", "2147483647"}, {"hidden_size", "262144"}}),
+                 "parameters, more than hone's limit of 2^48");
+  expect_refusal("mlp", with({{"intermediate_size", "2147483647"}, {"num_hidden_layers", "9000"}}),
+                 "more than hone's limit of 2^48");
+  expect_refusal("heads", with({{"num_attention_heads", "16777216"}, {"num_key_value_heads", "16777216"}}),
+                 "num_attention_heads x head_dim = 16777216 x 128 is beyond 32 bits");
+  auto moe = [&](const char* experts) {
+    return with({{"architectures", "[\"Qwen3MoeForCausalLM\"]"}, {"num_experts_per_tok", "8"},
+                 {"moe_intermediate_size", "8"}, {"num_experts", experts}});
+  };
+  BOOST_CHECK_NO_THROW(hone::load_model_config(config_dir("moe-ok", moe("128"))));
+  expect_refusal("experts", moe("1000000"), "num_experts = 1000000 is more than hone's limit of 65536 experts per layer");
+  expect_refusal("expert-matrices", moe("60000"), "expert matrices, more than hone's limit of 1048576");
+  // The bound is the table's count in closed form.
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    const hone::ModelConfig c = hone::load_model_config(golden(arch));
+    BOOST_TEST(c.parameter_count_bound() == double(c.num_parameters()), arch);
+  }
+  for (const std::string& text : {std::string(kLlama32), std::string(kQwen3), moe("128")}) {
+    const hone::ModelConfig c = hone::load_model_config(config_dir("count", text));
+    BOOST_TEST(c.parameter_count_bound() == double(c.num_parameters()));
+  }
+}
+
+// config.json read with no check of its nesting: 100,000 [ went to the JSON library, which copies and compares
+// recursively. Refused before parsing, as for every other JSON file hone reads.
+BOOST_AUTO_TEST_CASE(a_deeply_nested_config_json_is_refused_before_parsing) {
+  expect_refusal("deep", qwen3_with("extra", std::string(100000, '[') + std::string(100000, ']')),
+                 "JSON nested deeper than 256 levels");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

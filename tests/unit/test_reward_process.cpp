@@ -144,6 +144,24 @@ BOOST_AUTO_TEST_CASE(child_exchanges_lines_without_deadlock_on_full_pipes) {
   BOOST_TEST(cat.pending_line() == "c");
 }
 
+// A 15 MiB reply line arrives in some 240 reads of 64 KiB: each byte is searched for the line end once (the search
+// started again at the line's beginning after every read: some 1.8 GB of searching), and many short lines in one
+// read are taken without moving the rest of the buffer for each.
+BOOST_AUTO_TEST_CASE(long_and_many_reply_lines_are_searched_once) {
+  ChildProcess cat("cat", {});
+  const std::string line(size_t(15) << 20, 'x');
+  ChildProcess::Exchange x = cat.exchange(line + "\n", 1, 120.0);
+  BOOST_TEST(int(x.status) == int(ChildProcess::Status::ok));
+  BOOST_TEST(x.lines.size() == 1u);
+  BOOST_TEST(x.lines[0].size() == line.size());
+  BOOST_TEST(cat.bytes_searched() == line.size() + 1);
+  std::string many;
+  for (int i = 0; i < 100000; ++i) many += "1\n";
+  x = cat.exchange(many, 100000, 120.0);
+  BOOST_TEST(x.lines.size() == 100000u);
+  BOOST_TEST(cat.bytes_searched() == line.size() + 1 + many.size());
+}
+
 BOOST_AUTO_TEST_CASE(child_timeouts_exits_and_stderr) {
   {
     ChildProcess slow("sleep 30", {});

@@ -155,6 +155,20 @@ BOOST_AUTO_TEST_CASE(unsupported_parts_are_user_errors) {
   nlohmann::json bad_merge = good["model"];
   bad_merge["merges"].push_back("x zz");
   BOOST_CHECK_THROW(load_with("model", bad_merge), hone::UserError);
+  // A special token name not in the vocabulary is named, not echoed whole (a 1 MB bos_token was).
+  {
+    const std::string dir = write_tokenizer("huge-bos", good);
+    std::ofstream(dir + "/tokenizer_config.json") << nlohmann::json{{"bos_token", std::string(1 << 20, 'b')}}.dump();
+    std::string msg;
+    try {
+      hone::load_tokenizer("hf", dir);
+    } catch (const hone::UserError& e) {
+      msg = e.what();
+    }
+    BOOST_TEST(msg.find("bos_token '" + std::string(120, 'b') + "... (1048576 bytes in all)' (tokenizer_config.json") !=
+                   std::string::npos);
+    BOOST_TEST(msg.size() < 400u);
+  }
   BOOST_CHECK_THROW(load_with("normalizer", {{"type", "Lowercase"}}), hone::UserError);
   BOOST_CHECK_THROW(load_with("pre_tokenizer", {{"type", "Whitespace"}}), hone::UserError);
   BOOST_CHECK_THROW(load_with("pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(("}}}}), hone::UserError);
