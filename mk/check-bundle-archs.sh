@@ -37,8 +37,8 @@ for bin in "$@"; do
   [ -f "$bin" ] || { echo "check-bundle-archs: $bin: no such file" >&2; failed=1; continue; }
   tmp=$(mktemp -d)
   # The cubins and PTX files, extracted to count their bytes (names: <binary>.<n>.sm_<arch>.cubin / .ptx).
-  (cd "$tmp" && "$cuobjdump" -xelf all "$(realpath "$bin")" >/dev/null 2>&1 &&
-                "$cuobjdump" -xptx all "$(realpath "$bin")" >/dev/null 2>&1) || true
+  abs=$(realpath "$bin")
+  (cd "$tmp" && "$cuobjdump" -xelf all "$abs" >/dev/null 2>&1 && "$cuobjdump" -xptx all "$abs" >/dev/null 2>&1) || true
   line="$bin ($(mb "$(stat -c %s "$bin")")):"
   missing=()
   for a in $archs; do

@@ -91,6 +91,9 @@ BOOST_AUTO_TEST_CASE(check_names_what_a_binary_lacks, *boost::unit_test::precond
                                         &out),
                       0);
   const std::string k = dir + "/k.o";
+  // A path relative to the caller's folder, as make bundle passes them.
+  BOOST_TEST(test::run_command("cd " + dir + " && " + script() + "'80 90a' k.o", &out) == 0, out);
+  BOOST_TEST(out.find("k.o (0.0 MB): sm_80 (1 cubins") != std::string::npos, out);
   BOOST_TEST(test::run_command(script() + "'80 90a' " + k, &out) == 0, out);
   BOOST_TEST(out.find("sm_80 (1 cubins") != std::string::npos, out);
   BOOST_TEST(out.find("sm_90a (1 cubins") != std::string::npos, out);
