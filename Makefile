@@ -251,9 +251,16 @@ soak: $(HONE)
 BUNDLE_BUILD := build-bundle
 BUNDLE_TARGETS := $(BUNDLE_BUILD)/hone $(if $(filter 1,$(CUDA)),$(BUNDLE_BUILD)/tests/gpu_tests \
                   $(addprefix $(BUNDLE_BUILD)/tests/programs/,bench_decode_attention bench_sampler bench_gemm_algos nccl_check))
+BUNDLE_DIST := dist/hone-$(VERSION)-linux-$(shell uname -m)
 bundle:
 	@$(MAKE) --no-print-directory BUILD=$(BUNDLE_BUILD) SMS="$(BUNDLE_SM)" CUDNN_FE_INC=$(CUDNN_FE_INC) $(BUNDLE_TARGETS)
-	@HONE_CUDA_MAJOR=$(if $(filter 1,$(CUDA)),$(CUDA_MAJOR)) bash mk/bundle.sh $(BUNDLE_BUILD)/hone $(VERSION)
+	@HONE_CUDA_MAJOR=$(if $(filter 1,$(CUDA)),$(CUDA_MAJOR)) HONE_GPU_ARCHS="$(if $(filter 1,$(CUDA)),$(BUNDLE_SM))" \
+	  bash mk/bundle.sh $(BUNDLE_BUILD)/hone $(VERSION)
+ifeq ($(CUDA),1)
+# Every architecture's machine code in the bundle's binaries, and PTX of the newest (exit 3: no cuobjdump here, said
+# and not an error: the bundle itself is complete).
+	@bash mk/check-bundle-archs.sh "$(BUNDLE_SM)" $(BUNDLE_DIST)/bin/hone $(BUNDLE_DIST)/bin/gpu_tests || [ $$? -eq 3 ]
+endif
 
 doc-deck: $(HONE)
 	$(HONE) help deck --markdown > doc/deck.md

@@ -25,8 +25,26 @@ __device__ __forceinline__ void dependent_wait() {
 #endif
 }
 
+// Programmatic dependent launch is a feature of compute capability 9.0 and newer (H100, B200): on an older GPU
+// (A100, L40S: the bundle's sm_80 ... sm_89, where dependent_wait is compiled to nothing) the kernels launch the
+// ordinary way. Asked per launch of the calling thread's current device, answered from a cache.
+inline bool dependent_launch_runs() {
+  thread_local int cached_device = -1;
+  thread_local bool runs = false;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  if (device != cached_device) {
+    int major = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    runs = major >= 9;
+    cached_device = device;
+  }
+  return runs;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization: the kernel may start
-// before the previous work on the stream completes, so it must begin with dependent_wait().
+// before the previous work on the stream completes, so it must begin with dependent_wait(). The ordinary launch
+// where the GPU has no such thing.
 template <typename... Params, typename... Args>
 void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                       Args&&... args) {
@@ -39,7 +57,7 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = 1;
+  config.numAttrs = dependent_launch_runs() ? 1 : 0;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 

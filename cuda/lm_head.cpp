@@ -7,10 +7,11 @@
 // The saved variant (lm_head_saved_forward/backward, training without recompute) keeps each chunk in fp16 as the
 // forward's statistics kernel reads it, so that the backward skips the recompute GEMM and the fp32 round trip of
 // every chunk, and runs its two GEMMs over the whole vocabulary at once.
-// Where both operands can be tensor-mapped (C a multiple of 64, 16-byte aligned), the forwards take the tile path
-// instead (cuda/lm_head_tile_stats.cu): hone's own Hopper GEMM computes the statistics of each 128 x 256 tile of
-// logits in its epilogue, so no logit is ever written in fp32, and one kernel folds a row's tiles; the saved
-// variant keeps its fp16 logits relative to each tile's max, which its backward reads as chunks of 256.
+// On an H100 or H200 (sm_90a), where both operands can be tensor-mapped (C a multiple of 64, 16-byte aligned), the
+// forwards take the tile path instead (cuda/lm_head_tile_stats.cu): hone's own Hopper GEMM computes the statistics
+// of each 128 x 256 tile of logits in its epilogue, so no logit is ever written in fp32, and one kernel folds a
+// row's tiles; the saved variant keeps its fp16 logits relative to each tile's max, which its backward reads as
+// chunks of 256. Other GPUs (A100, L40S, B200) run the chunked path.
 // The vocabulary-parallel slice ops (as hone::cpu::lm_head_vocab_slice_forward/backward) run the same drivers over
 // the slice's vocab_valid rows of W with global ids from vocab_begin; the slice forward writes per-row statistics
 // in place of the finished values.
@@ -84,17 +85,19 @@ KeptLogits kept_layout(void* kept, int T, int V) {
   return {reinterpret_cast<__half*>(base), kept_ld(V), reinterpret_cast<float*>(base + kept_z_bytes(T, V))};
 }
 
-// Whether the forward runs as tiles with the statistics in the GEMM's epilogue (cuda/lm_head_tile_stats.cu): when
-// both operands can be tensor-mapped. The saved variant's backward asks again with the same pointers, to know
-// the width its forward kept a max for.
-bool tile_path(const bf16* h, const bf16* w, int C) { return tensor_map_fits(h, C) && tensor_map_fits(w, C); }
+// Whether the forward runs as tiles with the statistics in the GEMM's epilogue (cuda/lm_head_tile_stats.cu): on a
+// GPU that runs that Hopper kernel, when both operands can be tensor-mapped. The saved variant's backward asks
+// again with the same pointers, to know the width its forward kept a max for.
+bool tile_path(const bf16* h, const bf16* w, int C, const GpuContext& ctx) {
+  return lm_head_tile_stats_runs(ctx) && tensor_map_fits(h, C) && tensor_map_fits(w, C);
+}
 
 // The backward from kept logits: per row block (its fp32 dh block in the scratch), dlogits in place of the kept
 // logits, then two GEMMs over the whole vocabulary: dh += dlogits W and dW += dlogits^T h.
 void backward_kept(bf16* dh, float* dw, const float* dlogprob, const float* dentropy, const bf16* h, const bf16* w,
                    const int32_t* targets, const float* lse, const float* entropy, KeptLogits k, int T, int C, int V,
                    float temperature, int chunk_v, const GpuContext& ctx) {
-  const int cv = tile_path(h, w, C) ? kLmHeadTileV : std::min(chunk_v, V);  // the width of the kept maxima
+  const int cv = tile_path(h, w, C, ctx) ? kLmHeadTileV : std::min(chunk_v, V);  // the width of the kept maxima
   const int RB = row_block(T, size_t(C) * sizeof(float) + 64);
   float* dhb = static_cast<float*>(gemm_scratch(round_up(size_t(RB) * C * sizeof(float)), ctx));
   for (int r0 = 0; r0 < T; r0 += RB) {
@@ -142,7 +145,7 @@ void forward_tiles(const bf16* h, const bf16* w, const int32_t* targets, int T, 
 // kept (may be null): where the saved variant keeps the logits (kept_layout).
 void forward_rows(const bf16* h, const bf16* w, const int32_t* targets, int T, int C, int V, int vocab_begin,
                   float temperature, int chunk_v, LmHeadRowOutputs out, void* kept, const GpuContext& ctx) {
-  if (tile_path(h, w, C)) return forward_tiles(h, w, targets, T, C, V, vocab_begin, temperature, out, kept, ctx);
+  if (tile_path(h, w, C, ctx)) return forward_tiles(h, w, targets, T, C, V, vocab_begin, temperature, out, kept, ctx);
   const int cv = std::min(chunk_v, V);
   // Per row: the logits chunk (fp32) and the state m, zt (fp32), s, u (fp64).
   const int RB = row_block(T, size_t(cv) * sizeof(float) + 2 * sizeof(float) + 2 * sizeof(double) + 64);

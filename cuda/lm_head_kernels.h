@@ -69,6 +69,10 @@ void lm_head_saved_dlogits(__half* z, int64_t ld, const float* max, int64_t max_
                            const float* entropy, float temperature, const GpuContext& ctx);
 
 // ---- statistics in the logits GEMM's epilogue (Hopper, cuda/lm_head_tile_stats.cu) ---------------------------
+// Whether this GPU runs the tile kernel: an sm_90a device (H100, H200) and a build that holds its sm_90a machine
+// code. Elsewhere the LM head takes its chunked path.
+bool lm_head_tile_stats_runs(const GpuContext& ctx);
+
 // Vocabulary columns of one tile (the statistics are per row and tile of this many columns), and its rows.
 constexpr int kLmHeadTileV = 256;
 constexpr int kLmHeadTileRows = 128;

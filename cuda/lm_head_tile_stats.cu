@@ -16,17 +16,33 @@
 #include "cuda/lm_head_kernels.h"
 #include "cuda/lm_head_rows.cuh"
 
+// The kernel is made of sm_90a's wgmma and tensor loads: its body is built for that architecture alone. The other
+// architectures of a bundle (sm_80 ... sm_100) carry a stub, and the host never launches it there
+// (lm_head_tile_stats_runs): the LM head takes its chunked path (cuda/lm_head.cpp).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define HONE_TILE_STATS_BUILT 1
+#endif
+
 namespace hone::cuda {
 
 namespace {
 
 using namespace hopper;
 
+// 1 in the machine code of the architecture that has the kernel's body, read back by the host for its device.
+#if defined(HONE_TILE_STATS_BUILT)
+__device__ int g_tile_stats_built = 1;
+#else
+__device__ int g_tile_stats_built = 0;
+#endif
+
 constexpr int kBM = kLmHeadTileRows, kBN = kLmHeadTileV, kBK = 64, kStages = 4;
 constexpr int kThreads = 384;  // warpgroup 0 loads, warpgroups 1 and 2 multiply
 constexpr int kTileABytes = kBM * kBK * 2, kTileBBytes = kBN * kBK * 2;
 constexpr int kStageBytes = kTileABytes + kTileBBytes;
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;  // + barriers + alignment slack
+// The kernel's device helpers, compiled where its body is (and seen by the host pass, which parses the body).
+#if defined(HONE_TILE_STATS_BUILT) || !defined(__CUDA_ARCH__)
 // Row tiles that share the vocabulary tiles of one pass over W: a wave of CTAs covers a few vocabulary tiles of
 // this many row tiles, so that the group's rows of h stay in L2 while W streams once per group.
 constexpr int kGroupM = 32;
@@ -137,6 +153,7 @@ __device__ __forceinline__ void tile_epilogue(float (&acc)[128], int t, int row0
     }
   }
 }
+#endif  // the kernel's helpers
 
 // Persistent: each CTA takes tiles blockIdx.x, blockIdx.x + gridDim.x, ... The load ring runs on across tiles, so
 // the producer fills the next tile's stages while the consumers are in the epilogue of the last one.
@@ -144,6 +161,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     tile_stats_kernel(const __grid_constant__ CUtensorMap h_map, const __grid_constant__ CUtensorMap w_map, int R,
                       int V, int C, int col0, float scale, const int32_t* __restrict__ targets, LmHeadTileStats out,
                       __half* __restrict__ kept, int64_t kept_ld, int tiles_m, int tiles_n) {
+#if defined(__CUDA_ARCH__) && !defined(HONE_TILE_STATS_BUILT)
+  __trap();  // not built for this architecture: lm_head_tile_stats_runs() said no, so it is never launched
+#else
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                                          ~uintptr_t(1023));
@@ -210,6 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       tile_epilogue<false>(acc, t, row0, tn, R, V, col0, scale, tgt, out, kept, kept_ld);
     }
   }
+#endif  // HONE_TILE_STATS_BUILT
 }
 
 // One thread per row (the threads of a warp read consecutive rows of each tile's statistics: whole sectors): the
@@ -242,10 +263,39 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 }  // namespace
 
+bool lm_head_tile_stats_runs(const GpuContext&) {
+  // wgmma and tensor loads as used here are sm_90a's (H100, H200); Blackwell (sm_100) has no wgmma. The calling
+  // thread's current device is the context's (the engines set it once); its compute capability is cached.
+  thread_local int cached_device = -1;
+  thread_local int arch = 0;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  if (device != cached_device) {
+    int major = 0, minor = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    arch = major * 10 + minor;
+    cached_device = device;
+  }
+  if (arch != 90) return false;
+  // Whether the machine code the driver loaded for this device has the body: a build for sm_90 without the "a"
+  // (SM=90) has only the stub. Read once: every device of arch 9.0 loads the same machine code.
+  static const bool built = [] {
+    int v = 0;
+    if (cudaMemcpyFromSymbol(&v, g_tile_stats_built, sizeof v) != cudaSuccess) {
+      (void)cudaGetLastError();  // no machine code for this device: every kernel fails, the tile path is not the news
+      return false;
+    }
+    return v == 1;
+  }();
+  return built;
+}
+
 void lm_head_tile_stats(const CUtensorMap& h_map, const CUtensorMap& w_map, int R, int V, int C, int col0,
                         float temperature, const int32_t* targets, LmHeadTileStats out, __half* kept, int64_t kept_ld,
                         const GpuContext& ctx) {
   if (R <= 0 || V <= 0) return;
+  HONE_CHECK(lm_head_tile_stats_runs(ctx), "the LM head's tile statistics kernel runs on sm_90a (H100, H200) only");
   HONE_CHECK(C % kBK == 0, "the LM head's tile statistics need C a multiple of ", kBK, ", got ", C);
   static const bool configured = [] {
     CUDA_CHECK(cudaFuncSetAttribute(tile_stats_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));

@@ -144,6 +144,8 @@ esac
   fi
   echo "HONE_CUDA_MAJOR=$cuda_major"
   echo "HONE_DRIVER_MIN=$driver_min"
+  # The GPU architectures whose machine code hone carries (PTX of the last for newer GPUs); empty: CPU only.
+  echo "HONE_GPU_ARCHS=\"${HONE_GPU_ARCHS:-}\""
 } > "$dest/env.sh"
 cat >> "$dest/env.sh" <<'EOF'
 # Source this file to use this hone bundle: PATH, LD_LIBRARY_PATH, and the MPI hone runs with.
@@ -210,7 +212,7 @@ if [ -n "$HONE_DRIVER_MIN" ] && command -v nvidia-smi >/dev/null 2>&1; then
   fi
   unset hone_driver
 fi
-export HONE_CUDA_MAJOR HONE_DRIVER_MIN
+export HONE_CUDA_MAJOR HONE_DRIVER_MIN HONE_GPU_ARCHS
 EOF
 
 if [ -z "${3:-}" ]; then

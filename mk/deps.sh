@@ -123,6 +123,40 @@ PYEOF
   rm -rf "$mtmp"
 fi
 
+# cuobjdump, which lists the GPU code inside a binary, for the check of the bundle's architectures
+# (mk/check-bundle-archs.sh): not part of every CUDA toolkit install, so the toolkit's own tool comes from PyPI's
+# nvidia-cuda-cuobjdump wheel of the same CUDA major version (PyPI has none for 13.0: the nearest, 13.2), kept in
+# hone's cache outside the repository like the model. Only where the CUDA toolkit is here and has none of its own;
+# a machine that cannot reach PyPI goes on without it (the check then says it did not run).
+CUOBJDUMP_VERSION=13.2.86
+CUOBJDUMP=$MODEL_CACHE/cuda-tools/cuobjdump-$CUOBJDUMP_VERSION/cuobjdump
+cuda_major=""
+[ -x "$CUDA_HOME/bin/nvcc" ] && cuda_major=$("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+if [ "$cuda_major" = "${CUOBJDUMP_VERSION%%.*}" ] && [ ! -x "$CUDA_HOME/bin/cuobjdump" ] && [ ! -x "$CUOBJDUMP" ] &&
+   { [ $quiet -eq 0 ] || [ ! -f "$CUOBJDUMP.failed" ]; }; then
+  echo "make deps: fetching cuobjdump (nvidia-cuda-cuobjdump $CUOBJDUMP_VERSION, 0.3 MB) into $(dirname "$CUOBJDUMP")"
+  ctmp=$(mktemp -d)
+  mkdir -p "$(dirname "$CUOBJDUMP")"
+  if /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
+       -d "$ctmp" "nvidia-cuda-cuobjdump==$CUOBJDUMP_VERSION" >"$ctmp/log" 2>&1 &&
+     /usr/bin/python3 - "$ctmp"/nvidia_cuda_cuobjdump-*.whl "$CUOBJDUMP" <<'PYEOF'; then
+import os, sys, zipfile
+whl, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(whl) as z:
+    name = next(n for n in z.namelist() if n.endswith("/bin/cuobjdump"))
+    with open(dest + ".part", "wb") as out:
+        out.write(z.read(name))
+os.chmod(dest + ".part", 0o755)
+os.replace(dest + ".part", dest)
+PYEOF
+    rm -f "$CUOBJDUMP.failed"
+  else
+    echo "make deps: cuobjdump did not install (PyPI not reachable?); the bundle's architecture check will not run ($(tail -1 "$ctmp/log"))"
+    touch "$CUOBJDUMP.failed"
+  fi
+  rm -rf "$ctmp"
+fi
+
 # The experiment trackers' libraries for the tests of tools/hone-log (W&B, TensorBoard, MLflow offline), in a venv of
 # the build folder over Debian's Python (its h5py and numpy): about 30 s once. A machine that cannot reach PyPI goes
 # on without them: those tests skip, saying so. Users install the trackers into their own Python (logger.python).
@@ -145,6 +179,7 @@ fi
 if [ $quiet -eq 0 ]; then
   echo "make deps: all dependencies present"
   if [ -f "$SMOLLM2_GGUF" ]; then echo "  real model: $SMOLLM2_GGUF"; fi
+  if [ -x "$CUOBJDUMP" ]; then echo "  cuobjdump: $CUOBJDUMP"; fi
   if [ -x "$CUDA_HOME/bin/nvcc" ]; then
     echo "  CUDA toolkit: $CUDA_HOME ($("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
   else

@@ -310,6 +310,7 @@ class CpuPolicyEngine final : public PolicyEngine {
       metrics.push_back(micro_batch_loss(mb, loss, *train_model_, dlogprob_, dentropy_, entropy_grad));
       train_model_->backward(dlogprob_.data(), entropy_grad ? dentropy_.data() : nullptr, grads_);
       training_bytes_ = std::max(training_bytes_, train_model_->allocated_bytes());
+      passes_done(int64_t(metrics.size()));
     }
     return metrics;
   }

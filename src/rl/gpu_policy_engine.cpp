@@ -65,6 +65,7 @@
 #include "rl/gpu_expert_engine.h"
 #include "rl/gpu_memory_check.h"
 #include "rl/gpu_moe_routing.h"
+#include "rl/gpu_pass_events.h"
 #include "rl/gpu_offloadable_weights.h"
 #include "rl/gpu_pipeline_training.h"
 #include "rl/gpu_policy_loss.h"
@@ -399,6 +400,8 @@ class GpuPolicyEngine final : public PolicyEngine {
       if (reducer_ && mbs.empty() && i + 1 == passes) reducer_->arm();
       policy_->backward_host(std::vector<float>(size_t(empty.num_tokens()), 0.f), nullptr, optimizer_->grads());
     }
+    const bool progress = wants_pass_progress();
+    if (progress) pass_events_.start();
     for (size_t i = 0; i < mbs.size(); ++i) {
       if (moe) routing().before_forward(*policy_, mbs[i], loss, s_.router_replay, moe_stats_);
       policy_->forward(mbs[i].batch, loss.temperature, /*need_entropy=*/true, /*need_backward=*/true);
@@ -408,8 +411,14 @@ class GpuPolicyEngine final : public PolicyEngine {
       policy_->backward(g.dlogprob, entropy_grad ? g.dentropy : nullptr, optimizer_->grads());
       mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->device_bytes()));
       note_device_use();
+      if (progress) {  // what the device has finished, not what the host has queued
+        pass_events_.recorded(int64_t(i), ctx_.stream);
+        passes_done(pass_events_.finished());
+      }
     }
-    return loss_->metrics(mbs.size());
+    std::vector<PolicyLossMetrics> metrics = loss_->metrics(mbs.size());  // waits for the stream
+    passes_done(int64_t(mbs.size()));
+    return metrics;
   }
 
   double optimizer_step(float lr, double max_grad_norm, bool last_of_step) override {
@@ -571,6 +580,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<GpuPolicyLoss> loss_;
+  GpuPassEvents pass_events_;  // the training micro-batches the device has finished, for the progress line
   bool zero_ = false;
   std::vector<float> lp_;
   EngineMemory mem_;

@@ -5,6 +5,7 @@
 
 #include "comm/host_collectives.h"
 #include "rl/grpo_trainer_state.h"
+#include "rl/micro_batch_progress.h"
 #include "rl/rollout_exchange.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -225,13 +226,13 @@ void GrpoTrainer::phase_logprob(StepState& st) {
   }
   const bool any_replay = std::any_of(replay.begin(), replay.end(), [](const int32_t* r) { return r != nullptr; });
   if (!any_replay) replay.clear();
+  // Progress by this rank's micro-batches over the phase's passes (policy, then reference).
   const int passes = int(need_old) + int(need_ref);
-  if (progress_ && passes > 0)
-    progress_->begin(cat("step ", st.step, " logprob", ps_.dp_size() > 1 ? " on rank 0" : ""), "passes");
-  int pass = 0;
+  const char* where = ps_.dp_size() > 1 ? " on rank 0" : "";
+  MicroBatchProgress shown(progress_, *engine_, cat("step ", st.step, " logprob", where), passes * int64_t(mbs.size()));
   for (const auto role : {PolicyEngine::Role::policy, PolicyEngine::Role::reference}) {
     if (role == PolicyEngine::Role::policy ? !need_old : !need_ref) continue;
-    if (progress_) progress_->update(pass++, passes, 0);
+    shown.next_call(mbs);
     const std::vector<std::vector<float>> lp = engine_->logprobs_batches(role, batches, T, replay);
     for (size_t i = 0; i < mbs.size(); ++i) {
       const MicroBatch& mb = mbs[i];
@@ -242,7 +243,6 @@ void GrpoTrainer::phase_logprob(StepState& st) {
       }
     }
   }
-  if (progress_) progress_->end();
 }
 
 // Training: the step's rollouts in train.global_batch_size chunks (by global position), one optimizer step each:
@@ -256,23 +256,26 @@ void GrpoTrainer::phase_training(StepState& st) {
   loss.temperature = s_.sampling.temperature;
   loss.on_policy = s_.skip_prev_logprobs();
   loss.moe_aux_loss_coef = s_.moe_aux_loss_coef;
-  if (progress_) {
-    progress_->begin(cat("step ", st.step, " training"), "optimizer steps");
-    progress_->heartbeat();  // an optimizer step (of many micro-batches) may take the whole phase
-  }
+  // Every optimizer step's micro-batches first, so that the progress line knows the phase's count: this rank's
+  // (the ranks' shares differ; the line shows rank 0's, as generation's does).
+  std::vector<std::vector<MicroBatch>> chunks(size_t(std::max<int64_t>(K, 0)));
+  int64_t own = 0;
   for (int64_t k = 0; k < K; ++k) {
-    if (progress_) progress_->update(k, K, st.training_tokens);
     std::vector<int64_t> which;
     for (size_t i = 0; i < st.samples.size(); ++i)
       if (st.samples[i].position >= k * B && st.samples[i].position < (k + 1) * B) which.push_back(int64_t(i));
-    std::vector<MicroBatch> mbs;
-    if (!which.empty()) {
-      Packing packing;
-      for (const auto& bin : pack_samples(st.samples, which, s_.max_tokens_per_microbatch, &packing))
-        mbs.push_back(build_micro_batch(st.samples, bin));
-      st.packed_tokens += packing.total_tokens;
-      st.packed_slots += int64_t(packing.bins.size()) * packing.budget;
-    }
+    if (which.empty()) continue;
+    Packing packing;
+    for (const auto& bin : pack_samples(st.samples, which, s_.max_tokens_per_microbatch, &packing))
+      chunks[size_t(k)].push_back(build_micro_batch(st.samples, bin));
+    st.packed_tokens += packing.total_tokens;
+    st.packed_slots += int64_t(packing.bins.size()) * packing.budget;
+    own += int64_t(chunks[size_t(k)].size());
+  }
+  const char* where = ps_.dp_size() > 1 ? " on rank 0" : "";
+  MicroBatchProgress shown(progress_, *engine_, cat("step ", st.step, " training", where), own);
+  for (int64_t k = 0; k < K; ++k) {
+    const std::vector<MicroBatch>& mbs = chunks[size_t(k)];
     int64_t sums[2] = {0, 0};  // the loss denominator, the tokens
     for (const auto& mb : mbs) {
       sums[0] += loss_denominator(s_.loss.aggregation, mb.mask, mb.seq_offsets);
@@ -280,6 +283,7 @@ void GrpoTrainer::phase_training(StepState& st) {
     }
     ps_.dp().all_reduce_sum(sums, 2);
     const int64_t denom = sums[0];
+    shown.next_call(mbs);  // (a chunk skipped below counts as done at the next call)
     if (denom == 0) continue;  // nothing to train on in this chunk on any rank (e.g. all truncated and filtered)
 
     loss.denominator = double(denom);
@@ -301,7 +305,6 @@ void GrpoTrainer::phase_training(StepState& st) {
       note_nonfinite_update(st, norm);
     }
   }
-  if (progress_) progress_->end();
 }
 
 void GrpoTrainer::note_nonfinite_update(StepState& st, double norm) {

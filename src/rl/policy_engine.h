@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -105,6 +106,7 @@ class PolicyEngine {
       const std::span<const float> lp =
           logprobs(role, *batches[i], temperature, forced_routing.empty() ? nullptr : forced_routing[i]);
       out.emplace_back(lp.begin(), lp.end());
+      passes_done(int64_t(i) + 1);  // logprobs() has its values on the host: this pass is done
     }
     return out;
   }
@@ -146,6 +148,22 @@ class PolicyEngine {
   // optimizer step count.
   virtual void write_state(const ModelWeights& master, const float* exp_avg, const float* exp_avg_sq,
                            int step_count) = 0;
+
+  // ---- progress (rank 0's progress line: a local call, never a collective) ----
+  // Called during train() and logprobs_batches() with how many of the call's micro-batches this rank has finished
+  // (counted from its first, so the empty passes of expert parallelism come after its own). Not called under
+  // pipeline parallelism, whose schedule interleaves the micro-batches of the stages. Empty: none.
+  using PassProgressFn = std::function<void(int64_t done)>;
+  void set_pass_progress(PassProgressFn fn) { pass_progress_ = std::move(fn); }
+
+ protected:
+  bool wants_pass_progress() const { return bool(pass_progress_); }
+  void passes_done(int64_t done) const {
+    if (pass_progress_) pass_progress_(done);
+  }
+
+ private:
+  PassProgressFn pass_progress_;
 };
 
 // The engine run.device asks for, built from the initial fp32 weights without communicating (connect() next,

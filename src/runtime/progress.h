@@ -5,8 +5,8 @@
 //   * elsewhere (a batch log; any run under mpirun or srun): a plain line every `every_s` seconds of the phase,
 //     never two within one interval.
 // update() is called after every batched model pass, so it is cheap unless a line is due: one clock read. A phase
-// whose units can each take long (one optimizer step of many micro-batches: the default) asks for heartbeat(): a
-// thread then shows the line at its times with the last counts, so that the log is not silent for the whole phase.
+// whose units can each take long (a micro-batch of a large model: rl/micro_batch_progress.h) asks for heartbeat():
+// a thread then shows the line at its times with the last counts, so that the log is not silent for the whole phase.
 //
 //   hone::ProgressLine p(hone::ProgressOptions::for_stdout(30.0));
 //   p.begin("step 12 generation", "sequences");

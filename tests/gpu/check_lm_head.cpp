@@ -1,8 +1,9 @@
 // GPU op checks of the fused LM head (cuda/lm_head.cpp) against hone::cpu::lm_head_logprob_forward/backward and
 // lm_head_logits. Shapes {T, C, V, chunk_v, temperature in percent, with_entropy}: V in {7, 1000, 5000, 32003},
 // chunk sizes that do and do not divide V (and chunk_v > V, with T large enough for several row blocks),
-// temperatures 1 and 0.7; about a quarter of the targets are -1. Where C is a multiple of 64 the forward is the
-// tile path (the statistics in the epilogue of hone's Hopper GEMM, cuda/lm_head_tile_stats.cu), else the chunked.
+// temperatures 1 and 0.7; about a quarter of the targets are -1. Where C is a multiple of 64 the forward on an
+// sm_90a GPU is the tile path (the statistics in the epilogue of hone's Hopper GEMM, cuda/lm_head_tile_stats.cu),
+// else (other GPUs too) the chunked.
 // Also the vocabulary-parallel ops against their CPU twins: lm_head_vocab_slice_forward/backward on one rank's slice
 // (shapes {T, C, Vg, tp, rank, chunk_v, temperature %, with_entropy}: the vocabulary Vg padded to a multiple of tp
 // and split as the tensor-parallel model splits it; slices with padding, middle slices whose rows miss most
@@ -198,7 +199,7 @@ const std::vector<test::OpShape> kShapes = {
     // chunk_v >= V: one chunk of 32003 vocabulary rows, so the 128 MiB work buffer holds ~1048 rows in forward and
     // ~697 in backward: 1500 rows run as several row blocks.
     {1500, 64, 32003, 40000, 70, 1},
-    // C a multiple of 64 runs the tile path (statistics in the GEMM's epilogue; C = 33 the chunked one): more
+    // C a multiple of 64 runs the tile path on sm_90a (statistics in the GEMM's epilogue; C = 33 the chunked one): more
     // K steps than the 4-stage ring holds, rows that end inside a row tile, a last vocabulary tile of 136 columns.
     {300, 1024, 5000, 8192, 70, 1},   {129, 2048, 1000, 8192, 100, 0},
 };

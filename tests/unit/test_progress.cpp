@@ -2,11 +2,13 @@
 // within one, the first after one interval; on a terminal one line rewritten in place after a short delay and
 // erased at the phase's end; nothing when off. A generation slowed down on purpose (a progress hook that sleeps
 // after every decode step of the CPU generator) proves the interval on the real clock; `hone run` shows progress
-// from rank 0 alone.
+// from rank 0 alone, and the logprob and training phases count their micro-batches.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -35,6 +37,34 @@ std::vector<std::string> lines_of(const std::string& text, const std::string& pr
   for (std::string l; std::getline(in, l);)
     if (l.find(prefix) != std::string::npos) out.push_back(l);
   return out;
+}
+
+// The counts of the progress lines of `phase` ("training", "logprob") in a run's output: done and total per line,
+// in order, with the step each belongs to.
+struct Count {
+  int step;
+  int64_t done, total;
+};
+std::vector<Count> counts_of(const std::string& out, const std::string& phase) {
+  std::vector<Count> c;
+  const std::regex line("progress: step ([0-9]+) " + phase + ": ([0-9]+)/([0-9]+) micro-batches, ");
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (std::regex_search(l, m, line)) c.push_back({std::stoi(m[1]), std::stoll(m[2]), std::stoll(m[3])});
+  }
+  return c;
+}
+
+// Within one phase the count only grows, never past the phase's total, and the total stays the same.
+void check_counts(const std::vector<Count>& c) {
+  for (size_t i = 0; i < c.size(); ++i) {
+    BOOST_TEST(c[i].done <= c[i].total);
+    if (i > 0 && c[i].step == c[i - 1].step) {
+      BOOST_TEST(c[i].done >= c[i - 1].done);
+      BOOST_TEST(c[i].total == c[i - 1].total);
+    }
+  }
 }
 
 }  // namespace
@@ -144,7 +174,7 @@ BOOST_AUTO_TEST_CASE(heartbeat_shows_a_phase_that_updates_rarely) {
     std::lock_guard<std::mutex> lock(m);
     text.push_back(s);
   });
-  p.begin("step 3 training", "optimizer steps");
+  p.begin("step 3 training", "micro-batches");
   p.heartbeat();
   p.update(0, 1, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -154,7 +184,7 @@ BOOST_AUTO_TEST_CASE(heartbeat_shows_a_phase_that_updates_rarely) {
   BOOST_TEST(text.size() == n);  // nothing after end()
   BOOST_TEST_REQUIRE(n >= 2u);
   BOOST_TEST(n <= 8u);
-  for (const std::string& s : text) BOOST_TEST(s.rfind("progress: step 3 training: 0/1 optimizer steps, ", 0) == 0, s);
+  for (const std::string& s : text) BOOST_TEST(s.rfind("progress: step 3 training: 0/1 micro-batches, ", 0) == 0, s);
 }
 
 BOOST_AUTO_TEST_CASE(slowed_generation_prints_one_line_per_interval) {
@@ -231,24 +261,53 @@ BOOST_AUTO_TEST_CASE(run_shows_progress_from_rank_zero_only) {
   for (const std::string& l : lines) {
     BOOST_TEST(l.find(",0]<stdout>:") != std::string::npos, l);  // [jobid,rank]<stdout>: rank 0's
     BOOST_TEST((l.find("generation on rank 0: ") != std::string::npos ||
-                l.find("training: ") != std::string::npos || l.find("logprob on rank 0: ") != std::string::npos), l);
+                l.find("training on rank 0: ") != std::string::npos ||
+                l.find("logprob on rank 0: ") != std::string::npos),
+               l);
   }
 }
 
-// The default of one optimizer step per GRPO step: the training phase still shows its progress (the heartbeat).
-BOOST_AUTO_TEST_CASE(one_optimizer_step_still_shows_training_progress) {
+// The default of one optimizer step per GRPO step: the training phase shows how many of its micro-batches are done,
+// so its count moves within the phase (before, its one unit was the optimizer step: 0/1 until the phase ended).
+BOOST_AUTO_TEST_CASE(one_optimizer_step_shows_training_progress_per_micro_batch) {
   using namespace test_grpo;
   const std::string dir = test::temp_dir("progress-training");
   std::string out;
-  // Sequences of 100 tokens in micro-batches of one: a training phase of tens of milliseconds, many intervals long.
+  // Sequences of 100 tokens in micro-batches of one: 16 micro-batches per step, each a millisecond or more, against
+  // a 1 ms interval.
   BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir),
                                "run.max_steps=2 run.progress_every_s=0.001 generation.max_new_tokens=100 "
                                "generation.ignore_eos=true generation.max_total_sequence_length=128 "
                                "train.max_tokens_per_microbatch=128",
                                &out),
                       0);
-  const auto lines = lines_of(out, " training: 0/1 optimizer steps, ");
-  BOOST_TEST(!lines.empty(), out);
+  const std::vector<Count> c = counts_of(out, "training");
+  BOOST_TEST_REQUIRE(!c.empty(), out);
+  check_counts(c);
+  for (const Count& x : c) BOOST_TEST(x.total == 16);  // 4 prompts x 4 rollouts, one micro-batch each
+  const bool moved = std::any_of(c.begin(), c.end(), [](const Count& x) { return x.done > 0 && x.done < x.total; });
+  BOOST_TEST(moved, out);
+  BOOST_TEST(lines_of(out, "optimizer steps").empty(), out);
+}
+
+// The logprob phase counts micro-batches over its two passes (the previous policy's, then the reference's).
+BOOST_AUTO_TEST_CASE(logprob_phase_counts_micro_batches_over_both_passes) {
+  using namespace test_grpo;
+  const std::string dir = test::temp_dir("progress-logprob");
+  std::string out;
+  BOOST_REQUIRE_EQUAL(hone_run(write_deck(dir),
+                               "run.max_steps=2 run.progress_every_s=0.001 generation.max_new_tokens=100 "
+                               "generation.ignore_eos=true generation.max_total_sequence_length=128 "
+                               "train.max_tokens_per_microbatch=128 loss.kl_coef=0.01 "
+                               "loss.skip_prev_logprobs_on_policy=false",
+                               &out),
+                      0);
+  const std::vector<Count> c = counts_of(out, "logprob");
+  BOOST_TEST_REQUIRE(!c.empty(), out);
+  check_counts(c);
+  for (const Count& x : c) BOOST_TEST(x.total == 32);  // 16 micro-batches, two passes
+  const bool moved = std::any_of(c.begin(), c.end(), [](const Count& x) { return x.done > 0 && x.done < x.total; });
+  BOOST_TEST(moved, out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
