@@ -1,4 +1,4 @@
-// The resharding plan and its host execution (reshard.h).
+// The resharding plan and its execution over the backend (reshard.h).
 #include "parallel/reshard.h"
 
 #include <algorithm>
@@ -143,21 +143,44 @@ ReshardPlan plan_reshard(const ModelConfig& c, const RankGrid& grid, const Pipel
   return plan;
 }
 
-HostResharder::HostResharder(ReshardPlan plan)
+template <typename B>
+Resharder<B>::Resharder(ReshardPlan plan, Comm& world, typename B::Exec x)
     : plan_(std::move(plan)),
-      send_(size_t(std::max<int64_t>(1, plan_.send_capacity))),
-      recv_(size_t(std::max<int64_t>(1, plan_.recv_capacity))) {}
+      world_(world),
+      x_(x),
+      send_(std::max<int64_t>(1, plan_.send_capacity), "refit send staging"),
+      recv_(std::max<int64_t>(1, plan_.recv_capacity), "refit receive staging") {
+  HONE_CHECK(world.on_device() == B::kDeviceMemory, "the ", B::kName, " resharder needs a ",
+             B::kDeviceMemory ? "device" : "host", " Comm of the world");
+}
 
-void HostResharder::run(const float* train_flat, float* gen_flat, Comm& world) {
-  HONE_CHECK(!world.on_device(), "the host resharder needs a host Comm");
-  for (const ReshardRound& r : plan_.rounds) {
-    HONE_CHECK(int(r.send_counts.size()) == world.size(), "a plan for ", r.send_counts.size(), " ranks on the ",
-               world.describe());
-    for (size_t w = 0; w < r.send.size(); ++w) copy_blocks(r.send[w], train_flat, send_.data() + r.send_displs[w]);
-    world.all_to_allv(send_.data(), r.send_counts, r.send_displs, recv_.data(), r.recv_counts, r.recv_displs);
-    copy_blocks(r.local, train_flat, gen_flat);
-    for (size_t w = 0; w < r.recv.size(); ++w) copy_blocks(r.recv[w], recv_.data() + r.recv_displs[w], gen_flat);
+template <typename B>
+void Resharder<B>::copy(const std::vector<ReshardBlock>& blocks, const Act* src, Act* dst) {
+  constexpr size_t e = sizeof(Act);
+  for (const ReshardBlock& b : blocks) {
+    const size_t width = size_t(b.cols) * e;
+    const size_t spitch = b.rows > 1 ? size_t(b.src_pitch) * e : width;
+    const size_t dpitch = b.rows > 1 ? size_t(b.dst_pitch) * e : width;
+    B::copy_2d(x_, dst + b.dst, dpitch, src + b.src, spitch, width, size_t(b.rows));
   }
 }
+
+template <typename B>
+void Resharder<B>::run(const Act* train, Act* gen) {
+  constexpr CommType type = sizeof(Act) == 2 ? CommType::bf16 : CommType::f32;
+  for (const ReshardRound& r : plan_.rounds) {
+    HONE_CHECK(int(r.send_counts.size()) == world_.size(), "a plan for ", r.send_counts.size(), " ranks on the ",
+               world_.describe());
+    for (size_t w = 0; w < r.send.size(); ++w) copy(r.send[w], train, send_.get() + r.send_displs[w]);
+    world_.all_to_allv_raw(send_.get(), r.send_counts, r.send_displs, recv_.get(), r.recv_counts, r.recv_displs,
+                           type);
+    copy(r.local, train, gen);
+    for (size_t w = 0; w < r.recv.size(); ++w) copy(r.recv[w], recv_.get() + r.recv_displs[w], gen);
+  }
+}
+
+#define HONE_INSTANTIATE_RESHARDER(B) template class Resharder<B>;
+HONE_FOR_EACH_BACKEND(HONE_INSTANTIATE_RESHARDER)
+#undef HONE_INSTANTIATE_RESHARDER
 
 }  // namespace hone

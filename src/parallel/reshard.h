@@ -7,18 +7,21 @@
 // its own replicas); what a rank needs from itself is copied locally. The transfers run in rounds of at most a
 // bounded number of whole-model elements, so the staging buffers stay small next to the weights.
 //
-// The CPU engine runs it in fp32 over MPI (HostResharder below); the GPU engine in bf16 over NCCL on the device,
-// the same plan (parallel/gpu_reshard.h). Equal layouts need no plan: refit stays a copy or a cast in place.
+// One Resharder<B> runs the plan over the backend: fp32 over a host (MPI) Comm on the CPU, bf16 over a device
+// (NCCL) Comm on the engine's stream on the GPU, with no host round trip. Each round packs this rank's blocks into a
+// staging buffer allocated once (strided blocks by the backend's 2-D copy), one all-to-all moves them, and the
+// received blocks are unpacked into the generation weights; what a rank needs from itself is copied directly.
+// Equal layouts need no plan: refit stays a copy or a cast in place.
 //
-//   ReshardPlan plan = plan_reshard(config, grid, pipeline, /*tg=*/4, world_rank);
-//   HostResharder r(plan);
-//   r.run(train_weights.flat.f32(), gen_weights.flat.f32(), ps.world());   // collective over the world
+//   Resharder<CpuBackend> r(plan_reshard(config, grid, pipeline, /*tg=*/4, world_rank), ps.world());
+//   r.run(train_weights.flat.f32(), gen_weights.flat.f32());   // collective over the world
 // Plain header.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "parallel/pipeline_layout.h"
 #include "runtime/rank_grid.h"
@@ -71,17 +74,26 @@ void copy_blocks(const std::vector<ReshardBlock>& blocks, const T* src, T* dst) 
     }
 }
 
-// The CPU engine's refit under differing layouts: fp32 over a host Comm of the world.
-class HostResharder {
+// The refit under differing layouts over backend B: B::Act values (fp32 on the CPU, bf16 on the GPU) over a Comm
+// of the world in B's memory (a host Comm on the CPU; on the GPU a device Comm ordered on the Exec's stream).
+template <typename B>
+class Resharder {
  public:
-  explicit HostResharder(ReshardPlan plan);
+  using Act = typename B::Act;
+  // world and the Exec's context must outlive this object.
+  Resharder(ReshardPlan plan, Comm& world, typename B::Exec x = {});
   const ReshardPlan& plan() const { return plan_; }
-  // Collective over world (every rank, in the same order): gen_flat receives this rank's generation shard.
-  void run(const float* train_flat, float* gen_flat, Comm& world);
+  // Collective over the world (every rank, in the same order): gen receives this rank's generation shard of
+  // train's values (both flat, in B's memory). Queued on the stream on the GPU.
+  void run(const Act* train, Act* gen);
+  size_t staging_bytes() const { return send_.bytes() + recv_.bytes(); }
 
  private:
+  void copy(const std::vector<ReshardBlock>& blocks, const Act* src, Act* dst);
   ReshardPlan plan_;
-  std::vector<float> send_, recv_;  // staging, allocated once
+  Comm& world_;
+  typename B::Exec x_;
+  typename B::template Array<Act> send_, recv_;  // staging, allocated once
 };
 
 }  // namespace hone

@@ -30,6 +30,7 @@
 
 #include "comm/comm.h"
 #include "comm/host_collectives.h"
+#include "generation/cpu_generator.h"
 #include "model/moe_feed_forward.h"
 #include "model/transformer.h"
 #include "parallel/context_parallel.h"
@@ -44,7 +45,7 @@
 #include "parallel/tensor_parallel.h"
 #include "rl/moe_metrics.h"
 #include "rl/pipeline_broadcast.h"
-#include "rl/policy_engine.h"
+#include "roles/rank_roles.h"
 #include "runtime/error.h"
 #include "train/adamw.h"
 #include "train/distributed_adamw.h"
@@ -52,7 +53,7 @@
 namespace hone::rl {
 namespace {
 
-class CpuPolicyEngine final : public PolicyEngine {
+class CpuPolicyEngine final : public roles::RoleEngine {
  public:
   CpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
       : s_(s),
@@ -182,10 +183,10 @@ class CpuPolicyEngine final : public PolicyEngine {
       const ShardLayout gen = ShardLayout::of(mc_, gen_layout_.tg, gen_layout_.rank_in_replica(ps_.world_rank()));
       if (gen_layout_.tg > 1) gen_tp_ = std::make_unique<TensorParallel>(mc_, gen_group_->host(), false);
       gen_w_ = allocate_shard_weights(gen, mc_);
-      resharder_ = std::make_unique<HostResharder>(
-          plan_reshard(mc_, ps_.grid(), pipe_, gen_layout_.tg, ps_.world_rank()));
+      resharder_ = std::make_unique<Resharder<CpuBackend>>(
+          plan_reshard(mc_, ps_.grid(), pipe_, gen_layout_.tg, ps_.world_rank()), ps_.world());
       make_generator(gen_tp_.get());
-      resharder_->run(train_w_.flat.f32(), gen_w_.flat.f32(), ps_.world());
+      resharder_->run(train_w_.flat.f32(), gen_w_.flat.f32());
     }
     // Every fp32 parameter copy: training, generation, reference, gradients; the AdamW state (whole, or this
     // rank's shard of master weights and moments plus the reduced shard and the padded staging of ZeRO-1); the
@@ -215,14 +216,14 @@ class CpuPolicyEngine final : public PolicyEngine {
     if (generator_) generator_->set_progress(gen_progress_);
   }
 
-  std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature,
+  std::span<const float> logprobs(Weights role, const PackedBatch& batch, float temperature,
                                   const int32_t* forced_routing = nullptr) override {
-    HONE_CHECK(role == Role::policy || ref_w_.flat.defined(), "no reference model (loss.kl_coef = 0)");
+    HONE_CHECK(role == Weights::policy || ref_w_.flat.defined(), "no reference model (loss.kl_coef = 0)");
     if (pipeline_) {
-      lp_ = logprobs_batches(role, {&batch}, temperature).front();
+      lp_ = logprobs_batches(role, {&batch}, temperature, {}).front();
       return lp_;
     }
-    Transformer& m = role == Role::policy ? *train_model_ : *ref_model_;
+    Transformer& m = role == Weights::policy ? *train_model_ : *ref_model_;
     if (m.moe()) m.moe()->set_forced_routing(forced_routing);
     m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false);
     if (m.moe()) m.moe()->set_forced_routing(nullptr);
@@ -231,12 +232,12 @@ class CpuPolicyEngine final : public PolicyEngine {
   }
 
   // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
-  std::vector<std::vector<float>> logprobs_batches(Role role, const std::vector<const PackedBatch*>& batches,
+  std::vector<std::vector<float>> logprobs_batches(Weights role, const std::vector<const PackedBatch*>& batches,
                                                    float temperature,
-                                                   const std::vector<const int32_t*>& forced_routing = {}) override {
-    if (!pipeline_) return PolicyEngine::logprobs_batches(role, batches, temperature, forced_routing);
-    HONE_CHECK(role == Role::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
-    PipelineModel& m = role == Role::policy ? *pipeline_ : *ref_pipeline_;
+                                                   const std::vector<const int32_t*>& forced_routing) override {
+    if (!pipeline_) return RoleEngine::logprobs_batches(role, batches, temperature, forced_routing);
+    HONE_CHECK(role == Weights::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
+    PipelineModel& m = role == Weights::policy ? *pipeline_ : *ref_pipeline_;
     std::vector<std::vector<float>> out;
     m.logprobs(batches, temperature, out);
     std::vector<int> sizes;
@@ -327,7 +328,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   }
   int optimizer_step_count() const override { return zero_ ? zero_->step_count() : plain_->adamw().step_count(); }
 
-  void refit() override {
+  void publish() override {
     if (ep_ && !gen_lockstep_) {
       ep_->gather_experts(train_w_.flat.f32(), gen_w_.flat.f32());
       return;
@@ -336,7 +337,7 @@ class CpuPolicyEngine final : public PolicyEngine {
       std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
       return;
     }
-    resharder_->run(train_w_.flat.f32(), gen_w_.flat.f32(), ps_.world());
+    resharder_->run(train_w_.flat.f32(), gen_w_.flat.f32());
     stats_.refit_bytes += double(resharder_->plan().elements_received) * sizeof(float);
   }
 
@@ -410,7 +411,7 @@ class CpuPolicyEngine final : public PolicyEngine {
     const int64_t n = train_w_.flat.numel();
     std::memcpy(train_w_.flat.f32(), master.flat.f32(), train_w_.flat.nbytes());
     if (ep_ && !gen_lockstep_) extract_shard(ep_->full_layout(), whole, gen_w_);  // every expert: no collective
-    else refit();  // the generation copy (a collective reshard under differing layouts: every rank restores)
+    else publish();  // the generation copy (a collective reshard under differing layouts: every rank restores)
     stats_.refit_bytes = 0;
     if (zero_) {
       FullOptimizerState full;
@@ -493,7 +494,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<PipelineModel> pipeline_, ref_pipeline_;    // pp > 1
   std::unique_ptr<GenerationGroup> gen_group_;                // a generation layout of its own
   std::unique_ptr<TensorParallel> gen_tp_;  // generation's tp group: its replica's, or every expert's under ep
-  std::unique_ptr<HostResharder> resharder_;
+  std::unique_ptr<Resharder<CpuBackend>> resharder_;
   std::unique_ptr<CpuGenerator> generator_;
   GenerationProgressFn gen_progress_;
   std::unique_ptr<DataParallelAdamW> plain_;
@@ -508,8 +509,8 @@ class CpuPolicyEngine final : public PolicyEngine {
 
 }  // namespace
 
-std::unique_ptr<PolicyEngine> make_cpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
-                                                     const ModelWeights& initial, const ParallelState& ps) {
+std::unique_ptr<roles::RoleEngine> make_cpu_engine(const GrpoSettings& s, const ModelConfig& mc,
+                                                   const ModelWeights& initial, const ParallelState& ps) {
   return std::make_unique<CpuPolicyEngine>(s, mc, initial, ps);
 }
 

@@ -13,7 +13,8 @@
 #include "model/gpu_moe_feed_forward.h"
 #include "model/transformer.h"
 #include "model/model_config.h"
-#include "rl/policy_engine.h"
+#include "rl/grpo_batch.h"
+#include "roles/role_stats.h"
 
 namespace hone::rl {
 

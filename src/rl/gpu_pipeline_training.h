@@ -12,8 +12,8 @@
 #include "parallel/pipeline_model.h"
 #include "rl/gpu_policy_loss.h"
 #include "rl/grpo_batch.h"
-#include "rl/policy_engine.h"
 #include "rl/policy_loss.h"
+#include "roles/role_stats.h"
 #include "train/grad_reducer.h"
 
 namespace hone::rl {

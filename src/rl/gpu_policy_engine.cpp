@@ -27,7 +27,7 @@
 // spans tp and pp. Generation then has weights of its own (parallel/generation_layout.h: replicas of
 // generation.tp ranks holding every layer; so does any generation.tp other than parallel.tp), and refit casts the
 // master weights into the training copy, then reshards it into the generation copy over NCCL
-// (parallel/gpu_reshard.h); with train.offload_during_generation the idle training copies and the Adam moments
+// (parallel/reshard.h); with train.offload_during_generation the idle training copies and the Adam moments
 // wait in pinned host memory while generation runs.
 // A mixture of experts: the load-balancing loss, routing statistics and replay (rl/gpu_moe_routing.h); under expert
 // parallelism (parallel.ep > 1) training holds this rank's experts (parallel/gpu_expert_parallel.h), generation every
@@ -40,7 +40,7 @@
 #include <cstring>
 
 #include "rl/device_memory_plan.h"
-#include "rl/policy_engine.h"
+#include "roles/rank_roles.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -58,7 +58,7 @@
 #include "parallel/embedding_group.h"
 #include "parallel/generation_layout.h"
 #include "parallel/pipeline_model.h"
-#include "parallel/gpu_reshard.h"
+#include "parallel/reshard.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_weights.h"
 #include "rl/gpu_engine_state.h"
@@ -80,7 +80,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class GpuPolicyEngine final : public PolicyEngine {
+class GpuPolicyEngine final : public roles::RoleEngine {
  public:
   GpuPolicyEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
       : s_(s),
@@ -282,7 +282,7 @@ class GpuPolicyEngine final : public PolicyEngine {
       gen_w_ = std::make_unique<DeviceArray<bf16>>(gen.num_local_params(), "generation weights");
       CUDA_CHECK(cudaMemsetAsync(gen_w_->get(), 0, gen_w_->bytes(), ctx_.stream));  // vocabulary padding stays 0
       world_comm_ = ps_.device(CommGroup::world, o);
-      resharder_ = std::make_unique<GpuResharder>(
+      resharder_ = std::make_unique<Resharder<CudaBackend>>(
           plan_reshard(mc_, ps_.grid(), pipe_, gen_layout_.tg, ps_.world_rank()), *world_comm_, ctx_);
       make_generator(gen.param_layout(), gen_w_->get(), gen_tp_.get());
       resharder_->run(train_w_->get(), gen_w_->get());
@@ -339,14 +339,14 @@ class GpuPolicyEngine final : public PolicyEngine {
     if (s_.offload_during_generation) stats_.offload_s += seconds_since(t0);
   }
 
-  std::span<const float> logprobs(Role role, const PackedBatch& batch, float temperature,
+  std::span<const float> logprobs(Weights role, const PackedBatch& batch, float temperature,
                                   const int32_t* forced_routing = nullptr) override {
-    HONE_CHECK(role == Role::policy || ref_w_, "no reference model (loss.kl_coef = 0)");
+    HONE_CHECK(role == Weights::policy || ref_w_, "no reference model (loss.kl_coef = 0)");
     if (pipeline_) {
-      lp_ = logprobs_batches(role, {&batch}, temperature).front();
+      lp_ = logprobs_batches(role, {&batch}, temperature, {}).front();
       return lp_;
     }
-    GpuTransformer& m = role == Role::policy ? *policy_ : *reference_;
+    GpuTransformer& m = role == Weights::policy ? *policy_ : *reference_;
     if (m.moe()) m.moe()->set_forced_routing(routing().upload(forced_routing, batch.num_tokens()));
     m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false);
     if (m.moe()) m.moe()->set_forced_routing(nullptr);
@@ -357,12 +357,12 @@ class GpuPolicyEngine final : public PolicyEngine {
   }
 
   // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
-  std::vector<std::vector<float>> logprobs_batches(Role role, const std::vector<const PackedBatch*>& batches,
+  std::vector<std::vector<float>> logprobs_batches(Weights role, const std::vector<const PackedBatch*>& batches,
                                                    float temperature,
-                                                   const std::vector<const int32_t*>& forced_routing = {}) override {
-    if (!pipeline_) return PolicyEngine::logprobs_batches(role, batches, temperature, forced_routing);
-    HONE_CHECK(role == Role::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
-    GpuPipelineModel& m = role == Role::policy ? *pipeline_ : *ref_pipeline_;
+                                                   const std::vector<const int32_t*>& forced_routing) override {
+    if (!pipeline_) return RoleEngine::logprobs_batches(role, batches, temperature, forced_routing);
+    HONE_CHECK(role == Weights::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
+    GpuPipelineModel& m = role == Weights::policy ? *pipeline_ : *ref_pipeline_;
     std::vector<std::vector<float>> out;
     m.logprobs(batches, temperature, out);
     std::vector<int> sizes;
@@ -437,7 +437,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   }
   int optimizer_step_count() const override { return optimizer_->step_count(); }
 
-  void refit() override {
+  void publish() override {
     optimizer_->refit(train_w_->get());
     if (ep_ && gen_w_) ep_->gather_experts(train_w_->get(), gen_w_->get());
     if (resharder_) {
@@ -532,7 +532,7 @@ class GpuPolicyEngine final : public PolicyEngine {
     double w = train_w_->offloaded() ? 0.0 : double(train_w_->bytes());
     if (ref_w_ && !ref_w_->offloaded()) w += double(ref_w_->bytes());
     if (gen_w_) w += double(gen_w_->bytes());  // a generation layout of its own, or every expert under ep
-    if (resharder_) w += double(resharder_->device_bytes());
+    if (resharder_) w += double(resharder_->staging_bytes());
     return w + double(optimizer_->device_bytes());
   }
   // The ranks the gradients are summed over: dp, or dp x cp.
@@ -576,7 +576,7 @@ class GpuPolicyEngine final : public PolicyEngine {
   std::unique_ptr<GpuExpertParallel> ep_;
   std::unique_ptr<GpuMoeRouting> routing_;         // a mixture of experts: routing tables on the device
   MoeStepStats moe_stats_;
-  std::unique_ptr<GpuResharder> resharder_;
+  std::unique_ptr<Resharder<CudaBackend>> resharder_;
   std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<GpuPolicyLoss> loss_;
@@ -589,8 +589,8 @@ class GpuPolicyEngine final : public PolicyEngine {
 
 }  // namespace
 
-std::unique_ptr<PolicyEngine> make_gpu_policy_engine(const GrpoSettings& s, const ModelConfig& mc,
-                                                     const ModelWeights& initial, const ParallelState& ps) {
+std::unique_ptr<roles::RoleEngine> make_gpu_engine(const GrpoSettings& s, const ModelConfig& mc,
+                                                   const ModelWeights& initial, const ParallelState& ps) {
   return std::make_unique<GpuPolicyEngine>(s, mc, initial, ps);
 }
 
@@ -600,8 +600,8 @@ std::unique_ptr<PolicyEngine> make_gpu_policy_engine(const GrpoSettings& s, cons
 
 namespace hone::rl {
 
-std::unique_ptr<PolicyEngine> make_gpu_policy_engine(const GrpoSettings&, const ModelConfig&, const ModelWeights&,
-                                                     const ParallelState&) {
+std::unique_ptr<roles::RoleEngine> make_gpu_engine(const GrpoSettings&, const ModelConfig&, const ModelWeights&,
+                                                   const ParallelState&) {
   throw UserError("run.device = \"cuda\": this hone was built without CUDA (rebuild with CUDA=1, or run.device = \"cpu\")");
 }
 

@@ -3,7 +3,7 @@
 //   generation -> reward -> logprob -> training -> refit
 // Built from a validated Config and the run's ParallelState (comm/parallel_state.h: the rank grid and its
 // communicators, which must outlive the trainer); all ranks build it alike (identical initial weights), data
-// parallel over the dp group. run.device picks the engine (rl/policy_engine.h): the loop itself is the same on the
+// parallel over the dp group. run.device picks the engine its roles run on (roles/rank_roles.h): the loop itself is the same on the
 // CPU and the GPU.
 //
 //   ParallelState ps(read_rank_grid(cfg, world_size()));   // collective: the groups' communicators
@@ -31,7 +31,7 @@
 #include "reward/batch_reward.h"
 #include "rl/grpo_batch.h"
 #include "rl/grpo_settings.h"
-#include "rl/policy_engine.h"
+#include "roles/rank_roles.h"
 #include "rl/validation.h"
 #include "runtime/timer.h"
 #include "tokenizer/chat_setup.h"
@@ -61,7 +61,7 @@ class GrpoTrainer {
 
   const GrpoSettings& settings() const { return s_; }
   const ModelConfig& model_config() const { return mc_; }
-  PolicyEngine& engine() { return *engine_; }
+  roles::RoleEngine& engine() { return *roles_.engine; }
   const PromptSource& prompts() const { return *data_.source; }
   std::string describe() const;  // one line: model, parameters, data, ranks
   // The last step's parallel layouts at work, for the line under the step line ("" without pipeline, resharding or
@@ -163,7 +163,7 @@ class GrpoTrainer {
   std::vector<Prompt> val_prompts_;  // every validation problem (each rank generates its shard)
 
   ModelWeights initial_;  // the initial fp32 weights, until connect()
-  std::unique_ptr<PolicyEngine> engine_;
+  roles::RankRoles roles_;  // this rank's roles and the engine they run on (roles/rank_roles.h)
   StopCriteria stop_;
   PhaseTimer timer_;
   std::string step_note_;

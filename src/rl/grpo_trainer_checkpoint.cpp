@@ -45,8 +45,8 @@ std::string first_non_finite(const ModelWeights& master, const Tensor& exp_avg, 
 
 GrpoTrainer::Snapshot GrpoTrainer::snapshot() {
   Snapshot snap;
-  engine_->read_state(snap.master, snap.exp_avg, snap.exp_avg_sq);
-  snap.optimizer_step = engine_->optimizer_step_count();
+  roles_.learner->read_state(snap.master, snap.exp_avg, snap.exp_avg_sq);
+  snap.optimizer_step = roles_.learner->optimizer_step_count();
   return snap;
 }
 
@@ -125,7 +125,7 @@ int64_t GrpoTrainer::restore(const std::string& folder) {
     data_.source->restore_cursor(st.data_cursor);
     step = st.step;
   });
-  engine_->write_state(snap.master, snap.exp_avg.f32(), snap.exp_avg_sq.f32(), snap.optimizer_step);
+  roles_.learner->write_state(snap.master, snap.exp_avg.f32(), snap.exp_avg_sq.f32(), snap.optimizer_step);
   return step;
 }
 

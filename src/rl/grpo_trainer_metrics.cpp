@@ -209,9 +209,9 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
   row.set("microbatches", double(st.microbatches));
   set_score_metrics(row, st.samples, ps_.dp());
   set_phase_metrics(row, t, step_phases(), times);
-  set_memory_metrics(row, engine_->memory(), ps_.world());
+  set_memory_metrics(row, roles_.engine->memory(), ps_.world());
   set_layout_metrics(row);
-  set_moe_metrics(row, engine_->take_moe_stats(), mc_, ps_.dp());
+  set_moe_metrics(row, roles_.learner->take_moe_stats(), mc_, ps_.dp());
   set_generation_metrics(row);
 
   if (num_samples > 0) record_samples(st, row, num_samples);
@@ -221,7 +221,7 @@ void GrpoTrainer::record(StepState& st, StepRow& row, int64_t num_samples) {
 // The pipeline's bubble and exchanges, the resharding refit's bytes, the offload's time, the decode graphs'
 // captures and replays. Collective over the world.
 void GrpoTrainer::set_layout_metrics(StepRow& row) {
-  const EngineStepStats e = engine_->stats();
+  const EngineStepStats e = roles_.engine->stats();
   const double passes = e.pipeline_compute_s + e.pipeline_exchange_s;
   const double bubble = e.pipeline_makespan > 0 ? 1.0 - e.pipeline_busy / e.pipeline_makespan : 0.0;
   double mx[5] = {bubble, passes > 0 ? e.pipeline_exchange_s / passes : 0.0, e.offload_s, double(e.graph_captures),
@@ -251,7 +251,7 @@ void GrpoTrainer::set_layout_metrics(StepRow& row) {
 // The tail of the step's generation calls (generation/generation_tail.h). Every rank of a replica ran the same calls:
 // its leader counts them. Collective over the world.
 void GrpoTrainer::set_generation_metrics(StepRow& row) {
-  const GenerationTail g = engine_->stats().generation;
+  const GenerationTail g = roles_.engine->stats().generation;
   const bool leader = gen_.rank_in_replica(ps_.world_rank()) == 0;
   double sum[6] = {double(g.generated_tokens), double(g.tail_tokens), double(g.decode_rows), double(g.decode_steps),
                    double(g.batch_slots), double(std::max<int64_t>(g.idle_passes, 0))};

@@ -104,13 +104,14 @@ GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
       extract_shard(layout, whole, initial_);
     }
   }
-  engine_ = s_.cuda ? make_gpu_policy_engine(s_, mc_, initial_, ps_) : make_cpu_policy_engine(s_, mc_, initial_, ps_);
-  timer_ = PhaseTimer([this] { engine_->synchronize(); });  // phase times wait for the device
+  roles_ = roles::colocated_roles(s_.cuda ? make_gpu_engine(s_, mc_, initial_, ps_)
+                                          : make_cpu_engine(s_, mc_, initial_, ps_));
+  timer_ = PhaseTimer([this] { roles_.engine->synchronize(); });  // phase times wait for the device
 }
 
 void GrpoTrainer::connect() {
   HONE_CHECK(initial_.flat.defined(), "connect() twice");
-  engine_->connect(initial_);
+  roles_.learner->connect(initial_);
   initial_ = ModelWeights();
 }
 
@@ -268,7 +269,7 @@ std::string GrpoTrainer::describe() const {
              : random_weights_    ? "random-init model of " + model_path_ + "/config.json, "
                                   : "model " + model_path_ + ", ",
              architecture_hf_name(mc_.arch), " with ", mc_.num_parameters(), " parameters (", mc_.num_hidden_layers,
-             " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, ") on ", engine_->describe(), "; prompts: ",
+             " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, ") on ", roles_.engine->describe(), "; prompts: ",
              data_.source->describe(), "; chat format: ", chat_.describe(), "; reward: ", reward_ ? reward_->name() : data_.reward->name(), "; ", ps_.dp_size(), " data-parallel rank",
              ps_.dp_size() > 1 ? "s" : "");
 }

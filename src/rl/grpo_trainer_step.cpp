@@ -17,12 +17,12 @@ void GrpoTrainer::set_progress(ProgressLine* progress) {
   progress_ = progress;
   GenerationProgressFn fn;
   if (progress) fn = [progress](const GenerationProgress& g) { progress->update(g.finished, g.total, g.generated_tokens); };
-  engine_->set_generation_progress(std::move(fn));
+  roles_.generator->set_generation_progress(std::move(fn));
 }
 
 StepRow GrpoTrainer::step(int64_t step, int64_t num_samples) {
   timer_.clear();
-  engine_->reset_memory();
+  roles_.engine->reset_memory();
   StepState st;
   st.step = step;
   StepRow row(step);
@@ -91,7 +91,7 @@ void GrpoTrainer::phase_generation(StepState& st) {
     if (progress_) progress_->begin(cat("step ", st.step, " generation", b > 0 ? cat(" (batch ", b + 1, ")") : "",
                                         size > 1 ? " on rank 0" : ""), "sequences");
     if (!requests.empty())
-      rollouts = engine_->generate(requests, s_.sampling, stop_, s_.seed, uint32_t(st.step),
+      rollouts = roles_.generator->generate(requests, s_.sampling, stop_, s_.seed, uint32_t(st.step),
                                    int(s_.max_total_sequence_length), decode);
     if (progress_) progress_->end();
     const size_t first_sample = st.samples.size();
@@ -137,7 +137,7 @@ void GrpoTrainer::phase_generation(StepState& st) {
     timer_.start("generation");
     if (st.groups_kept_global >= P) break;
   }
-  engine_->end_generation();
+  roles_.generator->end_generation();
   st.scored = s_.dynamic_sampling;
   if (!s_.dynamic_sampling) {
     int64_t groups = 0;
@@ -200,7 +200,7 @@ void GrpoTrainer::phase_reward(StepState& st) {
 void GrpoTrainer::phase_logprob(StepState& st) {
   auto scope = timer_.scope("logprob");
   const bool need_old = !s_.skip_prev_logprobs(), need_ref = s_.loss.kl_coef > 0;
-  Comm* lockstep = engine_->lockstep_group();
+  Comm* lockstep = roles_.learner->lockstep_group();
   if ((!need_old && !need_ref) || (st.samples.empty() && !lockstep)) return;
   std::vector<int64_t> all(st.samples.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
@@ -229,17 +229,19 @@ void GrpoTrainer::phase_logprob(StepState& st) {
   // Progress by this rank's micro-batches over the phase's passes (policy, then reference).
   const int passes = int(need_old) + int(need_ref);
   const char* where = ps_.dp_size() > 1 ? " on rank 0" : "";
-  MicroBatchProgress shown(progress_, *engine_, cat("step ", st.step, " logprob", where), passes * int64_t(mbs.size()));
-  for (const auto role : {PolicyEngine::Role::policy, PolicyEngine::Role::reference}) {
-    if (role == PolicyEngine::Role::policy ? !need_old : !need_ref) continue;
+  MicroBatchProgress shown(progress_, *roles_.engine, cat("step ", st.step, " logprob", where),
+                           passes * int64_t(mbs.size()));
+  for (const bool policy : {true, false}) {
+    if (policy ? !need_old : !need_ref) continue;
     shown.next_call(mbs);
-    const std::vector<std::vector<float>> lp = engine_->logprobs_batches(role, batches, T, replay);
+    // The old policy's logprobs are the learner's, the reference's the scorer's.
+    const std::vector<std::vector<float>> lp = policy ? roles_.learner->policy_logprobs(batches, T, replay)
+                                                      : roles_.scorer->reference_logprobs(batches, T, replay);
     for (size_t i = 0; i < mbs.size(); ++i) {
       const MicroBatch& mb = mbs[i];
       for (int q = 0; q < mb.batch.num_seqs(); ++q) {
         GrpoSample& s = st.samples[size_t(mb.samples[size_t(q)])];
-        (role == PolicyEngine::Role::policy ? s.old_logprobs : s.ref_logprobs) =
-            completion_values(mb, q, lp[i].data(), st.samples);
+        (policy ? s.old_logprobs : s.ref_logprobs) = completion_values(mb, q, lp[i].data(), st.samples);
       }
     }
   }
@@ -273,7 +275,7 @@ void GrpoTrainer::phase_training(StepState& st) {
     own += int64_t(chunks[size_t(k)].size());
   }
   const char* where = ps_.dp_size() > 1 ? " on rank 0" : "";
-  MicroBatchProgress shown(progress_, *engine_, cat("step ", st.step, " training", where), own);
+  MicroBatchProgress shown(progress_, *roles_.engine, cat("step ", st.step, " training", where), own);
   for (int64_t k = 0; k < K; ++k) {
     const std::vector<MicroBatch>& mbs = chunks[size_t(k)];
     int64_t sums[2] = {0, 0};  // the loss denominator, the tokens
@@ -288,14 +290,14 @@ void GrpoTrainer::phase_training(StepState& st) {
 
     loss.denominator = double(denom);
     loss.total_tokens = double(sums[1]);
-    for (const PolicyLossMetrics& m : engine_->train(mbs, loss)) {
+    for (const PolicyLossMetrics& m : roles_.learner->train(mbs, loss)) {
       st.loss.merge(m);
       st.entropy_sum += m.entropy_sum;
     }
     for (const auto& mb : mbs) st.training_tokens += mb.batch.num_tokens();
     st.microbatches += int64_t(mbs.size());
-    const float lr = s_.lr.lr(engine_->optimizer_step_count() + 1);
-    const double norm = engine_->optimizer_step(lr, s_.max_grad_norm, /*last_of_step=*/k + 1 == K);
+    const float lr = s_.lr.lr(roles_.learner->optimizer_step_count() + 1);
+    const double norm = roles_.learner->optimizer_step(lr, s_.max_grad_norm, /*last_of_step=*/k + 1 == K);
     st.lr = lr;
     ++st.optimizer_steps;
     if (std::isfinite(norm)) {
@@ -323,7 +325,7 @@ void GrpoTrainer::note_nonfinite_update(StepState& st, double norm) {
 // Refit: the generation weights take the new training weights (a flat copy on the CPU; a bf16 cast on the GPU).
 void GrpoTrainer::phase_refit(StepState&) {
   auto scope = timer_.scope("refit");
-  engine_->refit();
+  roles_.weights->publish();
 }
 
 }  // namespace hone::rl

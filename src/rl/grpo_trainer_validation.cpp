@@ -52,7 +52,7 @@ void GrpoTrainer::build_validation(const Config& c, HostMemoryPlan& plan) {
 
 StepRow GrpoTrainer::validate(int64_t step) {
   StepRow row(step);
-  engine_->synchronize();
+  roles_.engine->synchronize();
   const Timer timer;
   const int64_t N = int64_t(val_prompts_.size()), k = val_.generations;
   // Sharded over the generation replicas (the data-parallel ranks when generation runs on the training layout).
@@ -75,9 +75,9 @@ StepRow GrpoTrainer::validate(int64_t step) {
     progress_->begin(cat("validation at step ", step, gen_.replicas() > 1 ? " on rank 0" : ""), "sequences");
   std::vector<Rollout> rollouts;
   if (!requests.empty())
-    rollouts = engine_->generate(requests, val_.sampling, stop_, val_.stream_key(), 0,
+    rollouts = roles_.generator->generate(requests, val_.sampling, stop_, val_.stream_key(), 0,
                                  int(s_.max_total_sequence_length), decode);
-  engine_->end_generation();
+  roles_.generator->end_generation();
   if (progress_) progress_->end();
 
   // Scored by the step's reward (a user's program or plug-in too), as the training rollouts are.
@@ -108,7 +108,7 @@ StepRow GrpoTrainer::validate(int64_t step) {
     }
     totals.add(vp);
   }
-  engine_->synchronize();
+  roles_.engine->synchronize();
   totals.seconds = timer.seconds();
   // The same reductions in the same order on every rank; a replica's problems are counted once, by its first rank.
   if (gen_.rank_in_replica(ps_.world_rank()) != 0)

@@ -5,7 +5,7 @@
 
 namespace hone::rl {
 
-MicroBatchProgress::MicroBatchProgress(ProgressLine* line, PolicyEngine& engine, std::string what, int64_t total)
+MicroBatchProgress::MicroBatchProgress(ProgressLine* line, roles::RoleEngine& engine, std::string what, int64_t total)
     : line_(line && line->enabled() ? line : nullptr), engine_(engine), total_(total) {
   if (!line_) return;
   line_->begin(std::move(what), "micro-batches");

@@ -1,5 +1,5 @@
 // Rank 0's progress line over the micro-batches of the logprob and training phases: the engine reports each of
-// this rank's micro-batches as it finishes (PolicyEngine::set_pass_progress), so a phase of one optimizer step
+// this rank's micro-batches as it finishes (roles::RoleEngine::set_pass_progress), so a phase of one optimizer step
 // over many micro-batches shows how far it is ("step 3 training: 5/12 micro-batches, ..."). Lines come at the
 // progress line's own interval (ProgressLine rate-limits them), and its heartbeat shows the last count while one
 // micro-batch runs long. Local to the rank: no collective. With no progress line it does nothing.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "rl/grpo_batch.h"
-#include "rl/policy_engine.h"
+#include "roles/rank_roles.h"
 #include "runtime/progress.h"
 
 namespace hone::rl {
@@ -21,7 +21,7 @@ namespace hone::rl {
 class MicroBatchProgress {
  public:
   // Begins the phase on `line` (null: nothing at all) with `total` micro-batches of this rank.
-  MicroBatchProgress(ProgressLine* line, PolicyEngine& engine, std::string what, int64_t total);
+  MicroBatchProgress(ProgressLine* line, roles::RoleEngine& engine, std::string what, int64_t total);
   ~MicroBatchProgress();  // ends the phase and takes the hook back from the engine
   MicroBatchProgress(const MicroBatchProgress&) = delete;
   MicroBatchProgress& operator=(const MicroBatchProgress&) = delete;
@@ -33,7 +33,7 @@ class MicroBatchProgress {
   void show(int64_t done_in_call);
 
   ProgressLine* line_;
-  PolicyEngine& engine_;
+  roles::RoleEngine& engine_;
   int64_t total_;
   int64_t done_before_ = 0, tokens_before_ = 0;  // the earlier calls'
   std::vector<int64_t> prefix_tokens_{0};         // the current call's first i micro-batches' tokens

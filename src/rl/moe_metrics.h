@@ -9,7 +9,8 @@
 #include "comm/comm.h"
 #include "io/step_output.h"
 #include "model/model_config.h"
-#include "rl/policy_engine.h"
+#include "rl/grpo_batch.h"
+#include "roles/role_stats.h"
 
 namespace hone::rl {
 

@@ -20,7 +20,7 @@
 #include "model/transformer.h"
 #include "pair_p2p_comm.h"
 #include "parallel/pipeline_model.h"
-#include "parallel/gpu_reshard.h"
+#include "parallel/reshard.h"
 #include "parallel/shard_weights.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
@@ -176,7 +176,8 @@ void check_reshard(bool tied, int tg) {
     hone::DeviceArray<hone::bf16> gen(G.num_local_params());
     CUDA_CHECK(cudaMemset(gen.get(), 0, gen.bytes()));
     test::PairP2pComm world(boxes, rank, g.ctx.stream);
-    hone::GpuResharder r(hone::plan_reshard(c, grid, pipe, tg, rank, /*round_elements=*/40000), world, g.ctx);
+    hone::Resharder<hone::CudaBackend> r(hone::plan_reshard(c, grid, pipe, tg, rank, /*round_elements=*/40000), world,
+                                        g.ctx);
     BOOST_TEST(r.plan().rounds.size() > 1u);
     r.run(dtrain.get(), gen.get());
     CUDA_CHECK(cudaStreamSynchronize(g.ctx.stream));

@@ -33,13 +33,13 @@
 #include "common/compare.h"
 #include "gpu_transformer_test_util.h"
 #include "rl/grpo_batch.h"
-#include "rl/policy_engine.h"
+#include "roles/rank_roles.h"
 
 namespace {
 
 using hone::rl::GrpoSample;
 using hone::rl::MicroBatch;
-using hone::rl::PolicyEngine;
+using hone::roles::RoleEngine;
 
 constexpr float kTemperature = 0.8f;
 constexpr float kLr = 1e-2f;
@@ -89,15 +89,15 @@ std::vector<MicroBatch> micro_batches(const std::vector<GrpoSample>& samples, in
 
 // The logprob phase on both engines; the CPU's values (per sample) become the inputs old / generation / reference
 // after fixed perturbations, and are returned as the new logprobs the CPU will compute.
-std::vector<std::vector<float>> logprob_phase(PolicyEngine& cpu, PolicyEngine& gpu, std::vector<GrpoSample>& samples,
+std::vector<std::vector<float>> logprob_phase(RoleEngine& cpu, RoleEngine& gpu, std::vector<GrpoSample>& samples,
                                               int64_t max_tokens) {
   std::vector<std::vector<float>> cpu_new(samples.size());
   double max_err = 0, sum_err = 0;
   int64_t n = 0;
   for (const MicroBatch& mb : micro_batches(samples, max_tokens)) {
-    const auto c = cpu.logprobs(PolicyEngine::Role::policy, mb.batch, kTemperature);
+    const auto c = cpu.policy_logprobs({&mb.batch}, kTemperature, {}).front();
     const std::vector<float> c_lp(c.begin(), c.end());
-    const auto g = gpu.logprobs(PolicyEngine::Role::policy, mb.batch, kTemperature);
+    const auto g = gpu.policy_logprobs({&mb.batch}, kTemperature, {}).front();
     for (int q = 0; q < mb.batch.num_seqs(); ++q) {
       const auto cv = hone::rl::completion_values(mb, q, c_lp.data(), samples);
       const auto gv = hone::rl::completion_values(mb, q, g.data(), samples);
@@ -140,7 +140,7 @@ struct StepResult {
   hone::Tensor exp_avg, exp_avg_sq;
 };
 
-StepResult train_step(PolicyEngine& e, const std::vector<MicroBatch>& mbs, const hone::rl::TrainLoss& loss) {
+StepResult train_step(RoleEngine& e, const std::vector<MicroBatch>& mbs, const hone::rl::TrainLoss& loss) {
   StepResult r;
   r.loss = merged(e.train(mbs, loss));
   r.grad_norm = e.optimizer_step(kLr, /*max_grad_norm=*/0.0, /*last_of_step=*/true);
@@ -186,8 +186,8 @@ void check_step(bool on_policy) {
   const hone::ModelWeights w0 = test::gpu_test_weights(mc, 29);
   const hone::rl::GrpoSettings s = settings();
   const hone::ParallelState ps(hone::RankGrid(1, 1, 1));  // one rank: local groups, no NCCL communicator
-  auto cpu = hone::rl::make_cpu_policy_engine(s, mc, w0, ps);
-  auto gpu = hone::rl::make_gpu_policy_engine(s, mc, w0, ps);
+  auto cpu = hone::rl::make_cpu_engine(s, mc, w0, ps);
+  auto gpu = hone::rl::make_gpu_engine(s, mc, w0, ps);
   cpu->connect(w0);
   gpu->connect(w0);
 

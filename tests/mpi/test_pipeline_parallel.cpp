@@ -144,9 +144,9 @@ BOOST_AUTO_TEST_CASE(resharding_refit_equals_gathering_bitwise) {
         extract_shard(stage, whole, w);
         const ShardLayout gen = ShardLayout::of(c, tg, world.rank() % tg);
         ModelWeights g = allocate_shard_weights(gen, c);
-        HostResharder r(plan_reshard(c, grid, pipe, tg, world.rank(), /*round_elements=*/1000));
+        Resharder<CpuBackend> r(plan_reshard(c, grid, pipe, tg, world.rank(), /*round_elements=*/1000), world);
         BOOST_TEST(r.plan().rounds.size() > 1u);
-        r.run(w.flat.f32(), g.flat.f32(), world);
+        r.run(w.flat.f32(), g.flat.f32());
         std::vector<float> expect(size_t(gen.num_local_params()));
         extract_shard_flat(gen, whole.flat.f32(), expect.data());
         BOOST_TEST(std::vector<float>(g.flat.f32(), g.flat.f32() + g.flat.numel()) == expect);

@@ -1,0 +1,128 @@
+// The roles this rank runs, and the engine they run on. A GRPO step (rl/grpo_trainer_step.cpp) is written over the
+// roles: the generator's rollouts, the learner's old-policy logprobs, training and optimizer steps, the scorer's
+// reference logprobs, and the weight channel from learner to generator. Which ranks run which role is a layout
+// decision: today every rank runs all four on one engine (colocated: one RoleEngine implements them all and shares
+// the device between them, freeing the KV cache before the logprob phase and the activation arenas before
+// generation); asynchronous GRPO will place generators on ranks of their own, where a RankRoles holds only the
+// roles that rank runs.
+//   cpu:  fp32 weights, the CPU transformer and generator; gradients summed over the data-parallel ranks with MPI,
+//         or reduce-scattered (ZeRO-1) (train/distributed_adamw.h).
+//   cuda: bf16 compute weights shared by training and generation (the weight channel casts the fp32 master weights
+//         into them in place), the GPU transformer and generator (paged KV cache); gradients reduced over NCCL
+//         while the last micro-batch's backward runs (train/grad_reducer.h). doc/grpo.md, "Memory on the GPU".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/parallel_state.h"
+#include "model/model_config.h"
+#include "model/packed_batch.h"
+#include "model/weights.h"
+#include "rl/grpo_settings.h"
+#include "roles/generator.h"
+#include "roles/learner.h"
+#include "roles/role_stats.h"
+#include "roles/scorer.h"
+#include "roles/weight_channel.h"
+
+namespace hone::roles {
+
+// The engine a rank's roles run on (one device, its memory and its step statistics), implementing the roles it
+// hosts. The roles' calls are coarse (a phase each): virtual calls here cost nothing next to them.
+class RoleEngine : public Generator, public Learner, public Scorer, public WeightChannel {
+ public:
+  ~RoleEngine() override = default;
+  virtual std::string describe() const = 0;  // e.g. "cpu fp32" or "cuda:0 NVIDIA H100 80GB HBM3, bf16"
+  virtual void synchronize() {}               // waits for queued device work (phase timers call it)
+
+  virtual EngineMemory memory() const = 0;
+  virtual void reset_memory() = 0;  // start of a step (also resets stats())
+  virtual EngineStepStats stats() const { return {}; }
+
+  // ---- progress (rank 0's progress line: a local call, never a collective) ----
+  // Called during train() and the logprob passes with how many of the call's micro-batches this rank has finished
+  // (counted from its first, so the empty passes of expert parallelism come after its own). Not called under
+  // pipeline parallelism, whose schedule interleaves the micro-batches of the stages. Empty: none.
+  using PassProgressFn = std::function<void(int64_t done)>;
+  void set_pass_progress(PassProgressFn fn) { pass_progress_ = std::move(fn); }
+
+  // ---- the learner's and the scorer's logprob passes, through one forward of the training or reference weights
+  std::vector<std::vector<float>> policy_logprobs(const std::vector<const PackedBatch*>& batches, float temperature,
+                                                  const std::vector<const int32_t*>& forced_routing) final {
+    return logprobs_batches(Weights::policy, batches, temperature, forced_routing);
+  }
+  std::vector<std::vector<float>> reference_logprobs(const std::vector<const PackedBatch*>& batches,
+                                                     float temperature,
+                                                     const std::vector<const int32_t*>& forced_routing) final {
+    return logprobs_batches(Weights::reference, batches, temperature, forced_routing);
+  }
+
+ protected:
+  enum class Weights { policy, reference };
+  // Per-row logprobs of one packed batch (0 where targets < 0), host memory valid until the next call.
+  // forced_routing: as Learner::policy_logprobs' entries.
+  virtual std::span<const float> logprobs(Weights which, const PackedBatch& batch, float temperature,
+                                          const int32_t* forced_routing = nullptr) = 0;
+  // The logprobs of every batch of a pass, on every rank. The default calls logprobs() per batch; an engine with
+  // a pipeline runs one forward-only pass through the stages.
+  virtual std::vector<std::vector<float>> logprobs_batches(Weights which,
+                                                           const std::vector<const PackedBatch*>& batches,
+                                                           float temperature,
+                                                           const std::vector<const int32_t*>& forced_routing) {
+    std::vector<std::vector<float>> out;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const std::span<const float> lp =
+          logprobs(which, *batches[i], temperature, forced_routing.empty() ? nullptr : forced_routing[i]);
+      out.emplace_back(lp.begin(), lp.end());
+      passes_done(int64_t(i) + 1);  // logprobs() has its values on the host: this pass is done
+    }
+    return out;
+  }
+  bool wants_pass_progress() const { return bool(pass_progress_); }
+  void passes_done(int64_t done) const {
+    if (pass_progress_) pass_progress_(done);
+  }
+
+ private:
+  PassProgressFn pass_progress_;
+};
+
+// This rank's roles: the engine that owns them and each role it runs (null where it runs none; today every rank
+// runs all of them on its engine).
+struct RankRoles {
+  std::unique_ptr<RoleEngine> engine;
+  Generator* generator = nullptr;
+  Learner* learner = nullptr;
+  Scorer* scorer = nullptr;
+  WeightChannel* weights = nullptr;
+};
+
+// Every role on one engine: the colocated layout of today.
+inline RankRoles colocated_roles(std::unique_ptr<RoleEngine> engine) {
+  RankRoles r;
+  r.generator = engine.get();
+  r.learner = engine.get();
+  r.scorer = engine.get();
+  r.weights = engine.get();
+  r.engine = std::move(engine);
+  return r;
+}
+}  // namespace hone::roles
+
+namespace hone::rl {
+
+// The engine of run.device (rl/cpu_policy_engine.cpp, rl/gpu_policy_engine.cpp), built from the initial fp32
+// weights without communicating (connect() next, with the same weights). It keeps a reference to ps (which must
+// outlive it) for its communicators.
+std::unique_ptr<roles::RoleEngine> make_cpu_engine(const GrpoSettings& s, const ModelConfig& mc,
+                                                   const ModelWeights& initial, const ParallelState& ps);
+// Throws UserError in a build without CUDA.
+std::unique_ptr<roles::RoleEngine> make_gpu_engine(const GrpoSettings& s, const ModelConfig& mc,
+                                                   const ModelWeights& initial, const ParallelState& ps);
+
+}  // namespace hone::rl

@@ -1,0 +1,22 @@
+// The scorer role: a frozen model that scores the step's rollouts by its logprobs. Today it is the reference policy
+// of the KL term (loss.kl_coef > 0); a teacher of distillation or a critic of PPO is another scorer. It runs the
+// learner's forward without backward on weights of its own, which never change.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/packed_batch.h"
+
+namespace hone::roles {
+
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  // The reference weights' logprobs of every packed batch of a pass, as Learner::policy_logprobs.
+  virtual std::vector<std::vector<float>> reference_logprobs(const std::vector<const PackedBatch*>& batches,
+                                                             float temperature,
+                                                             const std::vector<const int32_t*>& forced_routing) = 0;
+};
+
+}  // namespace hone::roles
