@@ -56,12 +56,6 @@ struct CpuBackend {
   // Copies within the backend's memory, from and to the host, and waiting for them: all immediate here.
   static void copy(const Exec&, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
   static void upload(const Exec&, void* dst, const void* host, size_t bytes) { std::memcpy(dst, host, bytes); }
-  // rows of width bytes: row i from src + i spitch to dst + i dpitch (pitches in bytes).
-  static void copy_2d(const Exec&, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                      size_t rows) {
-    for (size_t i = 0; i < rows; ++i)
-      std::memcpy(static_cast<char*>(dst) + i * dpitch, static_cast<const char*>(src) + i * spitch, width);
-  }
   static void download(const Exec&, void* host, const void* src, size_t bytes) { std::memcpy(host, src, bytes); }
   static void sync(const Exec&) {}
   // n fp32 master weights from the host into compute weights.

@@ -54,11 +54,6 @@ struct CudaBackend {
   static void copy(const Exec& x, void* dst, const void* src, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, x.gpu->stream));
   }
-  // rows of width bytes within the device: row i from src + i spitch to dst + i dpitch (pitches in bytes).
-  static void copy_2d(const Exec& x, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                      size_t rows) {
-    CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, x.gpu->stream));
-  }
   static void upload(const Exec& x, void* dst, const void* host, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, x.gpu->stream));
   }

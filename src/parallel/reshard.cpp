@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "backend/strided_copy.h"
 #include "model/model_config.h"
 #include "parallel/shard_layout.h"
 #include "runtime/error.h"
@@ -161,7 +162,7 @@ void Resharder<B>::copy(const std::vector<ReshardBlock>& blocks, const Act* src,
     const size_t width = size_t(b.cols) * e;
     const size_t spitch = b.rows > 1 ? size_t(b.src_pitch) * e : width;
     const size_t dpitch = b.rows > 1 ? size_t(b.dst_pitch) * e : width;
-    B::copy_2d(x_, dst + b.dst, dpitch, src + b.src, spitch, width, size_t(b.rows));
+    copy_2d(x_, dst + b.dst, dpitch, src + b.src, spitch, width, size_t(b.rows));
   }
 }
 

@@ -9,8 +9,8 @@
 //
 // One Resharder<B> runs the plan over the backend: fp32 over a host (MPI) Comm on the CPU, bf16 over a device
 // (NCCL) Comm on the engine's stream on the GPU, with no host round trip. Each round packs this rank's blocks into a
-// staging buffer allocated once (strided blocks by the backend's 2-D copy), one all-to-all moves them, and the
-// received blocks are unpacked into the generation weights; what a rank needs from itself is copied directly.
+// staging buffer allocated once (strided blocks by copy_2d, backend/strided_copy.h), one all-to-all moves them, and
+// the received blocks are unpacked into the generation weights; what a rank needs from itself is copied directly.
 // Equal layouts need no plan: refit stays a copy or a cast in place.
 //
 //   Resharder<CpuBackend> r(plan_reshard(config, grid, pipeline, /*tg=*/4, world_rank), ps.world());
