@@ -11,9 +11,11 @@
 #include <memory>
 
 #include "backend/op_profiler.h"
+#include "backend/overlapped_transfers.h"
 #include "cuda/check.h"
 #include "cuda/context_parallel_kernels.h"
 #include "cuda/device_memory.h"
+#include "cuda/lm_head_kernels.h"
 #include "cuda/ops_cuda.h"
 
 namespace hone {
@@ -72,6 +74,22 @@ struct CudaBackend {
       cuda::f32_to_bf16(dst + off, staging.get(), k, *x.gpu);
     }
     sync(x);  // the staging buffer is freed on return
+  }
+  // Transfers beside the compute (backend/overlapped_transfers.h): over NCCL on a stream of their own.
+  using OverlappedTransfers = CudaOverlappedTransfers;
+  static OverlappedTransfers overlapped_transfers(Comm& comm, const Exec& x) {
+    return OverlappedTransfers(comm, *x.gpu);
+  }
+
+  // fp32 and bf16, and fp32 accumulations of bf16 values: dst += src (fp32 dst), dst = bf16(dst + src) (bf16 dst:
+  // one rounding for a gradient accumulated in fp32).
+  static void act_to_f32(const Exec& x, float* out, const Act* in, int64_t n) { cuda::bf16_to_f32(out, in, n, *x.gpu); }
+  static void f32_to_act(const Exec& x, Act* out, const float* in, int64_t n) { cuda::f32_to_bf16(out, in, n, *x.gpu); }
+  static void accumulate_act_into_f32(const Exec& x, float* dst, const Act* src, int64_t n) {
+    cuda::accumulate_bf16_into_f32(dst, src, n, *x.gpu);
+  }
+  static void accumulate_f32_into_act(const Exec& x, Act* dst, const float* src, int64_t n) {
+    cuda::accumulate_f32_into_bf16(dst, src, n, *x.gpu);
   }
 
   static void scatter_rows_f32(const Exec& x, float* full, const float* all, const int32_t* rows, int64_t n) {
@@ -168,6 +186,22 @@ struct CudaBackend {
                                  int D, float scale) {
     cuda::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, num_seqs, max_seqlen, T, Hq, Hkv, D,
                              scale, *x.gpu);
+  }
+  // The running output of the merge is fp32 (rounded to bf16 once, after the last block), a block's is bf16.
+  static void attention_block_forward(const Exec& x, Act* out, float* lse, const Act* q, const Act* k, const Act* v,
+                                      const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D,
+                                      float scale) {
+    cuda::attention_block_forward(out, lse, q, k, v, seg, Tq, Tkv, Hq, Hkv, D, scale, *x.gpu);
+  }
+  static void attention_block_backward(const Exec& x, Act* dq, Act* dk, Act* dv, const Act* dout, const Act* out,
+                                       const float* lse, const Act* q, const Act* k, const Act* v,
+                                       const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D,
+                                       float scale) {
+    cuda::attention_block_backward(dq, dk, dv, dout, out, lse, q, k, v, seg, Tq, Tkv, Hq, Hkv, D, scale, *x.gpu);
+  }
+  static void attention_merge_forward(const Exec& x, float* out, float* lse, const Act* block_out,
+                                      const float* block_lse, const AttentionSegments& seg, int T, int H, int D) {
+    cuda::attention_merge_forward(out, lse, block_out, block_lse, seg, T, H, D, *x.gpu);
   }
   static void swiglu_forward(const Exec& x, Act* out, const Act* gate, const Act* up, int64_t N) {
     cuda::swiglu_forward(out, gate, up, N, *x.gpu);

@@ -17,7 +17,7 @@
 // stay whole: read_state gathers the shards onto world rank 0 over the host tp group, write_state keeps this rank's
 // slices.
 // Under context parallelism (parallel.cp > 1) the models split every micro-batch over the cp group's NcclComm
-// (parallel/context_parallel.h; attention by the ring, parallel/gpu_ring_attention.h) and every rank gets all
+// (parallel/context_parallel.h; attention by the ring, parallel/ring_attention.h) and every rank gets all
 // the rows' logprobs on the device, so the loss runs whole; the optimizer sums the gradients over dp x cp
 // (CommGroup::dp_cp, ZeRO-1 included) instead of dp.
 // Under pipeline parallelism (parallel.pp > 1) the training and reference roles hold this rank's stage and run the
