@@ -196,6 +196,10 @@ struct CpuBackend {
                                       const float* block_lse, const AttentionSegments& seg, int T, int H, int D) {
     cpu::attention_merge_forward(out, lse, block_out, block_lse, seg, T, H, D);
   }
+  // Rows gathered by index: xp[r] = x[token_of[r]] (expert parallelism regroups the rows it receives with it).
+  static void moe_permute_forward(const Exec&, float* xp, const float* x, const int32_t* token_of, int N, int C) {
+    cpu::moe_permute_forward(xp, x, token_of, N, C);
+  }
   static void swiglu_forward(const Exec&, float* out, const float* gate, const float* up, int64_t N) {
     cpu::swiglu_forward(out, gate, up, N);
   }

@@ -16,6 +16,7 @@
 #include "cuda/context_parallel_kernels.h"
 #include "cuda/device_memory.h"
 #include "cuda/lm_head_kernels.h"
+#include "cuda/moe_ops.h"
 #include "cuda/ops_cuda.h"
 
 namespace hone {
@@ -202,6 +203,9 @@ struct CudaBackend {
   static void attention_merge_forward(const Exec& x, float* out, float* lse, const Act* block_out,
                                       const float* block_lse, const AttentionSegments& seg, int T, int H, int D) {
     cuda::attention_merge_forward(out, lse, block_out, block_lse, seg, T, H, D, *x.gpu);
+  }
+  static void moe_permute_forward(const Exec& x, Act* xp, const Act* in, const int32_t* token_of, int N, int C) {
+    cuda::moe_permute_forward(xp, in, token_of, N, C, *x.gpu);
   }
   static void swiglu_forward(const Exec& x, Act* out, const Act* gate, const Act* up, int64_t N) {
     cuda::swiglu_forward(out, gate, up, N, *x.gpu);

@@ -48,6 +48,8 @@ template <typename B>
 class ContextParallelGroup;
 template <typename B>
 class RingAttention;
+template <typename B>
+class ExpertParallelGroup;
 
 // What the forward arena holds for one pass, as pointers carved from it (carve_forward).
 template <typename B>
@@ -98,7 +100,7 @@ class TransformerModel {
   using Exec = typename B::Exec;
   using TensorParallel = typename TwinsOf<B>::TensorParallel;
   using ContextParallel = ContextParallelGroup<B>;
-  using ExpertParallel = typename TwinsOf<B>::ExpertParallel;
+  using ExpertParallel = ExpertParallelGroup<B>;
   using MoeFeedForward = typename TwinsOf<B>::MoeFeedForward;
 
   // layout: the flat compute weights' (this rank's shard: tp->layout().param_layout() under tensor parallelism,

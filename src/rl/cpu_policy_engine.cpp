@@ -94,7 +94,7 @@ class CpuPolicyEngine final : public PolicyEngine {
     if (ep_ && s.generation_experts == "parallel") {
       // Generation on a copy of this rank's shard, its experts only: the group's passes run in lockstep and
       // exchange rows at every sparse layer as training's do (parallel/expert_lockstep.h).
-      gen_lockstep_ = std::make_unique<ExpertLockstep>(ep_->comm());
+      gen_lockstep_ = std::make_unique<ExpertLockstep>(ep_->host());
       gen_w_ = allocate_shard_weights(stage_, mc_);
       std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
       make_generator(tp_.get());
@@ -158,7 +158,7 @@ class CpuPolicyEngine final : public PolicyEngine {
     if (ep_) {
       // The norm spans the tensor- and expert-parallel ranks: every dense value is held by all ep ranks (weighted
       // 1 / ep by the layout), each expert by one.
-      norm.group = &ep_->comm();
+      norm.group = &ep_->host();
       norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
         return stage_.weighted_sum_squares(begin, n, [g](int64_t off, int64_t count) {
           return cpu::sum_squares(g + off, count);
@@ -166,7 +166,7 @@ class CpuPolicyEngine final : public PolicyEngine {
       };
       norm.sum = [this](double x) {
         if (tp_) x = all_reduce_sum_value(tp_->comm(), x);
-        return all_reduce_sum_value(ep_->comm(), x);
+        return all_reduce_sum_value(ep_->host(), x);
       };
       experts.begin = stage_.num_dense_params();
       experts.edp = &ps_.edp();
@@ -246,7 +246,7 @@ class CpuPolicyEngine final : public PolicyEngine {
     return out;
   }
 
-  Comm* lockstep_group() const override { return ep_ ? &ep_->comm() : nullptr; }
+  Comm* lockstep_group() const override { return ep_ ? &ep_->host() : nullptr; }
   MoeStepStats take_moe_stats() override { return std::exchange(moe_stats_, MoeStepStats{}); }
 
   // The loss runs through the policy_loss op on the host arrays the forward wrote (the last stage's, under a
@@ -278,7 +278,7 @@ class CpuPolicyEngine final : public PolicyEngine {
     }
     std::vector<PolicyLossMetrics> metrics;
     MoeFeedForward* moe = train_model_->moe();
-    const int64_t passes = ep_ ? all_reduce_max_value(ep_->comm(), int64_t(mbs.size())) : int64_t(mbs.size());
+    const int64_t passes = ep_ ? all_reduce_max_value(ep_->host(), int64_t(mbs.size())) : int64_t(mbs.size());
     for (int64_t i = int64_t(mbs.size()); i < passes; ++i) {
       const PackedBatch empty = empty_pass_batch();
       moe->set_aux_loss_weight(0);

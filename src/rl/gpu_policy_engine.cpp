@@ -30,7 +30,7 @@
 // (parallel/gpu_reshard.h); with train.offload_during_generation the idle training copies and the Adam moments
 // wait in pinned host memory while generation runs.
 // A mixture of experts: the load-balancing loss, routing statistics and replay (rl/gpu_moe_routing.h); under expert
-// parallelism (parallel.ep > 1) training holds this rank's experts (parallel/gpu_expert_parallel.h), generation every
+// parallelism (parallel.ep > 1) training holds this rank's experts (parallel/expert_parallel.h), generation every
 // expert (rl/gpu_expert_engine.h) or its own in lockstep (generation.experts: parallel/expert_lockstep.h).
 // Checkpoint state of the sharded layouts: rl/gpu_engine_state.h; pipeline training: rl/gpu_pipeline_training.h.
 #include <algorithm>
@@ -53,7 +53,7 @@
 #include "model/gpu_moe_feed_forward.h"
 #include "parallel/context_parallel.h"
 #include "parallel/expert_lockstep.h"
-#include "parallel/gpu_expert_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "model/transformer.h"
 #include "parallel/embedding_group.h"
 #include "parallel/generation_layout.h"
