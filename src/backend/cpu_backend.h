@@ -46,6 +46,9 @@ struct CpuBackend {
 
   template <typename T>
   using Array = HostArray<T>;
+  // Host memory the backend's copies write without the host waiting for them (pinned on the GPU): plain here.
+  template <typename T>
+  using HostStaging = HostArray<T>;
   static constexpr bool kDeviceMemory = false;  // buffers are host memory (a Comm over them is a host one)
   // A pass's arena lives in host memory.
   static std::shared_ptr<ArenaAllocator> arena_allocator() { return host_arena_allocator(); }
@@ -195,6 +198,21 @@ struct CpuBackend {
   static void attention_merge_forward(const Exec&, float* out, float* lse, const float* block_out,
                                       const float* block_lse, const AttentionSegments& seg, int T, int H, int D) {
     cpu::attention_merge_forward(out, lse, block_out, block_lse, seg, T, H, D);
+  }
+  // The GRPO policy loss of one micro-batch: its partial sums, and its gradients accumulated.
+  static void policy_loss_forward(const Exec&, double* stats, const float* new_lp, const float* old_lp,
+                                  const float* gen_lp, const float* ref_lp, const float* entropy, const uint8_t* mask,
+                                  const int64_t* seq_offsets, const float* advantages, int T, int num_seqs,
+                                  const PolicyLossConfig& config, double denominator) {
+    cpu::policy_loss_forward(stats, new_lp, old_lp, gen_lp, ref_lp, entropy, mask, seq_offsets, advantages, T,
+                             num_seqs, config, denominator);
+  }
+  static void policy_loss_backward(const Exec&, float* dnew_lp, float* dentropy, const float* new_lp,
+                                   const float* old_lp, const float* gen_lp, const float* ref_lp, const uint8_t* mask,
+                                   const int64_t* seq_offsets, const float* advantages, int T, int num_seqs,
+                                   const PolicyLossConfig& config, double denominator) {
+    cpu::policy_loss_backward(dnew_lp, dentropy, new_lp, old_lp, gen_lp, ref_lp, mask, seq_offsets, advantages, T,
+                              num_seqs, config, denominator);
   }
   // Rows gathered by index: xp[r] = x[token_of[r]] (expert parallelism regroups the rows it receives with it).
   static void moe_permute_forward(const Exec&, float* xp, const float* x, const int32_t* token_of, int N, int C) {

@@ -23,6 +23,40 @@ namespace hone {
 
 using bf16 = cuda::bf16;
 
+// n elements of pinned host memory (the GPU's B::HostStaging: device copies into it run without the host waiting),
+// freed by its destructor; moves, never copies. Uninitialized.
+template <typename T>
+class PinnedHostArray {
+ public:
+  PinnedHostArray() = default;
+  explicit PinnedHostArray(int64_t n, const char* /*what*/ = "pinned host buffer") : n_(n) {
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p_), size_t(n > 0 ? n : 1) * sizeof(T)));
+  }
+  ~PinnedHostArray() {
+    if (p_) cudaFreeHost(p_);
+  }
+  PinnedHostArray(PinnedHostArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  PinnedHostArray& operator=(PinnedHostArray&& o) {
+    if (this != &o) {
+      if (p_) CUDA_CHECK(cudaFreeHost(p_));
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  PinnedHostArray(const PinnedHostArray&) = delete;
+  PinnedHostArray& operator=(const PinnedHostArray&) = delete;
+  T* get() const { return p_; }
+  int64_t size() const { return n_; }
+  size_t bytes() const { return size_t(n_) * sizeof(T); }
+
+ private:
+  T* p_ = nullptr;
+  int64_t n_ = 0;
+};
+
 struct CudaBackend {
   using Act = cuda::bf16;
   static constexpr const char* kName = "cuda";
@@ -45,6 +79,8 @@ struct CudaBackend {
 
   template <typename T>
   using Array = DeviceArray<T>;
+  template <typename T>
+  using HostStaging = PinnedHostArray<T>;
   static constexpr bool kDeviceMemory = true;  // buffers are device memory (a Comm over them is a device one)
   // A pass's arena lives in device memory (an allocator of its own: its counters are the arena's).
   static std::shared_ptr<ArenaAllocator> arena_allocator() { return cuda::device_arena_allocator(); }
@@ -203,6 +239,20 @@ struct CudaBackend {
   static void attention_merge_forward(const Exec& x, float* out, float* lse, const Act* block_out,
                                       const float* block_lse, const AttentionSegments& seg, int T, int H, int D) {
     cuda::attention_merge_forward(out, lse, block_out, block_lse, seg, T, H, D, *x.gpu);
+  }
+  static void policy_loss_forward(const Exec& x, double* stats, const float* new_lp, const float* old_lp,
+                                  const float* gen_lp, const float* ref_lp, const float* entropy, const uint8_t* mask,
+                                  const int64_t* seq_offsets, const float* advantages, int T, int num_seqs,
+                                  const PolicyLossConfig& config, double denominator) {
+    cuda::policy_loss_forward(stats, new_lp, old_lp, gen_lp, ref_lp, entropy, mask, seq_offsets, advantages, T,
+                              num_seqs, config, denominator, *x.gpu);
+  }
+  static void policy_loss_backward(const Exec& x, float* dnew_lp, float* dentropy, const float* new_lp,
+                                   const float* old_lp, const float* gen_lp, const float* ref_lp, const uint8_t* mask,
+                                   const int64_t* seq_offsets, const float* advantages, int T, int num_seqs,
+                                   const PolicyLossConfig& config, double denominator) {
+    cuda::policy_loss_backward(dnew_lp, dentropy, new_lp, old_lp, gen_lp, ref_lp, mask, seq_offsets, advantages, T,
+                               num_seqs, config, denominator, *x.gpu);
   }
   static void moe_permute_forward(const Exec& x, Act* xp, const Act* in, const int32_t* token_of, int N, int C) {
     cuda::moe_permute_forward(xp, in, token_of, N, C, *x.gpu);
