@@ -1,8 +1,8 @@
-// The small device kernels of context parallelism (parallel/context_parallel.h, parallel/gpu_ring_attention.h):
+// The small device kernels of context parallelism (parallel/context_parallel.h, parallel/ring_attention.h):
 // moving per-row values between the caller's rows and a rank's rows of a context-parallel split, and the
-// accumulations of the ring's traveling K/V gradients (fp32 while they travel, bf16 in the layer). The CPU engine
-// moves the rows with the reference ops of the same names (ops/cpu/rows.cpp) and the ring's with loops
-// (parallel/ring_attention.cpp).
+// accumulations of the ring's traveling K/V gradients (fp32 while they travel, bf16 in the layer). The CPU
+// backend moves the rows with the reference ops of the same names (ops/cpu/rows.cpp) and accumulates with
+// add_forward (ops/cpu/residual_add.cpp).
 // Plain header: CUDA headers and ours only.
 #pragma once
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "backend/overlapped_transfers.h"
 #include "ops/ops.h"
 #include "tensor/arena.h"
 
@@ -45,6 +46,9 @@ struct CpuBackend {
 
   template <typename T>
   using Array = HostArray<T>;
+  // Host memory the backend's copies write without the host waiting for them (pinned on the GPU): plain here.
+  template <typename T>
+  using HostStaging = HostArray<T>;
   static constexpr bool kDeviceMemory = false;  // buffers are host memory (a Comm over them is a host one)
   // A pass's arena lives in host memory.
   static std::shared_ptr<ArenaAllocator> arena_allocator() { return host_arena_allocator(); }
@@ -61,6 +65,24 @@ struct CpuBackend {
   // n fp32 master weights from the host into compute weights.
   static void upload_weights(const Exec&, float* dst, const float* host, int64_t n) {
     std::memcpy(dst, host, size_t(n) * sizeof(float));
+  }
+  // Transfers beside the compute (backend/overlapped_transfers.h): on the CPU they run when posted.
+  using OverlappedTransfers = InlineTransfers;
+  static OverlappedTransfers overlapped_transfers(Comm& comm, const Exec&) { return OverlappedTransfers(comm); }
+
+  // fp32 and the activations' type (the same here: copies), and fp32 accumulations of activation values.
+  static void act_to_f32(const Exec&, float* out, const float* in, int64_t n) {
+    std::memcpy(out, in, size_t(n) * sizeof(float));
+  }
+  static void f32_to_act(const Exec&, float* out, const float* in, int64_t n) {
+    std::memcpy(out, in, size_t(n) * sizeof(float));
+  }
+  // dst += src.
+  static void accumulate_act_into_f32(const Exec&, float* dst, const float* src, int64_t n) {
+    cpu::add_forward(dst, dst, src, n);
+  }
+  static void accumulate_f32_into_act(const Exec&, float* dst, const float* src, int64_t n) {
+    cpu::add_forward(dst, dst, src, n);
   }
 
   static void scatter_rows_f32(const Exec&, float* full, const float* all, const int32_t* rows, int64_t n) {
@@ -159,6 +181,42 @@ struct CpuBackend {
                                  const int32_t* cu_seqlens, int num_seqs, int /*max_seqlen*/, int T, int Hq, int Hkv,
                                  int D, float scale) {
     cpu::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, num_seqs, T, Hq, Hkv, D, scale);
+  }
+  // Ring attention's blocks (context parallelism): a block of query segments against key segments, its backward
+  // from the merged output, and the merge of a block's partial result into the running fp32 one.
+  static void attention_block_forward(const Exec&, float* out, float* lse, const float* q, const float* k,
+                                      const float* v, const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv,
+                                      int D, float scale) {
+    cpu::attention_block_forward(out, lse, q, k, v, seg, Tq, Tkv, Hq, Hkv, D, scale);
+  }
+  static void attention_block_backward(const Exec&, float* dq, float* dk, float* dv, const float* dout,
+                                       const float* out, const float* lse, const float* q, const float* k,
+                                       const float* v, const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv,
+                                       int D, float scale) {
+    cpu::attention_block_backward(dq, dk, dv, dout, out, lse, q, k, v, seg, Tq, Tkv, Hq, Hkv, D, scale);
+  }
+  static void attention_merge_forward(const Exec&, float* out, float* lse, const float* block_out,
+                                      const float* block_lse, const AttentionSegments& seg, int T, int H, int D) {
+    cpu::attention_merge_forward(out, lse, block_out, block_lse, seg, T, H, D);
+  }
+  // The GRPO policy loss of one micro-batch: its partial sums, and its gradients accumulated.
+  static void policy_loss_forward(const Exec&, double* stats, const float* new_lp, const float* old_lp,
+                                  const float* gen_lp, const float* ref_lp, const float* entropy, const uint8_t* mask,
+                                  const int64_t* seq_offsets, const float* advantages, int T, int num_seqs,
+                                  const PolicyLossConfig& config, double denominator) {
+    cpu::policy_loss_forward(stats, new_lp, old_lp, gen_lp, ref_lp, entropy, mask, seq_offsets, advantages, T,
+                             num_seqs, config, denominator);
+  }
+  static void policy_loss_backward(const Exec&, float* dnew_lp, float* dentropy, const float* new_lp,
+                                   const float* old_lp, const float* gen_lp, const float* ref_lp, const uint8_t* mask,
+                                   const int64_t* seq_offsets, const float* advantages, int T, int num_seqs,
+                                   const PolicyLossConfig& config, double denominator) {
+    cpu::policy_loss_backward(dnew_lp, dentropy, new_lp, old_lp, gen_lp, ref_lp, mask, seq_offsets, advantages, T,
+                              num_seqs, config, denominator);
+  }
+  // Rows gathered by index: xp[r] = x[token_of[r]] (expert parallelism regroups the rows it receives with it).
+  static void moe_permute_forward(const Exec&, float* xp, const float* x, const int32_t* token_of, int N, int C) {
+    cpu::moe_permute_forward(xp, x, token_of, N, C);
   }
   static void swiglu_forward(const Exec&, float* out, const float* gate, const float* up, int64_t N) {
     cpu::swiglu_forward(out, gate, up, N);

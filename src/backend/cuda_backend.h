@@ -11,14 +11,51 @@
 #include <memory>
 
 #include "backend/op_profiler.h"
+#include "backend/overlapped_transfers.h"
 #include "cuda/check.h"
 #include "cuda/context_parallel_kernels.h"
 #include "cuda/device_memory.h"
+#include "cuda/lm_head_kernels.h"
+#include "cuda/moe_ops.h"
 #include "cuda/ops_cuda.h"
 
 namespace hone {
 
 using bf16 = cuda::bf16;
+
+// n elements of pinned host memory (the GPU's B::HostStaging: device copies into it run without the host waiting),
+// freed by its destructor; moves, never copies. Uninitialized.
+template <typename T>
+class PinnedHostArray {
+ public:
+  PinnedHostArray() = default;
+  explicit PinnedHostArray(int64_t n, const char* /*what*/ = "pinned host buffer") : n_(n) {
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p_), size_t(n > 0 ? n : 1) * sizeof(T)));
+  }
+  ~PinnedHostArray() {
+    if (p_) cudaFreeHost(p_);
+  }
+  PinnedHostArray(PinnedHostArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  PinnedHostArray& operator=(PinnedHostArray&& o) {
+    if (this != &o) {
+      if (p_) CUDA_CHECK(cudaFreeHost(p_));
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  PinnedHostArray(const PinnedHostArray&) = delete;
+  PinnedHostArray& operator=(const PinnedHostArray&) = delete;
+  T* get() const { return p_; }
+  int64_t size() const { return n_; }
+  size_t bytes() const { return size_t(n_) * sizeof(T); }
+
+ private:
+  T* p_ = nullptr;
+  int64_t n_ = 0;
+};
 
 struct CudaBackend {
   using Act = cuda::bf16;
@@ -42,6 +79,8 @@ struct CudaBackend {
 
   template <typename T>
   using Array = DeviceArray<T>;
+  template <typename T>
+  using HostStaging = PinnedHostArray<T>;
   static constexpr bool kDeviceMemory = true;  // buffers are device memory (a Comm over them is a device one)
   // A pass's arena lives in device memory (an allocator of its own: its counters are the arena's).
   static std::shared_ptr<ArenaAllocator> arena_allocator() { return cuda::device_arena_allocator(); }
@@ -72,6 +111,22 @@ struct CudaBackend {
       cuda::f32_to_bf16(dst + off, staging.get(), k, *x.gpu);
     }
     sync(x);  // the staging buffer is freed on return
+  }
+  // Transfers beside the compute (backend/overlapped_transfers.h): over NCCL on a stream of their own.
+  using OverlappedTransfers = CudaOverlappedTransfers;
+  static OverlappedTransfers overlapped_transfers(Comm& comm, const Exec& x) {
+    return OverlappedTransfers(comm, *x.gpu);
+  }
+
+  // fp32 and bf16, and fp32 accumulations of bf16 values: dst += src (fp32 dst), dst = bf16(dst + src) (bf16 dst:
+  // one rounding for a gradient accumulated in fp32).
+  static void act_to_f32(const Exec& x, float* out, const Act* in, int64_t n) { cuda::bf16_to_f32(out, in, n, *x.gpu); }
+  static void f32_to_act(const Exec& x, Act* out, const float* in, int64_t n) { cuda::f32_to_bf16(out, in, n, *x.gpu); }
+  static void accumulate_act_into_f32(const Exec& x, float* dst, const Act* src, int64_t n) {
+    cuda::accumulate_bf16_into_f32(dst, src, n, *x.gpu);
+  }
+  static void accumulate_f32_into_act(const Exec& x, Act* dst, const float* src, int64_t n) {
+    cuda::accumulate_f32_into_bf16(dst, src, n, *x.gpu);
   }
 
   static void scatter_rows_f32(const Exec& x, float* full, const float* all, const int32_t* rows, int64_t n) {
@@ -168,6 +223,39 @@ struct CudaBackend {
                                  int D, float scale) {
     cuda::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, cu_seqlens, num_seqs, max_seqlen, T, Hq, Hkv, D,
                              scale, *x.gpu);
+  }
+  // The running output of the merge is fp32 (rounded to bf16 once, after the last block), a block's is bf16.
+  static void attention_block_forward(const Exec& x, Act* out, float* lse, const Act* q, const Act* k, const Act* v,
+                                      const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D,
+                                      float scale) {
+    cuda::attention_block_forward(out, lse, q, k, v, seg, Tq, Tkv, Hq, Hkv, D, scale, *x.gpu);
+  }
+  static void attention_block_backward(const Exec& x, Act* dq, Act* dk, Act* dv, const Act* dout, const Act* out,
+                                       const float* lse, const Act* q, const Act* k, const Act* v,
+                                       const AttentionSegments& seg, int Tq, int Tkv, int Hq, int Hkv, int D,
+                                       float scale) {
+    cuda::attention_block_backward(dq, dk, dv, dout, out, lse, q, k, v, seg, Tq, Tkv, Hq, Hkv, D, scale, *x.gpu);
+  }
+  static void attention_merge_forward(const Exec& x, float* out, float* lse, const Act* block_out,
+                                      const float* block_lse, const AttentionSegments& seg, int T, int H, int D) {
+    cuda::attention_merge_forward(out, lse, block_out, block_lse, seg, T, H, D, *x.gpu);
+  }
+  static void policy_loss_forward(const Exec& x, double* stats, const float* new_lp, const float* old_lp,
+                                  const float* gen_lp, const float* ref_lp, const float* entropy, const uint8_t* mask,
+                                  const int64_t* seq_offsets, const float* advantages, int T, int num_seqs,
+                                  const PolicyLossConfig& config, double denominator) {
+    cuda::policy_loss_forward(stats, new_lp, old_lp, gen_lp, ref_lp, entropy, mask, seq_offsets, advantages, T,
+                              num_seqs, config, denominator, *x.gpu);
+  }
+  static void policy_loss_backward(const Exec& x, float* dnew_lp, float* dentropy, const float* new_lp,
+                                   const float* old_lp, const float* gen_lp, const float* ref_lp, const uint8_t* mask,
+                                   const int64_t* seq_offsets, const float* advantages, int T, int num_seqs,
+                                   const PolicyLossConfig& config, double denominator) {
+    cuda::policy_loss_backward(dnew_lp, dentropy, new_lp, old_lp, gen_lp, ref_lp, mask, seq_offsets, advantages, T,
+                               num_seqs, config, denominator, *x.gpu);
+  }
+  static void moe_permute_forward(const Exec& x, Act* xp, const Act* in, const int32_t* token_of, int N, int C) {
+    cuda::moe_permute_forward(xp, in, token_of, N, C, *x.gpu);
   }
   static void swiglu_forward(const Exec& x, Act* out, const Act* gate, const Act* up, int64_t N) {
     cuda::swiglu_forward(out, gate, up, N, *x.gpu);

@@ -25,7 +25,10 @@
 namespace hone {
 
 class ExpertLockstep;
-class ExpertParallel;
+struct CpuBackend;
+template <typename B>
+class ExpertParallelGroup;
+using ExpertParallel = ExpertParallelGroup<CpuBackend>;
 class TensorParallel;
 
 class CachedForward {

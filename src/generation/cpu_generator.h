@@ -48,7 +48,10 @@ struct GenerationStats {
 };
 
 class ExpertLockstep;
-class ExpertParallel;
+struct CpuBackend;
+template <typename B>
+class ExpertParallelGroup;
+using ExpertParallel = ExpertParallelGroup<CpuBackend>;
 class TensorParallel;
 
 class CpuGenerator {

@@ -11,7 +11,7 @@
 #include "cuda/kernel_scratch.h"
 #include "model/gpu_moe_feed_forward.h"
 #include "parallel/expert_lockstep.h"
-#include "parallel/gpu_expert_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "runtime/error.h"
 

@@ -54,7 +54,10 @@ struct GpuGenerationStats : GenerationStats {
 };
 
 class ExpertLockstep;
-class GpuExpertParallel;
+struct CudaBackend;
+template <typename B>
+class ExpertParallelGroup;
+using GpuExpertParallel = ExpertParallelGroup<CudaBackend>;
 
 class GpuGenerator {
  public:

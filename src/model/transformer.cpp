@@ -11,9 +11,6 @@
 #include "model/gpu_moe_feed_forward.h"
 #include "parallel/context_parallel.h"
 #include "parallel/expert_parallel.h"
-#include "parallel/context_parallel.h"
-#include "parallel/gpu_expert_parallel.h"
-#include "parallel/gpu_ring_attention.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/ring_attention.h"
 #include "parallel/tensor_parallel.h"
@@ -107,7 +104,7 @@ TransformerModel<B>::TransformerModel(const ModelConfig& config, const ParamLayo
     : c_(config),
       tp_(tp),
       cp_(cp),
-      ring_(cp ? std::make_unique<RingAttention>(*cp, exec) : nullptr),
+      ring_(cp ? std::make_unique<RingAttention<B>>(*cp, exec) : nullptr),
       shape_(tp ? tp->shape() : ep ? ep->shape() : layer_shape(config)),
       layout_(layout),
       exec_(exec),
@@ -310,7 +307,7 @@ size_t TransformerModel<B>::training_bytes(int T, Recompute r) const {
   self.recompute_.assign(keep.size(), r);
   const size_t n = forward_bytes(T, true) + backward_bytes(T);
   self.recompute_ = keep;
-  return n + (cp_ ? RingAttention::scratch_bytes(shape_, T) : 0);
+  return n + (cp_ ? RingAttention<B>::scratch_bytes(shape_, T) : 0);
 }
 
 template <typename B>

@@ -46,6 +46,10 @@ namespace hone {
 class GpuOpProfiler;
 template <typename B>
 class ContextParallelGroup;
+template <typename B>
+class RingAttention;
+template <typename B>
+class ExpertParallelGroup;
 
 // What the forward arena holds for one pass, as pointers carved from it (carve_forward).
 template <typename B>
@@ -96,8 +100,7 @@ class TransformerModel {
   using Exec = typename B::Exec;
   using TensorParallel = typename TwinsOf<B>::TensorParallel;
   using ContextParallel = ContextParallelGroup<B>;
-  using ExpertParallel = typename TwinsOf<B>::ExpertParallel;
-  using RingAttention = typename TwinsOf<B>::RingAttention;
+  using ExpertParallel = ExpertParallelGroup<B>;
   using MoeFeedForward = typename TwinsOf<B>::MoeFeedForward;
 
   // layout: the flat compute weights' (this rank's shard: tp->layout().param_layout() under tensor parallelism,
@@ -242,7 +245,7 @@ class TransformerModel {
   const ModelConfig c_;
   TensorParallel* tp_ = nullptr;
   ContextParallel* cp_ = nullptr;
-  std::unique_ptr<RingAttention> ring_;  // cp only
+  std::unique_ptr<RingAttention<B>> ring_;  // cp only
   const LayerShape shape_;  // this rank's shard (the whole model at tp = 1)
   const ParamLayout layout_;
   Exec exec_;

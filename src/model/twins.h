@@ -1,7 +1,7 @@
 // The classes the model still has once per backend, named by backend, so that code written once over B
-// (model/transformer.h) can hold them: the parallelisms' collectives (tensor/sequence, context parallelism's ring
-// attention, expert dispatch) and the mixture-of-experts feed-forward. Each entry goes when its pair is written once
-// over the backend and Comm. Plain header: declarations only.
+// (model/transformer.h) can hold them: tensor/sequence parallelism's collectives and the mixture-of-experts
+// feed-forward. Each entry goes when its pair is written once over the backend and Comm. Plain header: declarations
+// only.
 #pragma once
 
 namespace hone {
@@ -10,12 +10,8 @@ struct CpuBackend;
 struct CudaBackend;
 
 class TensorParallel;
-class ExpertParallel;
-class RingAttention;
 class MoeFeedForward;
 class GpuTensorParallel;
-class GpuExpertParallel;
-class GpuRingAttention;
 class GpuMoeFeedForward;
 
 template <typename B>
@@ -24,16 +20,12 @@ struct TwinsOf;
 template <>
 struct TwinsOf<CpuBackend> {
   using TensorParallel = hone::TensorParallel;
-  using ExpertParallel = hone::ExpertParallel;
-  using RingAttention = hone::RingAttention;
   using MoeFeedForward = hone::MoeFeedForward;
 };
 
 template <>
 struct TwinsOf<CudaBackend> {
   using TensorParallel = GpuTensorParallel;
-  using ExpertParallel = GpuExpertParallel;
-  using RingAttention = GpuRingAttention;
   using MoeFeedForward = GpuMoeFeedForward;
 };
 

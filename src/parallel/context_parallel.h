@@ -63,7 +63,7 @@ std::vector<int32_t> gathered_rows(const PackedBatch& batch, int cp, int multipl
 // per-row values between the caller's rows and this rank's, over the group's Comm (MPI on the CPU; NCCL on the
 // engine's stream on a GPU, or a test's pair of ranks on one GPU). The split is the same host computation
 // everywhere (split_for_context_parallel); its segments and row maps are copied into the backend's memory, where
-// the ring attention (parallel/ring_attention.h, parallel/gpu_ring_attention.h) reads the segments and the
+// the ring attention (parallel/ring_attention.h) reads the segments and the
 // transformer moves its per-row values: the logprobs and entropies of this rank's rows all-gathered into the
 // caller's rows, and the caller's gradients back to this rank's rows.
 template <typename B>

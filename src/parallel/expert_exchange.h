@@ -1,9 +1,8 @@
-// One sparse layer's exchange plan over the expert-parallel group, shared by both engines' expert parallelism
-// (parallel/expert_parallel.h on the CPU, parallel/gpu_expert_parallel.h on the GPU): the token-side counts cross
-// the group first (one all-to-all of E/ep counts per rank pair over the host Comm), then each rank knows how many
-// rows it sends to and receives from every rank, and where each of its expert-side rows sits in what it received
-// (received rows come grouped by source rank, then by expert; the expert side wants expert i's rows from rank 0,
-// then rank 1, ...).
+// One sparse layer's exchange plan over the expert-parallel group (parallel/expert_parallel.h, written once over the
+// backend): the token-side counts cross the group first (one all-to-all of E/ep counts per rank pair over the host
+// Comm), then each rank knows how many rows it sends to and receives from every rank, and where each of its
+// expert-side rows sits in what it received (received rows come grouped by source rank, then by expert; the expert
+// side wants expert i's rows from rank 0, then rank 1, ...).
 #pragma once
 
 #include <cstdint>

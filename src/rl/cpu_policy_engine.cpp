@@ -45,6 +45,7 @@
 #include "parallel/tensor_parallel.h"
 #include "rl/moe_metrics.h"
 #include "rl/pipeline_broadcast.h"
+#include "rl/policy_loss_pass.h"
 #include "roles/rank_roles.h"
 #include "runtime/error.h"
 #include "train/adamw.h"
@@ -95,7 +96,7 @@ class CpuPolicyEngine final : public roles::RoleEngine {
     if (ep_ && s.generation_experts == "parallel") {
       // Generation on a copy of this rank's shard, its experts only: the group's passes run in lockstep and
       // exchange rows at every sparse layer as training's do (parallel/expert_lockstep.h).
-      gen_lockstep_ = std::make_unique<ExpertLockstep>(ep_->comm());
+      gen_lockstep_ = std::make_unique<ExpertLockstep>(ep_->host());
       gen_w_ = allocate_shard_weights(stage_, mc_);
       std::memcpy(gen_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
       make_generator(tp_.get());
@@ -159,7 +160,7 @@ class CpuPolicyEngine final : public roles::RoleEngine {
     if (ep_) {
       // The norm spans the tensor- and expert-parallel ranks: every dense value is held by all ep ranks (weighted
       // 1 / ep by the layout), each expert by one.
-      norm.group = &ep_->comm();
+      norm.group = &ep_->host();
       norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
         return stage_.weighted_sum_squares(begin, n, [g](int64_t off, int64_t count) {
           return cpu::sum_squares(g + off, count);
@@ -167,7 +168,7 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       };
       norm.sum = [this](double x) {
         if (tp_) x = all_reduce_sum_value(tp_->comm(), x);
-        return all_reduce_sum_value(ep_->comm(), x);
+        return all_reduce_sum_value(ep_->host(), x);
       };
       experts.begin = stage_.num_dense_params();
       experts.edp = &ps_.edp();
@@ -247,24 +248,27 @@ class CpuPolicyEngine final : public roles::RoleEngine {
     return out;
   }
 
-  Comm* lockstep_group() const override { return ep_ ? &ep_->comm() : nullptr; }
+  Comm* lockstep_group() const override { return ep_ ? &ep_->host() : nullptr; }
   MoeStepStats take_moe_stats() override { return std::exchange(moe_stats_, MoeStepStats{}); }
 
-  // The loss runs through the policy_loss op on the host arrays the forward wrote (the last stage's, under a
-  // pipeline: its metrics are then broadcast over the stages). Under expert parallelism the ranks of the group run
-  // as many passes: empty ones after a rank's own micro-batches.
+  // The loss runs through the policy loss pass (rl/policy_loss_pass.h) on the arrays the forward wrote (the last
+  // stage's, under a pipeline: its metrics are then broadcast over the stages). Under expert parallelism the ranks
+  // of the group run as many passes: empty ones after a rank's own micro-batches.
   std::vector<PolicyLossMetrics> train(const std::vector<MicroBatch>& mbs, const TrainLoss& loss) override {
+    validate_policy_loss_config(loss.config);
     grads_.flat.fill_zero();
+    loss_.reserve(mbs);
     const bool entropy_grad = loss.config.entropy_coef != 0;
     if (pipeline_) {
       std::vector<const PackedBatch*> batches;
       for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
       std::vector<PolicyLossMetrics> metrics(mbs.size());
       auto fn = [&](int i, const Transformer& head) {
-        metrics[size_t(i)] = micro_batch_loss(mbs[size_t(i)], loss, head, dlogprob_, dentropy_, entropy_grad);
-        return PipelineModel::LossGrads{dlogprob_.data(), entropy_grad ? dentropy_.data() : nullptr};
+        const auto g = loss_.run(size_t(i), mbs[size_t(i)], loss, head.logprobs(), head.entropy());
+        return PipelineModel::LossGrads{g.dlogprob, entropy_grad ? g.dentropy : nullptr};
       };
       const PipelineRunStats r = pipeline_->train(batches, loss.temperature, fn, grads_.flat.f32());
+      if (pipeline_->last_stage()) metrics = loss_.metrics(mbs.size());
       stats_.pipeline_compute_s += r.compute_s;
       stats_.pipeline_exchange_s += r.exchange_s;
       const PipelineSimulation sim = simulate_pipeline(pipeline_->last_schedule());
@@ -277,9 +281,8 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       training_bytes_ = std::max(training_bytes_, pipeline_->allocated_bytes());
       return metrics;
     }
-    std::vector<PolicyLossMetrics> metrics;
     MoeFeedForward* moe = train_model_->moe();
-    const int64_t passes = ep_ ? all_reduce_max_value(ep_->comm(), int64_t(mbs.size())) : int64_t(mbs.size());
+    const int64_t passes = ep_ ? all_reduce_max_value(ep_->host(), int64_t(mbs.size())) : int64_t(mbs.size());
     for (int64_t i = int64_t(mbs.size()); i < passes; ++i) {
       const PackedBatch empty = empty_pass_batch();
       moe->set_aux_loss_weight(0);
@@ -287,7 +290,8 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       const std::vector<float> none(size_t(empty.num_tokens()), 0.f);
       train_model_->backward(none.data(), nullptr, grads_);
     }
-    for (const MicroBatch& mb : mbs) {
+    for (size_t i = 0; i < mbs.size(); ++i) {
+      const MicroBatch& mb = mbs[i];
       const size_t T = size_t(mb.batch.num_tokens());
       const bool replay = moe && s_.router_replay && !mb.gen_routing.empty();
       if (replay) {  // the mismatch without replay, for the record: a forward that routes by itself first
@@ -308,12 +312,12 @@ class CpuPolicyEngine final : public roles::RoleEngine {
         moe->set_forced_routing(nullptr);
         note_routing(*moe, mb);
       }
-      metrics.push_back(micro_batch_loss(mb, loss, *train_model_, dlogprob_, dentropy_, entropy_grad));
-      train_model_->backward(dlogprob_.data(), entropy_grad ? dentropy_.data() : nullptr, grads_);
+      const auto g = loss_.run(i, mb, loss, train_model_->logprobs(), train_model_->entropy());
+      train_model_->backward(g.dlogprob, entropy_grad ? g.dentropy : nullptr, grads_);
       training_bytes_ = std::max(training_bytes_, train_model_->allocated_bytes());
-      passes_done(int64_t(metrics.size()));
+      passes_done(int64_t(i + 1));
     }
-    return metrics;
+    return loss_.metrics(mbs.size());
   }
 
   // The global loss denominator already makes the sum over ranks the mean gradient. The training weights are
@@ -440,26 +444,6 @@ class CpuPolicyEngine final : public roles::RoleEngine {
     if (gen_progress_) generator_->set_progress(gen_progress_);
   }
 
-  // The policy loss of one micro-batch from the forward of `m` (its logprobs and entropies); dlogprob and
-  // dentropy receive its gradients (dentropy only with an entropy gradient).
-  static PolicyLossMetrics micro_batch_loss(const MicroBatch& mb, const TrainLoss& loss, const Transformer& m,
-                                            std::vector<float>& dlogprob, std::vector<float>& dentropy,
-                                            bool entropy_grad) {
-    const size_t T = size_t(mb.batch.num_tokens());
-    PolicyLossBatch<float> pb;
-    pb.new_logprobs = {m.logprobs(), T};
-    pb.old_logprobs = loss.on_policy ? pb.new_logprobs : std::span<const float>(mb.old);  // on-policy: detached
-    pb.gen_logprobs = mb.gen;
-    if (loss.config.kl_coef > 0) pb.ref_logprobs = mb.ref;
-    pb.entropy = {m.entropy(), T};
-    pb.mask = mb.mask;
-    pb.seq_offsets = mb.seq_offsets;
-    pb.advantages = mb.advantages;
-    dlogprob.assign(T, 0.f);
-    dentropy.assign(entropy_grad ? T : 0, 0.f);
-    return policy_loss<float>(loss.config, pb, loss.denominator, dlogprob, dentropy);
-  }
-
   // The routing of a training forward (rl/moe_metrics.h): expert loads, the load-balancing loss, and the expert
   // sets against generation's.
   void note_routing(const MoeFeedForward& moe, const MicroBatch& mb) {
@@ -499,7 +483,7 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   GenerationProgressFn gen_progress_;
   std::unique_ptr<DataParallelAdamW> plain_;
   std::unique_ptr<DistributedAdamW> zero_;
-  std::vector<float> dlogprob_, dentropy_;  // the loss's gradients of the current micro-batch
+  PolicyLossPass<CpuBackend> loss_;  // the loss of the training micro-batches and its gradients
   std::vector<float> lp_;
   double persistent_ = 0;
   int64_t peak_kv_ = 0;

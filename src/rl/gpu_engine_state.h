@@ -9,7 +9,7 @@
 #include "comm/parallel_state.h"
 #include "model/model_config.h"
 #include "model/weights.h"
-#include "parallel/gpu_expert_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/shard_layout.h"
 #include "train/gpu_data_parallel_optimizer.h"
 

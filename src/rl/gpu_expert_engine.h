@@ -14,7 +14,7 @@
 #include "cuda/ops_cuda.h"
 #include "model/model_config.h"
 #include "model/weights.h"
-#include "parallel/gpu_expert_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_layout.h"
 #include "train/gpu_data_parallel_optimizer.h"

@@ -8,15 +8,15 @@
 
 namespace hone::rl {
 
-std::vector<PolicyLossMetrics> train_pipeline(GpuPipelineModel& pipeline, GpuPolicyLoss& policy_loss,
+std::vector<PolicyLossMetrics> train_pipeline(GpuPipelineModel& pipeline,
+                                              PolicyLossPass<CudaBackend>& policy_loss,
                                               const std::vector<MicroBatch>& mbs, const TrainLoss& loss,
                                               bool entropy_grad, float* grads, GradReducer* reducer, Comm& pp,
                                               EngineStepStats& stats) {
   std::vector<const PackedBatch*> batches;
   for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
   auto fn = [&](int i, const GpuTransformer& head) {
-    const GpuPolicyLoss::Gradients g =
-        policy_loss.run(size_t(i), mbs[size_t(i)], loss, head.logprobs(), head.entropy());
+    const auto g = policy_loss.run(size_t(i), mbs[size_t(i)], loss, head.logprobs(), head.entropy());
     return GpuPipelineModel::LossGrads{g.dlogprob, entropy_grad ? g.dentropy : nullptr};
   };
   auto before_last = [&](GpuTransformer& x) {

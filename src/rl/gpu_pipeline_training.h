@@ -10,9 +10,9 @@
 
 #include "comm/comm.h"
 #include "parallel/pipeline_model.h"
-#include "rl/gpu_policy_loss.h"
 #include "rl/grpo_batch.h"
 #include "rl/policy_loss.h"
+#include "rl/policy_loss_pass.h"
 #include "roles/role_stats.h"
 #include "train/grad_reducer.h"
 
@@ -22,7 +22,8 @@ namespace hone::rl {
 // entropy_grad: the entropy term's gradient goes into the backward too. reducer: the data-parallel reduction that
 // overlaps this rank's last backward (armed on the model that runs it), or nullptr where the gradients are reduced
 // in the optimizer step. Collective over pp (and tp). Returns every micro-batch's loss metrics, on every stage.
-std::vector<PolicyLossMetrics> train_pipeline(GpuPipelineModel& pipeline, GpuPolicyLoss& policy_loss,
+std::vector<PolicyLossMetrics> train_pipeline(GpuPipelineModel& pipeline,
+                                              PolicyLossPass<CudaBackend>& policy_loss,
                                               const std::vector<MicroBatch>& mbs, const TrainLoss& loss,
                                               bool entropy_grad, float* grads, GradReducer* reducer, Comm& pp,
                                               EngineStepStats& stats);

@@ -5,7 +5,7 @@
 // on every rank; gradients all-reduced over NCCL) or, with train.distributed_optimizer and more than one rank,
 // GpuDistributedAdamW (ZeRO-1: reduce-scatter, sharded state, bf16 all-gather). With several ranks a GradReducer
 // launches each bucket's reduction as soon as the last micro-batch's backward has finished it. The policy loss runs
-// on the device between each training forward and backward (rl/gpu_policy_loss.h): logprobs and their gradients
+// on the device between each training forward and backward (rl/policy_loss_pass.h): logprobs and their gradients
 // never leave the GPU; the loss metrics come back once per optimizer step.
 // Memory is handed from phase to phase: the activation arenas and the gradient buffer are freed before generation
 // and the KV cache's memory after it (generation.keep_graphs: its addresses and the decode graphs stay for the next
@@ -17,7 +17,7 @@
 // stay whole: read_state gathers the shards onto world rank 0 over the host tp group, write_state keeps this rank's
 // slices.
 // Under context parallelism (parallel.cp > 1) the models split every micro-batch over the cp group's NcclComm
-// (parallel/context_parallel.h; attention by the ring, parallel/gpu_ring_attention.h) and every rank gets all
+// (parallel/context_parallel.h; attention by the ring, parallel/ring_attention.h) and every rank gets all
 // the rows' logprobs on the device, so the loss runs whole; the optimizer sums the gradients over dp x cp
 // (CommGroup::dp_cp, ZeRO-1 included) instead of dp.
 // Under pipeline parallelism (parallel.pp > 1) the training and reference roles hold this rank's stage and run the
@@ -30,7 +30,7 @@
 // (parallel/reshard.h); with train.offload_during_generation the idle training copies and the Adam moments
 // wait in pinned host memory while generation runs.
 // A mixture of experts: the load-balancing loss, routing statistics and replay (rl/gpu_moe_routing.h); under expert
-// parallelism (parallel.ep > 1) training holds this rank's experts (parallel/gpu_expert_parallel.h), generation every
+// parallelism (parallel.ep > 1) training holds this rank's experts (parallel/expert_parallel.h), generation every
 // expert (rl/gpu_expert_engine.h) or its own in lockstep (generation.experts: parallel/expert_lockstep.h).
 // Checkpoint state of the sharded layouts: rl/gpu_engine_state.h; pipeline training: rl/gpu_pipeline_training.h.
 #include <algorithm>
@@ -53,7 +53,7 @@
 #include "model/gpu_moe_feed_forward.h"
 #include "parallel/context_parallel.h"
 #include "parallel/expert_lockstep.h"
-#include "parallel/gpu_expert_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "model/transformer.h"
 #include "parallel/embedding_group.h"
 #include "parallel/generation_layout.h"
@@ -68,7 +68,7 @@
 #include "rl/gpu_pass_events.h"
 #include "rl/gpu_offloadable_weights.h"
 #include "rl/gpu_pipeline_training.h"
-#include "rl/gpu_policy_loss.h"
+#include "rl/policy_loss_pass.h"
 #include "rl/pipeline_broadcast.h"
 #include "runtime/gpu_device_select.h"
 #include "train/gpu_data_parallel_adamw.h"
@@ -160,7 +160,7 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
-    loss_ = std::make_unique<GpuPolicyLoss>(ctx_);
+    loss_ = std::make_unique<PolicyLossPass<CudaBackend>>(ctx_);
     if (pipe_.split()) stats_.schedule = PipelineSchedule{pipe_.pp(), pipe_.vpp(), 0, false}.name();
   }
 
@@ -385,7 +385,7 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     if (pipeline_) {  // a stage whose tied embedding is summed over its two copies first reduces in the optimizer step
       auto metrics = train_pipeline(*pipeline_, *loss_, mbs, loss, entropy_grad, optimizer_->grads(),
                                     emb_comm_ ? nullptr : reducer_.get(), ps_.pp(), stats_);
-      mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->device_bytes()));
+      mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->bytes()));
       note_device_use();
       return metrics;
     }
@@ -406,10 +406,10 @@ class GpuPolicyEngine final : public roles::RoleEngine {
       if (moe) routing().before_forward(*policy_, mbs[i], loss, s_.router_replay, moe_stats_);
       policy_->forward(mbs[i].batch, loss.temperature, /*need_entropy=*/true, /*need_backward=*/true);
       if (moe) routing().after_forward(*moe, mbs[i], moe_stats_, mc_, ctx_);
-      const GpuPolicyLoss::Gradients g = loss_->run(i, mbs[i], loss, policy_->logprobs(), policy_->entropy());
+      const auto g = loss_->run(i, mbs[i], loss, policy_->logprobs(), policy_->entropy());
       if (reducer_ && i + 1 == mbs.size()) reducer_->arm();
       policy_->backward(g.dlogprob, entropy_grad ? g.dentropy : nullptr, optimizer_->grads());
-      mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->device_bytes()));
+      mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->bytes()));
       note_device_use();
       if (progress) {  // what the device has finished, not what the host has queued
         pass_events_.recorded(int64_t(i), ctx_.stream);
@@ -579,7 +579,7 @@ class GpuPolicyEngine final : public roles::RoleEngine {
   std::unique_ptr<Resharder<CudaBackend>> resharder_;
   std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
-  std::unique_ptr<GpuPolicyLoss> loss_;
+  std::unique_ptr<PolicyLossPass<CudaBackend>> loss_;
   GpuPassEvents pass_events_;  // the training micro-batches the device has finished, for the progress line
   bool zero_ = false;
   std::vector<float> lp_;

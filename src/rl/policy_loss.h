@@ -1,7 +1,8 @@
 // The GRPO policy loss per token, aggregated with global denominators, with its gradient with respect to the new
 // log-probabilities (and the entropies) that the model backward consumes. Formulas: doc/grpo.md, "Policy loss".
 // The math is the op policy_loss_forward / _backward (ops/ops.h: the CPU reference; cuda/policy_loss.cu: its
-// twin); this file holds the deck's names and checks, the metrics, the denominators and a host entry to the op.
+// twin); this file holds the deck's names and checks, the metrics, the denominators and a host entry to the op
+// (the unit tests'). The engines run the op over their backend with rl/policy_loss_pass.h.
 //
 // Per valid token t of sequence s (advantage A_s):
 //   r_t    = exp(new_t - old_t)
