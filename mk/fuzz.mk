@@ -57,14 +57,19 @@ fuzz: $(FUZZ_BINS)
 	done
 
 # Every committed input (seeds and past findings) once, then fuzzing for a few seconds from them (chat_text with the
-# small tokenizer of tests/fuzz/data: the Qwen3 one takes longer to load than the check lasts).
+# small tokenizer of tests/fuzz/data: the Qwen3 one takes longer to load than the check lasts). A finding is kept in
+# $(FUZZ_DIR)/findings/<name>/ and, when small, printed in base64, so that a CI log alone can reproduce it.
 fuzz-check: $(FUZZ_BINS)
 	@for n in $(FUZZ_NAMES); do \
 	  d=$$(mktemp -d); \
 	  $(FUZZ_DIR)/fuzz_$$n $(FUZZ_FLAGS) -max_total_time=$(FUZZ_CHECK_SECONDS) \
 	    -artifact_prefix=$$d/ $$d tests/fuzz/corpus/$$n > $$d.log 2>&1 \
 	    && echo "fuzz $$n: ok ($$(grep -ho 'number_of_executed_units: [0-9]*' $$d.log | grep -o '[0-9]*') runs)" \
-	    || { tail -30 $$d.log; echo "fuzz $$n: FAILED"; rm -rf $$d $$d.log; exit 1; }; \
+	    || { tail -30 $$d.log; mkdir -p $(FUZZ_DIR)/findings/$$n; \
+	         for a in $$d/crash-* $$d/leak-* $$d/timeout-* $$d/oom-* $$d/slow-unit-*; do [ -f "$$a" ] || continue; \
+	           cp "$$a" $(FUZZ_DIR)/findings/$$n/; echo "fuzz $$n: finding kept in $(FUZZ_DIR)/findings/$$n/$$(basename $$a)"; \
+	           [ $$(stat -c %s "$$a") -le 8192 ] && { echo "its bytes (base64):"; base64 -w 0 "$$a"; echo; }; \
+	         done; echo "fuzz $$n: FAILED"; rm -rf $$d $$d.log; exit 1; }; \
 	  rm -rf $$d $$d.log; \
 	done
 

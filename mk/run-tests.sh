@@ -19,6 +19,7 @@ ARGS=(--color_output=no --log_level=test_suite --report_format=XML --report_leve
 EXTRA=(${HONE_TEST_ARGS:-})
 
 total_passed=0; total_failed=0; total_skipped=0; status=0
+rm -f "$REPORTS/failed.txt"
 
 # attr NAME FILE: the value of attribute NAME on the first TestSuite element of an XML report.
 attr() {  # no pipes: under pipefail an early-closing reader would turn a large report into a failure
@@ -26,6 +27,15 @@ attr() {  # no pipes: under pipefail an early-closing reader would turn a large 
       s = substr($0, RSTART, RLENGTH)
       if (match(s, " " k "=\"[0-9]+\"")) { v = substr(s, RSTART, RLENGTH); gsub(/[^0-9]/, "", v); print v; found = 1; exit }
     } END { if (!found) print 0 }' "$2"
+}
+
+# failed_cases FILE: the full names (suite/.../case) of the failed and aborted cases of an XML report, one per line.
+failed_cases() {
+  grep -o '<TestSuite name="[^"]*"\|</TestSuite>\|<TestCase name="[^"]*" result="[a-z]*"' "$1" |
+    awk '/^<TestSuite/ { match($0, /"[^"]*"/); path[++d] = substr($0, RSTART + 1, RLENGTH - 2); next }
+         /^<\/TestSuite/ { d--; next }
+         /result="(failed|aborted)"/ { match($0, /"[^"]*"/); n = substr($0, RSTART + 1, RLENGTH - 2)
+                                      p = ""; for (i = 2; i <= d; i++) p = p path[i] "/"; print p n }'
 }
 
 count() {  # suite report...
@@ -42,6 +52,7 @@ count() {  # suite report...
     # Under MPI every rank runs every case: count cases once (rank 0), failures from any rank.
     if [ "$r" = "$1" ]; then p=$rp; s=$rs; fi
     [ $((rf + ra)) -gt "$f" ] && f=$((rf + ra))
+    [ $((rf + ra)) -gt 0 ] && failed_cases "$r" | sort -u | sed "s|^|$suite: failed: |" >> "$REPORTS/failed.txt"
   done
   echo "$suite: $p passed, $f failed, $s skipped"
   total_passed=$((total_passed + p)); total_failed=$((total_failed + f)); total_skipped=$((total_skipped + s))
@@ -68,5 +79,7 @@ for suite in "$@"; do
 done
 
 [ "$total_failed" -gt 0 ] && status=1
+# The failed cases again, just above the closing line, where a log's tail shows them.
+[ -s "$REPORTS/failed.txt" ] && sort -u "$REPORTS/failed.txt"
 echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
 exit $status
