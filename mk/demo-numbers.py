@@ -6,7 +6,8 @@
 #   mk/demo-numbers.py --hone build/hone --write      rewrite the fragments from fresh runs
 #   mk/demo-numbers.py --hone build/hone --check      exit 1 naming every fragment that differs (make test runs it)
 # Times and token rates are the machine's, not the run's: --check compares every other number (steps, rewards,
-# accuracies, token counts) and masks those.
+# accuracies, token counts) and masks those. The runs use OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE), so that the
+# numbers are the same on every x86-64 CPU with AVX2.
 import argparse
 import os
 import re
@@ -22,7 +23,10 @@ MARK = re.compile(r"(<!-- demo-numbers (\w+) -->\n)(.*?)(<!-- /demo-numbers -->)
 
 def run_demos(hone, folder):
     procs = {}
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # One OpenBLAS kernel on every x86 CPU: Debian's OpenBLAS picks its sgemm kernel by CPU (Zen, Haswell, SkylakeX,
+    # ...), and each kernel rounds a product its own way, so without this the rewards after the first steps would
+    # differ in their last digits from one machine to the next.
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_CORETYPE="Haswell")
     for seed in SEEDS:
         log = open(os.path.join(folder, f"seed{seed}.txt"), "w")
         procs[seed] = (subprocess.Popen([hone, "run", os.path.join(ROOT, "input/demo.toml"), f"run.seed={seed}",
