@@ -282,10 +282,16 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       return metrics;
     }
     MoeFeedForward* moe = train_model_->moe();
+    // Under expert parallelism every forward and backward is collective over the group, so every rank runs as many
+    // passes (empty ones first where it has fewer micro-batches), and under loss.router_replay each of them, the
+    // empty ones too, first runs the forward that routes by itself.
     const int64_t passes = ep_ ? all_reduce_max_value(ep_->host(), int64_t(mbs.size())) : int64_t(mbs.size());
+    const bool lockstep_unreplayed = ep_ && moe && s_.router_replay;
     for (int64_t i = int64_t(mbs.size()); i < passes; ++i) {
       const PackedBatch empty = empty_pass_batch();
       moe->set_aux_loss_weight(0);
+      if (lockstep_unreplayed)
+        train_model_->forward(empty, loss.temperature, /*need_entropy=*/false, /*need_backward=*/false);
       train_model_->forward(empty, loss.temperature, /*need_entropy=*/false);
       const std::vector<float> none(size_t(empty.num_tokens()), 0.f);
       train_model_->backward(none.data(), nullptr, grads_);
@@ -294,10 +300,10 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       const MicroBatch& mb = mbs[i];
       const size_t T = size_t(mb.batch.num_tokens());
       const bool replay = moe && s_.router_replay && !mb.gen_routing.empty();
-      if (replay) {  // the mismatch without replay, for the record: a forward that routes by itself first
-        moe->set_forced_routing(nullptr);
+      if (replay || lockstep_unreplayed) {  // the mismatch without replay, for the record: a forward that routes by
+        moe->set_forced_routing(nullptr);   // itself first
         train_model_->forward(mb.batch, loss.temperature, /*need_entropy=*/false, /*need_backward=*/false);
-        for (size_t t = 0; t < T; ++t)
+        for (size_t t = 0; t < T && replay; ++t)
           if (mb.mask[t]) {
             moe_stats_.unreplayed_mpe_sum += std::exp(std::fabs(double(mb.gen[t]) - train_model_->logprobs()[t]));
             ++moe_stats_.unreplayed_tokens;

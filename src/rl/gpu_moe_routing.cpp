@@ -12,14 +12,16 @@
 namespace hone::rl {
 
 void GpuMoeRouting::before_forward(GpuTransformer& policy, const MicroBatch& mb, const TrainLoss& loss,
-                                   bool router_replay, MoeStepStats& stats) {
+                                   bool router_replay, bool always_unreplayed, MoeStepStats& stats) {
   GpuMoeFeedForward& moe = *policy.moe();
   const int T = mb.batch.num_tokens();
   const bool replay = router_replay && !mb.gen_routing.empty();
-  if (replay) {
+  if (replay || always_unreplayed) {
     moe.set_forced_routing(nullptr);
     moe.set_routing_record(nullptr);
     policy.forward(mb.batch, loss.temperature, /*need_entropy=*/false, /*need_backward=*/true);
+  }
+  if (replay) {
     const std::vector<float> lp = policy.logprobs_host();
     for (int t = 0; t < T; ++t)
       if (mb.mask[size_t(t)]) {

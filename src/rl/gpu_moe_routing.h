@@ -28,8 +28,9 @@ class GpuMoeRouting {
   // Before a training forward of mb on policy (a mixture of experts): its share of the load-balancing loss, routing
   // replay when router_replay and mb carries generation's routing (with the mismatch of a forward that routes by
   // itself added to stats first: one more forward), and the table the forward records its routing into.
+  // always_unreplayed: run that one more forward even where mb carries no routing (expert parallelism's lockstep).
   void before_forward(GpuTransformer& policy, const MicroBatch& mb, const TrainLoss& loss, bool router_replay,
-                      MoeStepStats& stats);
+                      bool always_unreplayed, MoeStepStats& stats);
   // After a training forward of mb: clears moe's replay and record, and adds the forward's routing to stats.
   void after_forward(GpuMoeFeedForward& moe, const MicroBatch& mb, MoeStepStats& stats, const ModelConfig& c,
                      const cuda::GpuContext& ctx);

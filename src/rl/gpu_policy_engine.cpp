@@ -392,10 +392,15 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     GpuMoeFeedForward* moe = policy_->moe();
     // Under expert parallelism every rank of the group runs as many passes: empty ones first where it has fewer
     // micro-batches (the last pass, which reduces the gradients while it runs, is a real one where there is one).
+    // Under loss.router_replay each pass first runs a forward that routes by itself (GpuMoeRouting::before_forward):
+    // the empty passes too, so that the group's collectives pair up.
     const int64_t passes = ep_ ? all_reduce_max_value(ps_.ep(), int64_t(mbs.size())) : int64_t(mbs.size());
+    const bool lockstep_unreplayed = ep_ && moe && s_.router_replay;
     for (int64_t i = int64_t(mbs.size()); i < passes; ++i) {
       const PackedBatch empty = empty_pass_batch();
       moe->set_aux_loss_weight(0);
+      if (lockstep_unreplayed)
+        policy_->forward(empty, loss.temperature, /*need_entropy=*/false, /*need_backward=*/true);
       policy_->forward(empty, loss.temperature, /*need_entropy=*/false, /*need_backward=*/true);
       if (reducer_ && mbs.empty() && i + 1 == passes) reducer_->arm();
       policy_->backward_host(std::vector<float>(size_t(empty.num_tokens()), 0.f), nullptr, optimizer_->grads());
@@ -403,7 +408,7 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     const bool progress = wants_pass_progress();
     if (progress) pass_events_.start();
     for (size_t i = 0; i < mbs.size(); ++i) {
-      if (moe) routing().before_forward(*policy_, mbs[i], loss, s_.router_replay, moe_stats_);
+      if (moe) routing().before_forward(*policy_, mbs[i], loss, s_.router_replay, lockstep_unreplayed, moe_stats_);
       policy_->forward(mbs[i].batch, loss.temperature, /*need_entropy=*/true, /*need_backward=*/true);
       if (moe) routing().after_forward(*moe, mbs[i], moe_stats_, mc_, ctx_);
       const auto g = loss_->run(i, mbs[i], loss, policy_->logprobs(), policy_->entropy());

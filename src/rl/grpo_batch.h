@@ -43,7 +43,7 @@ struct MicroBatch {
   int routing_width = 0;
 };
 
-// What the loss of one optimizer step needs besides its micro-batches (PolicyEngine::train).
+// What the loss of one optimizer step needs besides its micro-batches (roles::Learner::train).
 struct TrainLoss {
   PolicyLossConfig config;
   double denominator = 0;   // global: loss_denominator summed over the step's micro-batches and ranks (> 0)
@@ -57,7 +57,7 @@ struct TrainLoss {
 };
 
 // A pass with nothing to learn: one token, no target (what a rank runs when another rank of its expert-parallel
-// group has one more micro-batch: PolicyEngine::lockstep_group).
+// group has one more micro-batch: roles::Learner::lockstep_group).
 PackedBatch empty_pass_batch();
 
 // Packs the samples listed in `which` into micro-batches of at most max_tokens tokens (MFFD, rl/packing.h).

@@ -7,11 +7,12 @@
 //   * tp = 2 x ep = 2 on 4 ranks against tp = 1, ep = 1 on 2 ranks;
 //   * an ep = 2 checkpoint holds whole tensors and resumes at ep = 1, as the uninterrupted ep = 1 run goes on;
 //   * with the load-balancing loss off, ep = 2 on 2 ranks equals one rank (the policy loss adds up over ranks);
-//   * loss.router_replay: training routes every token as generation did;
+//   * loss.router_replay: training routes every token as generation did, on one rank and at ep = 2;
 //   * generation.experts = parallel (generation on this rank's experts, the group's passes in lockstep): the same
 //     rollouts, bit for bit, and the same run as with every expert replicated, at ep = 2 and at tp = 2 x ep = 2.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -156,6 +157,24 @@ BOOST_AUTO_TEST_CASE(router_replay_routes_every_token_as_generation_did) {
   for (double u : unreplayed) BOOST_TEST((u >= 1.0 && u < 1.01));
   const auto mpe = metric(h, "token_mult_prob_error");
   for (double u : mpe) BOOST_TEST((u >= 1.0 && u < 1.01));
+}
+
+// loss.router_replay under expert parallelism: each rank's training forwards replay its own rollouts' routing, as
+// they do without expert parallelism. Micro-batches of at most 24 tokens give the ranks different numbers of them,
+// so the rank with fewer runs empty passes, and under replay each pass runs one more forward (the one that routes by
+// itself): the group's collectives pair up only if the empty passes run it too.
+BOOST_AUTO_TEST_CASE(router_replay_at_ep2_equals_ep1) {
+  const std::string args =
+      kArgs + " loss.router_replay=true run.max_steps=2 train.global_batch_size=16 train.max_tokens_per_microbatch=24";
+  const std::string one = run_in("grpo-replay-ep1", args, 2);
+  const std::string two = run_in("grpo-replay-ep2", args + " parallel.ep=2", 2, "expert parallel over 2 ranks");
+  check_equal_runs(one, two, 2);
+  for (double m : metric(two + "/out/t.h5", "moe/routing_mismatch")) BOOST_TEST(m == 0.0);
+  const auto unreplayed = metric(two + "/out/t.h5", "moe/token_mult_prob_error_unreplayed");
+  const auto unreplayed_one = metric(one + "/out/t.h5", "moe/token_mult_prob_error_unreplayed");
+  BOOST_TEST_REQUIRE(unreplayed.size() == 2u);
+  BOOST_TEST_REQUIRE(unreplayed_one.size() == 2u);
+  for (size_t i = 0; i < 2; ++i) BOOST_TEST(std::fabs(unreplayed[i] - unreplayed_one[i]) < 1e-6);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
