@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "backend/overlapped_transfers.h"
+#include "backend/sequence_overlap.h"
 #include "ops/ops.h"
 #include "tensor/arena.h"
 
@@ -69,6 +70,46 @@ struct CpuBackend {
   // Transfers beside the compute (backend/overlapped_transfers.h): on the CPU they run when posted.
   using OverlappedTransfers = InlineTransfers;
   static OverlappedTransfers overlapped_transfers(Comm& comm, const Exec&) { return OverlappedTransfers(comm); }
+  // Tensor parallelism (parallel/tensor_parallel.h): sequence parallelism's collectives beside the GEMMs
+  // (backend/sequence_overlap.h: here they run when posted), and the vocabulary-parallel pieces of the embedding and
+  // the LM head over this rank's slice [vocab_begin, vocab_begin + V) (vocab_valid of its rows exist), the logits
+  // of generation, and a sum of squares (the gradient norm over the shards).
+  using SequenceOverlap = CpuSequenceOverlap;
+  static SequenceOverlap sequence_overlap(Comm& comm, const Exec&, bool /*overlap*/, int /*marks*/) {
+    return SequenceOverlap(comm);
+  }
+  static void embedding_slice_forward(const Exec&, float* out, const int32_t* ids, const float* wte, int T, int C,
+                                      int vocab_begin, int V) {
+    cpu::embedding_slice_forward(out, ids, wte, T, C, vocab_begin, V);
+  }
+  static void embedding_slice_backward(const Exec&, float* dwte, const float* dout, const int32_t* ids, int T, int C,
+                                       int vocab_begin, int V) {
+    cpu::embedding_slice_backward(dwte, dout, ids, T, C, vocab_begin, V);
+  }
+  static void lm_head_vocab_slice_forward(const Exec&, float* stats, const float* h, const float* w,
+                                          const int32_t* targets, int T, int C, int V, int vocab_begin,
+                                          int vocab_valid, float temperature, int chunk_v) {
+    cpu::lm_head_vocab_slice_forward(stats, h, w, targets, T, C, V, vocab_begin, vocab_valid, temperature, chunk_v);
+  }
+  static void lm_head_stats_rescale(const Exec&, float* stats, const float* max, int T) {
+    cpu::lm_head_stats_rescale(stats, max, T);
+  }
+  static void lm_head_stats_finish(const Exec&, float* logprob, float* entropy, float* lse, const float* stats,
+                                   const int32_t* targets, int T) {
+    cpu::lm_head_stats_finish(logprob, entropy, lse, stats, targets, T);
+  }
+  static void lm_head_vocab_slice_backward(const Exec&, float* dh, float* dw, const float* dlogprob,
+                                           const float* dentropy, const float* h, const float* w,
+                                           const int32_t* targets, const float* lse, const float* entropy, int T,
+                                           int C, int V, int vocab_begin, int vocab_valid, float temperature,
+                                           int chunk_v) {
+    cpu::lm_head_vocab_slice_backward(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, C, V, vocab_begin,
+                                      vocab_valid, temperature, chunk_v);
+  }
+  static void lm_head_logits(const Exec&, float* logits, const float* h, const float* w, int T, int C, int V) {
+    cpu::lm_head_logits(logits, h, w, T, C, V);
+  }
+  static double sum_squares(const Exec&, const float* x, int64_t n) { return cpu::sum_squares(x, n); }
 
   // fp32 and the activations' type (the same here: copies), and fp32 accumulations of activation values.
   static void act_to_f32(const Exec&, float* out, const float* in, int64_t n) {

@@ -12,6 +12,7 @@
 
 #include "backend/op_profiler.h"
 #include "backend/overlapped_transfers.h"
+#include "backend/sequence_overlap.h"
 #include "cuda/check.h"
 #include "cuda/context_parallel_kernels.h"
 #include "cuda/device_memory.h"
@@ -117,6 +118,46 @@ struct CudaBackend {
   static OverlappedTransfers overlapped_transfers(Comm& comm, const Exec& x) {
     return OverlappedTransfers(comm, *x.gpu);
   }
+  // Tensor parallelism (parallel/tensor_parallel.h): sequence parallelism's collectives beside the GEMMs, on a
+  // communication stream with overlap (backend/sequence_overlap.h), and the vocabulary-parallel pieces as the CPU's.
+  using SequenceOverlap = CudaSequenceOverlap;
+  static SequenceOverlap sequence_overlap(Comm& comm, const Exec& x, bool overlap, int marks) {
+    return SequenceOverlap(comm, *x.gpu, overlap, marks);
+  }
+  static void embedding_slice_forward(const Exec& x, Act* out, const int32_t* ids, const Act* wte, int T, int C,
+                                      int vocab_begin, int V) {
+    cuda::embedding_slice_forward(out, ids, wte, T, C, vocab_begin, V, *x.gpu);
+  }
+  static void embedding_slice_backward(const Exec& x, float* dwte, const Act* dout, const int32_t* ids, int T, int C,
+                                       int vocab_begin, int V) {
+    cuda::embedding_slice_backward(dwte, dout, ids, T, C, vocab_begin, V, *x.gpu);
+  }
+  static void lm_head_vocab_slice_forward(const Exec& x, float* stats, const Act* h, const Act* w,
+                                          const int32_t* targets, int T, int C, int V, int vocab_begin,
+                                          int vocab_valid, float temperature, int chunk_v) {
+    cuda::lm_head_vocab_slice_forward(stats, h, w, targets, T, C, V, vocab_begin, vocab_valid, temperature, chunk_v,
+                                      *x.gpu);
+  }
+  static void lm_head_stats_rescale(const Exec& x, float* stats, const float* max, int T) {
+    cuda::lm_head_stats_rescale(stats, max, T, *x.gpu);
+  }
+  static void lm_head_stats_finish(const Exec& x, float* logprob, float* entropy, float* lse, const float* stats,
+                                   const int32_t* targets, int T) {
+    cuda::lm_head_stats_finish(logprob, entropy, lse, stats, targets, T, *x.gpu);
+  }
+  static void lm_head_vocab_slice_backward(const Exec& x, Act* dh, float* dw, const float* dlogprob,
+                                           const float* dentropy, const Act* h, const Act* w,
+                                           const int32_t* targets, const float* lse, const float* entropy, int T,
+                                           int C, int V, int vocab_begin, int vocab_valid, float temperature,
+                                           int chunk_v) {
+    cuda::lm_head_vocab_slice_backward(dh, dw, dlogprob, dentropy, h, w, targets, lse, entropy, T, C, V, vocab_begin,
+                                       vocab_valid, temperature, chunk_v, *x.gpu);
+  }
+  static void lm_head_logits(const Exec& x, float* logits, const Act* h, const Act* w, int T, int C, int V) {
+    cuda::lm_head_logits(logits, h, w, T, C, V, *x.gpu);
+  }
+  // Waits for the stream (the value is the host's).
+  static double sum_squares(const Exec& x, const float* in, int64_t n) { return cuda::sum_squares(in, n, *x.gpu); }
 
   // fp32 and bf16, and fp32 accumulations of bf16 values: dst += src (fp32 dst), dst = bf16(dst + src) (bf16 dst:
   // one rounding for a gradient accumulated in fp32).

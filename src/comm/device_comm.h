@@ -1,7 +1,7 @@
 // DeviceComm: a Comm whose buffers are device memory and whose collectives are ordered on CUDA streams (NcclComm;
 // the GPU tests' two-thread pair, tests/gpu/pair_device_comm.h). The Comm methods are ordered on stream(); the *_on
 // methods on a stream of the caller's choice, which is how the tensor-parallel layers run a collective on a
-// communication stream while their GEMMs run on the compute stream (parallel/gpu_sequence_parallel.h). A caller
+// communication stream while their GEMMs run on the compute stream (backend/sequence_overlap.h). A caller
 // relies on the stream order only: whether the host also waits is the implementation's (a stream-ordered NcclComm
 // returns at once and its watchdog thread watches the collective; the pair waits). Every member of the group issues
 // the same collectives in the same order, whatever their streams. Plain header (CUDA runtime only).

@@ -52,7 +52,9 @@ struct CpuBackend;
 template <typename B>
 class ExpertParallelGroup;
 using ExpertParallel = ExpertParallelGroup<CpuBackend>;
-class TensorParallel;
+template <typename B>
+class TensorParallelGroup;
+using TensorParallel = TensorParallelGroup<CpuBackend>;
 
 class CpuGenerator {
  public:

@@ -12,7 +12,7 @@
 #include "model/gpu_moe_feed_forward.h"
 #include "parallel/expert_lockstep.h"
 #include "parallel/expert_parallel.h"
-#include "parallel/gpu_tensor_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 
 namespace hone {

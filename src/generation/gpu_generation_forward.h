@@ -34,7 +34,9 @@
 
 namespace hone {
 
-class GpuTensorParallel;
+template <typename B>
+class TensorParallelGroup;
+using GpuTensorParallel = TensorParallelGroup<CudaBackend>;
 
 // Host description of one decode step (rows in the order the caller chose: a shared-prefix group's rows first and
 // consecutive, rows outside groups after them).

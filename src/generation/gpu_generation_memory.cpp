@@ -13,7 +13,7 @@
 #include "cuda/carver.h"
 #include "cuda/check.h"
 #include "model/gpu_moe_feed_forward.h"
-#include "parallel/gpu_tensor_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 

@@ -15,7 +15,7 @@
 #include "generation/gpu_generation_forward.h"
 #include "generation/kv_block_manager.h"
 #include "generation/scheduler.h"
-#include "parallel/gpu_tensor_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 
 namespace hone {

@@ -27,7 +27,9 @@
 namespace hone {
 
 class GpuGenerationForward;
-class GpuTensorParallel;
+template <typename B>
+class TensorParallelGroup;
+using GpuTensorParallel = TensorParallelGroup<CudaBackend>;
 
 struct GpuGenerationOptions {
   double kv_cache_gib = 0;                 // KV cache size; 0: kv_cache_memory_fraction of the free memory

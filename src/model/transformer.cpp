@@ -11,7 +11,6 @@
 #include "model/gpu_moe_feed_forward.h"
 #include "parallel/context_parallel.h"
 #include "parallel/expert_parallel.h"
-#include "parallel/gpu_tensor_parallel.h"
 #include "parallel/ring_attention.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"

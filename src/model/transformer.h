@@ -50,6 +50,8 @@ template <typename B>
 class RingAttention;
 template <typename B>
 class ExpertParallelGroup;
+template <typename B>
+class TensorParallelGroup;
 
 // What the forward arena holds for one pass, as pointers carved from it (carve_forward).
 template <typename B>
@@ -98,7 +100,7 @@ class TransformerModel {
  public:
   using A = typename B::Act;
   using Exec = typename B::Exec;
-  using TensorParallel = typename TwinsOf<B>::TensorParallel;
+  using TensorParallel = TensorParallelGroup<B>;
   using ContextParallel = ContextParallelGroup<B>;
   using ExpertParallel = ExpertParallelGroup<B>;
   using MoeFeedForward = typename TwinsOf<B>::MoeFeedForward;

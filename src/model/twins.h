@@ -1,7 +1,6 @@
 // The classes the model still has once per backend, named by backend, so that code written once over B
-// (model/transformer.h) can hold them: tensor/sequence parallelism's collectives and the mixture-of-experts
-// feed-forward. Each entry goes when its pair is written once over the backend and Comm. Plain header: declarations
-// only.
+// (model/transformer.h) can hold them: the mixture-of-experts feed-forward. Each entry goes when its pair is written
+// once over the backend and Comm. Plain header: declarations only.
 #pragma once
 
 namespace hone {
@@ -9,9 +8,7 @@ namespace hone {
 struct CpuBackend;
 struct CudaBackend;
 
-class TensorParallel;
 class MoeFeedForward;
-class GpuTensorParallel;
 class GpuMoeFeedForward;
 
 template <typename B>
@@ -19,13 +16,11 @@ struct TwinsOf;
 
 template <>
 struct TwinsOf<CpuBackend> {
-  using TensorParallel = hone::TensorParallel;
   using MoeFeedForward = hone::MoeFeedForward;
 };
 
 template <>
 struct TwinsOf<CudaBackend> {
-  using TensorParallel = GpuTensorParallel;
   using MoeFeedForward = GpuMoeFeedForward;
 };
 

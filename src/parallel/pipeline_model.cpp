@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "parallel/gpu_tensor_parallel.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 

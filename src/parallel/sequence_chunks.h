@@ -6,7 +6,7 @@
 // [global_begin(j), global_begin(j) + global_rows(j)), rank r's at global_begin(j) + r * rows(j). So one all-gather
 // of chunk j (each rank sends its rows(j) rows) fills a contiguous block of the gathered [T, C] rows, and one
 // reduce-scatter of that block hands each rank its rows of chunk j: the GPU engine overlaps chunk j's collective
-// with the GEMMs of the chunks already moved (parallel.tp_comm_overlap, parallel/gpu_sequence_parallel.h). With one
+// with the GEMMs of the chunks already moved (parallel.tp_comm_overlap, backend/sequence_overlap.h). With one
 // chunk this is Megatron's layout: rank r holds rows [r T/tp, (r+1) T/tp). Every engine running the same k holds the
 // same rows, so the CPU engine proves the layout the GPU engine uses. Plain header: .cu-safe.
 #pragma once

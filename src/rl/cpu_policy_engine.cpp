@@ -63,15 +63,16 @@ class CpuPolicyEngine final : public roles::RoleEngine {
         pipe_(PipelineLayout::of(mc.num_hidden_layers, ps.pp_size(), s.vpp, s.pp_layers)),
         stage_(ShardLayout::of(mc, ps.tp_size(), ps.tp_rank(), &pipe_, ps.pp_rank(), ps.ep_size(), ps.ep_rank())),
         gen_layout_(GenerationLayout::of(ps.grid(), s.generation_tp)) {
-    const int chunks = s.tp_comm_overlap ? s.tp_comm_overlap_chunks : 1;
     if (ps_.ep_size() > 1) {
       HONE_CHECK(!pipe_.split() && ps_.cp_size() == 1 && gen_layout_.same_as_training,
                  "expert parallelism with pipeline or context parallelism or a generation layout of its own");
       ep_ = std::make_unique<ExpertParallel>(mc_, ps_.ep(), ps_.tp_size(), ps_.tp_rank());
     }
     if (ps_.tp_size() > 1) {
-      tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel, chunks, &stage_);
-      if (ep_) gen_tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), s.sequence_parallel, chunks);  // every expert
+      // Under sequence parallelism the collectives move in the deck's chunks, one after the other.
+      const SequenceParallelism sp{s.sequence_parallel, s.tp_comm_overlap, s.tp_comm_overlap_chunks};
+      tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), CpuBackend::Exec{}, sp, &stage_);
+      if (ep_) gen_tp_ = std::make_unique<TensorParallel>(mc_, ps_.tp(), CpuBackend::Exec{}, sp);  // every expert
     }
     if (ps_.cp_size() > 1) cp_ = std::make_unique<ContextParallel>(ps_.cp());
     train_w_ = allocate_shard_weights(stage_, mc_);

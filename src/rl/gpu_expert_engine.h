@@ -15,8 +15,8 @@
 #include "model/model_config.h"
 #include "model/weights.h"
 #include "parallel/expert_parallel.h"
-#include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_layout.h"
+#include "parallel/tensor_parallel.h"
 #include "train/gpu_data_parallel_optimizer.h"
 
 namespace hone::rl {

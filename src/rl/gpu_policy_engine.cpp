@@ -12,7 +12,7 @@
 // step); with train.optimizer_offload the Adam moments wait in pinned host memory while generation runs.
 // Under tensor parallelism (parallel.tp > 1) every role holds this rank's shard (parallel/shard_layout.h), the models
 // and the generator compute over the tp group's stream-ordered NcclComm on the engine's stream
-// (parallel/gpu_tensor_parallel.h; sequence parallelism for training and logprobs, generation on whole rows),
+// (parallel/tensor_parallel.h; sequence parallelism for training and logprobs, generation on whole rows),
 // the optimizer works on the shard's flat buffer over dp with the clipping norm spanning the group, and checkpoints
 // stay whole: read_state gathers the shards onto world rank 0 over the host tp group, write_state keeps this rank's
 // slices.
@@ -59,7 +59,7 @@
 #include "parallel/generation_layout.h"
 #include "parallel/pipeline_model.h"
 #include "parallel/reshard.h"
-#include "parallel/gpu_tensor_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "parallel/shard_weights.h"
 #include "rl/gpu_engine_state.h"
 #include "rl/gpu_expert_engine.h"

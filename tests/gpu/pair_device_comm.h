@@ -20,8 +20,8 @@
 #include "comm/device_comm.h"
 #include "cuda/check.h"
 #include "model/model_config.h"
-#include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_weights.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
 

@@ -24,8 +24,8 @@
 #include "model/transformer.h"
 #include "model/packed_batch.h"
 #include "pair_device_comm.h"
-#include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_weights.h"
+#include "parallel/tensor_parallel.h"
 
 namespace {
 

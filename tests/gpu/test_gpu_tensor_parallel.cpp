@@ -4,9 +4,9 @@
 // logprobs, entropies, every gradient slice (the partial ones summed on the device), the gradient norm over the
 // shards and one clipped AdamW step. Whole rows, and sequence parallelism (131 tokens: one of padding) without and
 // with the overlapped collectives (four uneven chunks on a communication stream), with activation recompute too.
-// This proves the GPU layer body's hooks, GpuTensorParallel's and GpuSequenceParallel's collectives and their stream
-// order, and the shard's parameter layout with one GPU; NCCL between GPUs is the only part it leaves to a machine
-// with several (mk/gpu-tp-check.sh).
+// This proves the GPU layer body's hooks, the tensor-parallel group's collectives (the overlapped ones of
+// backend/sequence_overlap.h too) and their stream order, and the shard's parameter layout with one GPU; NCCL
+// between GPUs is the only part it leaves to a machine with several (mk/gpu-tp-check.sh).
 #include <boost/test/unit_test.hpp>
 
 #include "common/gpu.h"
@@ -20,8 +20,8 @@
 #include "gpu_transformer_test_util.h"
 #include "pair_device_comm.h"
 #include "model/transformer.h"
-#include "parallel/gpu_tensor_parallel.h"
 #include "parallel/shard_weights.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
 #include "train/gpu_data_parallel_adamw.h"
