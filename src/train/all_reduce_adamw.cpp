@@ -34,6 +34,7 @@ AllReduceAdamW<B>::AllReduceAdamW(const ModelWeights& initial, AdamWConfig confi
     B::upload(x, master_, initial.flat.f32(), size_t(n) * sizeof(float));
     B::sync(x);
   }
+  if (reduces() && !options.grad_reduce_in_fp32) this->bf16_staging();  // now, not while backward runs
 }
 
 template <typename B>

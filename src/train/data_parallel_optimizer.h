@@ -132,7 +132,7 @@ class DataParallelOptimizer {
                         DataParallelOptions options, Exec x);
   // Reduces every bucket now, on the Exec's stream, and waits.
   void reduce_all();
-  // The bf16 staging of one bucket (grad_reduce_in_fp32 = false), made on first use.
+  // The bf16 staging of one bucket (grad_reduce_in_fp32 = false), made on first use (the forms make it when built).
   Bf16<B>* bf16_staging();
   // Sum of squares of g = the gradient buffer at [flat_begin, flat_begin + n): weighted by the model's sharding
   // when it is sharded (g points at flat_begin: what ShardedNorm::weighted_sum_squares takes).

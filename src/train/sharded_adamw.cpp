@@ -30,6 +30,7 @@ ShardedAdamW<B>::ShardedAdamW(const ModelWeights& initial, AdamWConfig config, C
   if (zl.padded_size() > zl.num_params())
     tail_ = typename B::template Array<Act>(zl.buckets().front().size, "refit padding bucket");
   scatter_from_host(initial.flat.f32(), master_.get());
+  if (reduces() && !options.grad_reduce_in_fp32) this->bf16_staging();  // now, not while backward runs
 }
 
 // In place: rank r's reduced chunk of the bucket lands where it lies in the gradient buffer (recv == send + rank *
