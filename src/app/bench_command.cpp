@@ -40,7 +40,7 @@
 #include "runtime/gpu_device_select.h"
 #include "backend/op_profiler.h"
 #include "model/transformer.h"
-#include "train/gpu_optimizer.h"
+#include "train/all_reduce_adamw.h"
 #endif
 
 namespace hone {
@@ -239,13 +239,14 @@ GroupedGemm bench_experts(const ModelConfig& c, const BenchArgs& a, const Roofli
 
 // The model and its optimizer with random weights (norm weights 1), the compute weights refitted from them.
 struct BenchModel {
-  std::unique_ptr<GpuAdamW> opt;
+  std::unique_ptr<AllReduceAdamW<CudaBackend>> opt;  // one GPU: no communicator
   std::unique_ptr<GpuTransformer> model;
 };
 BenchModel make_bench_model(const ModelConfig& c, const BenchArgs& a, const cuda::GpuContext& ctx) {
   BenchModel m;
   const ModelWeights layout = allocate_weights(c);
-  m.opt = std::make_unique<GpuAdamW>(layout, AdamWConfig{}, ctx);
+  m.opt = std::make_unique<AllReduceAdamW<CudaBackend>>(layout, AdamWConfig{}, nullptr, DataParallelOptions{},
+                                                        CudaBackend::Exec(ctx));
   m.model = std::make_unique<GpuTransformer>(c, ParamLayout::of(c), ctx, int(a.micro_batch_tokens));
   fill_random(m.opt->master(), m.opt->num_params(), 0.02f, 2, ctx.stream);
   for (const auto& [name, t] : layout.named_parameters()) {
@@ -296,7 +297,7 @@ struct BenchTimes {
 BenchTimes time_phases(BenchModel& m, const BenchBatches& bb, const float* dlogprob, double matmul_params, int reps,
                        const cuda::GpuContext& ctx) {
   GpuTransformer& model = *m.model;
-  GpuAdamW& opt = *m.opt;
+  AllReduceAdamW<CudaBackend>& opt = *m.opt;
   cudaEvent_t ev0, ev1;
   CUDA_CHECK(cudaEventCreate(&ev0));
   CUDA_CHECK(cudaEventCreate(&ev1));
@@ -332,8 +333,7 @@ BenchTimes time_phases(BenchModel& m, const BenchBatches& bb, const float* dlogp
       model.forward(b, 1.f, false);
       model.backward(dlogprob, nullptr, opt.grads());
     }
-    opt.clip(1.0);
-    opt.adamw(1e-7f);
+    opt.update(1e-7f, 1.0);
   });
   t.tr.tokens = bb.tokens;
   t.tr.flops = 6.0 * matmul_params * bb.tokens + 3.0 * bb.attn_fwd_flops;

@@ -1,8 +1,9 @@
 // The CPU policy engine: fp32 weights in three roles (training = master, generation copy refitted every step,
 // frozen reference when the KL term needs it), the hand-written Transformer and CpuGenerator; the data-parallel
-// optimizer over the dp group's MpiComm (train/distributed_adamw.h): DataParallelAdamW (gradients all-reduced,
-// whole AdamW state on every rank) or, with train.distributed_optimizer and more than one rank, DistributedAdamW
-// (ZeRO-1: gradients reduce-scattered, master weights and moments sharded, weights all-gathered).
+// optimizer over the dp group's MpiComm (train/data_parallel_optimizer.h): AllReduceAdamW (gradients all-reduced,
+// whole AdamW state on every rank, the training weights updated in place as their own masters) or, with
+// train.distributed_optimizer and more than one rank, ShardedAdamW (ZeRO-1: gradients reduce-scattered, master
+// weights and moments sharded, weights all-gathered). The gradients are the optimizer's buffer (grads_ views it).
 // Under tensor parallelism (parallel.tp > 1) every role holds this rank's shard (parallel/shard_weights.h), the
 // models and the generator compute over the tp group (parallel/tensor_parallel.h), the optimizer works on the
 // shard's flat buffer over dp with the gradient norm spanning the group, and checkpoints stay whole: read_state
@@ -48,11 +49,27 @@
 #include "rl/policy_loss_pass.h"
 #include "roles/rank_roles.h"
 #include "runtime/error.h"
-#include "train/adamw.h"
-#include "train/distributed_adamw.h"
+#include "train/all_reduce_adamw.h"
+#include "train/sharded_adamw.h"
 
 namespace hone::rl {
 namespace {
+
+// Weights shaped as this rank's shard over `data` (num_local_params values, outliving them): the gradients in the
+// optimizer's buffer.
+ModelWeights weights_over(const ShardLayout& layout, const ModelConfig& c, float* data) {
+  ModelWeights w;
+  w.layers.resize(size_t(c.num_hidden_layers));
+  w.flat = Tensor::view(data, {layout.num_local_params()}, DType::f32);
+  for (const ParamShard& p : layout.params()) {
+    ParamSpec local = p.spec;
+    local.shape = p.local_shape;
+    w.bind(local, data + p.offset, layout.shape().experts);
+    w.specs.push_back(std::move(local));
+  }
+  if (c.tie_word_embeddings) w.lm_head = w.embed_tokens;
+  return w;
+}
 
 class CpuPolicyEngine final : public roles::RoleEngine {
  public:
@@ -83,7 +100,6 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       ref_w_ = allocate_shard_weights(stage_, mc_);
       std::memcpy(ref_w_.flat.f32(), train_w_.flat.f32(), train_w_.flat.nbytes());
     }
-    grads_ = allocate_shard_weights(stage_, mc_);
     if (pipe_.split()) {
       pipeline_ = std::make_unique<PipelineModel>(mc_, stage_, train_w_, tp_.get(), ps_.pp());
       pipeline_->set_recompute(s.recompute);
@@ -157,7 +173,8 @@ class CpuPolicyEngine final : public roles::RoleEngine {
         return x;
       };
     }
-    ExpertRegion experts;
+    DataParallelOptions po;
+    po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
     if (ep_) {
       // The norm spans the tensor- and expert-parallel ranks: every dense value is held by all ep ranks (weighted
       // 1 / ep by the layout), each expert by one.
@@ -171,14 +188,23 @@ class CpuPolicyEngine final : public roles::RoleEngine {
         if (tp_) x = all_reduce_sum_value(tp_->comm(), x);
         return all_reduce_sum_value(ep_->host(), x);
       };
-      experts.begin = stage_.num_dense_params();
-      experts.edp = &ps_.edp();
+      po.expert_begin = stage_.num_dense_params();
+      po.edp = &ps_.edp();
       if (!gen_lockstep_) ep_->gather_experts(train_w_.flat.f32(), gen_w_.flat.f32());
     }
-    if (s_.distributed_optimizer && dp.size() > 1)
-      zero_ = std::make_unique<DistributedAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm);
-    else
-      plain_ = std::make_unique<DataParallelAdamW>(train_w_, s_.adamw, dp, s_.grad_reduce_in_fp32, norm, experts);
+    po.norm = std::move(norm);
+    if (s_.distributed_optimizer && dp.size() > 1) {
+      auto z = std::make_unique<ShardedAdamW<CpuBackend>>(train_w_, s_.adamw, dp, std::move(po));
+      zero_ = z.get();
+      optimizer_ = std::move(z);
+    } else {
+      // The training weights are the masters: updated in place.
+      auto a = std::make_unique<AllReduceAdamW<CpuBackend>>(train_w_, s_.adamw, &dp, std::move(po),
+                                                             CpuBackend::Exec{}, train_w_.flat.f32());
+      plain_ = a.get();
+      optimizer_ = std::move(a);
+    }
+    grads_ = weights_over(stage_, mc_, optimizer_->grads());  // backward accumulates into the optimizer's buffer
     if (!gen_layout_.same_as_training) {
       // Collective over the world: the replica's communicator, its shard of the whole model, the resharding plan.
       gen_group_ = std::make_unique<GenerationGroup>(ps_.grid(), gen_layout_.tg);
@@ -190,15 +216,12 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       make_generator(gen_tp_.get());
       resharder_->run(train_w_.flat.f32(), gen_w_.flat.f32());
     }
-    // Every fp32 parameter copy: training, generation, reference, gradients; the AdamW state (whole, or this
-    // rank's shard of master weights and moments plus the reduced shard and the padded staging of ZeRO-1); the
-    // resharding staging.
+    // Every fp32 parameter copy: training, generation, reference; the optimizer's gradients (padded to a
+    // multiple of dp under ZeRO-1) and AdamW state (whole, or this rank's shard of master weights and moments);
+    // the resharding staging.
     const double param = double(train_w_.flat.nbytes());
-    persistent_ = param * (2 + (ref_w_.flat.defined() ? 1 : 0)) + double(gen_w_.flat.nbytes());
-    if (zero_)
-      persistent_ += double(zero_->layout().shard_size()) * 4 * 4 + double(zero_->layout().padded_size()) * 4;
-    else
-      persistent_ += 2 * param;
+    persistent_ = param * (1 + (ref_w_.flat.defined() ? 1 : 0)) + double(gen_w_.flat.nbytes()) +
+                  double(optimizer_->device_bytes());
     if (resharder_)
       persistent_ += double(resharder_->plan().send_capacity + resharder_->plan().recv_capacity) * 4;
   }
@@ -330,14 +353,12 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   // The global loss denominator already makes the sum over ranks the mean gradient. The training weights are
   // updated in place (ZeRO-1: all-gathered), so the next micro-batches train on them whatever last_of_step says.
   double optimizer_step(float lr, double max_grad_norm, bool) override {
-    HONE_CHECK(zero_ || plain_, "optimizer step before connect()");
+    HONE_CHECK(optimizer_, "optimizer step before connect()");
     if (tp_) tp_->sum_partial_gradients(grads_);  // parameters several ranks hold: their gradients add up
     if (pipeline_) pipeline_->sum_tied_gradients(grads_);  // a tied embedding's two stage copies
-    const OptimizerStepResult r = zero_ ? zero_->step(train_w_, grads_, lr, max_grad_norm)
-                                        : plain_->step(train_w_, grads_, lr, max_grad_norm);
-    return r.grad_norm;
+    return optimizer_->step(lr, max_grad_norm, train_w_.flat.f32()).grad_norm;
   }
-  int optimizer_step_count() const override { return zero_ ? zero_->step_count() : plain_->adamw().step_count(); }
+  int optimizer_step_count() const override { return optimizer_->step_count(); }
 
   void publish() override {
     if (ep_ && !gen_lockstep_) {
@@ -368,11 +389,14 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   EngineStepStats stats() const override { return stats_; }
 
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
-    FullOptimizerState full;
-    if (zero_) full = zero_->full_state();  // collective over dp (x cp): this tp rank's shard of the moments
+    std::vector<float> full_m, full_v;
+    if (zero_) {  // collective over dp (x cp): this tp rank's shard of the moments, on every rank
+      full_m.resize(size_t(train_w_.flat.numel())), full_v.resize(size_t(train_w_.flat.numel()));
+      zero_->read_state(nullptr, full_m.data(), full_v.data(), -1);
+    }
     const float* src_w = train_w_.flat.f32();
-    const float* src_m = zero_ ? full.exp_avg.data() : plain_->adamw().exp_avg().f32();
-    const float* src_v = zero_ ? full.exp_avg_sq.data() : plain_->adamw().exp_avg_sq().f32();
+    const float* src_m = zero_ ? full_m.data() : plain_->adamw().exp_avg();
+    const float* src_v = zero_ ? full_v.data() : plain_->adamw().exp_avg_sq();
     std::vector<float> all_w, all_m, all_v;
     if (ep_) {  // collective over ep: this tp rank's shard with every expert
       const size_t n = size_t(ep_->full_layout().num_local_params());
@@ -419,23 +443,11 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       extract_shard_flat(stage_, whole_v, shard_v.data());
       m = shard_m.data(), v = shard_v.data();
     }
-    const int64_t n = train_w_.flat.numel();
     std::memcpy(train_w_.flat.f32(), master.flat.f32(), train_w_.flat.nbytes());
     if (ep_ && !gen_lockstep_) extract_shard(ep_->full_layout(), whole, gen_w_);  // every expert: no collective
     else publish();  // the generation copy (a collective reshard under differing layouts: every rank restores)
     stats_.refit_bytes = 0;
-    if (zero_) {
-      FullOptimizerState full;
-      full.step = step_count;
-      full.exp_avg.assign(m, m + n);
-      full.exp_avg_sq.assign(v, v + n);
-      zero_->load_full_state(full, master);
-      return;
-    }
-    AdamW& a = plain_->adamw();
-    std::memcpy(a.exp_avg().f32(), m, a.exp_avg().nbytes());
-    std::memcpy(a.exp_avg_sq().f32(), v, a.exp_avg_sq().nbytes());
-    a.set_step_count(step_count);
+    optimizer_->write_state(train_w_, m, v, step_count);  // ZeRO-1: this rank's shard of them
   }
 
  private:
@@ -488,8 +500,9 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   std::unique_ptr<Resharder<CpuBackend>> resharder_;
   std::unique_ptr<CpuGenerator> generator_;
   GenerationProgressFn gen_progress_;
-  std::unique_ptr<DataParallelAdamW> plain_;
-  std::unique_ptr<DistributedAdamW> zero_;
+  std::unique_ptr<DataParallelOptimizer<CpuBackend>> optimizer_;
+  AllReduceAdamW<CpuBackend>* plain_ = nullptr;  // optimizer_, in its form
+  ShardedAdamW<CpuBackend>* zero_ = nullptr;
   PolicyLossPass<CpuBackend> loss_;  // the loss of the training micro-batches and its gradients
   std::vector<float> lp_;
   double persistent_ = 0;

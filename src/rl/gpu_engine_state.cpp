@@ -31,7 +31,8 @@ void gather_whole_state(const ModelConfig& mc, const ParallelState& ps, const Sh
 }  // namespace
 
 void read_sharded_state(const ModelConfig& mc, const ParallelState& ps, const ShardLayout& stage, bool dp_root,
-                        GpuDataParallelOptimizer& optimizer, ModelWeights& master, Tensor& m, Tensor& v) {
+                        DataParallelOptimizer<CudaBackend>& optimizer, ModelWeights& master, Tensor& m,
+                        Tensor& v) {
   const int64_t n = optimizer.num_params();
   ModelWeights shard;
   std::vector<float> shard_m, shard_v;
@@ -46,8 +47,8 @@ void read_sharded_state(const ModelConfig& mc, const ParallelState& ps, const Sh
 }
 
 void read_expert_parallel_state(const ModelConfig& mc, const ParallelState& ps, const ShardLayout& stage,
-                                GpuExpertParallel& ep, GpuDataParallelOptimizer& optimizer, ModelWeights& master,
-                                Tensor& m, Tensor& v) {
+                                GpuExpertParallel& ep, DataParallelOptimizer<CudaBackend>& optimizer,
+                                ModelWeights& master, Tensor& m, Tensor& v) {
   const ShardLayout& full = ep.full_layout();
   const int64_t n = stage.num_local_params(), nf = full.num_local_params();
   ModelWeights shard = allocate_shard_weights(stage, mc);
@@ -61,8 +62,9 @@ void read_expert_parallel_state(const ModelConfig& mc, const ParallelState& ps, 
   gather_whole_state(mc, ps, full, all_w.data(), all_m.data(), all_v.data(), master, m, v);  // pp = 1 under ep
 }
 
-void write_sharded_state(const ModelConfig& mc, const ShardLayout& stage, GpuDataParallelOptimizer& optimizer,
-                         const ModelWeights& master, const float* m, const float* v, int step_count) {
+void write_sharded_state(const ModelConfig& mc, const ShardLayout& stage,
+                         DataParallelOptimizer<CudaBackend>& optimizer, const ModelWeights& master, const float* m,
+                         const float* v, int step_count) {
   ModelWeights shard = allocate_shard_weights(stage, mc);
   extract_shard(stage, master, shard);
   std::vector<float> shard_m(size_t(shard.flat.numel())), shard_v(size_t(shard.flat.numel()));

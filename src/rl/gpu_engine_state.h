@@ -11,24 +11,26 @@
 #include "model/weights.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/shard_layout.h"
-#include "train/gpu_data_parallel_optimizer.h"
+#include "train/data_parallel_optimizer.h"
 
 namespace hone::rl {
 
 // Under tensor or pipeline parallelism: the ranks of dp rank 0 of the optimizer's group (dp_root) download their
 // stage's shard, gathered onto world rank 0 (master, m, v allocated there; untouched elsewhere).
 void read_sharded_state(const ModelConfig& mc, const ParallelState& ps, const ShardLayout& stage, bool dp_root,
-                        GpuDataParallelOptimizer& optimizer, ModelWeights& master, Tensor& m, Tensor& v);
+                        DataParallelOptimizer<CudaBackend>& optimizer, ModelWeights& master, Tensor& m,
+                        Tensor& v);
 
 // Under expert parallelism: every rank downloads its part, the experts are all-gathered over the host ep group (the
 // whole tp shard on every ep rank), then the dp-rank-0 ranks gather the shards over tp onto world rank 0.
 void read_expert_parallel_state(const ModelConfig& mc, const ParallelState& ps, const ShardLayout& stage,
-                                GpuExpertParallel& ep, GpuDataParallelOptimizer& optimizer, ModelWeights& master,
-                                Tensor& m, Tensor& v);
+                                GpuExpertParallel& ep, DataParallelOptimizer<CudaBackend>& optimizer,
+                                ModelWeights& master, Tensor& m, Tensor& v);
 
 // This rank's slices of the whole state (master, m, v) into the optimizer of a sharded layout.
-void write_sharded_state(const ModelConfig& mc, const ShardLayout& stage, GpuDataParallelOptimizer& optimizer,
-                         const ModelWeights& master, const float* m, const float* v, int step_count);
+void write_sharded_state(const ModelConfig& mc, const ShardLayout& stage,
+                         DataParallelOptimizer<CudaBackend>& optimizer, const ModelWeights& master, const float* m,
+                         const float* v, int step_count);
 
 }  // namespace hone::rl
 

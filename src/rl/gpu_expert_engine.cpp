@@ -45,7 +45,7 @@ std::unique_ptr<DeviceArray<bf16>> every_expert_weights(const GpuExpertParallel&
   return std::make_unique<DeviceArray<bf16>>(gen.num_params, "generation weights (every expert)");
 }
 
-void set_expert_parallel_options(GpuDataParallelOptions& po, const ShardLayout& stage, const ParallelState& ps,
+void set_expert_parallel_options(DataParallelOptions& po, const ShardLayout& stage, const ParallelState& ps,
                                  GpuTensorParallel* tp, double nccl_timeout_s, const cuda::GpuContext& ctx,
                                  std::unique_ptr<NcclComm>& edp_comm) {
   po.norm.weighted_sum_squares = [&stage, ctx](const float* g, int64_t begin, int64_t n) {

@@ -17,7 +17,7 @@
 #include "parallel/expert_parallel.h"
 #include "parallel/shard_layout.h"
 #include "parallel/tensor_parallel.h"
-#include "train/gpu_data_parallel_optimizer.h"
+#include "train/data_parallel_optimizer.h"
 
 namespace hone::rl {
 
@@ -34,7 +34,7 @@ std::unique_ptr<DeviceArray<bf16>> every_expert_weights(const GpuExpertParallel&
 // The optimizer's options under expert parallelism: the clipping norm over the tensor- and expert-parallel ranks
 // (dense values weighted 1 / ep by the layout, each expert counted once) and the experts' gradients summed over the
 // expert-data-parallel group (its communicator made here, collective over the world, kept in edp_comm).
-void set_expert_parallel_options(GpuDataParallelOptions& po, const ShardLayout& stage, const ParallelState& ps,
+void set_expert_parallel_options(DataParallelOptions& po, const ShardLayout& stage, const ParallelState& ps,
                                  GpuTensorParallel* tp, double nccl_timeout_s, const cuda::GpuContext& ctx,
                                  std::unique_ptr<NcclComm>& edp_comm);
 

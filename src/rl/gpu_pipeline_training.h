@@ -25,8 +25,8 @@ namespace hone::rl {
 std::vector<PolicyLossMetrics> train_pipeline(GpuPipelineModel& pipeline,
                                               PolicyLossPass<CudaBackend>& policy_loss,
                                               const std::vector<MicroBatch>& mbs, const TrainLoss& loss,
-                                              bool entropy_grad, float* grads, GradReducer* reducer, Comm& pp,
-                                              EngineStepStats& stats);
+                                              bool entropy_grad, float* grads, GradReducer<CudaBackend>* reducer,
+                                              Comm& pp, EngineStepStats& stats);
 
 }  // namespace hone::rl
 

@@ -1,12 +1,13 @@
 // The GPU policy engine (run.device = "cuda"), one GPU per rank, colocated: one bf16 copy of the policy weights
 // serves training, the logprob pass and generation (refit casts the fp32 master weights into it in place, so the
 // decode CUDA graphs stay valid); a second bf16 copy is the frozen reference when the KL term needs it. The fp32
-// master weights, gradients and Adam moments live in the data-parallel optimizer: GpuDataParallelAdamW (whole state
-// on every rank; gradients all-reduced over NCCL) or, with train.distributed_optimizer and more than one rank,
-// GpuDistributedAdamW (ZeRO-1: reduce-scatter, sharded state, bf16 all-gather). With several ranks a GradReducer
-// launches each bucket's reduction as soon as the last micro-batch's backward has finished it. The policy loss runs
-// on the device between each training forward and backward (rl/policy_loss_pass.h): logprobs and their gradients
-// never leave the GPU; the loss metrics come back once per optimizer step.
+// master weights, gradients and Adam moments live in the data-parallel optimizer (train/data_parallel_optimizer.h,
+// over CudaBackend): AllReduceAdamW (whole state on every rank; gradients all-reduced over NCCL) or, with
+// train.distributed_optimizer and more than one rank, ShardedAdamW (ZeRO-1: reduce-scatter, sharded state, bf16
+// all-gather). With several ranks a GradReducer launches each bucket's reduction as soon as the last micro-batch's
+// backward has finished it. The policy loss runs on the device between each training forward and backward
+// (rl/policy_loss_pass.h): logprobs and their gradients never leave the GPU; the loss metrics come back once per
+// optimizer step.
 // Memory is handed from phase to phase: the activation arenas and the gradient buffer are freed before generation
 // and the KV cache's memory after it (generation.keep_graphs: its addresses and the decode graphs stay for the next
 // step); with train.optimizer_offload the Adam moments wait in pinned host memory while generation runs.
@@ -71,9 +72,9 @@
 #include "rl/policy_loss_pass.h"
 #include "rl/pipeline_broadcast.h"
 #include "runtime/gpu_device_select.h"
-#include "train/gpu_data_parallel_adamw.h"
-#include "train/gpu_distributed_adamw.h"
+#include "train/all_reduce_adamw.h"
 #include "train/grad_reducer.h"
+#include "train/sharded_adamw.h"
 
 namespace hone::rl {
 namespace {
@@ -235,8 +236,9 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     o.timeout_s = s_.nccl_timeout_s;
     // dp, or dp x cp: the ranks holding the same weights
     if (ranks > 1) dp_comm_ = ps_.device(cp_ ? CommGroup::dp_cp : CommGroup::dp, o);
-    GpuDataParallelOptions po;
+    DataParallelOptions po;
     po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
+    po.layout = &layout_;  // buckets in backward's order: the reducer launches them while backward runs
     if (tp_) po.norm = tp_->sharded_norm();
     if (pipe_.split()) {
       // The clipping norm spans the stages too: each value once (a tied embedding's two copies weighted 1/2).
@@ -253,12 +255,13 @@ class GpuPolicyEngine final : public roles::RoleEngine {
       };
     }
     if (ep_) set_expert_parallel_options(po, stage_, ps_, tp_.get(), s_.nccl_timeout_s, ctx_, edp_comm_);
+    const CudaBackend::Exec x(ctx_);
     if (zero_)
-      optimizer_ = std::make_unique<GpuDistributedAdamW>(initial, layout_, s_.adamw, ctx_, *dp_comm_, po);
+      optimizer_ = std::make_unique<ShardedAdamW<CudaBackend>>(initial, s_.adamw, *dp_comm_, po, x);
     else
-      optimizer_ = std::make_unique<GpuDataParallelAdamW>(initial, layout_, s_.adamw, ctx_, dp_comm_.get(), po);
+      optimizer_ = std::make_unique<AllReduceAdamW<CudaBackend>>(initial, s_.adamw, dp_comm_.get(), po, x);
     if (optimizer_->reduces()) {
-      reducer_ = std::make_unique<GradReducer>(*optimizer_, layout_, ctx_);
+      reducer_ = std::make_unique<GradReducer<CudaBackend>>(*optimizer_, layout_, x);
       if (policy_) reducer_->attach(*policy_);
     }
     o.stream = ctx_.stream;
@@ -436,7 +439,7 @@ class GpuPolicyEngine final : public roles::RoleEngine {
       float* g = optimizer_->grads() + tied_->offset;
       emb_comm_->all_reduce_sum(g, tied_->local_numel());
     }
-    const GpuStepResult r = optimizer_->update(lr, max_grad_norm);
+    const OptimizerStepResult r = optimizer_->update(lr, max_grad_norm);
     if (!last_of_step) optimizer_->refit(train_w_->get());  // the next micro-batches train on the new weights
     return r.grad_norm;
   }
@@ -582,8 +585,8 @@ class GpuPolicyEngine final : public roles::RoleEngine {
   std::unique_ptr<GpuMoeRouting> routing_;         // a mixture of experts: routing tables on the device
   MoeStepStats moe_stats_;
   std::unique_ptr<Resharder<CudaBackend>> resharder_;
-  std::unique_ptr<GpuDataParallelOptimizer> optimizer_;
-  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<DataParallelOptimizer<CudaBackend>> optimizer_;
+  std::unique_ptr<GradReducer<CudaBackend>> reducer_;
   std::unique_ptr<PolicyLossPass<CudaBackend>> loss_;
   GpuPassEvents pass_events_;  // the training micro-batches the device has finished, for the progress line
   bool zero_ = false;

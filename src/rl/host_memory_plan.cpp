@@ -56,9 +56,10 @@ void set_host_tensor_parallel(HostMemoryPlan& plan, const ModelConfig& c, int tp
 
 double HostMemoryPlan::optimizer_state() const {
   if (!distributed) return 2.0 * weights();  // exp_avg and exp_avg_sq
-  // Master weights, two moments and the reduced gradients of the 1/dp shard, and the padded staging buffer.
+  // Master weights and two moments of the 1/dp shard, and the gradient buffer's padding to a multiple of dp (the
+  // gradients reduce in place: the roles count the rest).
   const double shard = std::ceil(double(num_params) / double(std::max(dp, 1)));
-  return 16.0 * shard + weights();
+  return 12.0 * shard + 4.0 * (shard * double(std::max(dp, 1)) - double(num_params));
 }
 
 double HostMemoryPlan::step_sample_bytes() const {

@@ -6,7 +6,8 @@
 //   roles      training (= master) weights, generation weights, gradients, and the frozen reference when
 //              loss.kl_coef > 0: 3 or 4 x 4P bytes
 //   optimizer  the AdamW moments: 2 x 4P whole on every rank, or under ZeRO-1 (train.distributed_optimizer, dp > 1)
-//              this rank's 1/dp shard of master weights, moments and reduced gradients plus the padded staging
+//              this rank's 1/dp shard of master weights and moments (the gradients reduce in place, in a buffer
+//              padded to a multiple of dp)
 //   setup      while the engine is built the initial weights are held too (4P), and a random init under tensor
 //              parallelism first draws the whole model (4 x all parameters) before slicing it
 //   arenas     the forward and backward arenas of one full micro-batch (train.max_tokens_per_microbatch tokens, at

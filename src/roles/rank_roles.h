@@ -6,7 +6,7 @@
 // generation); asynchronous GRPO will place generators on ranks of their own, where a RankRoles holds only the
 // roles that rank runs.
 //   cpu:  fp32 weights, the CPU transformer and generator; gradients summed over the data-parallel ranks with MPI,
-//         or reduce-scattered (ZeRO-1) (train/distributed_adamw.h).
+//         or reduce-scattered (ZeRO-1) (train/data_parallel_optimizer.h).
 //   cuda: bf16 compute weights shared by training and generation (the weight channel casts the fp32 master weights
 //         into them in place), the GPU transformer and generator (paged KV cache); gradients reduced over NCCL
 //         while the last micro-batch's backward runs (train/grad_reducer.h). doc/grpo.md, "Memory on the GPU".

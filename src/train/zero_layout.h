@@ -2,7 +2,7 @@
 // of dp and cut into buckets (contiguous runs, each a multiple of dp long, listed in reduction order: from the end
 // of the buffer, the order in which backward finishes gradients); rank r owns the r-th of the dp equal chunks of
 // every bucket. Its shard buffer (fp32 master weights, Adam moments, reduced gradients) is its chunks one after
-// the other, in bucket order. One bucket (the CPU optimizer) makes the shard one contiguous run:
+// the other, in bucket order. One bucket (the CPU engine's) makes the shard one contiguous run:
 // [r * padded / dp, (r + 1) * padded / dp). Pure arithmetic: no communication, no device.
 //
 //   flat:   | bucket 1 (offset 0)       | bucket 0 (offset padded - size_0) |
@@ -22,14 +22,6 @@ struct ZeroBucket {
   int64_t shard_offset = 0;  // where this rank's chunk starts in its shard buffer
 };
 
-// A run of the shard with one weight-decay setting: shard[shard_offset + i] is flat[flat_offset + i].
-struct ShardSegment {
-  int64_t flat_offset = 0;
-  int64_t shard_offset = 0;
-  int64_t size = 0;
-  bool decay = true;
-};
-
 class ZeroLayout {
  public:
   // bucket_starts: offsets (multiples of dp, ascending or not, 0 implied) where buckets begin; empty: one bucket.
@@ -44,7 +36,8 @@ class ZeroLayout {
   int64_t chunk_size(const ZeroBucket& b) const { return b.size / dp_; }
   // Where this rank's chunk of b starts in the flat buffer.
   int64_t chunk_flat_offset(const ZeroBucket& b) const { return b.offset + int64_t(rank_) * chunk_size(b); }
-  // The global weight-decay segments cut to this rank's chunks (padding belongs to no segment).
+  // The global weight-decay segments cut to this rank's chunks (padding belongs to no segment): shard[shard_offset
+  // + i] is flat[flat_offset + i].
   std::vector<ShardSegment> shard_segments(const std::vector<ParamSegment>& flat_segments) const;
 
  private:

@@ -24,7 +24,7 @@
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
-#include "train/gpu_data_parallel_adamw.h"
+#include "train/all_reduce_adamw.h"
 
 namespace {
 
@@ -63,9 +63,10 @@ Result run(const hone::ModelConfig& c, const hone::ModelWeights& whole, const ho
   r.logprob = model.logprobs_host();
   r.entropy = model.entropy_host();
   // The engine's optimizer on the shard: the clipping norm weighted per shard and summed over the pair.
-  hone::GpuDataParallelOptions po;
+  hone::DataParallelOptions po;
+  po.layout = &layout;
   if (tp) po.norm = tp->sharded_norm();
-  hone::GpuDataParallelAdamW opt(w, layout, hone::AdamWConfig{}, g.ctx, nullptr, po);
+  hone::AllReduceAdamW<hone::CudaBackend> opt(w, hone::AdamWConfig{}, nullptr, po, hone::CudaBackend::Exec(g.ctx));
   opt.zero_grads();
   float* grads = opt.grads();
   const auto dl = test::gpu_logprob_weights(T), de = test::gpu_entropy_weights(T);

@@ -3,7 +3,7 @@
 // recv need another rank and are refused), the asynchronous form, the watchdog's timeout path (a stream blocked by a
 // spinning kernel), a stream-ordered communicator (its collectives return while the stream is blocked, the watchdog
 // thread sees them complete, and reports one that times out), and the GPU data-parallel optimizers with the
-// overlapped GradReducer against GpuAdamW. (Two ranks on two GPUs: tests/programs/nccl_check.cpp.)
+// overlapped GradReducer against one GPU's AdamW. (Two ranks on two GPUs: tests/programs/nccl_check.cpp.)
 #include <boost/test/unit_test.hpp>
 
 #include "common/gpu.h"
@@ -28,10 +28,9 @@
 #include "model/transformer.h"
 #include "runtime/error.h"
 #include "tensor/dtype.h"
-#include "train/gpu_data_parallel_adamw.h"
-#include "train/gpu_distributed_adamw.h"
-#include "train/gpu_optimizer.h"
+#include "train/all_reduce_adamw.h"
 #include "train/grad_reducer.h"
+#include "train/sharded_adamw.h"
 
 void launch_spin_until_flag(const int* device_flag, double max_seconds, cudaStream_t stream);
 
@@ -344,17 +343,18 @@ BOOST_AUTO_TEST_CASE(data_parallel_optimizers_on_one_rank_match_gpu_adamw,
   hone::AdamWConfig ac;
   ac.weight_decay = 0.1f;
   // Small buckets: several per layer boundary, so the reducer launches during backward.
-  hone::GpuDataParallelOptions opts;
+  hone::DataParallelOptions opts;
+  opts.layout = &layout;
   opts.bucket_bytes = 64 << 10;
+  const hone::CudaBackend::Exec x(ctx);
 
   hone::GpuTransformer model(cfg, layout, ctx, 128);
   model.upload_weights(w);
-  hone::GpuAdamW ref(w, ac, ctx);
-  ref.load_master(w);
-  hone::GpuDistributedAdamW zero(w, layout, ac, ctx, dp, opts);
-  hone::GpuDataParallelAdamW plain(w, layout, ac, ctx, &dp, opts);
+  hone::AllReduceAdamW<hone::CudaBackend> ref(w, ac, nullptr, {}, x);  // no communicator
+  hone::ShardedAdamW<hone::CudaBackend> zero(w, ac, dp, opts, x);
+  hone::AllReduceAdamW<hone::CudaBackend> plain(w, ac, &dp, opts, x);
   BOOST_TEST(zero.zero_layout().buckets().size() > 2u);
-  hone::GradReducer reducer(zero, layout, ctx);
+  hone::GradReducer<hone::CudaBackend> reducer(zero, layout, x);
   reducer.attach(model);
 
   const auto seqs = std::vector<std::vector<int32_t>>{{1, 5, 9, 200, 7, 3}, {4, 4, 17, 300, 2}};
@@ -375,9 +375,9 @@ BOOST_AUTO_TEST_CASE(data_parallel_optimizers_on_one_rank_match_gpu_adamw,
   // The same gradients for the other two optimizers.
   CUDA_CHECK(cudaMemcpy(ref.grads(), zero.grads(), size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice));
   CUDA_CHECK(cudaMemcpy(plain.grads(), zero.grads(), size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice));
-  const hone::GpuStepResult rz = zero.step(1e-3f, 0.5, wz.get());
-  const hone::GpuStepResult rp = plain.step(1e-3f, 0.5, wp.get());
-  const hone::GpuStepResult rr = ref.step(1e-3f, 0.5, wr.get());
+  const hone::OptimizerStepResult rz = zero.step(1e-3f, 0.5, wz.get());
+  const hone::OptimizerStepResult rp = plain.step(1e-3f, 0.5, wp.get());
+  const hone::OptimizerStepResult rr = ref.step(1e-3f, 0.5, wr.get());
   BOOST_TEST(rz.grad_norm > 0.0);
   BOOST_TEST(std::abs(rz.grad_norm - rr.grad_norm) <= 1e-6 * rr.grad_norm);
   BOOST_TEST(rp.grad_norm == rr.grad_norm);

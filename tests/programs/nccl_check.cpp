@@ -3,7 +3,8 @@
 // Maps ranks to GPUs, bootstraps NCCL over MPI, checks every collective and type on every rank (sums, max, min,
 // all_to_all; send/recv, send_recv around a ring and all_to_allv with uneven blocks), compares the
 // distributed optimizer (ZeRO-1) with the plain all-reduce + AdamW on a small GpuTransformer (each rank its own
-// batch, overlapped bucket reduction; fp32 and bf16 reduction), round-trips the sharded state through rank 0 (as a
+// batch, overlapped bucket reduction; fp32 and bf16 reduction; the weighted clipping norm of a sharded model over
+// many buckets), round-trips the sharded state through rank 0 (as a
 // checkpoint does), offload and gradient release, checks a stream-ordered communicator (the tensor-parallel group's
 // kind: bf16 all-gathers and reduce-scatters in chunks on a second stream, as the overlapped sequence-parallel
 // layers issue them, the host not waiting), and prints the bus bandwidth of a 256 MB fp32 all-reduce as
@@ -33,9 +34,9 @@
 #include "runtime/rank_grid.h"
 #include "runtime/runtime.h"
 #include "tensor/dtype.h"
-#include "train/gpu_data_parallel_adamw.h"
-#include "train/gpu_distributed_adamw.h"
+#include "train/all_reduce_adamw.h"
 #include "train/grad_reducer.h"
+#include "train/sharded_adamw.h"
 
 namespace {
 
@@ -276,10 +277,13 @@ struct Trained {
   int launched = 0;
 };
 
-Trained train(OptimizerCase& c, hone::GpuDataParallelOptimizer& opt, hone::GpuTransformer& model,
+using Zero = hone::ShardedAdamW<hone::CudaBackend>;
+using Plain = hone::AllReduceAdamW<hone::CudaBackend>;
+
+Trained train(OptimizerCase& c, hone::DataParallelOptimizer<hone::CudaBackend>& opt, hone::GpuTransformer& model,
               const hone::cuda::GpuContext& ctx, int steps) {
   Trained t;
-  hone::GradReducer reducer(opt, c.layout, ctx);
+  hone::GradReducer<hone::CudaBackend> reducer(opt, c.layout, hone::CudaBackend::Exec(ctx));
   reducer.attach(model);
   for (int step = 0; step < steps; ++step) {
     const double max_norm = step == 1 ? 1e9 : 0.05;
@@ -294,11 +298,40 @@ Trained train(OptimizerCase& c, hone::GpuDataParallelOptimizer& opt, hone::GpuTr
   }
   reducer.detach();
   hone::ModelWeights m = hone::allocate_weights(c.cfg);
-  if (auto* z = dynamic_cast<hone::GpuDistributedAdamW*>(&opt)) z->download_master(m);
-  else dynamic_cast<hone::GpuDataParallelAdamW&>(opt).adamw().download_master(m);
+  if (auto* z = dynamic_cast<Zero*>(&opt)) z->download_master(m);
+  else dynamic_cast<Plain&>(opt).download_master(m);
   t.master.assign(m.flat.f32(), m.flat.f32() + m.flat.numel());
   t.compute = bf16_weights(model, c.layout.num_params);
   return t;
+}
+
+// The clipping norm of a sharded model (tensor or pipeline parallelism weighs each value by the ranks holding it): a
+// weighting that depends on where a value lies in the flat buffer (the first half counted 1/4, as a value four
+// ranks hold), so that ZeRO-1, which sums per bucket chunk, must weigh each chunk at its own place: distributed vs
+// plain, one step.
+void check_weighted_norm(hone::Comm& world, hone::NcclComm& dp, const hone::cuda::GpuContext& ctx,
+                         OptimizerCase& c) {
+  const int64_t half = c.layout.num_params / 2;
+  const hone::CudaBackend::Exec x(ctx);
+  hone::DataParallelOptions opts;
+  opts.layout = &c.layout;
+  opts.bucket_bytes = 256 << 10;  // many buckets: chunks all over the buffer
+  opts.norm.weighted_sum_squares = [x, half](const float* g, int64_t begin, int64_t n) {
+    const int64_t split = std::clamp<int64_t>(half - begin, 0, n);  // g[0, split) lies in the first half
+    return (split > 0 ? 0.25 * hone::sum_squares(x, g, split) : 0.0) +
+           (n > split ? hone::sum_squares(x, g + split, n - split) : 0.0);
+  };
+  hone::GpuTransformer model_z(c.cfg, c.layout, ctx, 512), model_p(c.cfg, c.layout, ctx, 512);
+  model_z.upload_weights(c.w);
+  model_p.upload_weights(c.w);
+  Zero zero(c.w, c.ac, dp, opts, x);
+  Plain plain(c.w, c.ac, &dp, opts, x);
+  const Trained tz = train(c, zero, model_z, ctx, 1), tp = train(c, plain, model_p, ctx, 1);
+  const double diff = std::abs(tz.norms[0] - tp.norms[0]) / tp.norms[0];
+  const size_t buckets = zero.zero_layout().buckets().size();
+  report(world, buckets > 2 && diff < 1e-5,
+         hone::cat("distributed optimizer: weighted (sharded-model) clipping norm over ", buckets,
+                   " buckets equals the plain one's (rel diff ", diff, ")"));
 }
 
 void check_optimizers(hone::Comm& world, hone::NcclComm& dp, const hone::cuda::GpuContext& ctx) {
@@ -312,14 +345,16 @@ void check_optimizers(hone::Comm& world, hone::NcclComm& dp, const hone::cuda::G
   };
   Trained runs[2][2];  // [fp32 reduction?][distributed?]
   for (int fp32 = 0; fp32 < 2; ++fp32) {
-    hone::GpuDataParallelOptions opts;
+    hone::DataParallelOptions opts;
     opts.grad_reduce_in_fp32 = fp32 == 1;
+    opts.layout = &c.layout;
     opts.bucket_bytes = 1 << 20;
+    const hone::CudaBackend::Exec x(ctx);
     hone::GpuTransformer model_z(c.cfg, c.layout, ctx, 512), model_p(c.cfg, c.layout, ctx, 512);
     model_z.upload_weights(c.w);
     model_p.upload_weights(c.w);
-    hone::GpuDistributedAdamW zero(c.w, c.layout, c.ac, ctx, dp, opts);
-    hone::GpuDataParallelAdamW plain(c.w, c.layout, c.ac, ctx, &dp, opts);
+    Zero zero(c.w, c.ac, dp, opts, x);
+    Plain plain(c.w, c.ac, &dp, opts, x);
     runs[fp32][1] = train(c, zero, model_z, ctx, 3);
     runs[fp32][0] = train(c, plain, model_p, ctx, 3);
     const char* how = fp32 ? "fp32 reduction" : "bf16 reduction";
@@ -360,7 +395,7 @@ void check_optimizers(hone::Comm& world, hone::NcclComm& dp, const hone::cuda::G
       world.broadcast(master.flat.f32(), n, 0);
       world.broadcast(m.data(), n, 0);
       world.broadcast(v.data(), n, 0);
-      hone::GpuDistributedAdamW again(c.w, c.layout, c.ac, ctx, dp, opts);
+      Zero again(c.w, c.ac, dp, opts, x);
       again.write_state(master, m.data(), v.data(), zero.step_count());
       hone::GpuTransformer model_a(c.cfg, c.layout, ctx, 512);
       again.refit(model_a.weights());
@@ -390,6 +425,7 @@ void check_optimizers(hone::Comm& world, hone::NcclComm& dp, const hone::cuda::G
                                            "original (relative L2 ", rel_r, ")"));
     }
   }
+  check_weighted_norm(world, dp, ctx, c);
   // bf16 reduction: the updates within bf16 rounding of the fp32 ones.
   const double rel_b = rel_l2(update_of(runs[0][1].master), update_of(runs[1][1].master));
   report(world, rel_b < 5e-2, hone::cat("bf16 vs fp32 reduction: the 3-step update differs by relative L2 ", rel_b));
