@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace hone::rl {
+namespace hone::data {
 
 // splitmix64 finalizer: a bijective 64-bit mix.
 inline uint64_t mix64(uint64_t x) {
@@ -55,4 +55,4 @@ inline std::vector<int64_t> permutation(int64_t n, uint64_t key) {
   return p;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::data

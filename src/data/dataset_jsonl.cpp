@@ -8,7 +8,7 @@
 #include "runtime/activity.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::data {
 
 namespace {
 
@@ -219,4 +219,4 @@ std::vector<Prompt> JsonlPromptDataset::fetch(const std::vector<Place>& places) 
   return out;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::data

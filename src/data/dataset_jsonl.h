@@ -12,7 +12,7 @@
 #include "io/jsonl.h"
 #include "data/prompt_source.h"
 
-namespace hone::rl {
+namespace hone::data {
 
 // Deck keys in brackets.
 struct DatasetOptions {
@@ -77,4 +77,4 @@ class JsonlPromptDataset : public PromptSource {
   std::vector<int64_t> order_;
 };
 
-}  // namespace hone::rl
+}  // namespace hone::data

@@ -5,7 +5,7 @@
 
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::data {
 
 std::string DataCursor::to_string() const {
   nlohmann::json j = {{"epoch", epoch}, {"position", position}, {"epoch_size", epoch_size}};
@@ -78,4 +78,4 @@ void PromptSource::set_cursor(const DataCursor& c) {
   position_ = c.position;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::data

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace hone::rl {
+namespace hone::data {
 
 struct PromptMessage {
   std::string role;  // system | user | assistant
@@ -79,4 +79,4 @@ class PromptSource {
   int64_t epoch_ = 0, position_ = 0;
 };
 
-}  // namespace hone::rl
+}  // namespace hone::data

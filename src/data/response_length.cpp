@@ -8,7 +8,7 @@
 #include "data/data_rng.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::data {
 namespace {
 
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
@@ -67,4 +67,4 @@ int64_t ResponseLengths::draw(int64_t prompt, int64_t sample) const {
   return std::clamp<int64_t>(std::llround(x), 1, o_.cap);
 }
 
-}  // namespace hone::rl
+}  // namespace hone::data

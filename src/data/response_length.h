@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-namespace hone::rl {
+namespace hone::data {
 
 // Deck keys in brackets.
 struct ResponseLengthOptions {
@@ -50,4 +50,4 @@ class ResponseLengths {
 // E[min(X, cap)] for X = exp(mu + sigma Z), Z standard normal (closed form).
 double capped_lognormal_mean(double mu, double sigma, double cap);
 
-}  // namespace hone::rl
+}  // namespace hone::data

@@ -7,7 +7,7 @@
 #include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::data {
 
 int64_t random_operand(DataRng& rng, int min_digits, int max_digits, bool nonzero) {
   int d = static_cast<int>(rng.range(min_digits, max_digits));
@@ -37,13 +37,13 @@ class ArithmeticTask : public SyntheticTask {
         expr += op;
         expr += std::to_string(random_operand(rng, o_.min_digits, o_.max_digits, op == '/'));
       }
-      ExpressionValue v = evaluate_expression(expr);
+      reward::ExpressionValue v = reward::evaluate_expression(expr);
       HONE_CHECK(attempt < 1000, "arithmetic task cannot draw example ", index);
       if (!v.ok) continue;
       Prompt p;
       p.text = expr + "=";
       p.messages.push_back({"user", p.text});
-      p.answer = to_string(v.value);
+      p.answer = reward::to_string(v.value);
       p.id = index;
       p.source = cat("arithmetic#", index);
       return p;
@@ -51,31 +51,31 @@ class ArithmeticTask : public SyntheticTask {
   }
 
   // Correct when the first line of the completion is a number (integer, a/b, or a decimal) equal to the answer.
-  RewardResult score(const Prompt& prompt, const std::string& completion) const noexcept override {
-    RewardResult r;
+  reward::RewardResult score(const Prompt& prompt, const std::string& completion) const noexcept override {
+    reward::RewardResult r;
     try {
       r.extracted = first_line_answer(completion);
-      Rational want, got;
+      reward::Rational want, got;
       if (!parse_number(prompt.answer, want) || !parse_number(r.extracted, got)) return r;
       r.formatted = true;
       r.correct = want == got;
       r.reward = r.correct ? 1.0 : 0.0;
     } catch (...) {
-      r = RewardResult{};
+      r = reward::RewardResult{};
     }
     return r;
   }
 
  private:
   // "-12", "7/2", "-3.5": an exact rational; false for anything else.
-  static bool parse_number(const std::string& s, Rational& out) {
+  static bool parse_number(const std::string& s, reward::Rational& out) {
     if (s.empty() || s.size() > 40) return false;
     size_t slash = s.find('/'), dot = s.find('.');
-    i128 a, b;
+    reward::i128 a, b;
     if (slash != std::string::npos) {
       std::string den = s.substr(slash + 1);
       if (den.empty() || den[0] == '-' || den[0] == '+') return false;
-      return parse_i128(s.substr(0, slash), a) && parse_i128(den, b) && make_rational(a, b, out);
+      return reward::parse_i128(s.substr(0, slash), a) && reward::parse_i128(den, b) && reward::make_rational(a, b, out);
     }
     if (dot != std::string::npos) {
       std::string frac = s.substr(dot + 1);
@@ -83,13 +83,13 @@ class ArithmeticTask : public SyntheticTask {
       std::string whole = s.substr(0, dot);
       bool neg = !whole.empty() && whole[0] == '-';
       if (whole == "-" || whole == "+" || whole.empty()) return false;
-      i128 scale = 1;
+      reward::i128 scale = 1;
       for (size_t i = 0; i < frac.size(); ++i) scale *= 10;
-      if (!parse_i128(whole, a) || !parse_i128(frac, b)) return false;
-      i128 mag = (neg ? -a : a) * scale + b;
-      return make_rational(neg ? -mag : mag, scale, out);
+      if (!reward::parse_i128(whole, a) || !reward::parse_i128(frac, b)) return false;
+      reward::i128 mag = (neg ? -a : a) * scale + b;
+      return reward::make_rational(neg ? -mag : mag, scale, out);
     }
-    return parse_i128(s, a) && make_rational(a, 1, out);
+    return reward::parse_i128(s, a) && reward::make_rational(a, 1, out);
   }
 
   SyntheticTaskOptions o_;
@@ -101,4 +101,4 @@ std::unique_ptr<SyntheticTask> make_arithmetic_task(const SyntheticTaskOptions& 
   return std::make_unique<ArithmeticTask>(options);
 }
 
-}  // namespace hone::rl
+}  // namespace hone::data

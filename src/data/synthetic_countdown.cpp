@@ -9,7 +9,7 @@
 #include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::data {
 
 namespace {
 
@@ -42,8 +42,8 @@ class CountdownTask : public SyntheticTask {
       bool ok = true;
       for (size_t k = 1; k < order.size() && ok; ++k) ok = combine(e, order[k], rng);
       if (!ok || e.value <= 0) continue;
-      ExpressionValue check = evaluate_expression(e.text);
-      HONE_CHECK(check.ok && check.value == Rational::of(e.value), "countdown reference '", e.text, "' != ", e.value);
+      reward::ExpressionValue check = reward::evaluate_expression(e.text);
+      HONE_CHECK(check.ok && check.value == reward::Rational::of(e.value), "countdown reference '", e.text, "' != ", e.value);
       Prompt p;
       std::ostringstream os;
       os << e.value << " from";
@@ -60,8 +60,8 @@ class CountdownTask : public SyntheticTask {
 
   // Correct when the completion's first line (the part before any '=') is an expression using a sub-multiset of the
   // given numbers, evaluated exactly, equal to the target. formatted: the line parses as an expression.
-  RewardResult score(const Prompt& prompt, const std::string& completion) const noexcept override {
-    RewardResult r;
+  reward::RewardResult score(const Prompt& prompt, const std::string& completion) const noexcept override {
+    reward::RewardResult r;
     try {
       int64_t target = 0;
       std::vector<int64_t> given;
@@ -70,17 +70,17 @@ class CountdownTask : public SyntheticTask {
       size_t eq = line.find('=');
       if (eq != std::string::npos) line = first_line_answer(line.substr(0, eq));
       r.extracted = line;
-      ExpressionValue v = evaluate_expression(line);
+      reward::ExpressionValue v = reward::evaluate_expression(line);
       if (!v.ok) return r;
       r.formatted = true;
       std::vector<int64_t> used = v.numbers;
       std::sort(used.begin(), used.end());
       std::sort(given.begin(), given.end());
       bool subset = std::includes(given.begin(), given.end(), used.begin(), used.end());
-      r.correct = subset && v.value == Rational::of(target);
+      r.correct = subset && v.value == reward::Rational::of(target);
       r.reward = r.correct ? 1.0 : 0.0;
     } catch (...) {
-      r = RewardResult{};
+      r = reward::RewardResult{};
     }
     return r;
   }
@@ -147,4 +147,4 @@ std::unique_ptr<SyntheticTask> make_countdown_task(const SyntheticTaskOptions& o
   return std::make_unique<CountdownTask>(options);
 }
 
-}  // namespace hone::rl
+}  // namespace hone::data

@@ -7,7 +7,7 @@
 #include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::data {
 namespace {
 
 class RandomTokensTask : public SyntheticTask {
@@ -27,7 +27,7 @@ class RandomTokensTask : public SyntheticTask {
     return p;
   }
 
-  RewardResult score(const Prompt&, const std::string&) const noexcept override { return RewardResult{}; }
+  reward::RewardResult score(const Prompt&, const std::string&) const noexcept override { return reward::RewardResult{}; }
 
  private:
   SyntheticTaskOptions o_;
@@ -39,4 +39,4 @@ std::unique_ptr<SyntheticTask> make_random_tokens_task(const SyntheticTaskOption
   return std::make_unique<RandomTokensTask>(options);
 }
 
-}  // namespace hone::rl
+}  // namespace hone::data

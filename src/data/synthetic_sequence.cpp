@@ -6,7 +6,7 @@
 #include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::data {
 
 namespace {
 
@@ -54,8 +54,8 @@ class SequenceTask : public SyntheticTask {
   // and only characters of the alphabet. With partial credit a wrong line earns the longest common subsequence of
   // the line and the answer over the longer of the two: the answer's characters in its order count, extra
   // characters cost, and only the exact answer reaches 1.
-  RewardResult score(const Prompt& prompt, const std::string& completion) const noexcept override {
-    RewardResult r;
+  reward::RewardResult score(const Prompt& prompt, const std::string& completion) const noexcept override {
+    reward::RewardResult r;
     try {
       r.extracted = first_line_answer(completion);
       const bool letters = o_.alphabet == "letters";
@@ -69,7 +69,7 @@ class SequenceTask : public SyntheticTask {
         r.reward = double(longest_common_subsequence(r.extracted, prompt.answer)) /
                    double(std::max(r.extracted.size(), prompt.answer.size()));
     } catch (...) {
-      r = RewardResult{};
+      r = reward::RewardResult{};
     }
     return r;
   }
@@ -85,4 +85,4 @@ std::unique_ptr<SyntheticTask> make_sequence_task(const SyntheticTaskOptions& op
   return std::make_unique<SequenceTask>(options);
 }
 
-}  // namespace hone::rl
+}  // namespace hone::data

@@ -4,7 +4,7 @@
 #include "data/synthetic_tasks.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::data {
 
 void validate(const SyntheticTaskOptions& o) {
   const std::string& t = o.task;
@@ -65,4 +65,4 @@ std::vector<Prompt> SyntheticPromptSource::fetch(const std::vector<Place>& place
   return out;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::data

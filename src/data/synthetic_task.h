@@ -11,7 +11,7 @@
 #include "data/prompt_source.h"
 #include "reward/reward.h"
 
-namespace hone::rl {
+namespace hone::data {
 
 // Deck keys in brackets.
 struct SyntheticTaskOptions {
@@ -32,7 +32,7 @@ struct SyntheticTaskOptions {
 // Throws UserError naming the data.* key when an option is out of range.
 void validate(const SyntheticTaskOptions& options);
 
-class SyntheticTask : public RewardFunction {
+class SyntheticTask : public reward::RewardFunction {
  public:
   // Example `index` (any index >= 0): prompt text, one user message, exact answer, id = index.
   virtual Prompt make(int64_t index) const = 0;
@@ -59,4 +59,4 @@ class SyntheticPromptSource : public PromptSource {
   std::shared_ptr<const SyntheticTask> task_;
 };
 
-}  // namespace hone::rl
+}  // namespace hone::data

@@ -6,7 +6,7 @@
 #include "data/data_rng.h"
 #include "data/synthetic_task.h"
 
-namespace hone::rl {
+namespace hone::data {
 
 std::unique_ptr<SyntheticTask> make_arithmetic_task(const SyntheticTaskOptions& options);
 std::unique_ptr<SyntheticTask> make_countdown_task(const SyntheticTaskOptions& options);
@@ -16,4 +16,4 @@ std::unique_ptr<SyntheticTask> make_random_tokens_task(const SyntheticTaskOption
 // A random integer with a digit count in [min_digits, max_digits] (one-digit numbers include 0 unless nonzero).
 int64_t random_operand(DataRng& rng, int min_digits, int max_digits, bool nonzero);
 
-}  // namespace hone::rl
+}  // namespace hone::data

@@ -5,7 +5,7 @@
 
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 std::vector<RewardResult> BuiltinReward::score(const std::vector<RewardQuery>& batch) {
   std::vector<RewardResult> out;
@@ -41,4 +41,4 @@ bool valid_score_name(std::string_view name) {
   return true;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

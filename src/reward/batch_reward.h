@@ -12,11 +12,11 @@
 
 #include "reward/reward.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 // What a reward is given for one rollout.
 struct RewardQuery {
-  const Prompt* prompt = nullptr;   // the prompt as the dataset gave it (text, messages, answer, extra fields)
+  const data::Prompt* prompt = nullptr;   // the prompt as the dataset gave it (text, messages, answer, extra fields)
   std::string_view completion;      // the decoded completion (cut before a stop string)
   int64_t completion_tokens = 0;    // generated tokens
   bool truncated = false;           // stopped by generation.max_new_tokens, not by a stop token or string
@@ -54,4 +54,4 @@ bool valid_score_name(std::string_view name);
 // introduce them): each is a dataset of the output file and a column of every step.
 inline constexpr size_t kMaxScoreNames = 1024;
 
-}  // namespace hone::rl
+}  // namespace hone::reward

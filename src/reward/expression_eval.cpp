@@ -1,7 +1,7 @@
 // Exact evaluation of + - * / expressions (see expression_eval.h).
 #include "reward/expression_eval.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 namespace {
 
@@ -88,4 +88,4 @@ ExpressionValue evaluate_expression(const std::string& text, size_t max_length) 
   return out;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

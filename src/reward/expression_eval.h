@@ -9,7 +9,7 @@
 
 #include "reward/rational.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 struct ExpressionValue {
   bool ok = false;
@@ -22,4 +22,4 @@ struct ExpressionValue {
 // Spaces are allowed between tokens; integers have at most 18 digits; no unary minus.
 ExpressionValue evaluate_expression(const std::string& text, size_t max_length = 512);
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -5,7 +5,7 @@
 
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 namespace {
 
@@ -99,8 +99,8 @@ RewardResult MathReward::score(const std::string& completion, const std::string&
   return r;
 }
 
-RewardResult MathReward::score(const Prompt& prompt, const std::string& completion) const noexcept {
+RewardResult MathReward::score(const data::Prompt& prompt, const std::string& completion) const noexcept {
   return score(completion, prompt.answer);
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -10,7 +10,7 @@
 #include "reward/math_answer_normalize.h"
 #include "reward/reward.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 struct MathCheckOptions {
   double relative_tolerance = 1e-6;  // for reals written with fraction digits or in scientific notation
@@ -49,7 +49,7 @@ class MathReward : public RewardFunction {
  public:
   explicit MathReward(const MathRewardOptions& options = {}) : options_(options) {}
   std::string name() const override { return "math"; }
-  RewardResult score(const Prompt& prompt, const std::string& completion) const noexcept override;
+  RewardResult score(const data::Prompt& prompt, const std::string& completion) const noexcept override;
   // The same, against an answer string.
   RewardResult score(const std::string& completion, const std::string& truth) const noexcept;
 
@@ -57,4 +57,4 @@ class MathReward : public RewardFunction {
   MathRewardOptions options_;
 };
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -8,7 +8,7 @@
 
 #include "reward/math_answer_normalize.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 const char* answer_source_name(AnswerSource s) {
   switch (s) {
@@ -229,4 +229,4 @@ ExtractedAnswer extract_final_answer(const std::string& completion, bool fallbac
   return {};
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

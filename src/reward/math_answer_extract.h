@@ -9,7 +9,7 @@
 
 #include <string>
 
-namespace hone::rl {
+namespace hone::reward {
 
 enum class AnswerSource { none, boxed, hashes, phrase, last_number };
 const char* answer_source_name(AnswerSource s);
@@ -25,4 +25,4 @@ ExtractedAnswer extract_final_answer(const std::string& completion, bool fallbac
 // The content of the last complete \boxed{} / \fbox{} (source boxed), or none.
 ExtractedAnswer extract_boxed(const std::string& text);
 
-}  // namespace hone::rl
+}  // namespace hone::reward

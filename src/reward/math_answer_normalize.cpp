@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <vector>
 
-namespace hone::rl {
+namespace hone::reward {
 
 namespace {
 
@@ -417,4 +417,4 @@ NormalizedAnswer normalize_answer(const std::string& raw) {
   return out;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -8,7 +8,7 @@
 
 #include "reward/rational.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 // An exactly written number: (-1)^negative * digits * 10^exponent, digits without leading or trailing zeros
 // ("" for zero, which is never negative). Two decimals are equal exactly when their fields are.
@@ -44,4 +44,4 @@ NormalizedAnswer normalize_answer(const std::string& raw);
 // "1.5\times10^{3}"), fractions ("\frac{a}{b}", "a/b" with decimal a and b, signs). False when it is not one.
 bool parse_math_number(const std::string& s, MathNumber& out);
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -14,7 +14,7 @@
 #include "hone/reward_plugin.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 struct PluginReward::Api {
   int (*abi_version)(void) = nullptr;
@@ -154,7 +154,7 @@ std::vector<RewardResult> PluginReward::score(const std::vector<RewardQuery>& ba
   std::vector<std::string> messages(n), completions(n);
   std::vector<hone_reward_query> q(n);
   for (size_t i = 0; i < n; ++i) {
-    const Prompt& p = *batch[i].prompt;
+    const data::Prompt& p = *batch[i].prompt;
     nlohmann::json m = nlohmann::json::array();
     for (const auto& msg : p.messages) m.push_back({{"role", msg.role}, {"content", msg.content}});
     if (m.empty()) m.push_back({{"role", "user"}, {"content", p.text}});
@@ -208,4 +208,4 @@ std::vector<RewardResult> PluginReward::score(const std::vector<RewardQuery>& ba
   return out;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -9,7 +9,7 @@
 
 #include "reward/batch_reward.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 class PluginReward : public BatchReward {
  public:
@@ -32,4 +32,4 @@ class PluginReward : public BatchReward {
   std::vector<std::string> score_names_;
 };
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -6,7 +6,7 @@
 #include "runtime/error.h"
 #include "runtime/one_line.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 namespace {
 
@@ -104,4 +104,4 @@ std::vector<RewardResult> ProcessReward::score(const std::vector<RewardQuery>& b
   return out;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -16,7 +16,7 @@ namespace hone {
 class ChildProcess;
 }
 
-namespace hone::rl {
+namespace hone::reward {
 
 class ProcessReward : public BatchReward {
  public:
@@ -40,4 +40,4 @@ class ProcessReward : public BatchReward {
   std::unique_ptr<ChildProcess> child_;
 };
 
-}  // namespace hone::rl
+}  // namespace hone::reward

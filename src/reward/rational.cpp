@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace hone::rl {
+namespace hone::reward {
 
 namespace {
 
@@ -101,4 +101,4 @@ bool parse_i128(const std::string& s, i128& out) {
   return true;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

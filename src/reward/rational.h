@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace hone::rl {
+namespace hone::reward {
 
 using i128 = __int128;
 
@@ -33,4 +33,4 @@ std::string to_string(const Rational& r);
 // Parses an optionally signed decimal integer of at most 38 digits; false otherwise.
 bool parse_i128(const std::string& s, i128& out);
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -7,7 +7,7 @@
 
 #include "data/prompt_source.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 // A named sub-score of a reward (an external reward's "format": 1, "length_penalty": -0.2), kept per rollout and
 // as the step's metric scores/<name>.
@@ -29,7 +29,7 @@ class RewardFunction {
   virtual ~RewardFunction() = default;
   virtual std::string name() const = 0;
   // Scores one completion of a prompt. Never throws.
-  virtual RewardResult score(const Prompt& prompt, const std::string& completion) const noexcept = 0;
+  virtual RewardResult score(const data::Prompt& prompt, const std::string& completion) const noexcept = 0;
 };
 
-}  // namespace hone::rl
+}  // namespace hone::reward

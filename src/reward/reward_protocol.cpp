@@ -9,7 +9,7 @@
 #include "runtime/error.h"
 #include "runtime/one_line.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 using json = nlohmann::json;
 
@@ -45,7 +45,7 @@ double reward_number(const json& v, const std::string& what) {
 }  // namespace
 
 std::string reward_request_line(const RewardQuery& q, size_t batch_index, size_t batch_size) {
-  const Prompt& p = *q.prompt;
+  const data::Prompt& p = *q.prompt;
   json messages = json::array();
   for (const auto& m : p.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
   if (messages.empty()) messages.push_back({{"role", "user"}, {"content", p.text}});
@@ -93,4 +93,4 @@ RewardResult parse_reward_reply(const std::string& line) {
   return r;
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -13,7 +13,7 @@
 
 #include "reward/batch_reward.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 // One request line, '\n' included. Text that is not valid UTF-8 is sent with U+FFFD in place of the bad bytes.
 std::string reward_request_line(const RewardQuery& q, size_t batch_index, size_t batch_size);
@@ -21,4 +21,4 @@ std::string reward_request_line(const RewardQuery& q, size_t batch_index, size_t
 // Parses one reply line. UserError saying what is wrong with it (the caller adds which line of which process).
 RewardResult parse_reward_reply(const std::string& line);
 
-}  // namespace hone::rl
+}  // namespace hone::reward

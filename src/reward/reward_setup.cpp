@@ -6,7 +6,7 @@
 #include "reward/process_reward.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone::reward {
 
 RewardOptions RewardOptions::from_config(const Config& c) {
   RewardOptions o;
@@ -37,4 +37,4 @@ std::unique_ptr<BatchReward> make_reward(const RewardOptions& o, std::shared_ptr
   return std::make_unique<BuiltinReward>(std::move(builtin));
 }
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -13,7 +13,7 @@ namespace hone {
 class Config;
 }
 
-namespace hone::rl {
+namespace hone::reward {
 
 // Deck keys in brackets.
 struct RewardOptions {
@@ -36,4 +36,4 @@ MathRewardOptions math_reward_options(const Config& c);
 std::unique_ptr<BatchReward> make_reward(const RewardOptions& options, std::shared_ptr<const RewardFunction> builtin,
                                          int rank);
 
-}  // namespace hone::rl
+}  // namespace hone::reward

@@ -21,7 +21,7 @@ struct GrpoSample {
   Rollout rollout;           // prompt ids, completion ids, generation logprobs, finish reason, text
   double reward = 0;
   bool correct = false;
-  std::vector<RewardScore> scores;  // the reward's named sub-scores (user rewards; empty for the built-in ones)
+  std::vector<reward::RewardScore> scores;  // the reward's named sub-scores (user rewards; empty for the built-in ones)
   float advantage = 0;
   bool trained = true;                 // loss mask of its tokens (false: truncated under overlong filtering)
   std::vector<float> old_logprobs;     // previous policy, one per completion token (empty until computed)

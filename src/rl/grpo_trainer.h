@@ -26,7 +26,7 @@
 #include "model/model_config.h"
 #include "comm/parallel_state.h"
 #include "model/weights.h"
-#include "data/data_setup.h"
+#include "task/task.h"
 #include "data/response_length.h"
 #include "reward/batch_reward.h"
 #include "rl/grpo_batch.h"
@@ -62,7 +62,7 @@ class GrpoTrainer {
   const GrpoSettings& settings() const { return s_; }
   const ModelConfig& model_config() const { return mc_; }
   roles::RoleEngine& engine() { return *roles_.engine; }
-  const PromptSource& prompts() const { return *data_.source; }
+  const data::PromptSource& prompts() const { return *task_.prompts; }
   std::string describe() const;  // one line: model, parameters, data, ranks
   // The last step's parallel layouts at work, for the line under the step line ("" without pipeline, resharding or
   // drawn response lengths): the schedule and its bubble, the time in exchanges, the refit's bytes; with
@@ -110,10 +110,10 @@ class GrpoTrainer {
   struct StepState;
   void build_model(const Config& c);
   void build_data(const Config& c);
-  DataOptions data_options(const Config& c) const;  // [data] as make_data takes it
+  task::TaskOptions task_options(const Config& c) const;  // [data] as make_task takes it
   // Reads the validation problems, first weighing them and their completions in the host memory plan.
   void build_validation(const Config& c, HostMemoryPlan& plan);
-  std::vector<int32_t> encode_prompt(const Prompt& p) const;
+  std::vector<int32_t> encode_prompt(const data::Prompt& p) const;
   void phase_generation(StepState& st);
   void phase_reward(StepState& st);
   // Scores st.samples[begin..] on the generation replica that made them (rl/grpo_trainer_reward.cpp): collective
@@ -122,7 +122,7 @@ class GrpoTrainer {
   void score_samples(StepState& st, size_t begin);
   // The step's reward (the user's program or plug-in, or the data's own) on the replica's first rank, its results
   // on every rank of the replica. Collective as score_samples.
-  std::vector<RewardResult> score_queries(const std::vector<RewardQuery>& queries);
+  std::vector<reward::RewardResult> score_queries(const std::vector<reward::RewardQuery>& queries);
   void phase_logprob(StepState& st);
   void phase_training(StepState& st);
   void phase_refit(StepState& st);
@@ -155,12 +155,12 @@ class GrpoTrainer {
   ChatSetup chat_;
   ChatOptions chat_options_;  // add_generation_prompt, enable_thinking
   std::string system_prompt_;
-  DataSetup data_;
-  ResponseLengths lengths_;  // data.response_length: each sample's drawn length (benchmarks); off by default
-  std::unique_ptr<BatchReward> reward_;  // on the ranks that score (a generation replica's first); null elsewhere
+  task::Task task_;
+  data::ResponseLengths lengths_;  // data.response_length: each sample's drawn length (benchmarks); off by default
+  std::unique_ptr<reward::BatchReward> reward_;  // on the ranks that score (a generation replica's first); null elsewhere
   int64_t reward_batch_size_ = 0;        // reward.batch_size
   ValidationSettings val_;
-  std::vector<Prompt> val_prompts_;  // every validation problem (each rank generates its shard)
+  std::vector<data::Prompt> val_prompts_;  // every validation problem (each rank generates its shard)
 
   ModelWeights initial_;  // the initial fp32 weights, until connect()
   roles::RankRoles roles_;  // this rank's roles and the engine they run on (roles/rank_roles.h)

@@ -65,7 +65,7 @@ void GrpoTrainer::save(const std::string& folder, int64_t step, const Snapshot& 
   json st;
   st["format"] = "hone-grpo-state-1";
   st["step"] = step;
-  st["data_cursor"] = data_.source->save_cursor();
+  st["data_cursor"] = task_.prompts->save_cursor();
   st["seed"] = s_.seed;
   st["optimizer_step"] = snap.optimizer_step;
   st["lr_schedule_step"] = snap.optimizer_step;
@@ -122,7 +122,7 @@ int64_t GrpoTrainer::restore(const std::string& folder) {
     HONE_USER_CHECK(bad.empty(), "checkpoint ", folder, " holds a non-finite training state (", bad,
                     " holds NaN or Inf): move it out of ", fs::path(folder).parent_path().string(),
                     " to resume from the one before");
-    data_.source->restore_cursor(st.data_cursor);
+    task_.prompts->restore_cursor(st.data_cursor);
     step = st.step;
   });
   roles_.learner->write_state(snap.master, snap.exp_avg.f32(), snap.exp_avg_sq.f32(), snap.optimizer_step);

@@ -156,7 +156,7 @@ void set_memory_metrics(StepRow& row, const EngineMemory& em, Comm& world) {
 void set_score_metrics(StepRow& row, const std::vector<GrpoSample>& samples, Comm& dp) {
   std::map<std::string, std::pair<double, double>> mine;
   for (const GrpoSample& s : samples)
-    for (const RewardScore& sc : s.scores) {
+    for (const reward::RewardScore& sc : s.scores) {
       auto& [sum, count] = mine[sc.name];
       sum += sc.value;
       count += 1;

@@ -17,24 +17,24 @@ Comm* GrpoTrainer::scoring_group() const {
   return gen_.same_as_training ? &ps_.tp() : &gen_group_->host();
 }
 
-std::vector<RewardResult> GrpoTrainer::score_queries(const std::vector<RewardQuery>& queries) {
-  std::vector<RewardResult> results;
+std::vector<reward::RewardResult> GrpoTrainer::score_queries(const std::vector<reward::RewardQuery>& queries) {
+  std::vector<reward::RewardResult> results;
   agreed([&] {
     if (reward_) results = score_in_batches(*reward_, queries, reward_batch_size_);
   });
   if (Comm* group = scoring_group()) {
     const std::string bytes = broadcast_string(*group, group->rank() == 0 ? wire_encode(results) : std::string());
-    if (group->rank() != 0) results = wire_decode<std::vector<RewardResult>>(bytes, "a reward broadcast");
+    if (group->rank() != 0) results = wire_decode<std::vector<reward::RewardResult>>(bytes, "a reward broadcast");
   }
   HONE_CHECK(results.size() == queries.size(), results.size(), " rewards for ", queries.size(), " rollouts");
   return results;
 }
 
 void GrpoTrainer::score_samples(StepState& st, size_t begin) {
-  std::vector<RewardQuery> queries;
+  std::vector<reward::RewardQuery> queries;
   for (size_t i = begin; i < st.samples.size(); ++i) {
     const GrpoSample& s = st.samples[i];
-    RewardQuery q;
+    reward::RewardQuery q;
     q.prompt = &st.prompts[size_t(s.prompt_index)];
     q.completion = s.rollout.text;
     q.completion_tokens = int64_t(s.rollout.completion.size());
@@ -42,7 +42,7 @@ void GrpoTrainer::score_samples(StepState& st, size_t begin) {
     q.step = st.step;
     queries.push_back(q);
   }
-  std::vector<RewardResult> results = score_queries(queries);
+  std::vector<reward::RewardResult> results = score_queries(queries);
   for (size_t i = 0; i < results.size(); ++i) {
     GrpoSample& s = st.samples[begin + i];
     s.reward = results[i].reward;

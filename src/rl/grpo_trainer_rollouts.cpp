@@ -15,7 +15,7 @@ void GrpoTrainer::record_rollouts(const StepState& st, StepRow& row) {
   const int64_t G = s_.generations;
   WireWriter w;
   for (const GrpoSample& s : st.samples) {
-    const Prompt& p = st.prompts[size_t(s.prompt_index)];
+    const data::Prompt& p = st.prompts[size_t(s.prompt_index)];
     RolloutRecord r;
     r.group = s.position / G;
     r.prompt_id = p.id;
@@ -32,7 +32,7 @@ void GrpoTrainer::record_rollouts(const StepState& st, StepRow& row) {
     double sum = 0;
     for (float lp : s.rollout.logprobs) sum += lp;
     r.logprob_sum = sum;
-    for (const RewardScore& sc : s.scores) r.scores.emplace_back(sc.name, sc.value);
+    for (const reward::RewardScore& sc : s.scores) r.scores.emplace_back(sc.name, sc.value);
     w(s.position, r);
   }
   const std::vector<std::string> parts = gather_strings(ps_.dp(), w.bytes());

@@ -189,7 +189,7 @@ void GrpoTrainer::build_model(const Config& c) {
   stop_.max_new_tokens = s_.max_new_tokens;
 }
 
-std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
+std::vector<int32_t> GrpoTrainer::encode_prompt(const data::Prompt& p) const {
   if (!p.token_ids.empty()) return p.token_ids;
   std::vector<ChatMessage> msgs;
   if (chat_.is_chat() && !system_prompt_.empty() && (p.messages.empty() || p.messages[0].role != "system"))
@@ -201,25 +201,25 @@ std::vector<int32_t> GrpoTrainer::encode_prompt(const Prompt& p) const {
 }
 
 void GrpoTrainer::build_data(const Config& c) {
-  data_ = make_data(data_options(c), [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
-  ResponseLengthOptions lengths;
+  task_ = task::make_task(task_options(c), [this](const data::Prompt& p) { return int64_t(encode_prompt(p).size()); });
+  data::ResponseLengthOptions lengths;
   lengths.rule = c.get_string("data.response_length");
   lengths.mean = c.get_float("data.response_length_mean");
   lengths.sigma = c.get_float("data.response_length_sigma");
   lengths.cap = s_.max_new_tokens;
   lengths.seed = s_.seed;
-  lengths_ = ResponseLengths(lengths);
+  lengths_ = data::ResponseLengths(lengths);
 
   // The step's reward: started (a program) or loaded (a plug-in) on the ranks that score: the first rank of each
   // generation replica, where the rollouts are scored (rl/grpo_trainer_reward.cpp).
-  const RewardOptions ro = RewardOptions::from_config(c);
+  const reward::RewardOptions ro = reward::RewardOptions::from_config(c);
   reward_batch_size_ = ro.batch_size;
   if (gen_.tg > 1 && !gen_.same_as_training) gen_group_ = std::make_unique<GenerationGroup>(ps_.grid(), gen_.tg);
-  if (gen_.rank_in_replica(ps_.world_rank()) == 0) reward_ = make_reward(ro, data_.reward, ps_.world_rank());
+  if (gen_.rank_in_replica(ps_.world_rank()) == 0) reward_ = make_reward(ro, task_.checker, ps_.world_rank());
 }
 
-DataOptions GrpoTrainer::data_options(const Config& c) const {
-  DataOptions o;
+task::TaskOptions GrpoTrainer::task_options(const Config& c) const {
+  task::TaskOptions o;
   const std::string task = c.get_string("data.task");
   if (task == "jsonl") {
     o.synthetic.task.clear();  // a JSONL dataset, no synthetic task
@@ -260,7 +260,7 @@ DataOptions GrpoTrainer::data_options(const Config& c) const {
     o.synthetic.vocab_size = mc_.vocab_size;
     o.synthetic.seed = s_.seed;
   }
-  o.math = math_reward_options(c);
+  o.math = reward::math_reward_options(c);
   return o;
 }
 
@@ -270,7 +270,7 @@ std::string GrpoTrainer::describe() const {
                                   : "model " + model_path_ + ", ",
              architecture_hf_name(mc_.arch), " with ", mc_.num_parameters(), " parameters (", mc_.num_hidden_layers,
              " layers, hidden ", mc_.hidden_size, ", vocabulary ", mc_.vocab_size, ") on ", roles_.engine->describe(), "; prompts: ",
-             data_.source->describe(), "; chat format: ", chat_.describe(), "; reward: ", reward_ ? reward_->name() : data_.reward->name(), "; ", ps_.dp_size(), " data-parallel rank",
+             task_.prompts->describe(), "; chat format: ", chat_.describe(), "; reward: ", reward_ ? reward_->name() : task_.checker->name(), "; ", ps_.dp_size(), " data-parallel rank",
              ps_.dp_size() > 1 ? "s" : "");
 }
 

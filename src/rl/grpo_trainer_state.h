@@ -11,7 +11,7 @@ namespace hone::rl {
 
 struct GrpoTrainer::StepState {
   int64_t step = 0;
-  std::vector<Prompt> prompts;      // this rank's prompts that produced kept groups (by GrpoSample::prompt_index)
+  std::vector<data::Prompt> prompts;      // this rank's prompts that produced kept groups (by GrpoSample::prompt_index)
   std::vector<GrpoSample> samples;  // kept groups, G consecutive samples each
   bool scored = false;              // rewards already computed (dynamic sampling scores while generating)
 

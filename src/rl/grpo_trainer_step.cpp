@@ -64,12 +64,12 @@ std::vector<int64_t> per_replica(Comm& world, const GenerationLayout& gen, int64
 void GrpoTrainer::phase_generation(StepState& st) {
   const int64_t P = s_.prompts_per_step, G = s_.generations;
   const int rank = gen_.replica(ps_.world_rank()), size = gen_.replicas();
-  const ShardRange shard = shard_range(P, rank, size);
+  const data::ShardRange shard = data::shard_range(P, rank, size);
   const DecodeFunction decode = [this](const std::vector<int32_t>& ids) { return tok_->decode(ids, true); };
   const int64_t max_batches = s_.dynamic_sampling ? s_.dynamic_max_batches : 1;
   timer_.start("generation");
   for (int64_t b = 0; b < max_batches; ++b) {
-    std::vector<Prompt> batch = data_.source->next_batch(P, rank, size);
+    std::vector<data::Prompt> batch = task_.prompts->next_batch(P, rank, size);
     ++st.batches;
     std::vector<GenerationRequest> requests;
     std::vector<int64_t> global_prompt;  // per kept prompt of this batch

@@ -23,7 +23,7 @@ namespace hone::rl {
 void GrpoTrainer::build_validation(const Config& c, HostMemoryPlan& plan) {
   val_ = read_validation_settings(c);
   if (!val_.enabled()) return;
-  DataOptions o = data_options(c);
+  task::TaskOptions o = task_options(c);
   if (!val_.path.empty()) {
     o.synthetic.task.clear();
     o.dataset.path = val_.path;
@@ -34,20 +34,20 @@ void GrpoTrainer::build_validation(const Config& c, HostMemoryPlan& plan) {
   } else {
     o.synthetic.seed = val_.stream_key();
   }
-  DataSetup v;
+  task::Task v;
   try {
-    v = make_data(o, [this](const Prompt& p) { return int64_t(encode_prompt(p).size()); });
+    v = task::make_task(o, [this](const data::Prompt& p) { return int64_t(encode_prompt(p).size()); });
   } catch (const UserError& e) {
     throw UserError(cat(val_.path.empty() ? "validation problems" : cat("validation.path = \"", val_.path, "\""), ": ",
                         e.what()));
   }
-  const int64_t available = v.source->epoch_size();
+  const int64_t available = v.prompts->epoch_size();
   const int64_t n = val_.max_samples > 0 ? std::min(val_.max_samples, available) : available;
   // Before the problems are drawn (a synthetic task makes validation.max_samples of them here).
   set_host_validation(plan, n, val_.generations, gen_.replicas());
   check_host_memory(plan);
-  val_prompts_ = v.source->next_batch(n);
-  log_debug("validation: ", n, " problems of ", v.source->describe());
+  val_prompts_ = v.prompts->next_batch(n);
+  log_debug("validation: ", n, " problems of ", v.prompts->describe());
 }
 
 StepRow GrpoTrainer::validate(int64_t step) {
@@ -56,7 +56,7 @@ StepRow GrpoTrainer::validate(int64_t step) {
   const Timer timer;
   const int64_t N = int64_t(val_prompts_.size()), k = val_.generations;
   // Sharded over the generation replicas (the data-parallel ranks when generation runs on the training layout).
-  const ShardRange shard = shard_range(N, gen_.replica(ps_.world_rank()), gen_.replicas());
+  const data::ShardRange shard = data::shard_range(N, gen_.replica(ps_.world_rank()), gen_.replicas());
   ValidationTotals totals;
 
   std::vector<GenerationRequest> requests;
@@ -81,11 +81,11 @@ StepRow GrpoTrainer::validate(int64_t step) {
   if (progress_) progress_->end();
 
   // Scored by the step's reward (a user's program or plug-in too), as the training rollouts are.
-  std::vector<RewardQuery> queries;
+  std::vector<reward::RewardQuery> queries;
   for (size_t p = 0; p < problem_of.size(); ++p)
     for (int64_t g = 0; g < k; ++g) {
       const Rollout& r = rollouts[p * size_t(k) + size_t(g)];
-      RewardQuery q;
+      reward::RewardQuery q;
       q.prompt = &val_prompts_[size_t(problem_of[p])];
       q.completion = r.text;
       q.completion_tokens = int64_t(r.completion.size());
@@ -93,12 +93,12 @@ StepRow GrpoTrainer::validate(int64_t step) {
       q.step = step;
       queries.push_back(q);
     }
-  const std::vector<RewardResult> scores = score_queries(queries);
+  const std::vector<reward::RewardResult> scores = score_queries(queries);
   for (size_t p = 0; p < problem_of.size(); ++p) {
     ValidationProblem vp;
     for (int64_t g = 0; g < k; ++g) {
       const Rollout& r = rollouts[p * size_t(k) + size_t(g)];
-      const RewardResult& score = scores[p * size_t(k) + size_t(g)];
+      const reward::RewardResult& score = scores[p * size_t(k) + size_t(g)];
       ++vp.samples;
       vp.correct += score.correct ? 1 : 0;
       vp.reward += score.reward;

@@ -69,9 +69,9 @@ double HostMemoryPlan::step_sample_bytes() const {
 }
 
 double HostMemoryPlan::validation_bytes() const {
-  constexpr double kPerProblem = double(sizeof(Prompt));
+  constexpr double kPerProblem = double(sizeof(data::Prompt));
   constexpr double kPerSample =
-      double(sizeof(GenerationRequest) + sizeof(Rollout) + sizeof(RewardQuery) + sizeof(RewardResult) + 8);
+      double(sizeof(GenerationRequest) + sizeof(Rollout) + sizeof(reward::RewardQuery) + sizeof(reward::RewardResult) + 8);
   return double(validation_problems) * kPerProblem + double(validation_samples) * kPerSample;
 }
 

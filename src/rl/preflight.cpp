@@ -284,7 +284,7 @@ class Preflight {
     HONE_USER_CHECK(fs::exists(path, ec), about(c_, "data.path", "no such file"));
     std::string why;
     HONE_USER_CHECK(readable_file(path, &why), about(c_, "data.path", why));
-    DatasetOptions o;
+    data::DatasetOptions o;
     o.path = path;
     o.prompt_key = c_.get_string("data.prompt_key");
     o.answer_key = c_.get_string("data.answer_key");
@@ -294,7 +294,7 @@ class Preflight {
     int parsed = 0, skipped = 0;
     while (parsed < kPreflightDataRows && reader.next(rec)) {
       try {
-        prompt_from_record(rec, path, o);
+        data::prompt_from_record(rec, path, o);
         ++parsed;
       } catch (const UserError& e) {
         if (!skip) throw UserError(cat(e.what(), " (", where(c_, "data.path"), "; data.skip_bad_lines = true skips such lines)"));
@@ -324,11 +324,11 @@ class Preflight {
       HONE_USER_CHECK(fs::exists(library, ec), about(c_, "reward.library", "no such file"));
       std::string why;
       HONE_USER_CHECK(readable_file(library, &why), about(c_, "reward.library", why));
-      placed("reward.library", [&] { PluginReward(library, c_.get_string("reward.library_options"), 0); });
+      placed("reward.library", [&] { reward::PluginReward(library, c_.get_string("reward.library_options"), 0); });
       line("reward", cat("plug-in ", library, " (loaded, created and destroyed)"));
     } else if (!command.empty()) {
       placed("reward.command", [&] {
-        ProcessReward program(command, c_.get_float("reward.timeout_s"), 0);
+        reward::ProcessReward program(command, c_.get_float("reward.timeout_s"), 0);
         program.probe(kRewardProbeSeconds);
       });
       line("reward", cat("the program `", command, "` (started; running after ", kRewardProbeSeconds, " s)"));

@@ -22,7 +22,7 @@ std::vector<GrpoSample> exchange_rollouts(const std::vector<GrpoSample>& samples
   auto trainer_of = [&](int64_t position) {
     const int64_t o = position / generations;
     for (int d = 0; d < dp; ++d)
-      if (o < shard_range(prompts_per_step, d, dp).end) return d;
+      if (o < data::shard_range(prompts_per_step, d, dp).end) return d;
     HONE_CHECK(false, "sample position ", position, " past the step's ", prompts_per_step, " groups");
     return 0;
   };

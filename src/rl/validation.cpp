@@ -15,7 +15,7 @@ namespace hone::rl {
 
 uint64_t ValidationSettings::stream_key() const {
   // "VALIDATE": mixed into the seed so that validation.seed = run.seed still draws apart from training.
-  return mix_keys(seed, 0x56414C4944415445ull);
+  return data::mix_keys(seed, 0x56414C4944415445ull);
 }
 
 ValidationSettings read_validation_settings(const Config& c) {

@@ -32,7 +32,7 @@ void fields(A& a, PolicyLossMetrics& m) {
     m.is_weight_sum, m.mult_prob_error_sum, m.entropy_sum);
 }
 
-namespace rl {
+namespace reward {  // beside the types, where wire.h's calls find them
 
 template <class A>
 void fields(A& a, RewardScore& s) {
@@ -43,6 +43,10 @@ template <class A>
 void fields(A& a, RewardResult& r) {
   a(r.reward, r.correct, r.formatted, r.extracted, r.scores);
 }
+
+}  // namespace reward
+
+namespace rl {
 
 // A scored sample as generation hands it to training: its place in the step, the rollout, the reward and its
 // sub-scores. What the trainer computes afterwards (the prompt's index on the trainer's rank, the advantage, the

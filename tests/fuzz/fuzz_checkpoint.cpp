@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)hone::latest_complete_checkpoint(dir);
     if (parts.size() > 1) {
       const hone::rl::CheckpointState st = hone::rl::parse_checkpoint_state(parts[1], folder + "/state.json");
-      (void)hone::rl::DataCursor::parse(st.data_cursor);
+      (void)hone::data::DataCursor::parse(st.data_cursor);
     }
     if (parts.size() > 2) {
       static const hone::Config deck = hone::Config::defaults();

@@ -11,7 +11,9 @@
 #include "reward/math_answer.h"
 #include "runtime/error.h"
 
-using namespace hone::rl;
+using namespace hone;
+using namespace hone::data;
+using namespace hone::reward;
 
 namespace {
 
@@ -30,25 +32,25 @@ std::string numbered(const std::string& tag, int n) {
   return write_file(tag, text);
 }
 
-DatasetOptions options_for(const std::string& path, uint64_t seed = 7) {
+data::DatasetOptions options_for(const std::string& path, uint64_t seed = 7) {
   DatasetOptions o;
   o.path = path;
   o.seed = seed;
   return o;
 }
 
-std::string error_of(const DatasetOptions& o, TokenCounter count = nullptr) {
+std::string error_of(const data::DatasetOptions& o, data::TokenCounter count = nullptr) {
   try {
-    JsonlPromptDataset d(o, count);
+    data::JsonlPromptDataset d(o, count);
   } catch (const hone::UserError& e) {
     return e.what();
   }
   return "";
 }
 
-std::vector<std::string> answers(const std::vector<Prompt>& ps) {
+std::vector<std::string> answers(const std::vector<data::Prompt>& ps) {
   std::vector<std::string> out;
-  for (const Prompt& p : ps) out.push_back(p.answer);
+  for (const data::Prompt& p : ps) out.push_back(p.answer);
   return out;
 }
 
@@ -57,12 +59,12 @@ std::vector<std::string> answers(const std::vector<Prompt>& ps) {
 BOOST_AUTO_TEST_SUITE(dataset_jsonl)
 
 BOOST_AUTO_TEST_CASE(reads_string_and_chat_prompts) {
-  DatasetOptions o = options_for(fixture("prompts.jsonl"));
+  data::DatasetOptions o = options_for(fixture("prompts.jsonl"));
   o.shuffle = false;
-  JsonlPromptDataset d(o);
+  data::JsonlPromptDataset d(o);
   BOOST_TEST(d.epoch_size() == 4);
   BOOST_TEST(d.stats().lines == 4);
-  Prompt a = d.at(0), b = d.at(1), c = d.at(2);
+  data::Prompt a = d.at(0), b = d.at(1), c = d.at(2);
   BOOST_TEST(a.text == "What is 2+3?");
   BOOST_TEST(a.messages.size() == 1u);
   BOOST_TEST(a.messages[0].role == "user");
@@ -87,32 +89,32 @@ BOOST_AUTO_TEST_CASE(integer_answers_past_64_bits_keep_their_digits) {
       "dataset_bigint", "{\"prompt\": \"p\", \"x\": {\"answer\": 1.5}, \"answer\": 123456789012345678901234567890}\n"
                         "{\"prompt\": \"q\", \"answer\": -340282366920938463463374607431768211457}\n"
                         "{\"prompt\": \"r\", \"answer\": 1e30}\n{\"prompt\": \"s\", \"answer\": 18446744073709551615}\n");
-  DatasetOptions o = options_for(path);
+  data::DatasetOptions o = options_for(path);
   o.shuffle = false;
-  JsonlPromptDataset d(o);
+  data::JsonlPromptDataset d(o);
   BOOST_TEST(d.at(0).answer == "123456789012345678901234567890");
   BOOST_TEST(d.at(1).answer == "-340282366920938463463374607431768211457");
   BOOST_TEST(d.at(2).answer == "1e+30");  // written as a float: a float
   BOOST_TEST(d.at(3).answer == "18446744073709551615");
-  BOOST_TEST(hone::rl::math_answers_equal("123456789012345678901234567890", d.at(0).answer));
-  BOOST_TEST(!hone::rl::math_answers_equal("123456789012345678901234567891", d.at(0).answer));
-  BOOST_TEST(hone::rl::math_answers_equal("-340282366920938463463374607431768211457", d.at(1).answer));
-  BOOST_TEST(!hone::rl::math_answers_equal("-340282366920938463463374607431768211456", d.at(1).answer));
+  BOOST_TEST(hone::reward::math_answers_equal("123456789012345678901234567890", d.at(0).answer));
+  BOOST_TEST(!hone::reward::math_answers_equal("123456789012345678901234567891", d.at(0).answer));
+  BOOST_TEST(hone::reward::math_answers_equal("-340282366920938463463374607431768211457", d.at(1).answer));
+  BOOST_TEST(!hone::reward::math_answers_equal("-340282366920938463463374607431768211456", d.at(1).answer));
 }
 
 BOOST_AUTO_TEST_CASE(custom_field_names_and_crlf) {
-  DatasetOptions o = options_for(fixture("custom_keys_crlf.jsonl"));
+  data::DatasetOptions o = options_for(fixture("custom_keys_crlf.jsonl"));
   o.prompt_key = "question";
   o.answer_key = "solution";
   o.shuffle = false;
-  JsonlPromptDataset d(o);
+  data::JsonlPromptDataset d(o);
   BOOST_TEST(d.epoch_size() == 2);
   BOOST_TEST(d.at(1).text == "2+2?");
   BOOST_TEST(d.at(1).answer == "4");
   o.answer_key = "answer";
   BOOST_TEST(error_of(o) == o.path + ":1: missing field 'answer'");
   o.answer_key = "";  // no answer needed
-  BOOST_TEST(JsonlPromptDataset(o).at(0).answer == "");
+  BOOST_TEST(data::JsonlPromptDataset(o).at(0).answer == "");
 }
 
 BOOST_AUTO_TEST_CASE(malformed_lines_name_file_and_line) {
@@ -141,9 +143,9 @@ BOOST_AUTO_TEST_CASE(malformed_lines_name_file_and_line) {
     BOOST_TEST((err.find(path + ":3: ") == 0 && err.find(b.message) != std::string::npos),
                "line [" << b.line << "] gave [" << err << "]");
     // With skip_bad_lines the line is skipped and counted.
-    DatasetOptions o = options_for(path);
+    data::DatasetOptions o = options_for(path);
     o.skip_bad_lines = true;
-    JsonlPromptDataset d(o);
+    data::JsonlPromptDataset d(o);
     BOOST_TEST(d.epoch_size() == 3);
     BOOST_TEST(d.stats().bad_lines == 1);
   }
@@ -153,7 +155,7 @@ BOOST_AUTO_TEST_CASE(empty_or_unusable_files_are_user_errors) {
   BOOST_TEST(error_of(options_for(write_file("dataset_empty", ""))).find("no prompts (the file is empty)") !=
              std::string::npos);
   BOOST_TEST(error_of(options_for(write_file("dataset_blank", "\n  \n"))).find("no prompts") != std::string::npos);
-  DatasetOptions o = options_for(write_file("dataset_allbad", "nope\n{}\n"));
+  data::DatasetOptions o = options_for(write_file("dataset_allbad", "nope\n{}\n"));
   o.skip_bad_lines = true;
   BOOST_TEST(error_of(o).find("no usable prompt among 2 lines (2 malformed") != std::string::npos);
   BOOST_TEST(error_of(options_for("/nonexistent/data.jsonl")).find("cannot open") == 0);
@@ -165,11 +167,11 @@ BOOST_AUTO_TEST_CASE(long_prompts_are_dropped_and_counted) {
                                 "{\"prompt\": \"short\", \"answer\": \"1\"}\n"
                                 "{\"prompt\": \"this one is much too long\", \"answer\": \"2\"}\n"
                                 "{\"prompt\": \"tiny\", \"answer\": \"3\"}\n");
-  DatasetOptions o = options_for(path);
+  data::DatasetOptions o = options_for(path);
   o.max_prompt_tokens = 5;
   o.shuffle = false;
-  TokenCounter chars = [](const Prompt& p) { return static_cast<int64_t>(p.text.size()); };
-  JsonlPromptDataset d(o, chars);
+  data::TokenCounter chars = [](const Prompt& p) { return static_cast<int64_t>(p.text.size()); };
+  data::JsonlPromptDataset d(o, chars);
   BOOST_TEST(d.epoch_size() == 2);
   BOOST_TEST(d.stats().too_long == 1);
   BOOST_TEST(d.stats().longest_prompt_tokens == 5);
@@ -181,7 +183,7 @@ BOOST_AUTO_TEST_CASE(long_prompts_are_dropped_and_counted) {
 
 BOOST_AUTO_TEST_CASE(each_epoch_is_a_seeded_permutation) {
   std::string path = numbered("dataset_shuffle", 20);
-  JsonlPromptDataset a(options_for(path, 1)), b(options_for(path, 1)), c(options_for(path, 2));
+  data::JsonlPromptDataset a(options_for(path, 1)), b(options_for(path, 1)), c(options_for(path, 2));
   std::vector<int64_t> e0 = a.epoch_order(0), e1 = a.epoch_order(1);
   BOOST_TEST(e0 == b.epoch_order(0));
   BOOST_TEST(e0 != e1);
@@ -199,17 +201,17 @@ BOOST_AUTO_TEST_CASE(each_epoch_is_a_seeded_permutation) {
   BOOST_TEST(a.cursor().epoch == 1);
   BOOST_TEST(a.cursor().position == 0);
   // Without shuffling: file order every epoch.
-  DatasetOptions o = options_for(path);
+  data::DatasetOptions o = options_for(path);
   o.shuffle = false;
-  JsonlPromptDataset plain(o);
+  data::JsonlPromptDataset plain(o);
   BOOST_TEST(answers(plain.next_batch(3)) == (std::vector<std::string>{"0", "1", "2"}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(steps_roll_over_epochs) {
   std::string path = numbered("dataset_roll", 7);
-  DatasetOptions o = options_for(path);
+  data::DatasetOptions o = options_for(path);
   o.shuffle = false;
-  JsonlPromptDataset d(o);
+  data::JsonlPromptDataset d(o);
   d.next_batch(5);
   std::vector<std::string> second = answers(d.next_batch(5));
   BOOST_TEST(second == (std::vector<std::string>{"5", "6", "0", "1", "2"}), boost::test_tools::per_element());
@@ -225,14 +227,14 @@ BOOST_AUTO_TEST_CASE(shards_over_ranks_union_to_the_single_rank_stream) {
   std::string path = numbered("dataset_shard", 13);
   for (int world : {1, 2, 3, 4, 8}) {
     for (int64_t per_step : {4, 5, 8}) {
-      JsonlPromptDataset single(options_for(path));
-      std::vector<std::unique_ptr<JsonlPromptDataset>> ranks;
-      for (int r = 0; r < world; ++r) ranks.push_back(std::make_unique<JsonlPromptDataset>(options_for(path)));
+      data::JsonlPromptDataset single(options_for(path));
+      std::vector<std::unique_ptr<data::JsonlPromptDataset>> ranks;
+      for (int r = 0; r < world; ++r) ranks.push_back(std::make_unique<data::JsonlPromptDataset>(options_for(path)));
       for (int step = 0; step < 6; ++step) {
         std::vector<std::string> want = answers(single.next_batch(per_step)), got;
         for (int r = 0; r < world; ++r) {
           std::vector<std::string> part = answers(ranks[r]->next_batch(per_step, r, world));
-          ShardRange sr = shard_range(per_step, r, world);
+          data::ShardRange sr = shard_range(per_step, r, world);
           BOOST_TEST(static_cast<int64_t>(part.size()) == sr.end - sr.begin);
           got.insert(got.end(), part.begin(), part.end());
           BOOST_TEST(ranks[r]->save_cursor() == single.save_cursor());
@@ -245,26 +247,26 @@ BOOST_AUTO_TEST_CASE(shards_over_ranks_union_to_the_single_rank_stream) {
 
 BOOST_AUTO_TEST_CASE(cursor_restores_exactly) {
   std::string path = numbered("dataset_cursor", 11);
-  JsonlPromptDataset a(options_for(path));
+  data::JsonlPromptDataset a(options_for(path));
   a.next_batch(4);
   a.next_batch(4);
   a.next_batch(4);  // into epoch 1
   std::string saved = a.save_cursor();
   BOOST_TEST(saved == "{\"epoch\":1,\"epoch_size\":11,\"position\":1}");
   std::vector<std::string> after = answers(a.next_batch(6));
-  JsonlPromptDataset b(options_for(path));
+  data::JsonlPromptDataset b(options_for(path));
   b.restore_cursor(saved);
   BOOST_TEST(answers(b.next_batch(6)) == after);
   BOOST_TEST(b.save_cursor() == a.save_cursor());
-  DataCursor c = DataCursor::parse("{\"epoch\": 3, \"position\": 2}");
+  data::DataCursor c = DataCursor::parse("{\"epoch\": 3, \"position\": 2}");
   BOOST_TEST(c.epoch == 3);
   BOOST_TEST(c.position == 2);
   BOOST_TEST(c.epoch_size == -1);
-  BOOST_CHECK_THROW(DataCursor::parse("epoch 3"), hone::UserError);
-  BOOST_CHECK_THROW(DataCursor::parse("{\"epoch\": -1, \"position\": 0}"), hone::UserError);
-  BOOST_CHECK_THROW(DataCursor::parse("{\"epoch\": \"1\", \"position\": 0}"), hone::UserError);
+  BOOST_CHECK_THROW(data::DataCursor::parse("epoch 3"), hone::UserError);
+  BOOST_CHECK_THROW(data::DataCursor::parse("{\"epoch\": -1, \"position\": 0}"), hone::UserError);
+  BOOST_CHECK_THROW(data::DataCursor::parse("{\"epoch\": \"1\", \"position\": 0}"), hone::UserError);
   // A cursor saved from a different dataset is refused rather than silently misread.
-  JsonlPromptDataset smaller(options_for(numbered("dataset_cursor2", 5)));
+  data::JsonlPromptDataset smaller(options_for(numbered("dataset_cursor2", 5)));
   BOOST_CHECK_THROW(smaller.restore_cursor(saved), hone::UserError);
   BOOST_CHECK_THROW(smaller.restore_cursor("{\"epoch\":0,\"position\":9}"), hone::UserError);
 }

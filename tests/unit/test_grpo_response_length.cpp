@@ -44,12 +44,12 @@ std::string run_in(const std::string& name, bool two_ranks, std::string* out) {
 BOOST_AUTO_TEST_SUITE(grpo_response_length)
 
 BOOST_AUTO_TEST_CASE(every_sample_stops_at_its_drawn_length_on_any_rank_count) {
-  hone::rl::ResponseLengthOptions o;
+  hone::data::ResponseLengthOptions o;
   o.rule = "lognormal";
   o.mean = 6;
   o.cap = 16;
   o.seed = 7;
-  const hone::rl::ResponseLengths lengths(o);
+  const hone::data::ResponseLengths lengths(o);
   std::vector<double> mean, max;
   for (int64_t step = 0; step < kSteps; ++step) {
     double sum = 0, longest = 0;

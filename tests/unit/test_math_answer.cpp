@@ -9,7 +9,9 @@
 #include "reward/math_answer.h"
 #include "runtime/error.h"
 
-using namespace hone::rl;
+using namespace hone;
+using namespace hone::data;
+using namespace hone::reward;
 
 namespace {
 
@@ -237,28 +239,28 @@ BOOST_AUTO_TEST_CASE(table_of_model_outputs) {
   BOOST_TEST(kCases.size() >= 150u);
   int wrong = 0;
   for (const Case& c : kCases) {
-    MathCheck m = check_math_answer(c.completion, c.truth);
+    reward::MathCheck m = check_math_answer(c.completion, c.truth);
     if (m.correct != c.correct) {
       ++wrong;
       BOOST_ERROR("completion [" << c.completion << "] truth [" << c.truth << "]: expected "
                                  << (c.correct ? "correct" : "wrong") << ", extracted ("
-                                 << answer_source_name(m.extracted.source) << ") [" << m.extracted.text << "]");
+                                 << reward::answer_source_name(m.extracted.source) << ") [" << m.extracted.text << "]");
     }
   }
   BOOST_TEST(wrong == 0);
 }
 
 BOOST_AUTO_TEST_CASE(extraction_source_and_text) {
-  auto ex = [](const std::string& s) { return extract_final_answer(s); };
+  auto ex = [](const std::string& s) { return reward::extract_final_answer(s); };
   BOOST_TEST(ex("a \\boxed{1} b \\boxed{\\frac{2}{3}} c").text == "\\frac{2}{3}");
-  BOOST_TEST(answer_source_name(ex("#### 12").source) == std::string("hashes"));
+  BOOST_TEST(reward::answer_source_name(ex("#### 12").source) == std::string("hashes"));
   BOOST_TEST(ex("#### 12").text == "12");
-  BOOST_TEST(answer_source_name(ex("The answer is 7.").source) == std::string("phrase"));
+  BOOST_TEST(reward::answer_source_name(ex("The answer is 7.").source) == std::string("phrase"));
   BOOST_TEST(ex("The answer is 7.").text == "7");
-  BOOST_TEST(answer_source_name(ex("got 7 and then 8 apples").source) == std::string("last_number"));
+  BOOST_TEST(reward::answer_source_name(ex("got 7 and then 8 apples").source) == std::string("last_number"));
   BOOST_TEST(ex("got 7 and then 8 apples").text == "8");
   BOOST_TEST(ex("total 1,234,567 units").text == "1,234,567");
-  BOOST_TEST(!extract_final_answer("got 7 and then 8 apples", /*fallback_last_number=*/false).found());
+  BOOST_TEST(!reward::extract_final_answer("got 7 and then 8 apples", /*fallback_last_number=*/false).found());
   BOOST_TEST(!ex("").found());
   BOOST_TEST(!ex("\\boxed{").found());
   // \boxed beats #### and the phrase, wherever they are.
@@ -267,7 +269,7 @@ BOOST_AUTO_TEST_CASE(extraction_source_and_text) {
 }
 
 BOOST_AUTO_TEST_CASE(normalization_examples) {
-  auto norm = [](const std::string& s) { return normalize_answer(s).text; };
+  auto norm = [](const std::string& s) { return reward::normalize_answer(s).text; };
   BOOST_TEST(norm("$\\dfrac{1}{2}$") == "\\frac{1}{2}");
   BOOST_TEST(norm("\\frac12") == "\\frac{1}{2}");
   BOOST_TEST(norm("\\left( 1, 2 \\right)") == "(1,2)");
@@ -278,31 +280,31 @@ BOOST_AUTO_TEST_CASE(normalization_examples) {
   BOOST_TEST(norm("5 \\text{ cm}") == "5");
   BOOST_TEST(norm("5 x") == "5x");  // a variable is not a unit
   BOOST_TEST(norm("\\text{Monday}.") == "monday");
-  NormalizedAnswer p = normalize_answer("50\\%");
+  reward::NormalizedAnswer p = normalize_answer("50\\%");
   BOOST_TEST(p.is_number);
   BOOST_TEST(p.number.percent);
   BOOST_TEST(p.text == "50");
-  NormalizedAnswer big = normalize_answer("-1.50e3");
+  reward::NormalizedAnswer big = normalize_answer("-1.50e3");
   BOOST_TEST(big.is_number);
   BOOST_TEST(big.number.decimal.negative);
   BOOST_TEST(big.number.decimal.digits == "15");
   BOOST_TEST(big.number.decimal.exponent == 2);
   BOOST_TEST(big.number.has_rational);
   BOOST_TEST(static_cast<long>(big.number.rational.num) == -1500);
-  BOOST_TEST(!normalize_answer("\\sqrt{2}").is_number);
+  BOOST_TEST(!reward::normalize_answer("\\sqrt{2}").is_number);
 }
 
 BOOST_AUTO_TEST_CASE(ground_truth_may_be_a_whole_solution) {
-  BOOST_TEST(ground_truth_answer("48/2 = 24\n#### 72") == "72");
-  BOOST_TEST(ground_truth_answer("so $\\boxed{\\frac{1}{2}}$") == "\\frac{1}{2}");
-  BOOST_TEST(ground_truth_answer("3/4") == "3/4");
+  BOOST_TEST(reward::ground_truth_answer("48/2 = 24\n#### 72") == "72");
+  BOOST_TEST(reward::ground_truth_answer("so $\\boxed{\\frac{1}{2}}$") == "\\frac{1}{2}");
+  BOOST_TEST(reward::ground_truth_answer("3/4") == "3/4");
 }
 
 BOOST_AUTO_TEST_CASE(reward_and_format_bonus) {
-  MathRewardOptions o;
+  reward::MathRewardOptions o;
   o.format_reward = 0.1;
-  MathReward boxed(o);
-  RewardResult r = boxed.score("so \\boxed{4}", "4");
+  reward::MathReward boxed(o);
+  reward::RewardResult r = boxed.score("so \\boxed{4}", "4");
   BOOST_TEST(r.correct);
   BOOST_TEST(r.formatted);
   BOOST_TEST(r.reward == 1.1);
@@ -315,23 +317,23 @@ BOOST_AUTO_TEST_CASE(reward_and_format_bonus) {
   BOOST_TEST(r.reward == 1.0);
   r = boxed.score("", "4");
   BOOST_TEST(r.reward == 0.0);
-  o.format = parse_answer_format("hashes");
-  BOOST_TEST(MathReward(o).score("#### 4", "4").reward == 1.1);
-  o.format = parse_answer_format("any");
-  BOOST_TEST(MathReward(o).score("The answer is 4.", "4").reward == 1.1);
-  BOOST_TEST(MathReward(o).score("it is 4", "4").reward == 1.0);  // last number: correct, no format bonus
-  BOOST_CHECK_THROW(parse_answer_format("latex"), hone::UserError);
+  o.format = reward::parse_answer_format("hashes");
+  BOOST_TEST(reward::MathReward(o).score("#### 4", "4").reward == 1.1);
+  o.format = reward::parse_answer_format("any");
+  BOOST_TEST(reward::MathReward(o).score("The answer is 4.", "4").reward == 1.1);
+  BOOST_TEST(reward::MathReward(o).score("it is 4", "4").reward == 1.0);  // last number: correct, no format bonus
+  BOOST_CHECK_THROW(reward::parse_answer_format("latex"), hone::UserError);
   o.check.fallback_last_number = false;
-  BOOST_TEST(MathReward(o).score("it is 4", "4").reward == 0.0);
-  hone::rl::Prompt prompt;
+  BOOST_TEST(reward::MathReward(o).score("it is 4", "4").reward == 0.0);
+  hone::data::Prompt prompt;
   prompt.answer = "4";
-  BOOST_TEST(MathReward().score(prompt, "\\boxed{4}").reward == 1.0);
+  BOOST_TEST(reward::MathReward().score(prompt, "\\boxed{4}").reward == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(relative_tolerance_is_configurable) {
-  BOOST_TEST(!math_answers_equal("3.1416", "3.14159", 1e-6));
-  BOOST_TEST(math_answers_equal("3.1416", "3.14159", 1e-4));
-  BOOST_TEST(!math_answers_equal("3", "3.0001", 1e-3));  // "3" is an integer as written: exact
+  BOOST_TEST(!reward::math_answers_equal("3.1416", "3.14159", 1e-6));
+  BOOST_TEST(reward::math_answers_equal("3.1416", "3.14159", 1e-4));
+  BOOST_TEST(!reward::math_answers_equal("3", "3.0001", 1e-3));  // "3" is an integer as written: exact
 }
 
 BOOST_AUTO_TEST_CASE(very_long_outputs_are_fast) {
@@ -342,11 +344,11 @@ BOOST_AUTO_TEST_CASE(very_long_outputs_are_fast) {
   for (int i = 0; i < 100000; ++i) unclosed += "\\boxed{";
   std::string deep = "\\boxed{" + std::string(200000, '{') + "7" + std::string(200000, '}') + "}";
   auto t0 = std::chrono::steady_clock::now();
-  BOOST_TEST(check_math_answer(with_box, "123456").correct);
-  BOOST_TEST(!check_math_answer(text, "123456").correct);
-  BOOST_TEST(check_math_answer(text, "19999").correct);  // the last number
-  BOOST_TEST(!check_math_answer(unclosed, "1").correct);
-  BOOST_TEST(check_math_answer(deep, "7").correct);
+  BOOST_TEST(reward::check_math_answer(with_box, "123456").correct);
+  BOOST_TEST(!reward::check_math_answer(text, "123456").correct);
+  BOOST_TEST(reward::check_math_answer(text, "19999").correct);  // the last number
+  BOOST_TEST(!reward::check_math_answer(unclosed, "1").correct);
+  BOOST_TEST(reward::check_math_answer(deep, "7").correct);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   BOOST_TEST_MESSAGE("long outputs scored in " << s << " s");
   BOOST_TEST(s < 5.0);  // linear scans: well under a second on one core
@@ -354,9 +356,9 @@ BOOST_AUTO_TEST_CASE(very_long_outputs_are_fast) {
 
 // Random bytes and mutated realistic outputs: the reward returns a value in {0, 1} + {0, bonus}, never throws.
 BOOST_AUTO_TEST_CASE(fuzz_never_throws) {
-  MathRewardOptions o;
+  reward::MathRewardOptions o;
   o.format_reward = 0.25;
-  MathReward reward(o);
+  reward::MathReward reward(o);
   uint64_t state = 12345;
   auto next = [&]() {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -381,7 +383,7 @@ BOOST_AUTO_TEST_CASE(fuzz_never_throws) {
       }
     }
     std::string truth = (i % 3 == 0) ? s.substr(0, s.size() / 2) : "\\frac{1}{2}";
-    RewardResult r;
+    reward::RewardResult r;
     BOOST_CHECK_NO_THROW(r = reward.score(s, truth));
     bool valid = r.reward == 0.0 || r.reward == 1.0 || r.reward == 0.25 || r.reward == 1.25;
     if (!valid) BOOST_ERROR("reward " << r.reward << " for input #" << i);

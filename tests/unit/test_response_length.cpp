@@ -11,11 +11,13 @@
 #include "data/response_length.h"
 #include "runtime/error.h"
 
-using namespace hone::rl;
+using namespace hone;
+using namespace hone::data;
+using namespace hone::reward;
 
 namespace {
 
-ResponseLengthOptions lognormal(double mean = 800, int64_t cap = 4096, uint64_t seed = 1) {
+data::ResponseLengthOptions lognormal(double mean = 800, int64_t cap = 4096, uint64_t seed = 1) {
   ResponseLengthOptions o;
   o.rule = "lognormal";
   o.mean = mean;
@@ -24,9 +26,9 @@ ResponseLengthOptions lognormal(double mean = 800, int64_t cap = 4096, uint64_t 
   return o;
 }
 
-std::string user_error(const ResponseLengthOptions& o) {
+std::string user_error(const data::ResponseLengthOptions& o) {
   try {
-    ResponseLengths l(o);
+    data::ResponseLengths l(o);
   } catch (const hone::UserError& e) {
     return e.what();
   }
@@ -38,7 +40,7 @@ std::string user_error(const ResponseLengthOptions& o) {
 BOOST_AUTO_TEST_SUITE(response_length)
 
 BOOST_AUTO_TEST_CASE(a_draw_is_a_function_of_seed_prompt_and_sample) {
-  const ResponseLengths a(lognormal()), b(lognormal()), other_seed(lognormal(800, 4096, 2));
+  const data::ResponseLengths a(lognormal()), b(lognormal()), other_seed(lognormal(800, 4096, 2));
   int differ_by_seed = 0;
   for (int64_t p = 0; p < 200; ++p)
     for (int64_t g = 0; g < 8; ++g) {
@@ -52,9 +54,9 @@ BOOST_AUTO_TEST_CASE(a_draw_is_a_function_of_seed_prompt_and_sample) {
 
 BOOST_AUTO_TEST_CASE(the_mean_is_the_one_asked_for_the_cap_included) {
   for (double mean : {800.0, 300.0}) {
-    const ResponseLengths l(lognormal(mean));
+    const data::ResponseLengths l(lognormal(mean));
     // The solved location gives the mean in closed form...
-    BOOST_TEST(std::abs(capped_lognormal_mean(l.mu(), 0.8, 4096) - mean) < 1e-6 * mean);
+    BOOST_TEST(std::abs(data::capped_lognormal_mean(l.mu(), 0.8, 4096) - mean) < 1e-6 * mean);
     // ... and over many draws (standard error about 0.2 % here).
     double sum = 0;
     const int64_t prompts = 25000, G = 8;
@@ -67,7 +69,7 @@ BOOST_AUTO_TEST_CASE(the_mean_is_the_one_asked_for_the_cap_included) {
 
 BOOST_AUTO_TEST_CASE(no_length_is_above_the_cap_or_below_one) {
   // A mean near a small cap: many draws land on the cap.
-  const ResponseLengths l(lognormal(40, 64));
+  const data::ResponseLengths l(lognormal(40, 64));
   int64_t at_cap = 0, lo = 1 << 30, hi = 0;
   for (int64_t p = 0; p < 2000; ++p)
     for (int64_t g = 0; g < 8; ++g) {
@@ -81,7 +83,7 @@ BOOST_AUTO_TEST_CASE(no_length_is_above_the_cap_or_below_one) {
 }
 
 BOOST_AUTO_TEST_CASE(the_samples_of_a_prompt_get_different_lengths) {
-  const ResponseLengths l(lognormal());
+  const data::ResponseLengths l(lognormal());
   int groups_all_equal = 0;
   std::set<int64_t> first_samples;
   for (int64_t p = 0; p < 100; ++p) {
@@ -97,7 +99,7 @@ BOOST_AUTO_TEST_CASE(the_samples_of_a_prompt_get_different_lengths) {
 
 // The numbers doc/performance.md and response_length.h give for the default sigma at mean 800, cap 4096.
 BOOST_AUTO_TEST_CASE(the_default_tail_resembles_the_documented_one) {
-  const ResponseLengths l(lognormal());
+  const data::ResponseLengths l(lognormal());
   BOOST_TEST(std::abs(std::exp(l.mu()) - 589) < 1.0);  // the median
   int64_t at_cap = 0, n = 0;
   for (int64_t p = 0; p < 25000; ++p)
@@ -107,20 +109,20 @@ BOOST_AUTO_TEST_CASE(the_default_tail_resembles_the_documented_one) {
 }
 
 BOOST_AUTO_TEST_CASE(fixed_gives_the_mean_and_off_gives_nothing) {
-  ResponseLengthOptions o = lognormal();
+  data::ResponseLengthOptions o = lognormal();
   o.rule = "fixed";
-  const ResponseLengths fixed(o);
+  const data::ResponseLengths fixed(o);
   BOOST_TEST(fixed.on());
   BOOST_TEST(fixed.draw(0, 0) == 800);
   BOOST_TEST(fixed.draw(123, 7) == 800);
-  const ResponseLengths off;
+  const data::ResponseLengths off;
   BOOST_TEST(!off.on());
   BOOST_TEST(off.draw(3, 1) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(bad_options_name_their_key) {
   BOOST_TEST(user_error(lognormal(4096, 4096)).find("data.response_length_mean") != std::string::npos);
-  ResponseLengthOptions o = lognormal();
+  data::ResponseLengthOptions o = lognormal();
   o.sigma = 0;
   BOOST_TEST(user_error(o).find("data.response_length_sigma") != std::string::npos);
   o = lognormal();

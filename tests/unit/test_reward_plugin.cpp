@@ -15,7 +15,9 @@
 #include "reward/plugin_reward.h"
 #include "runtime/error.h"
 
-using namespace hone::rl;
+using namespace hone;
+using namespace hone::data;
+using namespace hone::reward;
 
 namespace {
 
@@ -56,13 +58,13 @@ const char* kBasics =
 BOOST_AUTO_TEST_SUITE(reward_plugin)
 
 BOOST_AUTO_TEST_CASE(example_plugin_scores_exact_first_lines) {
-  PluginReward r(example_plugin(), "", 0);
+  reward::PluginReward r(example_plugin(), "", 0);
   BOOST_TEST(r.score_names() == std::vector<std::string>({"answered", "chars"}));
-  Prompt p;
+  data::Prompt p;
   p.text = "rev:7=";
   p.answer = "7";
   const std::vector<std::string> completions = {" 7 \nmore", "8", "", "77"};
-  std::vector<RewardQuery> q;
+  std::vector<reward::RewardQuery> q;
   for (const auto& c : completions) q.push_back({&p, c, 1, false, 1});
   const auto res = r.score(q);
   BOOST_REQUIRE(res.size() == 4u);
@@ -75,25 +77,25 @@ BOOST_AUTO_TEST_CASE(example_plugin_scores_exact_first_lines) {
   BOOST_TEST(res[2].scores[0].value == 0.0);
   BOOST_TEST(res[0].scores[1].value == 8.0);  // chars
   // Its option "exact" keeps the spaces, so " 7 " is not "7"; an unknown option is refused by create.
-  PluginReward exact(example_plugin(), "exact", 0);
+  reward::PluginReward exact(example_plugin(), "exact", 0);
   BOOST_TEST(exact.score(q)[0].reward == 0.0);
-  const std::string e = error_of([] { PluginReward bad(example_plugin(), "fuzzy", 0); });
+  const std::string e = error_of([] { reward::PluginReward bad(example_plugin(), "fuzzy", 0); });
   BOOST_TEST(contains(e, "hone_reward_create failed (reward.library_options = \"fuzzy\"): unknown option 'fuzzy'"));
 }
 
 BOOST_AUTO_TEST_CASE(broken_plugins_are_refused_by_name) {
   const std::string dir = test::temp_dir("reward-plugins");
-  std::string e = error_of([&] { PluginReward r(dir + "/libnothere.so", "", 0); });
+  std::string e = error_of([&] { reward::PluginReward r(dir + "/libnothere.so", "", 0); });
   BOOST_TEST(contains(e, "reward.library = \"" + dir + "/libnothere.so\": cannot load it"));
 
-  e = error_of([&] { PluginReward r(build_plugin(dir, "noscore", kBasics), "", 0); });
+  e = error_of([&] { reward::PluginReward r(build_plugin(dir, "noscore", kBasics), "", 0); });
   BOOST_TEST(contains(e, "does not export hone_reward_score"));
 
   const std::string score_ok =
       "int hone_reward_score(void* s, const hone_reward_query* q, hone_reward_result* r, size_t n, char* e, "
       "size_t en) { (void)s; (void)q; (void)e; (void)en; for (size_t i = 0; i < n; ++i) r[i].reward = 2; return 0; }\n";
   e = error_of([&] {
-    PluginReward r(build_plugin(dir, "v2", std::string(kBasics).replace(
+    reward::PluginReward r(build_plugin(dir, "v2", std::string(kBasics).replace(
                                                std::string(kBasics).find("HONE_REWARD_ABI_VERSION"), 23, "2") +
                                                score_ok),
                    "", 0);
@@ -101,14 +103,14 @@ BOOST_AUTO_TEST_CASE(broken_plugins_are_refused_by_name) {
   BOOST_TEST(contains(e, "built for reward plug-in ABI version 2, this hone speaks version 1"));
 
   e = error_of([&] {
-    PluginReward r(build_plugin(dir, "halfnames", kBasics + score_ok +
+    reward::PluginReward r(build_plugin(dir, "halfnames", kBasics + score_ok +
                                                       "int hone_reward_num_scores(void* s) { (void)s; return 1; }\n"),
                    "", 0);
   });
   BOOST_TEST(contains(e, "exports one of hone_reward_num_scores and hone_reward_score_name but not the other"));
 
   e = error_of([&] {
-    PluginReward r(build_plugin(dir, "badname", kBasics + score_ok +
+    reward::PluginReward r(build_plugin(dir, "badname", kBasics + score_ok +
                                                     "int hone_reward_num_scores(void* s) { (void)s; return 1; }\n"
                                                     "const char* hone_reward_score_name(void* s, int i) { (void)s; "
                                                     "(void)i; return \"a b\"; }\n"),
@@ -116,14 +118,14 @@ BOOST_AUTO_TEST_CASE(broken_plugins_are_refused_by_name) {
   });
   BOOST_TEST(contains(e, "sub-score 0 is named \"a b\""));
 
-  Prompt p;
+  data::Prompt p;
   p.text = "q";
-  const std::vector<RewardQuery> q = {{&p, "c", 1, false, 5}};
-  PluginReward two(build_plugin(dir, "two", kBasics + score_ok), "", 0);
+  const std::vector<reward::RewardQuery> q = {{&p, "c", 1, false, 5}};
+  reward::PluginReward two(build_plugin(dir, "two", kBasics + score_ok), "", 0);
   BOOST_TEST(two.score(q)[0].reward == 2.0);
   BOOST_TEST(two.score(q)[0].correct);  // correct not said: reward > 0
 
-  PluginReward failing(
+  reward::PluginReward failing(
       build_plugin(dir, "failing", kBasics + std::string("int hone_reward_score(void* s, const hone_reward_query* q, "
                                                          "hone_reward_result* r, size_t n, char* e, size_t en) { "
                                                          "(void)s; (void)r; (void)n; snprintf(e, en, \"judge "
@@ -132,7 +134,7 @@ BOOST_AUTO_TEST_CASE(broken_plugins_are_refused_by_name) {
   e = error_of([&] { failing.score(q); });
   BOOST_TEST(contains(e, "on rank 1: hone_reward_score failed at step 5 (7): judge unreachable at step 5"));
 
-  PluginReward nan(build_plugin(dir, "nan", kBasics + std::string("int hone_reward_score(void* s, const "
+  reward::PluginReward nan(build_plugin(dir, "nan", kBasics + std::string("int hone_reward_score(void* s, const "
                                                                   "hone_reward_query* q, hone_reward_result* r, "
                                                                   "size_t n, char* e, size_t en) { (void)s; (void)q; "
                                                                   "(void)e; (void)en; r[n - 1].reward = NAN; return 0; "
@@ -141,7 +143,7 @@ BOOST_AUTO_TEST_CASE(broken_plugins_are_refused_by_name) {
   e = error_of([&] { nan.score(q); });
   BOOST_TEST(contains(e, "the reward of rollout 1 of 1 at step 5 is nan (a reward must be finite)"));
 
-  PluginReward huge(build_plugin(dir, "huge", kBasics + std::string("int hone_reward_score(void* s, const "
+  reward::PluginReward huge(build_plugin(dir, "huge", kBasics + std::string("int hone_reward_score(void* s, const "
                                                                     "hone_reward_query* q, hone_reward_result* r, "
                                                                     "size_t n, char* e, size_t en) { (void)s; (void)q; "
                                                                     "(void)e; (void)en; r[n - 1].reward = 1e39; "
@@ -166,9 +168,9 @@ BOOST_AUTO_TEST_CASE(a_plugin_that_calls_exit_ends_hone_with_a_user_error) {
   if (pid == 0) {
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 2);
-    Prompt p;
+    data::Prompt p;
     p.text = "q";
-    PluginReward r(lib, "", 0);
+    reward::PluginReward r(lib, "", 0);
     r.score({{&p, "c", 1, false, 5}});
     ::_exit(0);  // not reached
   }

@@ -20,7 +20,9 @@
 #include "runtime/child_process.h"
 #include "runtime/error.h"
 
-using namespace hone::rl;
+using namespace hone;
+using namespace hone::data;
+using namespace hone::reward;
 using hone::ChildProcess;
 
 namespace {
@@ -40,7 +42,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-Prompt sample_prompt() {
+data::Prompt sample_prompt() {
   Prompt p;
   p.text = "What is 2+3?";
   p.messages = {{"system", "Be brief."}, {"user", "What is 2+3?"}};
@@ -53,8 +55,8 @@ Prompt sample_prompt() {
 // A shell reward answering every request line with `reply`.
 std::string replying(const std::string& reply) { return "while read -r line; do echo '" + reply + "'; done"; }
 
-std::vector<RewardQuery> queries(const Prompt& p, const std::vector<std::string>& completions) {
-  std::vector<RewardQuery> q;
+std::vector<reward::RewardQuery> queries(const data::Prompt& p, const std::vector<std::string>& completions) {
+  std::vector<reward::RewardQuery> q;
   for (const auto& c : completions) q.push_back({&p, c, 3, false, 2});
   return q;
 }
@@ -64,10 +66,10 @@ std::vector<RewardQuery> queries(const Prompt& p, const std::vector<std::string>
 BOOST_AUTO_TEST_SUITE(reward_process)
 
 BOOST_AUTO_TEST_CASE(request_line_carries_the_rollout_and_the_rows_extra_fields) {
-  const Prompt p = sample_prompt();
+  const data::Prompt p = sample_prompt();
   const std::string completion = "The answer is \\boxed{5}\xff";  // a completion cut mid-character
-  RewardQuery q{&p, completion, 9, true, 4};
-  const std::string line = reward_request_line(q, 1, 8);
+  reward::RewardQuery q{&p, completion, 9, true, 4};
+  const std::string line = reward::reward_request_line(q, 1, 8);
   BOOST_TEST(line.back() == '\n');
   BOOST_TEST(std::count(line.begin(), line.end(), '\n') == 1);
   const auto j = nlohmann::json::parse(line);
@@ -84,20 +86,20 @@ BOOST_AUTO_TEST_CASE(request_line_carries_the_rollout_and_the_rows_extra_fields)
   BOOST_TEST(j["finish_reason"] == "length");
   BOOST_TEST(j["batch_index"] == 1);
   BOOST_TEST(j["batch_size"] == 8);
-  Prompt plain;
+  data::Prompt plain;
   plain.text = "rev:7=";
-  const auto k = nlohmann::json::parse(reward_request_line({&plain, "7", 1, false, 1}, 0, 1));
+  const auto k = nlohmann::json::parse(reward::reward_request_line({&plain, "7", 1, false, 1}, 0, 1));
   BOOST_TEST(k["messages"][0]["content"] == "rev:7=");
   BOOST_TEST(k["extra"].is_object());
   BOOST_TEST(k["finish_reason"] == "stop");
 }
 
 BOOST_AUTO_TEST_CASE(replies_are_a_number_or_an_object_with_sub_scores) {
-  RewardResult r = parse_reward_reply("0.5");
+  reward::RewardResult r = parse_reward_reply("0.5");
   BOOST_TEST(r.reward == 0.5);
   BOOST_TEST(r.correct);  // no "correct": a reward > 0 counts as correct
-  BOOST_TEST(!parse_reward_reply(" 0 ").correct);
-  r = parse_reward_reply(R"({"reward": -1, "correct": true, "format": 1, "length_penalty": -0.25, "ok": false})");
+  BOOST_TEST(!reward::parse_reward_reply(" 0 ").correct);
+  r = reward::parse_reward_reply(R"({"reward": -1, "correct": true, "format": 1, "length_penalty": -0.25, "ok": false})");
   BOOST_TEST(r.reward == -1.0);
   BOOST_TEST(r.correct);
   BOOST_REQUIRE(r.scores.size() == 3u);
@@ -106,9 +108,9 @@ BOOST_AUTO_TEST_CASE(replies_are_a_number_or_an_object_with_sub_scores) {
   BOOST_TEST(r.scores[1].value == -0.25);
   BOOST_TEST(r.scores[2].name == "ok");
   BOOST_TEST(r.scores[2].value == 0.0);
-  BOOST_TEST(!parse_reward_reply(R"({"reward": 1, "correct": false})").correct);
+  BOOST_TEST(!reward::parse_reward_reply(R"({"reward": 1, "correct": false})").correct);
 
-  auto bad = [](const std::string& line) { return error_of([&] { parse_reward_reply(line); }); };
+  auto bad = [](const std::string& line) { return error_of([&] { reward::parse_reward_reply(line); }); };
   BOOST_TEST(contains(bad("hello"), "not JSON"));
   BOOST_TEST(contains(bad(""), "not JSON"));
   BOOST_TEST(contains(bad("[1]"), "a list"));
@@ -121,7 +123,7 @@ BOOST_AUTO_TEST_CASE(replies_are_a_number_or_an_object_with_sub_scores) {
   // Finite as a double but beyond fp32, where rewards are trained on: refused, not an internal check later.
   BOOST_TEST(contains(bad("1e39"), "the reward is 1e+39, beyond the range of a 32-bit float"));
   BOOST_TEST(contains(bad(R"({"reward": -1.7e308})"), "\"reward\" is -1.7e+308, beyond the range of a 32-bit float"));
-  BOOST_TEST(parse_reward_reply("3.4e38").reward == 3.4e38);
+  BOOST_TEST(reward::parse_reward_reply("3.4e38").reward == 3.4e38);
   // A reply nested 100,000 levels deep is refused before it is parsed; a NUL byte in a name is shown, not an end.
   BOOST_TEST(contains(bad(std::string(100000, '[') + std::string(100000, ']')), "nested deeper than 256 levels"));
   BOOST_TEST(contains(bad(R"({"reward": 1, "a\u0000b": 1})"), "sub-score name \"a\\x00b\" is not"));
@@ -264,8 +266,8 @@ BOOST_AUTO_TEST_CASE(the_process_group_ends_with_the_child_and_the_child_with_ho
 }
 
 BOOST_AUTO_TEST_CASE(process_reward_scores_batches) {
-  const Prompt p = sample_prompt();
-  ProcessReward r(replying(R"({"reward": 0.5, "correct": false, "fmt": 1})"), 10.0, 0);
+  const data::Prompt p = sample_prompt();
+  reward::ProcessReward r(replying(R"({"reward": 0.5, "correct": false, "fmt": 1})"), 10.0, 0);
   BOOST_TEST(r.name() == "reward.command `" + replying(R"({"reward": 0.5, "correct": false, "fmt": 1})") + "`");
   for (int batch = 0; batch < 3; ++batch) {
     const auto res = r.score(queries(p, {"a", "b", "c"}));
@@ -277,20 +279,20 @@ BOOST_AUTO_TEST_CASE(process_reward_scores_batches) {
   }
   BOOST_TEST(r.score({}).empty());
   // In batches of two: four exchanges for seven queries, results in order (the reply echoes batch_index).
-  ProcessReward echo(
+  reward::ProcessReward echo(
       "while read -r line; do i=$(echo \"$line\" | sed 's/.*\"batch_index\":\\([0-9]*\\).*/\\1/'); echo $i; done",
       10.0, 0);
-  const auto res = score_in_batches(echo, queries(p, {"1", "2", "3", "4", "5", "6", "7"}), 2);
+  const auto res = reward::score_in_batches(echo, queries(p, {"1", "2", "3", "4", "5", "6", "7"}), 2);
   std::vector<double> got;
   for (const auto& x : res) got.push_back(x.reward);
   BOOST_TEST(got == std::vector<double>({0, 1, 0, 1, 0, 1, 0}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(process_reward_failures_name_the_process_the_line_and_the_stderr) {
-  const Prompt p = sample_prompt();
+  const data::Prompt p = sample_prompt();
   auto fails = [&](const std::string& command, double timeout = 10.0) {
     return error_of([&] {
-      ProcessReward r(command, timeout, 3);
+      reward::ProcessReward r(command, timeout, 3);
       r.score(queries(p, {"x", "y"}));
       std::this_thread::sleep_for(std::chrono::milliseconds(200));  // what the process writes after a batch is there
       r.score(queries(p, {"x", "y"}));
@@ -317,7 +319,7 @@ BOOST_AUTO_TEST_CASE(process_reward_failures_name_the_process_the_line_and_the_s
   BOOST_TEST(seconds_since(t0) < 10.0);
   // A reply may introduce sub-score names up to the limit of a plug-in's, over the whole run.
   e = error_of([&] {
-    ProcessReward r("i=0; while read -r l; do i=$((i+1)); echo \"{\\\"reward\\\": 1, \\\"s$i\\\": 1}\"; done", 10.0, 0);
+    reward::ProcessReward r("i=0; while read -r l; do i=$((i+1)); echo \"{\\\"reward\\\": 1, \\\"s$i\\\": 1}\"; done", 10.0, 0);
     r.score(queries(p, std::vector<std::string>(1000, "x")));
     r.score(queries(p, std::vector<std::string>(100, "x")));
   });
@@ -333,13 +335,13 @@ BOOST_AUTO_TEST_CASE(math_checker_options_come_from_the_deck) {
       "[model]\npath = \"m\"\n[data]\npath = \"x.jsonl\"\n[reward]\nformat = \"any\"\nformat_reward = 0.1\nfallback_last_number = false\n"
       "relative_tolerance = 1e-3\n",
       "deck.toml", {});
-  const MathRewardOptions m = math_reward_options(c);
-  BOOST_TEST(int(m.format) == int(AnswerFormat::any));
+  const reward::MathRewardOptions m = math_reward_options(c);
+  BOOST_TEST(int(m.format) == int(reward::AnswerFormat::any));
   BOOST_TEST(m.format_reward == 0.1);
   BOOST_TEST(!m.check.fallback_last_number);
   BOOST_TEST(m.check.relative_tolerance == 1e-3);
   // They act: with format_reward and "any", an answer phrase earns the bonus; a wrong answer only the bonus.
-  MathReward r(m);
+  reward::MathReward r(m);
   BOOST_TEST(r.score("The answer is 5.", "5").reward == 1.1);
   BOOST_TEST(r.score("The answer is 6.", "5").reward == 0.1);
   BOOST_TEST(r.score("5", "5").reward == 0.0);  // no format, no last-number fallback: no answer at all

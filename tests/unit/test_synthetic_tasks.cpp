@@ -8,18 +8,20 @@
 #include "data/synthetic_task.h"
 #include "runtime/error.h"
 
-using namespace hone::rl;
+using namespace hone;
+using namespace hone::data;
+using namespace hone::reward;
 
 namespace {
 
-SyntheticTaskOptions opts(const std::string& task) {
+data::SyntheticTaskOptions opts(const std::string& task) {
   SyntheticTaskOptions o;
   o.task = task;
   o.seed = 3;
   return o;
 }
 
-double score(const SyntheticTask& t, const Prompt& p, const std::string& completion) {
+double score(const data::SyntheticTask& t, const data::Prompt& p, const std::string& completion) {
   return t.score(p, completion).reward;
 }
 
@@ -27,9 +29,9 @@ bool plain_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 32 && c < 127; });
 }
 
-std::string user_error(const SyntheticTaskOptions& o) {
+std::string user_error(const data::SyntheticTaskOptions& o) {
   try {
-    make_synthetic_task(o);
+    data::make_synthetic_task(o);
   } catch (const hone::UserError& e) {
     return e.what();
   }
@@ -42,15 +44,15 @@ BOOST_AUTO_TEST_SUITE(synthetic_tasks)
 
 BOOST_AUTO_TEST_CASE(examples_are_a_function_of_seed_and_index) {
   for (const char* name : {"arithmetic", "countdown", "sort", "reverse"}) {
-    SyntheticTaskOptions o = opts(name);
+    data::SyntheticTaskOptions o = opts(name);
     if (std::string(name) == "countdown") o.num_operands = 4;
-    auto a = make_synthetic_task(o), b = make_synthetic_task(o);
+    auto a = data::make_synthetic_task(o), b = make_synthetic_task(o);
     o.seed = 4;
-    auto c = make_synthetic_task(o);
+    auto c = data::make_synthetic_task(o);
     int same_as_other_seed = 0;
     std::set<std::string> distinct;
     for (int64_t i = 0; i < 50; ++i) {
-      Prompt x = a->make(i), y = b->make(i);
+      data::Prompt x = a->make(i), y = b->make(i);
       BOOST_TEST(x.text == y.text);
       BOOST_TEST(x.answer == y.answer);
       BOOST_TEST(x.id == i);
@@ -69,17 +71,17 @@ BOOST_AUTO_TEST_CASE(examples_are_a_function_of_seed_and_index) {
 }
 
 BOOST_AUTO_TEST_CASE(arithmetic_prompts_and_exact_answers) {
-  SyntheticTaskOptions o = opts("arithmetic");
+  data::SyntheticTaskOptions o = opts("arithmetic");
   o.min_digits = 2;
   o.max_digits = 3;
   o.operators = "+*";
   o.num_operands = 3;
-  auto t = make_synthetic_task(o);
+  auto t = data::make_synthetic_task(o);
   for (int64_t i = 0; i < 100; ++i) {
-    Prompt p = t->make(i);
+    data::Prompt p = t->make(i);
     BOOST_TEST(p.text.back() == '=');
     std::string expr = p.text.substr(0, p.text.size() - 1);
-    ExpressionValue v = evaluate_expression(expr);
+    reward::ExpressionValue v = evaluate_expression(expr);
     BOOST_TEST(v.ok);
     BOOST_TEST(v.numbers.size() == 3u);
     for (int64_t n : v.numbers) BOOST_TEST((n >= 10 && n <= 999));
@@ -87,9 +89,9 @@ BOOST_AUTO_TEST_CASE(arithmetic_prompts_and_exact_answers) {
     BOOST_TEST(to_string(v.value) == p.answer);
   }
   // Usual precedence: the answer of "2+3*4" is 14.
-  Prompt fixed;
+  data::Prompt fixed;
   fixed.text = "2+3*4=";
-  fixed.answer = to_string(evaluate_expression("2+3*4").value);
+  fixed.answer = to_string(reward::evaluate_expression("2+3*4").value);
   BOOST_TEST(fixed.answer == "14");
   BOOST_TEST(score(*t, fixed, "14") == 1.0);
   BOOST_TEST(score(*t, fixed, "20") == 0.0);
@@ -103,19 +105,19 @@ BOOST_AUTO_TEST_CASE(arithmetic_prompts_and_exact_answers) {
 }
 
 BOOST_AUTO_TEST_CASE(arithmetic_division_gives_exact_fractions) {
-  SyntheticTaskOptions o = opts("arithmetic");
+  data::SyntheticTaskOptions o = opts("arithmetic");
   o.operators = "/";
   o.min_digits = 1;
   o.max_digits = 1;
-  auto t = make_synthetic_task(o);
+  auto t = data::make_synthetic_task(o);
   int fractions = 0;
   for (int64_t i = 0; i < 60; ++i) {
-    Prompt p = t->make(i);
+    data::Prompt p = t->make(i);
     BOOST_TEST(p.text.find("/0") == std::string::npos);  // never divides by zero
     fractions += p.answer.find('/') != std::string::npos;
   }
   BOOST_TEST(fractions > 10);
-  Prompt p;
+  data::Prompt p;
   p.text = "7/2=";
   p.answer = "7/2";
   BOOST_TEST(score(*t, p, "7/2") == 1.0);
@@ -126,17 +128,17 @@ BOOST_AUTO_TEST_CASE(arithmetic_division_gives_exact_fractions) {
 }
 
 BOOST_AUTO_TEST_CASE(countdown_checks_the_expression) {
-  SyntheticTaskOptions o = opts("countdown");
+  data::SyntheticTaskOptions o = opts("countdown");
   o.num_operands = 4;
   o.operators = "+-*/";
-  auto t = make_synthetic_task(o);
+  auto t = data::make_synthetic_task(o);
   for (int64_t i = 0; i < 100; ++i) {
-    Prompt p = t->make(i);
+    data::Prompt p = t->make(i);
     BOOST_TEST(p.text.find(" from ") != std::string::npos);
     BOOST_TEST(p.text.back() == ':');
     BOOST_TEST(std::stoll(p.text) > 0);
   }
-  Prompt p;
+  data::Prompt p;
   p.text = "22 from 3 5 7 2:";
   p.answer = "(3+5)*2+7-...";
   BOOST_TEST(score(*t, p, "3*5+7") == 1.0);
@@ -153,12 +155,12 @@ BOOST_AUTO_TEST_CASE(countdown_checks_the_expression) {
   BOOST_TEST(score(*t, p, "-3+25") == 0.0);                   // no unary minus
   BOOST_TEST(score(*t, p, "((((3*5+7))))") == 1.0);
   BOOST_TEST(score(*t, p, std::string(600, '(') + "3*5+7" + std::string(600, ')')) == 0.0);
-  RewardResult r = t->score(p, "7*2+3");
+  reward::RewardResult r = t->score(p, "7*2+3");
   BOOST_TEST(r.formatted);
   BOOST_TEST(!r.correct);
   BOOST_TEST(!t->score(p, "seven times two").formatted);
   // Exact rational evaluation: 22 = (7 - 3/5... ) checks fractions exactly.
-  Prompt q;
+  data::Prompt q;
   q.text = "24 from 1 3 4 6:";
   BOOST_TEST(score(*t, q, "6/(1-3/4)") == 1.0);
   BOOST_TEST(score(*t, q, "6/(1-3/4)+0") == 0.0);
@@ -168,11 +170,11 @@ BOOST_AUTO_TEST_CASE(countdown_checks_the_expression) {
 }
 
 BOOST_AUTO_TEST_CASE(sort_and_reverse) {
-  SyntheticTaskOptions o = opts("sort");
+  data::SyntheticTaskOptions o = opts("sort");
   o.min_length = 4;
   o.max_length = 4;
-  auto sort = make_synthetic_task(o);
-  Prompt p = sort->make(0);
+  auto sort = data::make_synthetic_task(o);
+  data::Prompt p = sort->make(0);
   BOOST_TEST(p.text.rfind("sort:", 0) == 0);
   BOOST_TEST(p.text.size() == 10u);
   std::string input = p.text.substr(5, 4);
@@ -183,16 +185,16 @@ BOOST_AUTO_TEST_CASE(sort_and_reverse) {
   o.alphabet = "digits";
   o.min_length = 2;
   o.max_length = 9;
-  auto rev = make_synthetic_task(o);
+  auto rev = data::make_synthetic_task(o);
   for (int64_t i = 0; i < 40; ++i) {
-    Prompt r = rev->make(i);
+    data::Prompt r = rev->make(i);
     BOOST_TEST(r.text.rfind("rev:", 0) == 0);
     std::string in = r.text.substr(4, r.text.size() - 5);
     BOOST_TEST(in.find_first_not_of("0123456789") == std::string::npos);
     BOOST_TEST((in.size() >= 2 && in.size() <= 9));
     BOOST_TEST(std::string(in.rbegin(), in.rend()) == r.answer);
   }
-  Prompt q;
+  data::Prompt q;
   q.text = "rev:1234=";
   q.answer = "4321";
   BOOST_TEST(rev->score(q, "4321").reward == 1.0);
@@ -204,18 +206,18 @@ BOOST_AUTO_TEST_CASE(sort_and_reverse) {
 
 // data.partial_credit: a wrong line earns LCS(line, answer) / max(|line|, |answer|); only the exact answer earns 1.
 BOOST_AUTO_TEST_CASE(sort_and_reverse_partial_credit) {
-  SyntheticTaskOptions o = opts("reverse");
+  data::SyntheticTaskOptions o = opts("reverse");
   o.alphabet = "digits";
-  auto exact = make_synthetic_task(o);
+  auto exact = data::make_synthetic_task(o);
   o.partial_credit = true;
-  auto partial = make_synthetic_task(o);
-  Prompt q;
+  auto partial = data::make_synthetic_task(o);
+  data::Prompt q;
   q.text = "rev:1234=";
   q.answer = "4321";
   BOOST_TEST(exact->score(q, "4311").reward == 0.0);
   BOOST_TEST(partial->score(q, "4321").reward == 1.0);
   BOOST_TEST(partial->score(q, " 4321 \nmore").correct);
-  const RewardResult near = partial->score(q, "4311");
+  const reward::RewardResult near = partial->score(q, "4311");
   BOOST_TEST(near.reward == 0.75);  // 431 in order
   BOOST_TEST(!near.correct);
   BOOST_TEST(near.formatted);
@@ -226,14 +228,14 @@ BOOST_AUTO_TEST_CASE(sort_and_reverse_partial_credit) {
   BOOST_TEST(partial->score(q, "4321" + std::string(996, 'x')).reward == 0.004);
   BOOST_TEST(partial->score(q, "9876").reward == 0.0);
   BOOST_TEST(partial->score(q, "").reward == 0.0);
-  Prompt empty = q;
+  data::Prompt empty = q;
   empty.answer.clear();
   BOOST_TEST(partial->score(empty, "").reward == 0.0);
   BOOST_TEST(partial->score(empty, "12").reward == 0.0);
   // sort: the characters of the input in the wrong order earn what the longest ordered run of them is worth.
   o.task = "sort";
   o.alphabet = "letters";
-  auto sort = make_synthetic_task(o);
+  auto sort = data::make_synthetic_task(o);
   q.text = "sort:dbca=";
   q.answer = "abcd";
   BOOST_TEST(sort->score(q, "dcba").reward == 0.25);
@@ -242,7 +244,7 @@ BOOST_AUTO_TEST_CASE(sort_and_reverse_partial_credit) {
 }
 
 BOOST_AUTO_TEST_CASE(options_are_validated) {
-  SyntheticTaskOptions o = opts("juggle");
+  data::SyntheticTaskOptions o = opts("juggle");
   BOOST_TEST(user_error(o).find("data.task = 'juggle' is not a task") == 0);
   o = opts("arithmetic");
   o.operators = "+^";
@@ -274,12 +276,12 @@ BOOST_AUTO_TEST_CASE(options_are_validated) {
 }
 
 BOOST_AUTO_TEST_CASE(prompt_stream_shards_and_resumes) {
-  SyntheticTaskOptions o = opts("arithmetic");
-  std::shared_ptr<const SyntheticTask> task = make_synthetic_task(o);
-  SyntheticPromptSource single(task);
-  std::vector<SyntheticPromptSource> ranks(3, SyntheticPromptSource(task));
+  data::SyntheticTaskOptions o = opts("arithmetic");
+  std::shared_ptr<const SyntheticTask> task = data::make_synthetic_task(o);
+  data::SyntheticPromptSource single(task);
+  std::vector<data::SyntheticPromptSource> ranks(3, data::SyntheticPromptSource(task));
   for (int step = 0; step < 4; ++step) {
-    std::vector<Prompt> want = single.next_batch(8), got;
+    std::vector<data::Prompt> want = single.next_batch(8), got;
     for (int r = 0; r < 3; ++r) {
       auto part = ranks[r].next_batch(8, r, 3);
       got.insert(got.end(), part.begin(), part.end());
@@ -292,7 +294,7 @@ BOOST_AUTO_TEST_CASE(prompt_stream_shards_and_resumes) {
   }
   std::string saved = single.save_cursor();
   BOOST_TEST(saved == "{\"epoch\":0,\"epoch_size\":-1,\"position\":32}");
-  SyntheticPromptSource resumed(task);
+  data::SyntheticPromptSource resumed(task);
   resumed.restore_cursor(saved);
   BOOST_TEST(resumed.next_batch(2)[1].text == single.next_batch(2)[1].text);
   BOOST_TEST(single.describe() == "synthetic task 'arithmetic'");
@@ -306,16 +308,16 @@ BOOST_AUTO_TEST_CASE(rewards_never_throw_on_random_bytes) {
   };
   for (const char* name : {"arithmetic", "countdown", "sort", "reverse", "sort+partial", "reverse+partial"}) {
     const std::string task = name;
-    SyntheticTaskOptions o = opts(task.substr(0, task.find('+')));
+    data::SyntheticTaskOptions o = opts(task.substr(0, task.find('+')));
     o.partial_credit = task.find('+') != std::string::npos;
     if (o.partial_credit) o.alphabet = "digits";  // lines of the digits below share characters with the answer
-    auto t = make_synthetic_task(o);
-    Prompt p = t->make(1);
+    auto t = data::make_synthetic_task(o);
+    data::Prompt p = t->make(1);
     for (int i = 0; i < 1000; ++i) {
       std::string s;
       size_t n = next() % 48;
       for (size_t k = 0; k < n; ++k) s += (i % 2) ? static_cast<char>(next() % 256) : "0123456789+-*/() =\n"[next() % 19];
-      RewardResult r;
+      reward::RewardResult r;
       BOOST_CHECK_NO_THROW(r = t->score(p, s));
       if (o.partial_credit)
         BOOST_TEST((r.correct ? r.reward == 1.0 : (r.reward >= 0.0 && r.reward < 1.0)), name);
@@ -330,13 +332,13 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(synthetic_random_tokens)
 
 BOOST_AUTO_TEST_CASE(prompts_are_token_ids_of_the_asked_length_in_the_vocabulary) {
-  SyntheticTaskOptions o = opts("random_tokens");
+  data::SyntheticTaskOptions o = opts("random_tokens");
   o.prompt_tokens = 37;
   o.vocab_size = 50;
-  const auto task = make_synthetic_task(o);
+  const auto task = data::make_synthetic_task(o);
   std::set<int32_t> seen;
   for (int64_t i = 0; i < 20; ++i) {
-    const Prompt p = task->make(i);
+    const data::Prompt p = task->make(i);
     BOOST_TEST(p.token_ids.size() == 37u);
     for (int32_t t : p.token_ids) {
       BOOST_TEST((t >= 0 && t < 50));

@@ -80,9 +80,9 @@ BOOST_AUTO_TEST_CASE(records_results_and_metrics_come_back) {
   BOOST_TEST(rb.logprob_sum == -3.5);
   BOOST_TEST(rb.scores.size() == 1u);
 
-  hone::rl::RewardResult res;
+  hone::reward::RewardResult res;
   res.reward = 0.5, res.correct = false, res.formatted = true, res.extracted = "7", res.scores = {{"s", 3.0}};
-  const auto rr = hone::wire_decode<std::vector<hone::rl::RewardResult>>(hone::wire_encode(std::vector{res}), "r");
+  const auto rr = hone::wire_decode<std::vector<hone::reward::RewardResult>>(hone::wire_encode(std::vector{res}), "r");
   BOOST_TEST(rr.size() == 1u);
   BOOST_TEST(rr[0].formatted);
   BOOST_TEST(rr[0].extracted == "7");
