@@ -13,7 +13,6 @@
 
 using namespace hone;
 using namespace hone::data;
-using namespace hone::reward;
 
 namespace {
 
