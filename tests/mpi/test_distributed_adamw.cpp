@@ -313,7 +313,7 @@ BOOST_AUTO_TEST_CASE(zero1_clipping_norm_under_tensor_parallelism_is_the_whole_m
     for (int64_t i = 0; i < g_one.flat.numel(); ++i) sq_one += double(g_one.flat.f32()[i]) * g_one.flat.f32()[i];
     const double want = std::sqrt(sq_one) * double(dp.size());
 
-    hone::TensorParallel tp(c, tp_comm);
+    hone::TensorParallel tp(c, tp_comm, /*sequence_parallel=*/false);
     hone::ModelWeights shard = hone::allocate_shard_weights(tp.layout(), c);
     hone::extract_shard(tp.layout(), whole, shard);
     hone::Transformer two(c, shard, &tp);

@@ -88,12 +88,12 @@ BOOST_FIXTURE_TEST_CASE(a_stop_token_ends_the_completion_and_is_kept, Fixture) {
 // The benchmark's drawn lengths (data.response_length) reach the generator as each request's own max_new_tokens:
 // every completion has exactly its drawn length, ends with reason length, and is the prefix of the free run.
 BOOST_FIXTURE_TEST_CASE(each_request_stops_at_its_own_drawn_length, Fixture) {
-  rl::ResponseLengthOptions o;
+  data::ResponseLengthOptions o;
   o.rule = "lognormal";
   o.mean = 8;
   o.cap = 24;
   o.seed = 11;
-  const rl::ResponseLengths lengths(o);
+  const data::ResponseLengths lengths(o);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 4; ++i) prompts.push_back(random_tokens(3 + i, m.config.vocab_size, 60 + i));
   const int G = 4;
