@@ -72,7 +72,7 @@ run_part() {  # seconds, name, command...
 } >>"$log" 2>&1
 hone=$bundle/bin/hone
 if want suite; then
-  run_part 200 suite "$bundle/bin/gpu_tests" --color_output=no --log_level=test_suite --report_level=short
+  run_part 330 suite "$bundle/bin/gpu_tests" --color_output=no --log_level=test_suite --report_level=short
 fi
 if want kernels && [ -x "$bundle/bin/bench_decode_attention" ]; then
   run_part 45 kernels "$bundle/bin/bench_decode_attention"
