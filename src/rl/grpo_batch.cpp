@@ -44,8 +44,6 @@ MicroBatch build_micro_batch(const std::vector<GrpoSample>& samples, const std::
       const size_t row = size_t(begin) + pr.size() - 1 + j;
       mb.mask[row] = s.trained ? 1 : 0;
       mb.gen[row] = s.rollout.logprobs[j];
-      if (!s.old_logprobs.empty()) mb.old[row] = s.old_logprobs[j];
-      if (!s.ref_logprobs.empty()) mb.ref[row] = s.ref_logprobs[j];
     }
     mb.advantages.push_back(s.advantage);
     const auto& routing = s.rollout.routing;
@@ -68,6 +66,12 @@ PackedBatch empty_pass_batch() {
   const int32_t id = 0;
   b.append(&id, 1);
   return b;
+}
+
+void set_row_values(const MicroBatch& mb, const float* row_values, std::vector<float>& out) {
+  const std::vector<int32_t>& targets = mb.batch.targets;
+  out.resize(targets.size());
+  for (size_t t = 0; t < targets.size(); ++t) out[t] = targets[t] >= 0 ? row_values[t] : 0.f;
 }
 
 std::vector<float> completion_values(const MicroBatch& mb, int seq, const float* row_values,

@@ -1,5 +1,6 @@
-// The rollouts of one GRPO step on this rank (GrpoSample: prompt ids, completion, rewards, advantage, the
-// logprobs of the three policies) and their packing into micro-batches for the logprob and training phases.
+// The rollouts of one GRPO step on this rank (GrpoSample: prompt ids, completion, generation logprobs, rewards,
+// advantage) and their packing into micro-batches, once a step for both the logprob and the training phases: the
+// old and reference logprobs are written into the micro-batches (MicroBatch::old, ::ref), not kept per sample.
 // In a micro-batch, completion token j of a sequence whose prompt has n tokens is predicted at row
 // seq_begin + n - 1 + j; prompt tokens are never targets.
 #pragma once
@@ -24,8 +25,6 @@ struct GrpoSample {
   std::vector<reward::RewardScore> scores;  // the reward's named sub-scores (user rewards; empty for the built-in ones)
   float advantage = 0;
   bool trained = true;                 // loss mask of its tokens (false: truncated under overlong filtering)
-  std::vector<float> old_logprobs;     // previous policy, one per completion token (empty until computed)
-  std::vector<float> ref_logprobs;     // reference policy (kl_coef > 0 only)
   int64_t length() const { return int64_t(rollout.prompt.size() + rollout.completion.size()); }
 };
 
@@ -35,7 +34,8 @@ struct MicroBatch {
   std::vector<int64_t> samples;      // sample index of each sequence
   std::vector<int64_t> seq_offsets;  // cu_seqlens as int64
   std::vector<uint8_t> mask;         // [T] 1 where a trained completion token is predicted
-  std::vector<float> gen, old, ref;  // [T] logprobs of the predicted token (0 elsewhere)
+  std::vector<float> gen, old, ref;  // [T] logprobs of the predicted token (0 elsewhere); old and ref are 0 until
+                                     // the logprob phase sets them (set_row_values)
   std::vector<float> advantages;     // one per sequence
   // Mixture of experts: generation's experts of each row [T x routing_width] (routing_width = sparse layers x k),
   // -1 where generation routed none (a sequence's last token); empty when the rollouts carry no routing.
@@ -66,8 +66,12 @@ std::vector<std::vector<int64_t>> pack_samples(const std::vector<GrpoSample>& sa
                                                const std::vector<int64_t>& which, int64_t max_tokens,
                                                Packing* packing = nullptr);
 
-// Builds one micro-batch. The old/ref arrays are filled from the samples when they hold them.
+// Builds one micro-batch (old and ref all 0).
 MicroBatch build_micro_batch(const std::vector<GrpoSample>& samples, const std::vector<int64_t>& which);
+
+// Sets out ([T]: mb.old or mb.ref) to a pass's per-row values ([T], e.g. Transformer::logprobs()) at the rows that
+// predict a token, 0 elsewhere.
+void set_row_values(const MicroBatch& mb, const float* row_values, std::vector<float>& out);
 
 // Reads the predicted-token values of `row_values` ([T], e.g. Transformer::logprobs()) back per completion token.
 std::vector<float> completion_values(const MicroBatch& mb, int seq, const float* row_values,

@@ -123,6 +123,9 @@ class GrpoTrainer {
   // The step's reward (the user's program or plug-in, or the data's own) on the replica's first rank, its results
   // on every rank of the replica. Collective as score_samples.
   std::vector<reward::RewardResult> score_queries(const std::vector<reward::RewardQuery>& queries);
+  // The step's micro-batches, packed once for the logprob and the training phases: train.global_batch_size
+  // chunks of the rollouts by global position (one optimizer step each), each packed into micro-batches.
+  void pack_micro_batches(StepState& st);
   void phase_logprob(StepState& st);
   void phase_training(StepState& st);
   void phase_refit(StepState& st);

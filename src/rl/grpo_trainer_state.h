@@ -23,6 +23,10 @@ struct GrpoTrainer::StepState {
   int64_t prompts_too_long = 0;      // local
   int64_t prompt_tokens = 0;         // local, each kept prompt once
   int64_t generated_tokens_all = 0;  // local, every generated sample (dropped groups included): the phase's work
+  // The micro-batches of each optimizer step (pack_micro_batches): the logprob phase writes the old and reference
+  // logprobs into them, the training phase trains on them.
+  std::vector<std::vector<MicroBatch>> chunks;
+  int64_t packed_tokens = 0, packed_slots = 0;
   // Logprob.
   int64_t logprob_tokens = 0;
   // Training.
@@ -33,7 +37,7 @@ struct GrpoTrainer::StepState {
   double grad_norm_sum = 0;       // over the applied ones
   double lr = 0;
   int64_t training_tokens = 0;
-  int64_t packed_tokens = 0, packed_slots = 0, microbatches = 0;
+  int64_t microbatches = 0;
 };
 
 }  // namespace hone::rl

@@ -193,29 +193,47 @@ void GrpoTrainer::phase_reward(StepState& st) {
   }
 }
 
+// The step's micro-batches, packed once: the rollouts in train.global_batch_size chunks (by global position), one
+// optimizer step each, each chunk packed into micro-batches of at most train.max_tokens_per_microbatch tokens. The
+// logprob phase fills their old and reference logprobs, the training phase trains on them.
+void GrpoTrainer::pack_micro_batches(StepState& st) {
+  const int64_t K = s_.optimizer_steps_per_step(), B = s_.global_batch_size;
+  st.chunks.assign(size_t(std::max<int64_t>(K, 0)), {});
+  for (int64_t k = 0; k < K; ++k) {
+    std::vector<int64_t> which;
+    for (size_t i = 0; i < st.samples.size(); ++i)
+      if (st.samples[i].position >= k * B && st.samples[i].position < (k + 1) * B) which.push_back(int64_t(i));
+    if (which.empty()) continue;
+    Packing packing;
+    for (const auto& bin : pack_samples(st.samples, which, s_.max_tokens_per_microbatch, &packing))
+      st.chunks[size_t(k)].push_back(build_micro_batch(st.samples, bin));
+    st.packed_tokens += packing.total_tokens;
+    st.packed_slots += int64_t(packing.bins.size()) * packing.budget;
+  }
+}
+
 // Logprob: previous-policy logprobs with the training weights (skipped when exactly on-policy) and reference
-// logprobs with the frozen reference weights (only when kl_coef > 0), over packed micro-batches: one pass of all of
-// them per role (under pipeline parallelism a forward-only pipelined pass). Under expert parallelism every rank of
-// the group runs as many passes (empty ones after its own micro-batches).
+// logprobs with the frozen reference weights (only when kl_coef > 0), over the step's micro-batches (every
+// optimizer step's, in order): one pass of all of them per role (under pipeline parallelism a forward-only pipelined
+// pass). Under expert parallelism every rank of the group runs as many passes (empty ones after its own
+// micro-batches).
 void GrpoTrainer::phase_logprob(StepState& st) {
   auto scope = timer_.scope("logprob");
+  pack_micro_batches(st);
   const bool need_old = !s_.skip_prev_logprobs(), need_ref = s_.loss.kl_coef > 0;
   Comm* lockstep = roles_.learner->lockstep_group();
   if ((!need_old && !need_ref) || (st.samples.empty() && !lockstep)) return;
-  std::vector<int64_t> all(st.samples.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
   const float T = s_.sampling.temperature;
-  std::vector<MicroBatch> mbs;
+  std::vector<MicroBatch*> mbs;
   std::vector<const PackedBatch*> batches;
   std::vector<const int32_t*> replay;
-  for (const auto& bin : pack_samples(st.samples, all, s_.max_tokens_per_microbatch)) {
-    mbs.push_back(build_micro_batch(st.samples, bin));
-    st.logprob_tokens += mbs.back().batch.num_tokens();
-  }
-  for (const MicroBatch& mb : mbs) {
-    batches.push_back(&mb.batch);
-    replay.push_back(s_.router_replay && !mb.gen_routing.empty() ? mb.gen_routing.data() : nullptr);
-  }
+  for (std::vector<MicroBatch>& chunk : st.chunks)
+    for (MicroBatch& mb : chunk) {
+      mbs.push_back(&mb);
+      st.logprob_tokens += mb.batch.num_tokens();
+      batches.push_back(&mb.batch);
+      replay.push_back(s_.router_replay && !mb.gen_routing.empty() ? mb.gen_routing.data() : nullptr);
+    }
   // Expert parallelism: as many passes as the group's busiest rank, empty ones after this rank's own.
   const PackedBatch empty = empty_pass_batch();
   const int64_t passes_here =
@@ -237,47 +255,29 @@ void GrpoTrainer::phase_logprob(StepState& st) {
     // The old policy's logprobs are the learner's, the reference's the scorer's.
     const std::vector<std::vector<float>> lp = policy ? roles_.learner->policy_logprobs(batches, T, replay)
                                                       : roles_.scorer->reference_logprobs(batches, T, replay);
-    for (size_t i = 0; i < mbs.size(); ++i) {
-      const MicroBatch& mb = mbs[i];
-      for (int q = 0; q < mb.batch.num_seqs(); ++q) {
-        GrpoSample& s = st.samples[size_t(mb.samples[size_t(q)])];
-        (policy ? s.old_logprobs : s.ref_logprobs) = completion_values(mb, q, lp[i].data(), st.samples);
-      }
-    }
+    for (size_t i = 0; i < mbs.size(); ++i) set_row_values(*mbs[i], lp[i].data(), policy ? mbs[i]->old : mbs[i]->ref);
   }
 }
 
-// Training: the step's rollouts in train.global_batch_size chunks (by global position), one optimizer step each:
-// global loss denominator, then the engine's forward, loss and backward per micro-batch (the last one reduces the
-// gradients over the data-parallel ranks while it runs on the GPU), gradient reduction, clip, AdamW.
+// Training: one optimizer step per chunk of the step's micro-batches: global loss denominator, then the engine's
+// forward, loss and backward per micro-batch (the last one reduces the gradients over the data-parallel ranks while
+// it runs on the GPU), gradient reduction, clip, AdamW.
 void GrpoTrainer::phase_training(StepState& st) {
   auto scope = timer_.scope("training");
-  const int64_t K = s_.optimizer_steps_per_step(), B = s_.global_batch_size;
+  const int64_t K = int64_t(st.chunks.size());
   TrainLoss loss;
   loss.config = s_.loss;
   loss.temperature = s_.sampling.temperature;
   loss.on_policy = s_.skip_prev_logprobs();
   loss.moe_aux_loss_coef = s_.moe_aux_loss_coef;
-  // Every optimizer step's micro-batches first, so that the progress line knows the phase's count: this rank's
-  // (the ranks' shares differ; the line shows rank 0's, as generation's does).
-  std::vector<std::vector<MicroBatch>> chunks(size_t(std::max<int64_t>(K, 0)));
+  // The progress line counts this rank's micro-batches (the ranks' shares differ; the line shows rank 0's, as
+  // generation's does).
   int64_t own = 0;
-  for (int64_t k = 0; k < K; ++k) {
-    std::vector<int64_t> which;
-    for (size_t i = 0; i < st.samples.size(); ++i)
-      if (st.samples[i].position >= k * B && st.samples[i].position < (k + 1) * B) which.push_back(int64_t(i));
-    if (which.empty()) continue;
-    Packing packing;
-    for (const auto& bin : pack_samples(st.samples, which, s_.max_tokens_per_microbatch, &packing))
-      chunks[size_t(k)].push_back(build_micro_batch(st.samples, bin));
-    st.packed_tokens += packing.total_tokens;
-    st.packed_slots += int64_t(packing.bins.size()) * packing.budget;
-    own += int64_t(chunks[size_t(k)].size());
-  }
+  for (const std::vector<MicroBatch>& chunk : st.chunks) own += int64_t(chunk.size());
   const char* where = ps_.dp_size() > 1 ? " on rank 0" : "";
   MicroBatchProgress shown(progress_, *roles_.engine, cat("step ", st.step, " training", where), own);
   for (int64_t k = 0; k < K; ++k) {
-    const std::vector<MicroBatch>& mbs = chunks[size_t(k)];
+    const std::vector<MicroBatch>& mbs = st.chunks[size_t(k)];
     int64_t sums[2] = {0, 0};  // the loss denominator, the tokens
     for (const auto& mb : mbs) {
       sums[0] += loss_denominator(s_.loss.aggregation, mb.mask, mb.seq_offsets);

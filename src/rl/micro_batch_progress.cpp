@@ -19,13 +19,23 @@ MicroBatchProgress::~MicroBatchProgress() {
   line_->end();
 }
 
-void MicroBatchProgress::next_call(const std::vector<MicroBatch>& micro_batches) {
-  if (!line_) return;
+void MicroBatchProgress::begin_call() {
   done_before_ += int64_t(prefix_tokens_.size()) - 1;
   tokens_before_ += prefix_tokens_.back();
   prefix_tokens_.assign(1, 0);
-  for (const MicroBatch& mb : micro_batches) prefix_tokens_.push_back(prefix_tokens_.back() + mb.batch.num_tokens());
   engine_.set_pass_progress([this](int64_t done) { show(done); });
+}
+
+void MicroBatchProgress::next_call(const std::vector<MicroBatch>& micro_batches) {
+  if (!line_) return;
+  begin_call();
+  for (const MicroBatch& mb : micro_batches) prefix_tokens_.push_back(prefix_tokens_.back() + mb.batch.num_tokens());
+}
+
+void MicroBatchProgress::next_call(const std::vector<MicroBatch*>& micro_batches) {
+  if (!line_) return;
+  begin_call();
+  for (const MicroBatch* mb : micro_batches) prefix_tokens_.push_back(prefix_tokens_.back() + mb->batch.num_tokens());
 }
 
 void MicroBatchProgress::show(int64_t done_in_call) {

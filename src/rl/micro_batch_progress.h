@@ -28,9 +28,11 @@ class MicroBatchProgress {
 
   // The next engine call runs these micro-batches of this rank (the earlier calls' count as done).
   void next_call(const std::vector<MicroBatch>& micro_batches);
+  void next_call(const std::vector<MicroBatch*>& micro_batches);
 
  private:
   void show(int64_t done_in_call);
+  void begin_call();  // the earlier calls' micro-batches count as done, then the caller lists the new call's
 
   ProgressLine* line_;
   roles::RoleEngine& engine_;

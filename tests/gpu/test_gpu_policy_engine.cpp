@@ -78,19 +78,34 @@ std::vector<GrpoSample> make_samples(int vocab) {
   return samples;
 }
 
-std::vector<MicroBatch> micro_batches(const std::vector<GrpoSample>& samples, int64_t max_tokens) {
+// The old and reference logprobs the loss gets, per sample and completion token (the trainer's logprob phase writes
+// them into the micro-batches; here they are the CPU's values, perturbed). Empty: 0 in the micro-batches.
+struct LossInputs {
+  std::vector<std::vector<float>> old, ref;
+};
+
+std::vector<MicroBatch> micro_batches(const std::vector<GrpoSample>& samples, int64_t max_tokens,
+                                      const LossInputs* in = nullptr) {
   std::vector<int64_t> all(samples.size());
   std::iota(all.begin(), all.end(), int64_t(0));
   std::vector<MicroBatch> mbs;
-  for (const auto& bin : hone::rl::pack_samples(samples, all, max_tokens))
-    mbs.push_back(hone::rl::build_micro_batch(samples, bin));
+  for (const auto& bin : hone::rl::pack_samples(samples, all, max_tokens)) {
+    MicroBatch mb = hone::rl::build_micro_batch(samples, bin);
+    for (int q = 0; q < mb.batch.num_seqs() && in; ++q) {
+      const size_t i = size_t(mb.samples[size_t(q)]);
+      const size_t first = size_t(mb.batch.seq_begin(q)) + samples[i].rollout.prompt.size() - 1;
+      for (size_t j = 0; j < in->old[i].size(); ++j) mb.old[first + j] = in->old[i][j];
+      for (size_t j = 0; j < in->ref[i].size(); ++j) mb.ref[first + j] = in->ref[i][j];
+    }
+    mbs.push_back(std::move(mb));
+  }
   return mbs;
 }
 
 // The logprob phase on both engines; the CPU's values (per sample) become the inputs old / generation / reference
 // after fixed perturbations, and are returned as the new logprobs the CPU will compute.
 std::vector<std::vector<float>> logprob_phase(RoleEngine& cpu, RoleEngine& gpu, std::vector<GrpoSample>& samples,
-                                              int64_t max_tokens) {
+                                              int64_t max_tokens, LossInputs& in) {
   std::vector<std::vector<float>> cpu_new(samples.size());
   double max_err = 0, sum_err = 0;
   int64_t n = 0;
@@ -115,13 +130,14 @@ std::vector<std::vector<float>> logprob_phase(RoleEngine& cpu, RoleEngine& gpu, 
   BOOST_TEST(sum_err / double(n) <= 5e-3);
   std::mt19937 rng(23);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
+  in.old.assign(samples.size(), {});
+  in.ref.assign(samples.size(), {});
   for (size_t i = 0; i < samples.size(); ++i) {
     GrpoSample& s = samples[i];
-    s.old_logprobs.clear(), s.ref_logprobs.clear();
     for (size_t j = 0; j < cpu_new[i].size(); ++j) {
-      s.old_logprobs.push_back(cpu_new[i][j] + 0.1f * u(rng));
-      s.rollout.logprobs[j] = s.old_logprobs.back() + 0.15f * u(rng);
-      s.ref_logprobs.push_back(cpu_new[i][j] + u(rng));
+      in.old[i].push_back(cpu_new[i][j] + 0.1f * u(rng));
+      s.rollout.logprobs[j] = in.old[i].back() + 0.15f * u(rng);
+      in.ref[i].push_back(cpu_new[i][j] + u(rng));
     }
   }
   return cpu_new;
@@ -154,19 +170,20 @@ struct Bounds {
   double pg = 0, kl = 0, entropy = 0;
 };
 
-Bounds loss_bounds(const std::vector<GrpoSample>& samples, const std::vector<std::vector<float>>& cpu_new,
-                   const hone::PolicyLossConfig& c, double D, bool on_policy) {
+Bounds loss_bounds(const std::vector<GrpoSample>& samples, const LossInputs& in,
+                   const std::vector<std::vector<float>>& cpu_new, const hone::PolicyLossConfig& c, double D,
+                   bool on_policy) {
   constexpr double kErr = 5e-2;
   Bounds b;
   for (size_t i = 0; i < samples.size(); ++i) {
     const GrpoSample& s = samples[i];
     if (!s.trained) continue;
     for (size_t j = 0; j < cpu_new[i].size(); ++j) {
-      const double now = cpu_new[i][j], old = on_policy ? now : s.old_logprobs[j], gen = s.rollout.logprobs[j];
+      const double now = cpu_new[i][j], old = on_policy ? now : in.old[i][j], gen = s.rollout.logprobs[j];
       const double w = std::min(std::exp(old - gen), c.is_threshold_high);
       // pg = -A w r: r moves by a factor exp(+-kErr); on-policy r = 1 exactly but w = exp(new - gen) moves.
       b.pg += std::fabs(s.advantage) * w * std::exp(now - old) * (std::exp(kErr) - 1) / D;
-      const double x = s.ref_logprobs[j] - now;  // k3 = e^x - 1 - x: |dk3| <= |e^x - 1| d + e^(x + d) d^2 / 2
+      const double x = in.ref[i][j] - now;  // k3 = e^x - 1 - x: |dk3| <= |e^x - 1| d + e^(x + d) d^2 / 2
       b.kl += c.kl_coef * (std::fabs(std::exp(x) - 1) * kErr + std::exp(x + kErr) * kErr * kErr / 2) / D;
       b.entropy += std::fabs(c.entropy_coef) * kErr / D;
     }
@@ -192,10 +209,12 @@ void check_step(bool on_policy) {
   gpu->connect(w0);
 
   std::vector<GrpoSample> samples = make_samples(mc.vocab_size);
-  const auto cpu_new = logprob_phase(*cpu, *gpu, samples, s.max_tokens_per_microbatch);
+  LossInputs in;
+  const auto cpu_new = logprob_phase(*cpu, *gpu, samples, s.max_tokens_per_microbatch, in);
+  LossInputs given = in;
   if (on_policy)  // the old logprobs of the micro-batches stay 0: an engine that read them would not get ratio 1
-    for (GrpoSample& x : samples) x.old_logprobs.clear();
-  const std::vector<MicroBatch> mbs = micro_batches(samples, s.max_tokens_per_microbatch);
+    for (auto& o : given.old) o.clear();
+  const std::vector<MicroBatch> mbs = micro_batches(samples, s.max_tokens_per_microbatch, &given);
   BOOST_TEST(mbs.size() >= 2u);
   hone::rl::TrainLoss loss;
   loss.config = s.loss, loss.temperature = kTemperature, loss.on_policy = on_policy;
@@ -204,7 +223,7 @@ void check_step(bool on_policy) {
   loss.denominator = double(D);
 
   const StepResult c = train_step(*cpu, mbs, loss), g = train_step(*gpu, mbs, loss);
-  const Bounds b = loss_bounds(samples, cpu_new, s.loss, double(D), on_policy);
+  const Bounds b = loss_bounds(samples, in, cpu_new, s.loss, double(D), on_policy);
   std::printf("policy engine step (%s): loss gpu %.6g cpu %.6g (pg %.3g / %.3g, kl %.3g / %.3g, entropy %.3g / "
               "%.3g; bounds %.2g %.2g %.2g)\n",
               on_policy ? "on-policy" : "off-policy", g.loss.loss, c.loss.loss, g.loss.pg_loss, c.loss.pg_loss,

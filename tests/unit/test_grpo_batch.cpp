@@ -28,8 +28,7 @@ BOOST_AUTO_TEST_SUITE(grpo_batch)
 
 BOOST_AUTO_TEST_CASE(completion_tokens_are_predicted_from_the_row_before) {
   std::vector<GrpoSample> s = {sample({10, 11, 12}, {20, 21}, 1.5f), sample({30}, {40, 41, 42}, -0.5f, false)};
-  s[0].old_logprobs = {-1.f, -2.f};
-  const MicroBatch mb = build_micro_batch(s, {0, 1});
+  MicroBatch mb = build_micro_batch(s, {0, 1});
   // Sequence 0: rows 0..4 = 10 11 12 20 21; sequence 1: rows 5..8 = 30 40 41 42.
   BOOST_TEST(mb.batch.tokens == (std::vector<int32_t>{10, 11, 12, 20, 21, 30, 40, 41, 42}), boost::test_tools::per_element());
   BOOST_TEST(mb.batch.targets == (std::vector<int32_t>{-1, -1, 20, 21, -1, 40, 41, 42, -1}), boost::test_tools::per_element());
@@ -37,8 +36,7 @@ BOOST_AUTO_TEST_CASE(completion_tokens_are_predicted_from_the_row_before) {
   BOOST_TEST(mb.gen[2] == -0.5f);
   BOOST_TEST(mb.gen[3] == -1.5f);
   BOOST_TEST(mb.gen[7] == -2.5f);  // recorded even where the mask is 0
-  BOOST_TEST(mb.old[2] == -1.f);
-  BOOST_TEST(mb.old[3] == -2.f);
+  BOOST_TEST(mb.old == std::vector<float>(9, 0.f), boost::test_tools::per_element());  // until the logprob phase
   BOOST_TEST(mb.seq_offsets == (std::vector<int64_t>{0, 5, 9}), boost::test_tools::per_element());
   BOOST_TEST(mb.advantages == (std::vector<float>{1.5f, -0.5f}), boost::test_tools::per_element());
   // Reading per-row values back per completion token.
@@ -46,6 +44,10 @@ BOOST_AUTO_TEST_CASE(completion_tokens_are_predicted_from_the_row_before) {
   for (int t = 0; t < 9; ++t) rows[size_t(t)] = float(t);
   BOOST_TEST(completion_values(mb, 0, rows.data(), s) == (std::vector<float>{2.f, 3.f}), boost::test_tools::per_element());
   BOOST_TEST(completion_values(mb, 1, rows.data(), s) == (std::vector<float>{5.f, 6.f, 7.f}), boost::test_tools::per_element());
+  // A pass's per-row values kept where a token is predicted (the logprob phase's old and reference logprobs).
+  for (int t = 0; t < 9; ++t) rows[size_t(t)] = float(t) + 0.5f;
+  set_row_values(mb, rows.data(), mb.old);
+  BOOST_TEST(mb.old == (std::vector<float>{0, 0, 2.5f, 3.5f, 0, 5.5f, 6.5f, 7.5f, 0}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(packing_respects_the_budget_and_keeps_every_sample) {

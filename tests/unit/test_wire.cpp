@@ -26,7 +26,6 @@ hone::rl::GrpoSample sample() {
   s.correct = true;
   s.scores = {{"format", 1.0}, {"length.penalty", -0.125}};
   s.advantage = 2.f;  // computed by the trainer: does not travel
-  s.old_logprobs = {-0.4f};
   return s;
 }
 
@@ -63,7 +62,6 @@ BOOST_AUTO_TEST_CASE(a_scored_sample_comes_back_field_for_field) {
     BOOST_TEST(b.scores[1].name == "length.penalty");
     BOOST_TEST(b.scores[1].value == -0.125);
     BOOST_TEST(b.advantage == 0.f);  // the trainer's own
-    BOOST_TEST(b.old_logprobs.empty());
   }
 }
 
