@@ -1,5 +1,5 @@
 // The experts' grouped linear layers through cuBLASLt, one GEMM per expert with rows (the offsets on the host): what
-// a large pass of the model runs (model/gpu_moe_feed_forward.cpp), and what the benchmark measures our one-launch
+// a large pass of the model runs (backend/moe_ops.h), and what the benchmark measures our one-launch
 // kernel (cuda/moe_grouped_gemm.cu) against. Same math as linear_forward / linear_backward on each expert's rows;
 // the row counts change every pass, so the GEMMs take gemm_varying's bucketed plans.
 #include "cuda/gemm.h"

@@ -99,7 +99,7 @@ void CachedForward::layers(const ModelWeights& w, KvCache& cache, Mode mode, con
   HONE_CHECK(cache.num_layers() == c_.num_hidden_layers && cache.row_size() == shape_.kv_dim(),
              "KV cache shaped for another model");
   CacheAttention attention(cache, mode == Mode::decode, row_slot_.data(), pos_.data(), lens_.data(), decode_slots);
-  if (MoeFeedForward* moe = dynamic_cast<MoeFeedForward*>(feed_forward_.get())) {
+  if (MoeFeedForward<CpuBackend>* moe = dynamic_cast<MoeFeedForward<CpuBackend>*>(feed_forward_.get())) {
     routing_.resize(size_t(R) * size_t(routing_width()));
     moe->set_routing_record(routing_.data());
   }
@@ -179,7 +179,7 @@ int64_t CachedForward::finish(const ModelWeights& w) {
 // Only the sparse layers cross ranks: each runs over no rows of this rank (route, plan and dispatch of nothing;
 // its experts compute what the others send; combine sends it back).
 void CachedForward::idle_pass(const ModelWeights& w) {
-  auto* moe = dynamic_cast<MoeFeedForward*>(feed_forward_.get());
+  auto* moe = dynamic_cast<MoeFeedForward<CpuBackend>*>(feed_forward_.get());
   HONE_CHECK(moe, "an idle pass of a model without experts");
   reserve(1);
   moe->set_routing_record(nullptr);

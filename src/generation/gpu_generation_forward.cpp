@@ -9,7 +9,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernel_scratch.h"
-#include "model/gpu_moe_feed_forward.h"
+#include "model/moe_feed_forward.h"
 #include "parallel/expert_lockstep.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/tensor_parallel.h"
@@ -262,7 +262,7 @@ int64_t GpuGenerationForward::finish() {
   int64_t idle = 0;
   for (; lockstep_->vote(false); ++idle) idle_pass();
   // The sparse layers' expert-side rows of the last pass go back before training needs the memory.
-  if (auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) moe->release(exec());
+  if (auto* moe = dynamic_cast<MoeFeedForward<CudaBackend>*>(feed_forward_.get())) moe->release(exec());
   return idle;
 }
 
@@ -270,7 +270,7 @@ int64_t GpuGenerationForward::finish() {
 // compute what the others send, and the combine returns it).
 void GpuGenerationForward::idle_pass() {
   HONE_CHECK(max_rows_ > 0, "an idle generation pass before the buffers are reserved");
-  auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get());
+  auto* moe = dynamic_cast<MoeFeedForward<CudaBackend>*>(feed_forward_.get());
   HONE_CHECK(moe, "an idle pass of a model without experts");
   const LayerBatch lb{din_.positions, nullptr, 0, 0, 1, inv_freq_.get()};
   LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;

@@ -12,7 +12,7 @@
 
 #include "cuda/carver.h"
 #include "cuda/check.h"
-#include "model/gpu_moe_feed_forward.h"
+#include "model/moe_feed_forward.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -133,7 +133,7 @@ void GpuGenerationForward::allocate_buffers() {
   in_size_ = off_copy_ + 2 * align_ints(int64_t(num_blocks_) + 1);
   const size_t out_bytes = size_t(3 * A * 4);
   // Mixture of experts: every sparse layer's forward records its rows' experts (decode and prefill rows).
-  GpuMoeFeedForward* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get());
+  MoeFeedForward<CudaBackend>* moe = dynamic_cast<MoeFeedForward<CudaBackend>*>(feed_forward_.get());
   routing_width_ = moe ? moe->num_sparse_layers() * c_.num_experts_per_tok : 0;
   const size_t routing_bytes = size_t(std::max(R, Tp)) * size_t(routing_width_) * sizeof(int32_t);
 
@@ -251,7 +251,8 @@ void GpuGenerationForward::release_all() {
   h_out_ = nullptr;
   h_routing_ = nullptr;
   routing_d_ = nullptr;
-  if (auto* moe = dynamic_cast<GpuMoeFeedForward*>(feed_forward_.get())) moe->set_routing_record(nullptr);
+  if (auto* moe = dynamic_cast<MoeFeedForward<CudaBackend>*>(feed_forward_.get()))
+    moe->set_routing_record(nullptr);
   h_tokens_ = h_done_ = nullptr;
   h_logprobs_ = nullptr;
   kv_mem_.free();

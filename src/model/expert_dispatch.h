@@ -1,5 +1,5 @@
 // The point of a sparse layer where routed token rows cross ranks: expert parallelism's dispatch and combine. The
-// mixture-of-experts feed-forward (CPU: model/moe_feed_forward.h) calls these hooks and nowhere else; with one
+// mixture-of-experts feed-forward (model/moe_feed_forward.h) calls these hooks and nowhere else; with one
 // expert-parallel rank there is no hook (nullptr) and the rows stay where they are. The hooks of expert
 // parallelism live in parallel/expert_parallel.h, which owns the communicator.
 //

@@ -3,7 +3,6 @@
 
 #include "backend/backend.h"
 #include "backend/carver.h"
-#include "model/gpu_moe_feed_forward.h"
 #include "model/moe_feed_forward.h"
 
 namespace hone {

@@ -1,77 +1,60 @@
-// The CPU mixture-of-experts feed-forward (what it computes: moe_feed_forward.h).
+// The mixture-of-experts feed-forward, once over the backend (what it computes: moe_feed_forward.h; where its data
+// lives: moe_memory.h).
 #include "model/moe_feed_forward.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
-#include "ops/ops.h"
+#include "backend/moe_ops.h"
 #include "runtime/error.h"
 
 namespace hone {
 namespace {
 
-template <typename T>
-void assign_zero(std::vector<T>& v, int64_t n) {
-  v.assign(size_t(n), T(0));
+// Zeroes bytes of the backend's memory (nothing for none).
+template <typename B>
+void zero_bytes(const typename B::Exec& x, void* p, size_t bytes) {
+  if (bytes > 0) B::zero(x, p, bytes);
 }
 
 }  // namespace
 
-template <>
-std::unique_ptr<LayerFeedForward<CpuBackend>> make_layer_feed_forward<CpuBackend>(const ModelConfig& c,
-                                                                                  ExpertDispatch<float>* dispatch) {
-  if (c.is_moe()) return std::make_unique<MoeFeedForward>(c, dispatch);
-  return std::make_unique<DenseFeedForward<CpuBackend>>();
+template <typename B>
+std::unique_ptr<LayerFeedForward<B>> make_layer_feed_forward(const ModelConfig& c,
+                                                             ExpertDispatch<typename B::Act>* dispatch) {
+  if (c.is_moe()) return std::make_unique<MoeFeedForward<B>>(c, dispatch);
+  return std::make_unique<DenseFeedForward<B>>();
 }
 
-MoeFeedForward::MoeFeedForward(const ModelConfig& c, ExpertDispatch<float>* dispatch)
-    : E_(c.num_experts), k_(c.num_experts_per_tok), dispatch_(dispatch) {
+namespace {
+
+// The sparse layers of c (checking that it has experts).
+int count_sparse_layers(const ModelConfig& c) {
   HONE_CHECK(c.is_moe(), "a mixture-of-experts feed-forward for a model without experts");
+  int n = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) n += c.is_moe_layer(l) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+template <typename B>
+MoeFeedForward<B>::MoeFeedForward(const ModelConfig& c, ExpertDispatch<A>* dispatch)
+    : E_(c.num_experts),
+      k_(c.num_experts_per_tok),
+      dispatch_(dispatch),
+      mem_(c.num_hidden_layers, count_sparse_layers(c), c.num_experts, dispatch != nullptr) {
   layer_sparse_.assign(size_t(c.num_hidden_layers), -1);
   for (int l = 0; l < c.num_hidden_layers; ++l)
     if (c.is_moe_layer(l)) layer_sparse_[size_t(l)] = sparse_layers_++;
-  layers_.resize(size_t(c.num_hidden_layers));
+  rows_.assign(size_t(c.num_hidden_layers), 0);
+  topk_.assign(size_t(c.num_hidden_layers), nullptr);
+  counted_.assign(size_t(sparse_layers_), 0);
 }
 
-// Router, top-k (or the forced experts) and the routing plan of one sparse layer.
-void MoeFeedForward::route(int layer, const LayerShape& s, LayerState& st, const float* h, const float* w_router) {
-  const int T = st.T, C = s.hidden, E = E_, k = k_;
-  st.logits.resize(size_t(T) * E);
-  st.probs.resize(size_t(T) * E);
-  st.topk_idx.resize(size_t(T) * k);
-  st.topk_w.resize(size_t(T) * k);
-  cpu::linear_forward(st.logits.data(), h, w_router, nullptr, T, C, E);
-  cpu::moe_topk_forward(st.probs.data(), st.topk_idx.data(), st.topk_w.data(), st.logits.data(), T, E, k,
-                        s.norm_topk_prob);
-  if (forced_) {
-    const int S = sparse_layers_, i = layer_sparse_[size_t(layer)];
-    cpu::moe_topk_replay(st.topk_idx.data(), st.topk_w.data(), st.probs.data(), forced_ + int64_t(i) * k,
-                         int64_t(S) * k, T, E, k, s.norm_topk_prob);
-  }
-  if (record_) {
-    const int S = sparse_layers_, i = layer_sparse_[size_t(layer)];
-    for (int t = 0; t < T; ++t)
-      std::copy_n(st.topk_idx.data() + int64_t(t) * k, k, record_ + (int64_t(t) * S + i) * k);
-  }
-  st.offsets.resize(size_t(E) + 1);
-  st.row_of.resize(size_t(T) * k);
-  st.token_of.resize(size_t(T) * k);
-  cpu::moe_route(st.offsets.data(), st.row_of.data(), st.token_of.data(), st.topk_idx.data(), T, k, E);
-  // The load-balancing statistics over the counted rows; the exchange's counts over every routed row.
-  st.counted = counted_rows_ < 0 ? T : std::min(T, counted_rows_);
-  std::vector<int32_t> c(static_cast<size_t>(E));
-  cpu::moe_expert_counts(c.data(), st.topk_idx.data(), st.counted, k, E);
-  st.counts.assign(c.begin(), c.end());
-  assign_zero(st.prob_sum, E);
-  cpu::moe_router_stats(st.prob_sum.data(), st.probs.data(), st.counted, E);
-  st.route_counts.resize(size_t(E));
-  for (int e = 0; e < E; ++e) st.route_counts[size_t(e)] = st.offsets[size_t(e) + 1] - st.offsets[size_t(e)];
-}
-
-void MoeFeedForward::forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a,
-                             const Scratch& scratch, LayerCollectives<float>* collectives, float* y, float* out,
-                             const Exec& x) {
+template <typename B>
+void MoeFeedForward<B>::forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a,
+                                const Scratch& scratch, LayerCollectives<A>* collectives, A* y, A* out,
+                                const Exec& x) {
   if (!is_sparse(layer)) {
     dense_.forward(layer, s, w, b, a, scratch, collectives, y, out, x);
     return;
@@ -79,13 +62,15 @@ void MoeFeedForward::forward(int layer, const LayerShape& s, const W& w, const L
   const int T = b.T, Tl = collectives ? collectives->local_rows(T) : T;
   const int64_t C = s.hidden;
   if (Tl != T) collectives->gather_sequence(a.h2_local, a.h2, int64_t(Tl) * C);
-  sparse_forward(layer, s, w, b, a, y);
-  if (collectives) collectives->reduce_row_parallel_output(y, out, int64_t(T) * C);
+  sparse_forward(layer, s, w, b, a, scratch, y, x);
+  // A generation idle pass has no rows (T = 0 on every rank of the tensor-parallel group alike): nothing to reduce.
+  if (collectives && T > 0) collectives->reduce_row_parallel_output(y, out, int64_t(T) * C);
 }
 
-void MoeFeedForward::backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b,
-                              const Acts& a, const Scratch& scratch, LayerCollectives<float>* collectives, float* dres,
-                              const Exec& x) {
+template <typename B>
+void MoeFeedForward<B>::backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g,
+                                 const LayerBatch& b, const Acts& a, const Scratch& scratch,
+                                 LayerCollectives<A>* collectives, A* dres, const Exec& x) {
   if (!is_sparse(layer)) {
     dense_.backward(layer, s, w, g, b, a, scratch, collectives, dres, x);
     return;
@@ -94,141 +79,206 @@ void MoeFeedForward::backward(int layer, const LayerShape& s, const W& w, const 
   const int64_t C = s.hidden, TC = int64_t(T) * C, TlC = int64_t(Tl) * C;
   // The residual gradient of all T rows (the gradient of a reduce-scatter is an all-gather), and the normed rows
   // gathered again (the layers share one place for them).
-  const float* dy = dres;
+  const A* dy = dres;
   if (Tl != T) {
     collectives->gather_sequence(dres, scratch.dy, TlC);
     dy = scratch.dy;
     collectives->gather_sequence(a.h2_local, a.h2, TlC);
   }
-  std::fill(scratch.dh, scratch.dh + TC, 0.f);
-  sparse_backward(layer, s, w, g, b, a, dy, scratch.dh);
+  zero_bytes<B>(x, scratch.dh, size_t(TC) * sizeof(A));
+  sparse_backward(layer, s, w, g, b, a, scratch, dy, scratch.dh, x);
   if (collectives) collectives->reduce_column_parallel_input_grad(scratch.dh, scratch.dh_local, TC);
 }
 
-void MoeFeedForward::sparse_forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a,
-                                    float* y) {
-  LayerState& st = layers_[size_t(layer)];
-  st.T = b.T;
-  const int T = b.T, C = s.hidden, k = k_, Im = s.moe_intermediate, El = s.experts;
-  const int64_t Nt = int64_t(T) * k;
-  route(layer, s, st, a.h2, w.router);
-
-  // The rows of this rank's experts: all of them here, or what the expert-parallel group sends.
-  st.expert_counts.resize(size_t(El));
-  int64_t N = Nt;
-  if (dispatch_) N = dispatch_->plan(layer, st.route_counts.data(), st.expert_counts.data());
-  else std::copy(st.route_counts.begin(), st.route_counts.end(), st.expert_counts.begin());
-  st.expert_offsets.assign(size_t(El) + 1, 0);
-  for (int e = 0; e < El; ++e) st.expert_offsets[size_t(e) + 1] = st.expert_offsets[size_t(e)] + int32_t(st.expert_counts[size_t(e)]);
-  HONE_CHECK(st.expert_offsets[size_t(El)] == N, "expert rows disagree with the plan");
-
-  st.xe.resize(size_t(N) * C);
-  if (dispatch_) {
-    xp_.resize(size_t(Nt) * C);
-    cpu::moe_permute_forward(xp_.data(), a.h2, st.token_of.data(), int(Nt), C);
-    dispatch_->dispatch(layer, xp_.data(), st.xe.data(), C);
-  } else {
-    cpu::moe_permute_forward(st.xe.data(), a.h2, st.token_of.data(), int(Nt), C);
-  }
-  st.gate.resize(size_t(N) * Im);
-  st.up.resize(size_t(N) * Im);
-  st.act.resize(size_t(N) * Im);
-  const int32_t* eo = st.expert_offsets.data();
-  cpu::moe_grouped_linear_forward(st.gate.data(), st.xe.data(), w.expert_gate, eo, El, C, Im);
-  cpu::moe_grouped_linear_forward(st.up.data(), st.xe.data(), w.expert_up, eo, El, C, Im);
-  cpu::swiglu_forward(st.act.data(), st.gate.data(), st.up.data(), N * Im);
-  st.yp.resize(size_t(Nt) * C);
-  if (dispatch_) {
-    ye_.resize(size_t(N) * C);
-    cpu::moe_grouped_linear_forward(ye_.data(), st.act.data(), w.expert_down, eo, El, Im, C);
-    dispatch_->combine(layer, ye_.data(), st.yp.data(), C);
-  } else {
-    cpu::moe_grouped_linear_forward(st.yp.data(), st.act.data(), w.expert_down, eo, El, Im, C);
-  }
-  cpu::moe_unpermute_forward(y, st.yp.data(), st.row_of.data(), st.topk_w.data(), T, k, C);
+template <typename B>
+void MoeFeedForward<B>::route(int layer, const LayerShape& s, const MoeSaved<A>& sv, const MoeForwardScratch<A>& fs,
+                              const A* h, const A* w_router, int T, const Exec& x) {
+  const int C = s.hidden, E = E_, k = k_, S = sparse_layers_, i = layer_sparse_[size_t(layer)];
+  moe_router_forward(x, fs.logits, h, w_router, T, C, E);
+  moe_topk_forward(x, sv.probs, sv.topk, sv.topk_w, fs.logits, T, E, k, s.norm_topk_prob);
+  if (forced_)
+    moe_topk_replay(x, sv.topk, sv.topk_w, sv.probs, forced_ + int64_t(i) * k, int64_t(S) * k, T, E, k,
+                    s.norm_topk_prob);
+  if (record_) moe_record_routing(x, record_, sv.topk, T, S, i, k);
+  moe_route(x, sv.offsets, sv.row_of, sv.token_of, sv.topk, T, k, E, fs.route, fs.route_bytes);
+  // The load-balancing statistics over the counted rows.
+  const int counted = counted_[size_t(i)];
+  moe_expert_counts(x, mem_.counts() + int64_t(i) * E, sv.topk, counted, k, E);
+  zero_bytes<B>(x, mem_.prob_sum() + int64_t(i) * E, size_t(E) * sizeof(float));
+  moe_router_stats(x, mem_.prob_sum() + int64_t(i) * E, sv.probs, counted, E);
 }
 
-void MoeFeedForward::sparse_backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g,
-                                     const LayerBatch& b, const Acts& a, const float* dy, float* dh) {
-  const LayerState& st = layers_[size_t(layer)];
+template <typename B>
+void MoeFeedForward<B>::sparse_forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b,
+                                       const Acts& a, const Scratch& scratch, A* y, const Exec& x) {
+  using Scope = typename B::Scope;
   const int T = b.T, C = s.hidden, E = E_, k = k_, Im = s.moe_intermediate, El = s.experts;
-  HONE_CHECK(st.T == T, "backward of layer ", layer, " over ", T, " rows after a forward of ", st.T);
-  const int64_t Nt = int64_t(T) * k, N = st.expert_offsets[size_t(El)];
-  const int32_t* eo = st.expert_offsets.data();
-
-  // Combine: d(yp) and d(topk_w).
-  assign_zero(dyp_, Nt * C);
-  assign_zero(dtopk_w_, Nt);
-  cpu::moe_unpermute_backward(dyp_.data(), dtopk_w_.data(), dy, st.yp.data(), st.row_of.data(), st.topk_w.data(), T,
-                              k, C);
-  // The experts, on the expert side (the gradient of a combine is a dispatch).
-  const float* dye = dyp_.data();
-  if (dispatch_) {
-    dye_.resize(size_t(N) * C);
-    dispatch_->dispatch(layer, dyp_.data(), dye_.data(), C);
-    dye = dye_.data();
+  const int64_t Nt = int64_t(T) * k;
+  const MoeSaved<A> sv = mem_.saved(layer, s, T, a.ffn, /*forward=*/true);
+  const MoeForwardScratch<A> fs = mem_.forward_scratch(s, T, scratch.ffn);
+  rows_[size_t(layer)] = T;
+  topk_[size_t(layer)] = sv.topk;
+  counted_[size_t(layer_sparse_[size_t(layer)])] = counted_rows_ < 0 ? T : std::min(T, counted_rows_);
+  {
+    Scope sc(x, "moe_router");
+    route(layer, s, sv, fs, a.h2, w.router, T, x);
   }
-  assign_zero(dact_, N * Im);
-  cpu::moe_grouped_linear_backward(dact_.data(), g.expert_down, dye, st.act.data(), w.expert_down, eo, El,
-                                   Im, C);
-  assign_zero(dgate_, N * Im);
-  assign_zero(dup_, N * Im);
-  cpu::swiglu_backward(dgate_.data(), dup_.data(), dact_.data(), st.gate.data(), st.up.data(), N * Im, true);
-  assign_zero(dxe_, N * C);
-  cpu::moe_grouped_linear_backward(dxe_.data(), g.expert_gate, dgate_.data(), st.xe.data(), w.expert_gate,
-                                   eo, El, C, Im);
-  cpu::moe_grouped_linear_backward(dxe_.data(), g.expert_up, dup_.data(), st.xe.data(), w.expert_up, eo,
-                                   El, C, Im);
-  // Back to the token side (the gradient of a dispatch is a combine), then to the tokens' rows.
-  const float* dxp = dxe_.data();
+  // The expert side: this rank's rows (ep = 1: the permuted rows themselves), or what the group sends.
+  MoeExperts<A> ex;
   if (dispatch_) {
-    dxp_.resize(size_t(Nt) * C);
-    dispatch_->combine(layer, dxe_.data(), dxp_.data(), C);
-    dxp = dxp_.data();
+    Scope sc(x, "moe_dispatch");
+    const int64_t* counts = mem_.route_counts(sv.offsets, E, x);  // the counts cross the group before the rows
+    const int64_t N = dispatch_->plan(layer, counts, mem_.expert_counts(El));
+    ex = mem_.dispatched_experts(layer, s, N, x);
+    B::moe_permute_forward(x, fs.xp, a.h2, sv.token_of, int(Nt), C);
+    dispatch_->dispatch(layer, fs.xp, ex.xe, C);
+  } else {
+    Scope sc(x, "moe_permute");
+    ex = mem_.local_experts(layer, s, sv, T);
+    B::moe_permute_forward(x, ex.xe, a.h2, sv.token_of, int(Nt), C);
+    mem_.local_offsets(layer, ex, sv.offsets, El, x);
   }
-  cpu::moe_permute_backward(dh, dxp, st.row_of.data(), T, k, C);
-
-  // The router: through the routing weights, and the load-balancing loss through the probabilities.
-  assign_zero(dlogits_, int64_t(T) * E);
-  // The load-balancing loss's gradient reaches the counted rows only (padding rows are not in the loss).
-  std::vector<float> daux;
-  if (aux_weight_ != 0 && s.tp_rank == 0) daux = aux_gradient();
-  const int n = st.counted;
-  cpu::moe_topk_backward(dlogits_.data(), dtopk_w_.data(), daux.empty() ? nullptr : daux.data(), st.probs.data(),
-                         st.topk_idx.data(), st.topk_w.data(), n, E, k, s.norm_topk_prob);
-  if (n < T)
-    cpu::moe_topk_backward(dlogits_.data() + int64_t(n) * E, dtopk_w_.data() + int64_t(n) * k, nullptr,
-                           st.probs.data() + int64_t(n) * E, st.topk_idx.data() + int64_t(n) * k,
-                           st.topk_w.data() + int64_t(n) * k, T - n, E, k, s.norm_topk_prob);
-  cpu::linear_backward(dh, g.router, nullptr, dlogits_.data(), a.h2, w.router, T, C, E, true);
+  {
+    Scope sc(x, "moe_grouped_gemm");
+    moe_expert_linear_forward(x, ex.gate, ex.xe, w.expert_gate, ex.offsets, El, C, Im, ex.N);
+    moe_expert_linear_forward(x, ex.up, ex.xe, w.expert_up, ex.offsets, El, C, Im, ex.N);
+  }
+  {
+    Scope sc(x, "swiglu");
+    B::swiglu_forward(x, ex.act, ex.gate, ex.up, ex.N * Im);
+  }
+  {
+    Scope sc(x, "moe_grouped_gemm");
+    moe_expert_linear_forward(x, ex.ye, ex.act, w.expert_down, ex.offsets, El, Im, C, ex.N);
+  }
+  if (dispatch_) {
+    Scope sc(x, "moe_combine");
+    dispatch_->combine(layer, ex.ye, sv.yp, C);
+  }
+  {
+    Scope sc(x, "moe_unpermute");
+    moe_unpermute_forward(x, y, sv.yp, sv.row_of, sv.topk_w, T, k, C);
+  }
 }
 
-double MoeFeedForward::aux_loss() const {
-  std::vector<double> f(size_t(E_), 0.0), P(size_t(E_), 0.0);
-  double R = 0;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    if (layer_sparse_[l] < 0 || layers_[l].T == 0) continue;
-    R += layers_[l].counted;
-    for (int e = 0; e < E_; ++e) f[size_t(e)] += double(layers_[l].counts[size_t(e)]), P[size_t(e)] += layers_[l].prob_sum[size_t(e)];
+template <typename B>
+void MoeFeedForward<B>::sparse_backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g,
+                                        const LayerBatch& b, const Acts& a, const Scratch& scratch, const A* dy,
+                                        A* dh, const Exec& x) {
+  using Scope = typename B::Scope;
+  const int T = b.T, C = s.hidden, E = E_, k = k_, Im = s.moe_intermediate, El = s.experts;
+  const int64_t Nt = int64_t(T) * k;
+  const MoeSaved<A> sv = mem_.saved(layer, s, T, a.ffn, /*forward=*/false);
+  const MoeBackwardScratch<A> bs = mem_.backward_scratch(s, T, scratch.ffn_backward);
+  const MoeExperts<A> ex = mem_.experts(layer, s, sv, T);
+  MoeExpertGrads<A> gx = mem_.expert_grads(layer, s, ex, bs, T, x);
+  const int64_t N = ex.N;
+  // Combine: d(yp) and d(topk_w).
+  {
+    Scope sc(x, "moe_unpermute_backward");
+    zero_bytes<B>(x, bs.dyp, size_t(Nt) * C * sizeof(A));
+    zero_bytes<B>(x, bs.dtopk_w, size_t(Nt) * sizeof(float));
+    moe_unpermute_backward(x, bs.dyp, bs.dtopk_w, dy, sv.yp, sv.row_of, sv.topk_w, T, k, C);
   }
+  // The experts, on the expert side (the gradient of a combine is a dispatch).
+  if (dispatch_) {
+    Scope sc(x, "moe_dispatch");
+    dispatch_->dispatch(layer, bs.dyp, gx.dye, C);
+  }
+  {
+    Scope sc(x, "moe_grouped_gemm_backward");
+    zero_bytes<B>(x, gx.dact, size_t(N) * Im * sizeof(A));
+    moe_expert_linear_backward(x, gx.dact, g.expert_down, gx.dye, ex.act, w.expert_down, ex.offsets, El, Im, C, N);
+  }
+  {
+    Scope sc(x, "swiglu_backward");
+    moe_swiglu_backward(x, gx.dgate, gx.dup, gx.dact, ex.gate, ex.up, N * Im);
+  }
+  {
+    Scope sc(x, "moe_grouped_gemm_backward");
+    zero_bytes<B>(x, gx.dxe, size_t(N) * C * sizeof(A));
+    moe_expert_linear_backward(x, gx.dxe, g.expert_gate, gx.dgate, ex.xe, w.expert_gate, ex.offsets, El, C, Im, N);
+    moe_expert_linear_backward(x, gx.dxe, g.expert_up, gx.dup, ex.xe, w.expert_up, ex.offsets, El, C, Im, N);
+  }
+  // Back to the token side (the gradient of a dispatch is a combine), then to the tokens' rows.
+  const A* dxp = gx.dxe;
+  if (dispatch_) {
+    Scope sc(x, "moe_combine");
+    dispatch_->combine(layer, gx.dxe, gx.dxp, C);
+    dxp = gx.dxp;
+    mem_.end_backward(layer, gx, x);
+  }
+  {
+    Scope sc(x, "moe_permute_backward");
+    moe_permute_backward(x, dh, dxp, sv.row_of, T, k, C);
+  }
+  // The router: through the routing weights, and the load-balancing loss through the probabilities.
+  {
+    Scope sc(x, "moe_router_backward");
+    zero_bytes<B>(x, bs.dlogits, size_t(T) * E * sizeof(float));
+    // The load-balancing loss's gradient on tensor-parallel rank 0 alone (the sums over tp then count it once).
+    const float* daux = nullptr;
+    if (aux_weight_ != 0 && s.tp_rank == 0) {
+      double R = 0;
+      for (int r : counted_) R += r;
+      moe_aux_gradient(x, mem_.daux(), mem_.counts(), sparse_layers_, E, aux_weight_, R);
+      daux = mem_.daux();
+    }
+    // ... on the counted rows (padding rows are not in the loss).
+    const int n = counted_[size_t(layer_sparse_[size_t(layer)])];
+    moe_topk_backward(x, bs.dlogits, bs.dtopk_w, daux, sv.probs, sv.topk, sv.topk_w, n, E, k, s.norm_topk_prob);
+    if (n < T)
+      moe_topk_backward(x, bs.dlogits + int64_t(n) * E, bs.dtopk_w + int64_t(n) * k, nullptr,
+                        sv.probs + int64_t(n) * E, sv.topk + int64_t(n) * k, sv.topk_w + int64_t(n) * k, T - n, E,
+                        k, s.norm_topk_prob);
+    moe_router_backward(x, dh, g.router, bs.dlogits, bs.dlogits_act, a.h2, w.router, T, C, E);
+  }
+}
+
+template <typename B>
+std::vector<int32_t> MoeFeedForward<B>::expert_counts(const Exec& x) const {
+  std::vector<int32_t> c(size_t(sparse_layers_) * size_t(E_));
+  B::download(x, c.data(), mem_.counts(), c.size() * sizeof(int32_t));
+  B::sync(x);
+  return c;
+}
+
+template <typename B>
+double MoeFeedForward<B>::aux_loss(const Exec& x) const {
+  const std::vector<int32_t> counts = expert_counts(x);
+  std::vector<float> P(counts.size());
+  B::download(x, P.data(), mem_.prob_sum(), P.size() * sizeof(float));
+  B::sync(x);
+  double R = 0;
+  for (int r : counted_) R += r;
   if (R == 0) return 0;
   double aux = 0;
-  for (int e = 0; e < E_; ++e) aux += (f[size_t(e)] / R) * (P[size_t(e)] / R);
+  for (int e = 0; e < E_; ++e) {
+    double f = 0, p = 0;
+    for (int i = 0; i < sparse_layers_; ++i) {
+      f += counts[size_t(i) * E_ + size_t(e)];
+      p += P[size_t(i) * E_ + size_t(e)];
+    }
+    aux += (f / R) * (p / R);
+  }
   return aux * E_;
 }
 
-std::vector<float> MoeFeedForward::aux_gradient() const {
-  std::vector<double> f(size_t(E_), 0.0);
-  double R = 0;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    if (layer_sparse_[l] < 0 || layers_[l].T == 0) continue;
-    R += layers_[l].counted;
-    for (int e = 0; e < E_; ++e) f[size_t(e)] += double(layers_[l].counts[size_t(e)]);
-  }
-  std::vector<float> g(size_t(E_), 0.f);
-  if (R == 0) return g;
-  for (int e = 0; e < E_; ++e) g[size_t(e)] = float(aux_weight_ * E_ * f[size_t(e)] / (R * R));
-  return g;
+template <typename B>
+std::vector<int32_t> MoeFeedForward<B>::topk(int layer, const Exec& x) const {
+  std::vector<int32_t> t;
+  if (!is_sparse(layer) || rows_[size_t(layer)] == 0) return t;
+  t.resize(size_t(rows_[size_t(layer)]) * size_t(k_));
+  B::download(x, t.data(), topk_[size_t(layer)], t.size() * sizeof(int32_t));
+  B::sync(x);
+  return t;
 }
+
+#define HONE_INSTANTIATE_MOE(B)                                                                                    \
+  template class MoeFeedForward<B>;                                                                                \
+  template std::unique_ptr<LayerFeedForward<B>> make_layer_feed_forward<B>(const ModelConfig&,                     \
+                                                                           ExpertDispatch<B::Act>*);
+HONE_FOR_EACH_BACKEND(HONE_INSTANTIATE_MOE)
+#undef HONE_INSTANTIATE_MOE
 
 }  // namespace hone

@@ -1,6 +1,8 @@
 // The mixture-of-experts feed-forward of Qwen3-MoE (Qwen3MoeSparseMoeBlock), the layer body's feed-forward seam
-// (model/transformer_layer.h) on the CPU in fp32; a model's dense layers (mlp_only_layers, decoder_sparse_step)
-// run DenseFeedForward. Dropless: every token reaches its k experts, however uneven the load.
+// (model/transformer_layer.h), written once over a backend B (backend/backend.h): MoeFeedForward<CpuBackend> in
+// fp32 on the host, MoeFeedForward<CudaBackend> with bf16 rows and weights and an fp32 router on a GPU stream. A
+// model's dense layers (mlp_only_layers, decoder_sparse_step) run DenseFeedForward. Dropless: every token reaches
+// its k experts, however uneven the load.
 //
 //   logits = h2 W_router^T                        [T, E]   (fp32)
 //   probs = softmax(logits); topk_idx, topk_w = the k largest probs (renormalized when norm_topk_prob)
@@ -10,6 +12,11 @@
 //   ye = down_e(silu(gate_e(xe)) * up_e(xe))      [N, C]   grouped by expert
 //   yp = combine(ye)                              [T k, C]
 //   y[t] = sum_j topk_w[t, j] yp[row_of[t k + j]]
+//
+// Each step is a backend op (backend/moe_ops.h: the CPU's reference ops, the GPU's kernels, cuBLAS per expert or
+// the one-launch kernel); where the saved routing and the expert-side rows live is the backend's memory policy
+// (model/moe_memory.h: host vectors on the CPU; on the GPU carved with the layer's activations, pool memory under
+// expert parallelism).
 //
 // Under tensor parallelism every rank routes the same whole rows the same way and computes its slice of each
 // expert's width: y is a partial sum like a dense MLP's output, and the routing weights' gradient (through yp) is
@@ -24,95 +31,103 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend.h"
 #include "model/expert_dispatch.h"
 #include "model/model_config.h"
+#include "model/moe_memory.h"
 #include "model/transformer_layer.h"
 
 namespace hone {
 
-// The CPU feed-forward keeps its routing in its own per-layer state: nothing carved by the layer body.
-inline FeedForwardBytes moe_feed_forward_bytes(CpuBackend, const LayerShape&, int) { return {}; }
-// The CPU backend's feed-forward of c's layers: DenseFeedForward, or MoeFeedForward for a mixture of experts.
-template <>
-std::unique_ptr<LayerFeedForward<CpuBackend>> make_layer_feed_forward<CpuBackend>(const ModelConfig& c,
-                                                                                  ExpertDispatch<float>* dispatch);
+// Bytes of a sparse layer's saved region for T rows and of the forward and backward scratch its passes use (shared
+// by the layers), as the layer body carves them (model/transformer_layer.h): zero on the CPU, whose feed-forward
+// keeps its own state.
+template <typename B>
+FeedForwardBytes moe_feed_forward_bytes(B, const LayerShape& s, int T) {
+  return MoeMemory<B>::bytes(s, T);
+}
 
-class MoeFeedForward final : public LayerFeedForward<CpuBackend> {
+template <typename B>
+class MoeFeedForward final : public LayerFeedForward<B> {
  public:
-  using W = LayerWeightPtrs<CpuBackend>;
-  using Acts = LayerActivations<CpuBackend>;
-  using Scratch = LayerScratch<CpuBackend>;
-  using Exec = CpuBackend::Exec;
+  using A = typename B::Act;
+  using W = LayerWeightPtrs<B>;
+  using Acts = LayerActivations<B>;
+  using Scratch = LayerScratch<B>;
+  using Exec = typename B::Exec;
   // dispatch: the expert-parallel exchange (null: this rank holds every expert); it must outlive this object.
-  explicit MoeFeedForward(const ModelConfig& c, ExpertDispatch<float>* dispatch = nullptr);
+  explicit MoeFeedForward(const ModelConfig& c, ExpertDispatch<A>* dispatch = nullptr);
 
   // The seam (model/transformer_layer.h): a sparse layer gathers the normed rows of every rank under sequence
   // parallelism, routes and computes all T rows (this rank's slice of each expert's width under tensor parallelism),
   // and reduces the partial output over the tensor-parallel group as a row-parallel output.
   void forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a, const Scratch& scratch,
-               LayerCollectives<float>* collectives, float* y, float* out, const Exec& x) override;
+               LayerCollectives<A>* collectives, A* y, A* out, const Exec& x) override;
   void backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b, const Acts& a,
-                const Scratch& scratch, LayerCollectives<float>* collectives, float* dres, const Exec& x) override;
+                const Scratch& scratch, LayerCollectives<A>* collectives, A* dres, const Exec& x) override;
 
   // Rows past the first n of the next forwards' batches are padding (sequence parallelism pads a batch to a multiple
   // of tp): routed like any row, but left out of the load-balancing loss and the expert loads. -1: every row counts.
   void set_counted_rows(int n) { counted_rows_ = n; }
 
-  // The load-balancing loss of the last forward (0 before any), and the weight of it in the loss whose gradient
-  // the next backwards compute (0: no aux gradient).
-  double aux_loss() const;
+  // The weight of the load-balancing loss in the loss whose gradient the next backwards compute (0: no aux
+  // gradient).
   void set_aux_loss_weight(double w) { aux_weight_ = w; }
   double aux_loss_weight() const { return aux_weight_; }
 
-  // Routing replay: with forced set, the next forwards take each row's experts from forced (sparse layer i of
-  // layer order, row t: forced[(t * sparse_layers + i) * k + j], for the rows of the batch) instead of the top-k;
-  // the weights are still the probabilities (renormalized as configured) of the current router at those experts.
-  // Rows that carry -1 keep their own top-k. The pointer must hold T sparse_layers k entries of each forward.
+  // Routing replay: with forced set (the backend's memory), the next forwards take each row's experts from forced
+  // (sparse layer i of layer order, row t: forced[(t * sparse_layers + i) * k + j], for the rows of the batch)
+  // instead of the top-k; the weights are still the probabilities (renormalized as configured) of the current router
+  // at those experts. Rows that carry -1 keep their own top-k. It must hold T sparse_layers k entries of each
+  // forward. Null: none.
   void set_forced_routing(const int32_t* forced) { forced_ = forced; }
-  // Routing record: with record set ([T, sparse layers, k] of the next forwards' rows), every sparse layer's forward
-  // writes the k experts of each row there (generation records its routing so).
+  // Routing record: with record set (the backend's memory, [T, sparse layers, k] of the next forwards' rows), every
+  // sparse layer's forward writes the k experts of each row there (generation records its routing so, and the
+  // training forward for comparison).
   void set_routing_record(int32_t* record) { record_ = record; }
 
-  // What the last forward routed, layer by layer (sparse layers only; empty for dense ones): the experts of each
-  // row [T, k] and the counted rows' assignments to each expert [E].
+  // What the last forward routed, on the host (on the GPU these wait for the stream): the load-balancing loss (0
+  // before any forward), and the counted rows' assignments to each expert per sparse layer [sparse layers x E].
+  double aux_loss(const Exec& x) const;
+  std::vector<int32_t> expert_counts(const Exec& x) const;
   int num_sparse_layers() const { return sparse_layers_; }
   bool is_sparse(int layer) const { return layer_sparse_[size_t(layer)] >= 0; }
   int sparse_index(int layer) const { return layer_sparse_[size_t(layer)]; }  // -1 for a dense layer
-  int rows(int layer) const { return layers_[size_t(layer)].T; }
-  const std::vector<int32_t>& topk(int layer) const { return layers_[size_t(layer)].topk_idx; }
-  const std::vector<int64_t>& expert_counts(int layer) const { return layers_[size_t(layer)].counts; }
+  // Layer by layer (empty for dense ones): the rows of its last forward and their experts [rows, k]. The experts are
+  // read from the layer's saved routing: on the GPU, only while the forward's activations live (a training forward
+  // whose layer is not recomputed).
+  int rows(int layer) const { return rows_[size_t(layer)]; }
+  std::vector<int32_t> topk(int layer, const Exec& x) const;
+
+  // Gives back the memory held beyond the activations (the GPU's expert-side rows under expert parallelism).
+  void release(const Exec& x) override { mem_.release(x); }
 
  private:
-  // What a sparse layer's forward keeps for its backward (and its routing, for metrics).
-  struct LayerState {
-    int T = 0, counted = 0;  // rows, and those in the load-balancing statistics
-    std::vector<float> logits, probs, topk_w, prob_sum;
-    std::vector<int32_t> topk_idx, offsets, row_of, token_of, expert_offsets;
-    std::vector<int64_t> counts, route_counts, expert_counts;  // counted rows' loads; all routed rows per expert
-    std::vector<float> xe, gate, up, act, yp;  // expert side inputs and activations, token side outputs
-  };
   // A sparse layer over all T rows: y [T, C] this rank's partial output; the backward adds d(loss)/d(h2) into dh.
-  void sparse_forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a, float* y);
+  void sparse_forward(int layer, const LayerShape& s, const W& w, const LayerBatch& b, const Acts& a,
+                      const Scratch& scratch, A* y, const Exec& x);
   void sparse_backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b,
-                       const Acts& a, const float* dy, float* dh);
-  void route(int layer, const LayerShape& s, LayerState& st, const float* h, const float* w_router);
-  std::vector<float> aux_gradient() const;  // [E]: d aux / d probs[t, e], the same for every row
+                       const Acts& a, const Scratch& scratch, const A* dy, A* dh, const Exec& x);
+  // Router, top-k (or the forced experts), the routing record, the plan and the load-balancing statistics.
+  void route(int layer, const LayerShape& s, const MoeSaved<A>& sv, const MoeForwardScratch<A>& fs, const A* h,
+             const A* w_router, int T, const Exec& x);
 
   int E_ = 0, k_ = 0;
-  ExpertDispatch<float>* dispatch_ = nullptr;
-  DenseFeedForward<CpuBackend> dense_;
+  ExpertDispatch<A>* dispatch_ = nullptr;
+  DenseFeedForward<B> dense_;
   std::vector<int> layer_sparse_;  // per layer: its index among the sparse layers, or -1
   int sparse_layers_ = 0;
-  std::vector<LayerState> layers_;
   double aux_weight_ = 0;
   const int32_t* forced_ = nullptr;
   int32_t* record_ = nullptr;
   int counted_rows_ = -1;
-  // Scratch of one layer pass (not kept between layers).
-  std::vector<float> xp_, ye_, dyp_, dye_, dact_, dgate_, dup_, dxe_, dxp_, dtopk_w_, dlogits_;
+  std::vector<int> rows_;              // per layer: the rows of its last forward
+  std::vector<const int32_t*> topk_;   // per layer: where its last forward saved their experts
+  std::vector<int> counted_;           // per sparse layer: the rows in its load-balancing statistics
+  MoeMemory<B> mem_;
 };
 
 }  // namespace hone

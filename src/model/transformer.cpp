@@ -8,7 +8,6 @@
 #include "backend/carver.h"
 #include "model/layer_recompute.h"
 #include "model/moe_feed_forward.h"
-#include "model/gpu_moe_feed_forward.h"
 #include "parallel/context_parallel.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/ring_attention.h"
@@ -172,8 +171,8 @@ LayerFeedForward<B>& TransformerModel<B>::feed_forward() {
 }
 
 template <typename B>
-typename TransformerModel<B>::MoeFeedForward* TransformerModel<B>::moe() const {
-  return dynamic_cast<MoeFeedForward*>(feed_forward_.get());
+MoeFeedForward<B>* TransformerModel<B>::moe() const {
+  return dynamic_cast<MoeFeedForward<B>*>(feed_forward_.get());
 }
 
 template <typename B>
@@ -412,7 +411,7 @@ void TransformerModel<B>::forward(const PackedBatch& batch, float temperature, b
   pad_for_sequence_parallelism();
   T_ = batch_.num_tokens();
   max_seqlen_ = std::max(max_seqlen, T_ - T);  // the padding sequence
-  if (MoeFeedForward* m = moe()) m->set_counted_rows(T_batch_);  // the padding is not in the load-balancing loss
+  if (MoeFeedForward<B>* m = moe()) m->set_counted_rows(T_batch_);  // the padding is not in the load-balancing loss
   temperature_ = temperature;
   have_entropy_ = need_entropy;
   ensure_arenas(T, need_backward);

@@ -37,7 +37,6 @@
 #include "model/param_table.h"
 #include "model/recompute.h"
 #include "model/transformer_layer.h"
-#include "model/twins.h"
 #include "model/weights.h"
 #include "tensor/arena.h"
 
@@ -52,6 +51,8 @@ template <typename B>
 class ExpertParallelGroup;
 template <typename B>
 class TensorParallelGroup;
+template <typename B>
+class MoeFeedForward;
 
 // What the forward arena holds for one pass, as pointers carved from it (carve_forward).
 template <typename B>
@@ -103,7 +104,6 @@ class TransformerModel {
   using TensorParallel = TensorParallelGroup<B>;
   using ContextParallel = ContextParallelGroup<B>;
   using ExpertParallel = ExpertParallelGroup<B>;
-  using MoeFeedForward = typename TwinsOf<B>::MoeFeedForward;
 
   // layout: the flat compute weights' (this rank's shard: tp->layout().param_layout() under tensor parallelism,
   // ep->layout()'s under expert parallelism). exec: where the ops run (the GPU context must outlive the model).
@@ -160,7 +160,7 @@ class TransformerModel {
   void set_profiler(GpuOpProfiler* p);  // per-op timing on the GPU (null: none); nothing on the CPU
   // The mixture-of-experts feed-forward of an MoE model (its routing, the load-balancing loss and its weight in
   // backward, replay and the routing record); null for a dense model.
-  MoeFeedForward* moe() const;
+  MoeFeedForward<B>* moe() const;
 
   // Runs the batch (copied; positions, targets and cu_seqlens as packed); asynchronous on the GPU's stream. After it
   // logprobs() and entropy() hold fp32 [T] values in the backend's memory (0 where targets < 0; entropy 0 everywhere

@@ -305,7 +305,7 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       training_bytes_ = std::max(training_bytes_, pipeline_->allocated_bytes());
       return metrics;
     }
-    MoeFeedForward* moe = train_model_->moe();
+    MoeFeedForward<CpuBackend>* moe = train_model_->moe();
     // Under expert parallelism every forward and backward is collective over the group, so every rank runs as many
     // passes (empty ones first where it has fewer micro-batches), and under loss.router_replay each of them, the
     // empty ones too, first runs the forward that routes by itself.
@@ -465,20 +465,21 @@ class CpuPolicyEngine final : public roles::RoleEngine {
 
   // The routing of a training forward (rl/moe_metrics.h): expert loads, the load-balancing loss, and the expert
   // sets against generation's.
-  void note_routing(const MoeFeedForward& moe, const MicroBatch& mb) {
+  void note_routing(const MoeFeedForward<CpuBackend>& moe, const MicroBatch& mb) {
+    const CpuBackend::Exec x;
     const int S = moe.num_sparse_layers(), E = mc_.num_experts, k = mc_.num_experts_per_tok;
     const int T = mb.batch.num_tokens();
-    std::vector<int64_t> counts(size_t(S) * E, 0);
+    const std::vector<int32_t> loads = moe.expert_counts(x);
+    const std::vector<int64_t> counts(loads.begin(), loads.end());
     std::vector<int32_t> mine(size_t(T) * S * k, -1);
     for (int l = 0; l < mc_.num_hidden_layers; ++l) {
       const int i = moe.sparse_index(l);
       if (i < 0) continue;
-      for (int e = 0; e < E; ++e) counts[size_t(i) * E + size_t(e)] = moe.expert_counts(l)[size_t(e)];
-      const std::vector<int32_t>& topk = moe.topk(l);
+      const std::vector<int32_t> topk = moe.topk(l, x);
       for (int t = 0; t < T; ++t)
         std::copy_n(topk.begin() + int64_t(t) * k, k, mine.begin() + (int64_t(t) * S + i) * k);
     }
-    add_moe_routing(moe_stats_, S, E, k, counts, moe.aux_loss(), mine, mb);
+    add_moe_routing(moe_stats_, S, E, k, counts, moe.aux_loss(x), mine, mb);
   }
 
   GrpoSettings s_;

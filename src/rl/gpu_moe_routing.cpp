@@ -13,7 +13,7 @@ namespace hone::rl {
 
 void GpuMoeRouting::before_forward(GpuTransformer& policy, const MicroBatch& mb, const TrainLoss& loss,
                                    bool router_replay, bool always_unreplayed, MoeStepStats& stats) {
-  GpuMoeFeedForward& moe = *policy.moe();
+  MoeFeedForward<CudaBackend>& moe = *policy.moe();
   const int T = mb.batch.num_tokens();
   const bool replay = router_replay && !mb.gen_routing.empty();
   if (replay || always_unreplayed) {
@@ -50,7 +50,7 @@ int32_t* GpuMoeRouting::record(int T) {
   return recorded_.get();
 }
 
-void GpuMoeRouting::after_forward(GpuMoeFeedForward& moe, const MicroBatch& mb, MoeStepStats& stats,
+void GpuMoeRouting::after_forward(MoeFeedForward<CudaBackend>& moe, const MicroBatch& mb, MoeStepStats& stats,
                                   const ModelConfig& c, const cuda::GpuContext& ctx) {
   moe.set_forced_routing(nullptr);
   moe.set_routing_record(nullptr);

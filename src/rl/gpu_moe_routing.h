@@ -10,7 +10,7 @@
 
 #include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
-#include "model/gpu_moe_feed_forward.h"
+#include "model/moe_feed_forward.h"
 #include "model/transformer.h"
 #include "model/model_config.h"
 #include "rl/grpo_batch.h"
@@ -32,8 +32,8 @@ class GpuMoeRouting {
   void before_forward(GpuTransformer& policy, const MicroBatch& mb, const TrainLoss& loss, bool router_replay,
                       bool always_unreplayed, MoeStepStats& stats);
   // After a training forward of mb: clears moe's replay and record, and adds the forward's routing to stats.
-  void after_forward(GpuMoeFeedForward& moe, const MicroBatch& mb, MoeStepStats& stats, const ModelConfig& c,
-                     const cuda::GpuContext& ctx);
+  void after_forward(MoeFeedForward<CudaBackend>& moe, const MicroBatch& mb, MoeStepStats& stats,
+                     const ModelConfig& c, const cuda::GpuContext& ctx);
 
  private:
   int64_t entries(int T) const { return int64_t(T) * c_.num_moe_layers() * c_.num_experts_per_tok; }

@@ -51,7 +51,7 @@
 #include "comm/nccl_comm.h"
 #include "cuda/check.h"
 #include "generation/gpu_generator.h"
-#include "model/gpu_moe_feed_forward.h"
+#include "model/moe_feed_forward.h"
 #include "parallel/context_parallel.h"
 #include "parallel/expert_lockstep.h"
 #include "parallel/expert_parallel.h"
@@ -392,7 +392,7 @@ class GpuPolicyEngine final : public roles::RoleEngine {
       note_device_use();
       return metrics;
     }
-    GpuMoeFeedForward* moe = policy_->moe();
+    MoeFeedForward<CudaBackend>* moe = policy_->moe();
     // Under expert parallelism every rank of the group runs as many passes: empty ones first where it has fewer
     // micro-batches (the last pass, which reduces the gradients while it runs, is a real one where there is one).
     // Under loss.router_replay each pass first runs a forward that routes by itself (GpuMoeRouting::before_forward):

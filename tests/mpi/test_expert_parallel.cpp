@@ -77,7 +77,7 @@ OneRank one_rank(const ModelConfig& c, const ModelWeights& whole, const PackedBa
   m.moe()->set_aux_loss_weight(aux_weight);
   m.forward(batch, 0.8f, false);
   r.logprobs.assign(m.logprobs(), m.logprobs() + batch.num_tokens());
-  r.aux = m.moe()->aux_loss();
+  r.aux = m.moe()->aux_loss({});
   r.grads = allocate_weights(c);
   const auto d = weights_for(batch.num_tokens());
   m.backward(d.data(), nullptr, r.grads);
@@ -105,7 +105,7 @@ void run(bool norm) {
     m.moe()->set_aux_loss_weight(aux_weight);
     m.forward(mine, 0.8f, false);
     check_close(m.logprobs(), ref.logprobs.data(), mine.num_tokens(), 1e-5, "logprobs");
-    BOOST_TEST(std::fabs(m.moe()->aux_loss() - ref.aux) < 1e-6);
+    BOOST_TEST(std::fabs(m.moe()->aux_loss({}) - ref.aux) < 1e-6);
     ModelWeights g = allocate_shard_weights(layout, c);
     const auto d = weights_for(mine.num_tokens());
     m.backward(d.data(), nullptr, g);

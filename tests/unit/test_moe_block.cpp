@@ -55,7 +55,7 @@ struct Block {
   }
 
   // The block's output through MoeFeedForward.
-  std::vector<float> forward(hone::MoeFeedForward& m) const {
+  std::vector<float> forward(hone::MoeFeedForward<hone::CpuBackend>& m) const {
     hone::LayerActivations<hone::CpuBackend> a;
     a.h2 = const_cast<float*>(h.data());
     hone::LayerBatch b;
@@ -98,7 +98,7 @@ double loss_of(const std::vector<float>& y) {
 // parameter tensor (the router's only when its perturbation cannot change the selection).
 void check_gradients(Block& blk, bool router_fd, const char* what) {
   BOOST_TEST_CONTEXT(what) {
-    hone::MoeFeedForward m(blk.c);
+    hone::MoeFeedForward<hone::CpuBackend> m(blk.c);
     const std::vector<float> y = blk.forward(m);
     std::vector<float> dy(y.size());
     for (size_t i = 0; i < y.size(); ++i) dy[i] = float(1.0 + 0.1 * double(i % 7));
@@ -116,7 +116,7 @@ void check_gradients(Block& blk, bool router_fd, const char* what) {
     const float eps = 1e-3f;
     auto fd = [&](float& x) {
       const float saved = x;
-      hone::MoeFeedForward probe(blk.c);
+      hone::MoeFeedForward<hone::CpuBackend> probe(blk.c);
       x = saved + eps;
       const double lp = loss_of(blk.forward(probe));
       x = saved - eps;
@@ -151,15 +151,15 @@ BOOST_AUTO_TEST_CASE(ties_route_to_the_lower_ids_and_idle_experts_get_nothing) {
   for (bool norm : {false, true}) {
     Block blk(moe_config(4, 2, norm), 6, 3);
     blk.w.layers[0].router.fill_zero();  // every logit 0: a four-way tie in every row
-    hone::MoeFeedForward m(blk.c);
+    hone::MoeFeedForward<hone::CpuBackend> m(blk.c);
     const std::vector<float> y = blk.forward(m);
     const std::vector<float> want = blk.reference();
     for (size_t i = 0; i < y.size(); ++i) BOOST_TEST(std::fabs(y[i] - want[i]) < 1e-5);
     for (int t = 0; t < blk.T; ++t) {
-      BOOST_TEST(m.topk(0)[size_t(t) * 2] == 0);
-      BOOST_TEST(m.topk(0)[size_t(t) * 2 + 1] == 1);
+      BOOST_TEST(m.topk(0, {})[size_t(t) * 2] == 0);
+      BOOST_TEST(m.topk(0, {})[size_t(t) * 2 + 1] == 1);
     }
-    BOOST_TEST(m.expert_counts(0) == (std::vector<int64_t>{6, 6, 0, 0}), boost::test_tools::per_element());
+    BOOST_TEST(m.expert_counts({}) == (std::vector<int32_t>{6, 6, 0, 0}), boost::test_tools::per_element());
     check_gradients(blk, /*router_fd=*/false, norm ? "ties, renormalized" : "ties");
     // Experts 2 and 3 had no token: no gradient.
     hone::ModelWeights g = hone::allocate_weights(blk.c);
@@ -185,17 +185,17 @@ BOOST_AUTO_TEST_CASE(every_token_to_one_expert) {
   hone::Tensor& r = blk.w.layers[0].router;
   r.fill_zero();
   for (int i = 0; i < blk.c.hidden_size; ++i) r.f32()[2 * blk.c.hidden_size + i] = 3.f;
-  hone::MoeFeedForward m(blk.c);
+  hone::MoeFeedForward<hone::CpuBackend> m(blk.c);
   const std::vector<float> y = blk.forward(m), want = blk.reference();
   for (size_t i = 0; i < y.size(); ++i) BOOST_TEST(std::fabs(y[i] - want[i]) < 1e-5);
-  BOOST_TEST(m.expert_counts(0) == (std::vector<int64_t>{0, 0, 7, 0}), boost::test_tools::per_element());
+  BOOST_TEST(m.expert_counts({}) == (std::vector<int32_t>{0, 0, 7, 0}), boost::test_tools::per_element());
   check_gradients(blk, /*router_fd=*/true, "one expert");
 }
 
 BOOST_AUTO_TEST_CASE(spread_routing_matches_the_plain_loop_and_finite_differences) {
   for (bool norm : {false, true}) {
     Block blk(moe_config(6, 3, norm), 9, 5);
-    hone::MoeFeedForward m(blk.c);
+    hone::MoeFeedForward<hone::CpuBackend> m(blk.c);
     const std::vector<float> y = blk.forward(m), want = blk.reference();
     for (size_t i = 0; i < y.size(); ++i) BOOST_TEST(std::fabs(y[i] - want[i]) < 1e-5);
     // Random routing can sit near a tie: the router's finite differences only where no row is within 1e-2.
@@ -205,7 +205,7 @@ BOOST_AUTO_TEST_CASE(spread_routing_matches_the_plain_loop_and_finite_difference
 
 BOOST_AUTO_TEST_CASE(load_balancing_loss_is_transformers_formula_and_its_gradient) {
   Block blk(moe_config(4, 2, true), 8, 6);
-  hone::MoeFeedForward m(blk.c);
+  hone::MoeFeedForward<hone::CpuBackend> m(blk.c);
   blk.forward(m);
   // transformers: E sum_e (assignments of e / rows) (mean probability of e).
   const int C = blk.c.hidden_size, E = 4, k = 2, T = blk.T;
@@ -221,7 +221,7 @@ BOOST_AUTO_TEST_CASE(load_balancing_loss_is_transformers_formula_and_its_gradien
     aux += (f / T) * (P / T);
   }
   aux *= E;
-  BOOST_TEST(std::fabs(m.aux_loss() - aux) < 1e-6);
+  BOOST_TEST(std::fabs(m.aux_loss({}) - aux) < 1e-6);
   // Its gradient alone (dy = 0, weight 1) against finite differences of the router's entries and of h.
   m.set_aux_loss_weight(1.0);
   std::vector<float> dy(size_t(T) * C, 0.f), dh(blk.h.size(), 0.f);
@@ -238,13 +238,13 @@ BOOST_AUTO_TEST_CASE(load_balancing_loss_is_transformers_formula_and_its_gradien
   double worst = 0;
   auto fd = [&](float& x) {
     const float saved = x;
-    hone::MoeFeedForward probe(blk.c);
+    hone::MoeFeedForward<hone::CpuBackend> probe(blk.c);
     x = saved + eps;
     blk.forward(probe);
-    const double lp = probe.aux_loss();
+    const double lp = probe.aux_loss({});
     x = saved - eps;
     blk.forward(probe);
-    const double lm = probe.aux_loss();
+    const double lm = probe.aux_loss({});
     x = saved;
     return (lp - lm) / (2.0 * eps);
   };
