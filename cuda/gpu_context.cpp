@@ -1,7 +1,7 @@
 // GpuContext: one stream, the cuBLASLt and cuDNN handles and the GEMM workspace for one device.
 #include "cuda/check.h"
 #include "cuda/gpu_context_impl.h"
-#include "runtime/gpu_device_select.h"
+#include "backend/gpu_device_select.h"
 
 namespace hone::cuda {
 

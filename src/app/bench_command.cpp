@@ -37,7 +37,7 @@
 #if HONE_CUDA
 #include "cuda/check.h"
 #include "cuda/moe_ops.h"
-#include "runtime/gpu_device_select.h"
+#include "backend/gpu_device_select.h"
 #include "backend/op_profiler.h"
 #include "model/transformer.h"
 #include "train/all_reduce_adamw.h"

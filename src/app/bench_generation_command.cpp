@@ -30,7 +30,7 @@
 #include "cuda/check.h"
 #include "generation/gpu_generator.h"
 #include "model/transformer.h"
-#include "runtime/gpu_device_select.h"
+#include "backend/gpu_device_select.h"
 #endif
 
 namespace hone {

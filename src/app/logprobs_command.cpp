@@ -38,7 +38,7 @@
 #include "cuda/check.h"
 #include "cuda/ops_cuda.h"
 #include "model/transformer.h"
-#include "runtime/gpu_device_select.h"
+#include "backend/gpu_device_select.h"
 #endif
 
 namespace hone {

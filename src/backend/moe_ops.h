@@ -10,7 +10,7 @@
 //     the GPU).
 // On the CPU each op is the reference op of src/ops/cpu (ops.h), called as the fp32 feed-forward always has; on the
 // GPU the kernels of cuda/moe_ops.h, asynchronous on the Exec's stream. Where the saved routing and the expert-side
-// rows live is the backend's memory policy (model/moe_memory.h), not an op.
+// rows live is the backend's memory policy (backend/moe_memory.h), not an op.
 #pragma once
 
 #include <algorithm>

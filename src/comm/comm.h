@@ -77,6 +77,10 @@ class Comm {
   virtual const std::vector<int>& world_ranks() const = 0;
   virtual const std::string& name() const = 0;  // "world", "dp", "tp", "pp" (or a test's name)
   virtual bool on_device() const = 0;           // buffers are device pointers (NCCL)
+  // Waits, under the communicator's watchdog, for what is queued on its stream (a device communicator's
+  // stream-ordered collectives, a replayed CUDA graph's); `what` names it in a failure message. Nothing to wait for
+  // on a host communicator, whose collectives return when done.
+  virtual void watch_stream(const std::string& /*what*/) {}
 
   // "dp group (world ranks 0,2)": for messages.
   std::string describe() const;

@@ -139,7 +139,7 @@ class NcclComm : public DeviceComm {
 
   // Waits, under the watchdog, for everything queued on stream() so far (e.g. a CUDA graph whose captured
   // collectives cannot be waited on one by one); `what` names it in a failure message.
-  void watch_stream(const std::string& what);
+  void watch_stream(const std::string& what) override;
 
   cudaStream_t stream() const override { return stream_; }
   double timeout_s() const { return options_.timeout_s; }

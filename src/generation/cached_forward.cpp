@@ -99,11 +99,12 @@ void CachedForward::layers(const ModelWeights& w, KvCache& cache, Mode mode, con
   HONE_CHECK(cache.num_layers() == c_.num_hidden_layers && cache.row_size() == shape_.kv_dim(),
              "KV cache shaped for another model");
   CacheAttention attention(cache, mode == Mode::decode, row_slot_.data(), pos_.data(), lens_.data(), decode_slots);
-  if (MoeFeedForward<CpuBackend>* moe = dynamic_cast<MoeFeedForward<CpuBackend>*>(feed_forward_.get())) {
+  LayerBatch lb;
+  lb.positions = pos_.data(), lb.cu_seqlens = cu_seqlens, lb.T = R, lb.S = num_seqs, lb.inv_freq = inv_freq_.data();
+  if (c_.is_moe()) {  // the experts of every row, recorded
     routing_.resize(size_t(R) * size_t(routing_width()));
-    moe->set_routing_record(routing_.data());
+    lb.routing.record = routing_.data();
   }
-  const LayerBatch lb{pos_.data(), cu_seqlens, R, num_seqs, 0, inv_freq_.data()};
   // Generation keeps whole token rows on every rank (no sequence parallelism: a decode step has few rows).
   LayerCollectives<float>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
   if (tp_) tp_->embedding_forward(x_[0].data(), tokens, w.embed_tokens.f32(), R, /*local=*/false);
@@ -182,10 +183,10 @@ void CachedForward::idle_pass(const ModelWeights& w) {
   auto* moe = dynamic_cast<MoeFeedForward<CpuBackend>*>(feed_forward_.get());
   HONE_CHECK(moe, "an idle pass of a model without experts");
   reserve(1);
-  moe->set_routing_record(nullptr);
   LayerActivations<CpuBackend> a = act_;
   a.x_in = x_[0].data();
-  const LayerBatch lb{pos_.data(), nullptr, 0, 0, 0, inv_freq_.data()};
+  LayerBatch lb;  // no rows
+  lb.positions = pos_.data(), lb.inv_freq = inv_freq_.data();
   LayerCollectives<float>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
   for (int l = 0; l < c_.num_hidden_layers; ++l)
     if (moe->is_sparse(l))

@@ -139,7 +139,10 @@ void GpuGenerationForward::prefill(const std::vector<int32_t>& tokens, const std
   const int32_t* d_gather = d + 3 * Tp + align_ints(max_rows_ + 1);
 
   embed(pre_x_[0], d_tok, T);
-  const LayerBatch lb{d_pos, d_cu, T, S, max_seqlen, inv_freq_.get()};
+  LayerBatch lb;
+  lb.positions = d_pos, lb.cu_seqlens = d_cu, lb.T = T, lb.S = S, lb.max_seqlen = max_seqlen;
+  lb.inv_freq = inv_freq_.get();
+  lb.routing.record = routing_d_;  // a mixture of experts' (null for a dense model)
   PrefillAttention attention(*this, d_slot);
   LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;  // generation: whole rows
   for (int l = 0; l < L; ++l) {
@@ -202,7 +205,9 @@ size_t GpuGenerationForward::workspace_bytes() const {
 void GpuGenerationForward::decode_layers(int B, const cuda::PagedDecodeArgs& args) {
   const int C = c_.hidden_size, L = c_.num_hidden_layers;
   PagedAttention attention(*this, args, din_.slots);
-  const LayerBatch lb{din_.positions, nullptr, B, B, 1, inv_freq_.get()};
+  LayerBatch lb;
+  lb.positions = din_.positions, lb.T = B, lb.S = B, lb.max_seqlen = 1, lb.inv_freq = inv_freq_.get();
+  lb.routing.record = routing_d_;  // graphs captured with it write there
   embed(dec_x_[0], din_.tokens, B);
   LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
   for (int l = 0; l < L; ++l) {
@@ -272,7 +277,8 @@ void GpuGenerationForward::idle_pass() {
   HONE_CHECK(max_rows_ > 0, "an idle generation pass before the buffers are reserved");
   auto* moe = dynamic_cast<MoeFeedForward<CudaBackend>*>(feed_forward_.get());
   HONE_CHECK(moe, "an idle pass of a model without experts");
-  const LayerBatch lb{din_.positions, nullptr, 0, 0, 1, inv_freq_.get()};
+  LayerBatch lb;  // no rows
+  lb.positions = din_.positions, lb.max_seqlen = 1, lb.inv_freq = inv_freq_.get();
   LayerCollectives<bf16>* whole_rows = tp_ ? tp_->layers_whole_rows() : nullptr;
   LayerActivations<CudaBackend> a = dec_act_;
   a.x_in = dec_x_[0];

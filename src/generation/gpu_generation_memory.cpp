@@ -188,10 +188,7 @@ void GpuGenerationForward::allocate_buffers() {
   h_done_ = reinterpret_cast<int32_t*>(h_out_ + 2 * A * 4);
   if (h_routing_) CUDA_CHECK(cudaFreeHost(h_routing_));
   h_routing_ = nullptr;
-  if (moe) {
-    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_routing_), routing_bytes));
-    moe->set_routing_record(routing_d_);  // graphs captured from now on write there
-  }
+  if (moe) CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_routing_), routing_bytes));
 }
 
 // ---- between steps -----------------------------------------------------------------------------------------------
@@ -251,8 +248,6 @@ void GpuGenerationForward::release_all() {
   h_out_ = nullptr;
   h_routing_ = nullptr;
   routing_d_ = nullptr;
-  if (auto* moe = dynamic_cast<MoeFeedForward<CudaBackend>*>(feed_forward_.get()))
-    moe->set_routing_record(nullptr);
   h_tokens_ = h_done_ = nullptr;
   h_logprobs_ = nullptr;
   kv_mem_.free();

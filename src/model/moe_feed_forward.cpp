@@ -1,5 +1,5 @@
 // The mixture-of-experts feed-forward, once over the backend (what it computes: moe_feed_forward.h; where its data
-// lives: moe_memory.h).
+// lives: backend/moe_memory.h).
 #include "model/moe_feed_forward.h"
 
 #include <algorithm>
@@ -91,15 +91,15 @@ void MoeFeedForward<B>::backward(int layer, const LayerShape& s, const W& w, con
 }
 
 template <typename B>
-void MoeFeedForward<B>::route(int layer, const LayerShape& s, const MoeSaved<A>& sv, const MoeForwardScratch<A>& fs,
-                              const A* h, const A* w_router, int T, const Exec& x) {
+void MoeFeedForward<B>::route(int layer, const LayerShape& s, const MoeRouting& r, const MoeSaved<A>& sv,
+                              const MoeForwardScratch<A>& fs, const A* h, const A* w_router, int T, const Exec& x) {
   const int C = s.hidden, E = E_, k = k_, S = sparse_layers_, i = layer_sparse_[size_t(layer)];
   moe_router_forward(x, fs.logits, h, w_router, T, C, E);
   moe_topk_forward(x, sv.probs, sv.topk, sv.topk_w, fs.logits, T, E, k, s.norm_topk_prob);
-  if (forced_)
-    moe_topk_replay(x, sv.topk, sv.topk_w, sv.probs, forced_ + int64_t(i) * k, int64_t(S) * k, T, E, k,
+  if (r.forced)
+    moe_topk_replay(x, sv.topk, sv.topk_w, sv.probs, r.forced + int64_t(i) * k, int64_t(S) * k, T, E, k,
                     s.norm_topk_prob);
-  if (record_) moe_record_routing(x, record_, sv.topk, T, S, i, k);
+  if (r.record) moe_record_routing(x, r.record, sv.topk, T, S, i, k);
   moe_route(x, sv.offsets, sv.row_of, sv.token_of, sv.topk, T, k, E, fs.route, fs.route_bytes);
   // The load-balancing statistics over the counted rows.
   const int counted = counted_[size_t(i)];
@@ -118,10 +118,10 @@ void MoeFeedForward<B>::sparse_forward(int layer, const LayerShape& s, const W& 
   const MoeForwardScratch<A> fs = mem_.forward_scratch(s, T, scratch.ffn);
   rows_[size_t(layer)] = T;
   topk_[size_t(layer)] = sv.topk;
-  counted_[size_t(layer_sparse_[size_t(layer)])] = counted_rows_ < 0 ? T : std::min(T, counted_rows_);
+  counted_[size_t(layer_sparse_[size_t(layer)])] = b.counted_rows < 0 ? T : std::min(T, b.counted_rows);
   {
     Scope sc(x, "moe_router");
-    route(layer, s, sv, fs, a.h2, w.router, T, x);
+    route(layer, s, b.routing, sv, fs, a.h2, w.router, T, x);
   }
   // The expert side: this rank's rows (ep = 1: the permuted rows themselves), or what the group sends.
   MoeExperts<A> ex;
@@ -218,10 +218,11 @@ void MoeFeedForward<B>::sparse_backward(int layer, const LayerShape& s, const W&
     zero_bytes<B>(x, bs.dlogits, size_t(T) * E * sizeof(float));
     // The load-balancing loss's gradient on tensor-parallel rank 0 alone (the sums over tp then count it once).
     const float* daux = nullptr;
-    if (aux_weight_ != 0 && s.tp_rank == 0) {
+    const double aux_weight = b.routing.aux_loss_weight;
+    if (aux_weight != 0 && s.tp_rank == 0) {
       double R = 0;
       for (int r : counted_) R += r;
-      moe_aux_gradient(x, mem_.daux(), mem_.counts(), sparse_layers_, E, aux_weight_, R);
+      moe_aux_gradient(x, mem_.daux(), mem_.counts(), sparse_layers_, E, aux_weight, R);
       daux = mem_.daux();
     }
     // ... on the counted rows (padding rows are not in the loss).

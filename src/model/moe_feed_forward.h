@@ -15,7 +15,7 @@
 //
 // Each step is a backend op (backend/moe_ops.h: the CPU's reference ops, the GPU's kernels, cuBLAS per expert or
 // the one-launch kernel); where the saved routing and the expert-side rows live is the backend's memory policy
-// (model/moe_memory.h: host vectors on the CPU; on the GPU carved with the layer's activations, pool memory under
+// (backend/moe_memory.h: host vectors on the CPU; on the GPU carved with the layer's activations, pool memory under
 // expert parallelism).
 //
 // Under tensor parallelism every rank routes the same whole rows the same way and computes its slice of each
@@ -26,8 +26,8 @@
 // The load-balancing loss, as transformers' load_balancing_loss_func computes it over the sparse layers of one
 // forward: with R the rows of all sparse layers together, f_e = (top-k assignments to expert e) / R and
 // P_e = (sum of probs[., e]) / R, aux = E sum_e f_e P_e. Its gradient flows through P only:
-// d aux / d probs[t, e] = E f_e / R in every sparse layer. backward adds aux_loss_weight() times it (on tensor-
-// parallel rank 0 alone: the partial sums over tp then hold it once).
+// d aux / d probs[t, e] = E f_e / R in every sparse layer. backward adds the pass's weight times it
+// (LayerBatch::routing.aux_loss_weight; on tensor-parallel rank 0 alone: the partial sums over tp then hold it once).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@
 #include "backend/backend.h"
 #include "model/expert_dispatch.h"
 #include "model/model_config.h"
-#include "model/moe_memory.h"
+#include "backend/moe_memory.h"
 #include "model/transformer_layer.h"
 
 namespace hone {
@@ -69,25 +69,8 @@ class MoeFeedForward final : public LayerFeedForward<B> {
   void backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b, const Acts& a,
                 const Scratch& scratch, LayerCollectives<A>* collectives, A* dres, const Exec& x) override;
 
-  // Rows past the first n of the next forwards' batches are padding (sequence parallelism pads a batch to a multiple
-  // of tp): routed like any row, but left out of the load-balancing loss and the expert loads. -1: every row counts.
-  void set_counted_rows(int n) { counted_rows_ = n; }
-
-  // The weight of the load-balancing loss in the loss whose gradient the next backwards compute (0: no aux
-  // gradient).
-  void set_aux_loss_weight(double w) { aux_weight_ = w; }
-  double aux_loss_weight() const { return aux_weight_; }
-
-  // Routing replay: with forced set (the backend's memory), the next forwards take each row's experts from forced
-  // (sparse layer i of layer order, row t: forced[(t * sparse_layers + i) * k + j], for the rows of the batch)
-  // instead of the top-k; the weights are still the probabilities (renormalized as configured) of the current router
-  // at those experts. Rows that carry -1 keep their own top-k. It must hold T sparse_layers k entries of each
-  // forward. Null: none.
-  void set_forced_routing(const int32_t* forced) { forced_ = forced; }
-  // Routing record: with record set (the backend's memory, [T, sparse layers, k] of the next forwards' rows), every
-  // sparse layer's forward writes the k experts of each row there (generation records its routing so, and the
-  // training forward for comparison).
-  void set_routing_record(int32_t* record) { record_ = record; }
+  // The pass's routing (replay, record, the load-balancing loss's weight) and its counted rows come with its batch
+  // (LayerBatch::routing, LayerBatch::counted_rows).
 
   // What the last forward routed, on the host (on the GPU these wait for the stream): the load-balancing loss (0
   // before any forward), and the counted rows' assignments to each expert per sparse layer [sparse layers x E].
@@ -112,18 +95,14 @@ class MoeFeedForward final : public LayerFeedForward<B> {
   void sparse_backward(int layer, const LayerShape& s, const W& w, const LayerGradPtrs& g, const LayerBatch& b,
                        const Acts& a, const Scratch& scratch, const A* dy, A* dh, const Exec& x);
   // Router, top-k (or the forced experts), the routing record, the plan and the load-balancing statistics.
-  void route(int layer, const LayerShape& s, const MoeSaved<A>& sv, const MoeForwardScratch<A>& fs, const A* h,
-             const A* w_router, int T, const Exec& x);
+  void route(int layer, const LayerShape& s, const MoeRouting& r, const MoeSaved<A>& sv,
+             const MoeForwardScratch<A>& fs, const A* h, const A* w_router, int T, const Exec& x);
 
   int E_ = 0, k_ = 0;
   ExpertDispatch<A>* dispatch_ = nullptr;
   DenseFeedForward<B> dense_;
   std::vector<int> layer_sparse_;  // per layer: its index among the sparse layers, or -1
   int sparse_layers_ = 0;
-  double aux_weight_ = 0;
-  const int32_t* forced_ = nullptr;
-  int32_t* record_ = nullptr;
-  int counted_rows_ = -1;
   std::vector<int> rows_;              // per layer: the rows of its last forward
   std::vector<const int32_t*> topk_;   // per layer: where its last forward saved their experts
   std::vector<int> counted_;           // per sparse layer: the rows in its load-balancing statistics

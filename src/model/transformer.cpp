@@ -380,13 +380,19 @@ void TransformerModel<B>::release_arenas() {
 }
 
 template <typename B>
-LayerBatch TransformerModel<B>::layer_batch() const {
-  return LayerBatch{f_.positions, f_.cu_seqlens, T_, batch_.num_seqs(), max_seqlen_, inv_freq_.get()};
+LayerBatch TransformerModel<B>::layer_batch(bool for_backward) const {
+  LayerBatch b;
+  b.positions = f_.positions, b.cu_seqlens = f_.cu_seqlens, b.T = T_, b.S = batch_.num_seqs();
+  b.max_seqlen = max_seqlen_, b.inv_freq = inv_freq_.get();
+  b.routing = routing_;
+  if (for_backward) b.routing.record = nullptr;
+  b.counted_rows = T_batch_;  // the sequence-parallel padding is not in the load-balancing loss
+  return b;
 }
 
 template <typename B>
 void TransformerModel<B>::forward(const PackedBatch& batch, float temperature, bool need_entropy, bool need_backward,
-                                  const A* input) {
+                                  const A* input, const MoeRouting& routing) {
   const int Tc = batch.num_tokens(), C = c_.hidden_size, V = c_.vocab_size, L = c_.num_hidden_layers;
   HONE_CHECK(Tc > 0 && batch.num_seqs() > 0 && batch.cu_seqlens.back() == Tc, "malformed packed batch");
   HONE_CHECK(int(batch.positions.size()) == Tc && int(batch.targets.size()) == Tc, "malformed packed batch");
@@ -411,7 +417,7 @@ void TransformerModel<B>::forward(const PackedBatch& batch, float temperature, b
   pad_for_sequence_parallelism();
   T_ = batch_.num_tokens();
   max_seqlen_ = std::max(max_seqlen, T_ - T);  // the padding sequence
-  if (MoeFeedForward<B>* m = moe()) m->set_counted_rows(T_batch_);  // the padding is not in the load-balancing loss
+  routing_ = routing;
   temperature_ = temperature;
   have_entropy_ = need_entropy;
   ensure_arenas(T, need_backward);
@@ -429,7 +435,7 @@ void TransformerModel<B>::forward(const PackedBatch& batch, float temperature, b
   upload(f_.targets, batch_.targets);
   upload(f_.cu_seqlens, batch_.cu_seqlens);
 
-  const LayerBatch lb = layer_batch();
+  const LayerBatch lb = layer_batch(/*for_backward=*/false);
   const A* w = w_;
   const int Tp = T_, Tl = local_rows(Tp);  // with the padding; this rank's rows
   const bool sp = Tl != Tp;
@@ -589,7 +595,7 @@ void TransformerModel<B>::backward(const float* dlogprob, const float* dentropy,
     B::rmsnorm_backward(exec_, dres, grads + layout_.norm, dh_f, f_.x[size_t(L)], w + layout_.norm, f_.rstd_f, Tl, C,
                         /*accumulate=*/false);
   }
-  const LayerBatch lb = layer_batch();
+  const LayerBatch lb = layer_batch(/*for_backward=*/true);
   for (int l = span_.layer_end - 1; l >= span_.layer_begin; --l) {
     LayerActivations<B> a = f_.saved[size_t(l)];
     a.x_in = f_.x[size_t(l)];

@@ -158,8 +158,8 @@ class TransformerModel {
     arenas_stale_ = true;  // the kept logits' size depends on it
   }
   void set_profiler(GpuOpProfiler* p);  // per-op timing on the GPU (null: none); nothing on the CPU
-  // The mixture-of-experts feed-forward of an MoE model (its routing, the load-balancing loss and its weight in
-  // backward, replay and the routing record); null for a dense model.
+  // The mixture-of-experts feed-forward of an MoE model (what its last pass routed: loads, the load-balancing loss);
+  // null for a dense model.
   MoeFeedForward<B>* moe() const;
 
   // Runs the batch (copied; positions, targets and cu_seqlens as packed); asynchronous on the GPU's stream. After it
@@ -167,9 +167,11 @@ class TransformerModel {
   // without need_entropy) until the next forward. Token ids must be in [0, vocab_size). With need_backward false
   // (the logprob phase) no layer keeps its activations (one shared scratch) and backward is refused. A span without
   // the embedding reads its hidden state from `input` ([boundary_rows(T), C]: this rank's rows of the residual
-  // stream) instead of the tokens.
+  // stream) instead of the tokens. routing: a mixture of experts' replay, record and load-balancing weight for this
+  // pass (model/transformer_layer.h; the tables in the backend's memory, valid until the pass's backward returns),
+  // which its backward and a layer recomputed there use too.
   void forward(const PackedBatch& batch, float temperature = 1.f, bool need_entropy = true,
-               bool need_backward = true, const A* input = nullptr);
+               bool need_backward = true, const A* input = nullptr, const MoeRouting& routing = {});
   // The input in need_backward's place would convert to a bool: refused.
   void forward(const PackedBatch&, float, bool, const A*) = delete;
   // A span without the head: its hidden state [boundary_rows(T), C] after the last forward.
@@ -231,7 +233,8 @@ class TransformerModel {
  private:
   ForwardPlan plan(int T, int S, int caller_rows, bool for_backward) const;
   void ensure_arenas(int T, bool for_backward);
-  LayerBatch layer_batch() const;
+  // The pass's batch as the layers see it; in backward without the routing record (a recomputed layer writes none).
+  LayerBatch layer_batch(bool for_backward) const;
   LayerAttention<B>& attention();      // packed, or the ring under cp
   LayerFeedForward<B>& feed_forward();  // the config's
   // Whether a training forward keeps the LM head's logits for its backward: with the whole vocabulary on this rank,
@@ -273,6 +276,7 @@ class TransformerModel {
   int T_batch_ = 0;   // this rank's rows of the caller's batch (T_ without the sequence-parallel padding)
   float temperature_ = 1.f;
   bool have_entropy_ = false;
+  MoeRouting routing_;  // the last forward's
   bool backward_ready_ = false;
   bool have_output_ = false;  // a span without the head ran its forward: output() is valid
 

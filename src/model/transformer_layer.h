@@ -31,6 +31,21 @@ template <typename B>
 using LayerWeightPtrs = LayerParams<const typename B::Act*>;
 using LayerGradPtrs = LayerParams<float*>;
 
+// A mixture of experts' routing of one pass (model/moe_feed_forward.h), arguments of the pass rather than state of
+// the feed-forward, so that a layer recomputed in backward routes as its forward did. Tables are in the backend's
+// memory, [T, sparse layers, k] (sparse layer i of layer order, row t, choice j at (t * sparse_layers + i) * k + j).
+struct MoeRouting {
+  // Routing replay: each row's experts taken from here instead of the top-k (the weights are still the current
+  // router's probabilities at those experts, renormalized as configured); rows that carry -1 keep their own top-k.
+  // Null: none.
+  const int32_t* forced = nullptr;
+  // Routing record: every sparse layer's forward writes each row's k experts here (generation records its routing
+  // so, and the training forward for comparison). Null: none.
+  int32_t* record = nullptr;
+  // The weight of the load-balancing loss in the loss the pass's backward differentiates (0: no aux gradient).
+  double aux_loss_weight = 0;
+};
+
 // The packed batch as a layer sees it (host memory on the CPU, device memory on the GPU).
 struct LayerBatch {
   const int32_t* positions = nullptr;   // [T]
@@ -39,6 +54,10 @@ struct LayerBatch {
   int S = 0;
   int max_seqlen = 0;                   // the longest sequence (the GPU sizes its attention plans by it)
   const float* inv_freq = nullptr;      // [D/2] RoPE frequencies
+  MoeRouting routing;                   // a mixture of experts' (ignored by a dense feed-forward)
+  // Rows past the first counted_rows are padding (sequence parallelism pads a batch to a multiple of tp): routed like
+  // any row but left out of the load-balancing loss and the expert loads. -1: every row counts.
+  int counted_rows = -1;
 };
 
 // What a layer's forward writes and its backward reads (B::Act unless marked fp32). Sizes per token in parentheses;

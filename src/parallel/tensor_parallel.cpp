@@ -7,25 +7,7 @@
 #include "backend/strided_copy.h"
 #include "runtime/error.h"
 
-#if HONE_CUDA
-#include "comm/nccl_comm.h"
-#endif
-
 namespace hone {
-namespace {
-
-// Waits for the work queued on the Exec's stream: nothing to wait for on the CPU; on a GPU under NCCL's watchdog
-// when the group is an NcclComm (a hung rank is then an error naming `what`).
-void wait_for_stream(Comm&, const CpuBackend::Exec&, const std::string&) {}
-
-#if HONE_CUDA
-void wait_for_stream(Comm& tp, const CudaBackend::Exec& x, const std::string& what) {
-  if (auto* nccl = dynamic_cast<NcclComm*>(&tp)) nccl->watch_stream(what);
-  else CudaBackend::sync(x);
-}
-#endif
-
-}  // namespace
 
 template <typename B>
 TensorParallelGroup<B>::TensorParallelGroup(const ModelConfig& c, Comm& tp, Exec exec, SequenceParallelism sp,
@@ -313,7 +295,9 @@ double TensorParallelGroup<B>::sum_over_group(double x) {
 
 template <typename B>
 void TensorParallelGroup<B>::synchronize(const std::string& what) {
-  wait_for_stream(tp_, exec_, what);
+  // Under the group's watchdog first (a hung rank is then an error naming `what`), then the rest of the stream.
+  tp_.watch_stream(what);
+  B::sync(exec_);
 }
 
 // ---- gradients and their norm ----

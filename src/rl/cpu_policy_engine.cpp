@@ -46,7 +46,9 @@
 #include "parallel/tensor_parallel.h"
 #include "rl/moe_metrics.h"
 #include "rl/pipeline_broadcast.h"
+#include "rl/learner_state.h"
 #include "rl/policy_loss_pass.h"
+#include "rl/training_passes.h"
 #include "roles/rank_roles.h"
 #include "runtime/error.h"
 #include "train/all_reduce_adamw.h"
@@ -79,7 +81,8 @@ class CpuPolicyEngine final : public roles::RoleEngine {
         ps_(ps),
         pipe_(PipelineLayout::of(mc.num_hidden_layers, ps.pp_size(), s.vpp, s.pp_layers)),
         stage_(ShardLayout::of(mc, ps.tp_size(), ps.tp_rank(), &pipe_, ps.pp_rank(), ps.ep_size(), ps.ep_rank())),
-        gen_layout_(GenerationLayout::of(ps.grid(), s.generation_tp)) {
+        gen_layout_(GenerationLayout::of(ps.grid(), s.generation_tp)),
+        passes_(mc, CpuBackend::Exec{}, ps.ep_size() > 1 ? &ps.ep() : nullptr, s.router_replay) {
     if (ps_.ep_size() > 1) {
       HONE_CHECK(!pipe_.split() && ps_.cp_size() == 1 && gen_layout_.same_as_training,
                  "expert parallelism with pipeline or context parallelism or a generation layout of its own");
@@ -249,9 +252,8 @@ class CpuPolicyEngine final : public roles::RoleEngine {
       return lp_;
     }
     Transformer& m = role == Weights::policy ? *train_model_ : *ref_model_;
-    if (m.moe()) m.moe()->set_forced_routing(forced_routing);
-    m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false);
-    if (m.moe()) m.moe()->set_forced_routing(nullptr);
+    const MoeRouting r = passes_.logprob_routing(m.moe() ? forced_routing : nullptr, batch.num_tokens());
+    m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false, /*input=*/nullptr, r);
     logprob_bytes_ = std::max(logprob_bytes_, m.allocated_bytes());
     return {m.logprobs(), size_t(batch.num_tokens())};
   }
@@ -273,81 +275,27 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   }
 
   Comm* lockstep_group() const override { return ep_ ? &ep_->host() : nullptr; }
-  MoeStepStats take_moe_stats() override { return std::exchange(moe_stats_, MoeStepStats{}); }
+  MoeStepStats take_moe_stats() override { return passes_.take_moe_stats(); }
 
-  // The loss runs through the policy loss pass (rl/policy_loss_pass.h) on the arrays the forward wrote (the last
-  // stage's, under a pipeline: its metrics are then broadcast over the stages). Under expert parallelism the ranks
-  // of the group run as many passes: empty ones after a rank's own micro-batches.
+  // The passes of rl/training_passes.h, shared with the GPU engine: the policy loss pass on the arrays the forward
+  // wrote (the last stage's, under a pipeline: its metrics are then broadcast over the stages); under expert
+  // parallelism the ranks of the group run as many passes.
   std::vector<PolicyLossMetrics> train(const std::vector<MicroBatch>& mbs, const TrainLoss& loss) override {
     validate_policy_loss_config(loss.config);
     grads_.flat.fill_zero();
     loss_.reserve(mbs);
-    const bool entropy_grad = loss.config.entropy_coef != 0;
     if (pipeline_) {
-      std::vector<const PackedBatch*> batches;
-      for (const MicroBatch& mb : mbs) batches.push_back(&mb.batch);
-      std::vector<PolicyLossMetrics> metrics(mbs.size());
-      auto fn = [&](int i, const Transformer& head) {
-        const auto g = loss_.run(size_t(i), mbs[size_t(i)], loss, head.logprobs(), head.entropy());
-        return PipelineModel::LossGrads{g.dlogprob, entropy_grad ? g.dentropy : nullptr};
-      };
-      const PipelineRunStats r = pipeline_->train(batches, loss.temperature, fn, grads_.flat.f32());
-      if (pipeline_->last_stage()) metrics = loss_.metrics(mbs.size());
-      stats_.pipeline_compute_s += r.compute_s;
-      stats_.pipeline_exchange_s += r.exchange_s;
-      const PipelineSimulation sim = simulate_pipeline(pipeline_->last_schedule());
-      stats_.pipeline_passes += 1;
-      stats_.pipeline_microbatches += int(mbs.size());
-      stats_.pipeline_makespan += sim.makespan;
-      stats_.pipeline_busy += sim.busy;
-
-      broadcast_loss_metrics(ps_.pp(), metrics, pipe_.pp() - 1);
+      auto metrics = train_pipeline<CpuBackend>(*pipeline_, loss_, mbs, loss, loss.config.entropy_coef != 0,
+                                                grads_.flat.f32(), /*reducer=*/nullptr, ps_.pp(), stats_);
       training_bytes_ = std::max(training_bytes_, pipeline_->allocated_bytes());
       return metrics;
     }
-    MoeFeedForward<CpuBackend>* moe = train_model_->moe();
-    // Under expert parallelism every forward and backward is collective over the group, so every rank runs as many
-    // passes (empty ones first where it has fewer micro-batches), and under loss.router_replay each of them, the
-    // empty ones too, first runs the forward that routes by itself.
-    const int64_t passes = ep_ ? all_reduce_max_value(ep_->host(), int64_t(mbs.size())) : int64_t(mbs.size());
-    const bool lockstep_unreplayed = ep_ && moe && s_.router_replay;
-    for (int64_t i = int64_t(mbs.size()); i < passes; ++i) {
-      const PackedBatch empty = empty_pass_batch();
-      moe->set_aux_loss_weight(0);
-      if (lockstep_unreplayed)
-        train_model_->forward(empty, loss.temperature, /*need_entropy=*/false, /*need_backward=*/false);
-      train_model_->forward(empty, loss.temperature, /*need_entropy=*/false);
-      const std::vector<float> none(size_t(empty.num_tokens()), 0.f);
-      train_model_->backward(none.data(), nullptr, grads_);
-    }
-    for (size_t i = 0; i < mbs.size(); ++i) {
-      const MicroBatch& mb = mbs[i];
-      const size_t T = size_t(mb.batch.num_tokens());
-      const bool replay = moe && s_.router_replay && !mb.gen_routing.empty();
-      if (replay || lockstep_unreplayed) {  // the mismatch without replay, for the record: a forward that routes by
-        moe->set_forced_routing(nullptr);   // itself first
-        train_model_->forward(mb.batch, loss.temperature, /*need_entropy=*/false, /*need_backward=*/false);
-        for (size_t t = 0; t < T && replay; ++t)
-          if (mb.mask[t]) {
-            moe_stats_.unreplayed_mpe_sum += std::exp(std::fabs(double(mb.gen[t]) - train_model_->logprobs()[t]));
-            ++moe_stats_.unreplayed_tokens;
-          }
-      }
-      if (moe) {
-        moe->set_aux_loss_weight(loss.total_tokens > 0 ? loss.moe_aux_loss_coef * double(T) / loss.total_tokens : 0);
-        moe->set_forced_routing(replay ? mb.gen_routing.data() : nullptr);
-      }
-      train_model_->forward(mb.batch, loss.temperature, /*need_entropy=*/true);
-      if (moe) {
-        moe->set_forced_routing(nullptr);
-        note_routing(*moe, mb);
-      }
-      const auto g = loss_.run(i, mb, loss, train_model_->logprobs(), train_model_->entropy());
-      train_model_->backward(g.dlogprob, entropy_grad ? g.dentropy : nullptr, grads_);
+    TrainingPassHooks hooks;
+    hooks.after_pass = [&](int64_t) {
       training_bytes_ = std::max(training_bytes_, train_model_->allocated_bytes());
-      passes_done(int64_t(i + 1));
-    }
-    return loss_.metrics(mbs.size());
+    };
+    if (wants_pass_progress()) hooks.progress = [this](int64_t done) { passes_done(done); };
+    return passes_.run(*train_model_, loss_, mbs, loss, grads_.flat.f32(), hooks);
   }
 
   // The global loss denominator already makes the sum over ranks the mean gradient. The training weights are
@@ -388,66 +336,19 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   }
   EngineStepStats stats() const override { return stats_; }
 
+  // The checkpoint state through rl/learner_state.h, shared with the GPU engine.
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
-    std::vector<float> full_m, full_v;
-    if (zero_) {  // collective over dp (x cp): this tp rank's shard of the moments, on every rank
-      full_m.resize(size_t(train_w_.flat.numel())), full_v.resize(size_t(train_w_.flat.numel()));
-      zero_->read_state(nullptr, full_m.data(), full_v.data(), -1);
-    }
-    const float* src_w = train_w_.flat.f32();
-    const float* src_m = zero_ ? full_m.data() : plain_->adamw().exp_avg();
-    const float* src_v = zero_ ? full_v.data() : plain_->adamw().exp_avg_sq();
-    std::vector<float> all_w, all_m, all_v;
-    if (ep_) {  // collective over ep: this tp rank's shard with every expert
-      const size_t n = size_t(ep_->full_layout().num_local_params());
-      all_w.resize(n), all_m.resize(n), all_v.resize(n);
-      ep_->gather_experts(src_w, all_w.data());
-      ep_->gather_experts(src_m, all_m.data());
-      ep_->gather_experts(src_v, all_v.data());
-      src_w = all_w.data(), src_m = all_m.data(), src_v = all_v.data();
-    }
-    if (optimizer_comm().rank() != 0) return;
-    const bool root = ps_.tp_rank() == 0 && ps_.pp_rank() == 0;
-    const int64_t n = count_parameters(mc_);
-    if (root) {
-      if (master.flat.numel() != n) master = allocate_weights(mc_);
-      m = Tensor::empty({n});
-      v = Tensor::empty({n});
-    }
-    if (!tp_ && !pipe_.split()) {
-      std::memcpy(master.flat.f32(), src_w, master.flat.nbytes());
-      std::memcpy(m.f32(), src_m, m.nbytes());
-      std::memcpy(v.f32(), src_v, v.nbytes());
-      return;
-    }
-    // Collective over tp and pp (the dp-rank-0 ranks): the whole state onto world rank 0, one parameter at a time.
-    Comm& tp = ps_.tp();
-    const ShardLayout& layout = ep_ ? ep_->full_layout() : stage_;
-    gather_model_flat(mc_, layout, src_w, tp, ps_.pp(), root ? master.flat.f32() : nullptr);
-    gather_model_flat(mc_, layout, src_m, tp, ps_.pp(), root ? m.f32() : nullptr);
-    gather_model_flat(mc_, layout, src_v, tp, ps_.pp(), root ? v.f32() : nullptr);
+    read_learner_state<CpuBackend>(mc_, ps_, stage_, tp_ || pipe_.split(), ep_.get(), optimizer_comm().rank() == 0,
+                                   *optimizer_, master, m, v);
   }
   void write_state(const ModelWeights& whole, const float* whole_m, const float* whole_v, int step_count) override {
     HONE_CHECK(whole.flat.numel() == count_parameters(mc_), "checkpoint weights do not match the model");
-    // This rank's slices of its stage of the whole state (at tp = pp = ep = 1, the whole state itself).
-    const bool sliced = tp_ || pipe_.split() || ep_;
-    ModelWeights master = sliced ? allocate_shard_weights(stage_, mc_) : whole;
-    std::vector<float> shard_m, shard_v;
-    const float* m = whole_m;
-    const float* v = whole_v;
-    if (sliced) {
-      extract_shard(stage_, whole, master);
-      shard_m.resize(size_t(master.flat.numel()));
-      shard_v.resize(size_t(master.flat.numel()));
-      extract_shard_flat(stage_, whole_m, shard_m.data());
-      extract_shard_flat(stage_, whole_v, shard_v.data());
-      m = shard_m.data(), v = shard_v.data();
-    }
-    std::memcpy(train_w_.flat.f32(), master.flat.f32(), train_w_.flat.nbytes());
+    write_learner_state<CpuBackend>(mc_, stage_, tp_ || pipe_.split() || ep_, *optimizer_, whole, whole_m, whole_v,
+                                    step_count);
+    optimizer_->refit(train_w_.flat.f32());  // the training weights (ZeRO-1: gathered; else the masters themselves)
     if (ep_ && !gen_lockstep_) extract_shard(ep_->full_layout(), whole, gen_w_);  // every expert: no collective
     else publish();  // the generation copy (a collective reshard under differing layouts: every rank restores)
     stats_.refit_bytes = 0;
-    optimizer_->write_state(train_w_, m, v, step_count);  // ZeRO-1: this rank's shard of them
   }
 
  private:
@@ -463,25 +364,6 @@ class CpuPolicyEngine final : public roles::RoleEngine {
     if (gen_progress_) generator_->set_progress(gen_progress_);
   }
 
-  // The routing of a training forward (rl/moe_metrics.h): expert loads, the load-balancing loss, and the expert
-  // sets against generation's.
-  void note_routing(const MoeFeedForward<CpuBackend>& moe, const MicroBatch& mb) {
-    const CpuBackend::Exec x;
-    const int S = moe.num_sparse_layers(), E = mc_.num_experts, k = mc_.num_experts_per_tok;
-    const int T = mb.batch.num_tokens();
-    const std::vector<int32_t> loads = moe.expert_counts(x);
-    const std::vector<int64_t> counts(loads.begin(), loads.end());
-    std::vector<int32_t> mine(size_t(T) * S * k, -1);
-    for (int l = 0; l < mc_.num_hidden_layers; ++l) {
-      const int i = moe.sparse_index(l);
-      if (i < 0) continue;
-      const std::vector<int32_t> topk = moe.topk(l, x);
-      for (int t = 0; t < T; ++t)
-        std::copy_n(topk.begin() + int64_t(t) * k, k, mine.begin() + (int64_t(t) * S + i) * k);
-    }
-    add_moe_routing(moe_stats_, S, E, k, counts, moe.aux_loss(x), mine, mb);
-  }
-
   GrpoSettings s_;
   ModelConfig mc_;
   const ParallelState& ps_;
@@ -492,7 +374,6 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   std::unique_ptr<ContextParallel> cp_;  // parallel.cp > 1
   std::unique_ptr<ExpertParallel> ep_;  // parallel.ep > 1
   std::unique_ptr<ExpertLockstep> gen_lockstep_;  // generation.experts = parallel: generation's experts split too
-  MoeStepStats moe_stats_;
   ModelWeights train_w_, gen_w_, ref_w_, grads_;
   std::unique_ptr<Transformer> train_model_, ref_model_;      // pp = 1
   std::unique_ptr<PipelineModel> pipeline_, ref_pipeline_;    // pp > 1
@@ -505,6 +386,7 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   AllReduceAdamW<CpuBackend>* plain_ = nullptr;  // optimizer_, in its form
   ShardedAdamW<CpuBackend>* zero_ = nullptr;
   PolicyLossPass<CpuBackend> loss_;  // the loss of the training micro-batches and its gradients
+  TrainingPasses<CpuBackend> passes_;  // pp = 1: the training passes and their MoE routing
   std::vector<float> lp_;
   double persistent_ = 0;
   int64_t peak_kv_ = 0;

@@ -1,6 +1,6 @@
 // The GPU policy engine's pieces for expert parallelism (parallel.ep > 1; rl/gpu_policy_engine.cpp): generation's
 // weights holding every expert, and the optimizer's clipping norm and expert-data-parallel group (the checkpoint
-// state: rl/gpu_engine_state.h).
+// state: rl/learner_state.h).
 #pragma once
 
 #if HONE_CUDA

@@ -30,10 +30,11 @@
 // master weights into the training copy, then reshards it into the generation copy over NCCL
 // (parallel/reshard.h); with train.offload_during_generation the idle training copies and the Adam moments
 // wait in pinned host memory while generation runs.
-// A mixture of experts: the load-balancing loss, routing statistics and replay (rl/gpu_moe_routing.h); under expert
+// The training passes, a mixture of experts' load-balancing loss, routing statistics and replay among them, and
+// pipeline training: rl/training_passes.h, shared with the CPU engine. Under expert
 // parallelism (parallel.ep > 1) training holds this rank's experts (parallel/expert_parallel.h), generation every
 // expert (rl/gpu_expert_engine.h) or its own in lockstep (generation.experts: parallel/expert_lockstep.h).
-// Checkpoint state of the sharded layouts: rl/gpu_engine_state.h; pipeline training: rl/gpu_pipeline_training.h.
+// Checkpoint state: rl/learner_state.h, shared with the CPU engine.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -62,16 +63,14 @@
 #include "parallel/reshard.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/shard_weights.h"
-#include "rl/gpu_engine_state.h"
 #include "rl/gpu_expert_engine.h"
 #include "rl/gpu_memory_check.h"
-#include "rl/gpu_moe_routing.h"
-#include "rl/gpu_pass_events.h"
-#include "rl/gpu_offloadable_weights.h"
-#include "rl/gpu_pipeline_training.h"
+#include "rl/learner_state.h"
 #include "rl/policy_loss_pass.h"
+#include "rl/training_passes.h"
 #include "rl/pipeline_broadcast.h"
-#include "runtime/gpu_device_select.h"
+#include "backend/gpu_device_select.h"
+#include "backend/offloadable_weights.h"
 #include "train/all_reduce_adamw.h"
 #include "train/grad_reducer.h"
 #include "train/sharded_adamw.h"
@@ -162,11 +161,14 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
     loss_ = std::make_unique<PolicyLossPass<CudaBackend>>(ctx_);
+    passes_ = std::make_unique<TrainingPasses<CudaBackend>>(mc_, CudaBackend::Exec{&ctx_},
+                                                            ps_.ep_size() > 1 ? &ps_.ep() : nullptr, s_.router_replay);
     if (pipe_.split()) stats_.schedule = PipelineSchedule{pipe_.pp(), pipe_.vpp(), 0, false}.name();
   }
 
   ~GpuPolicyEngine() override {
     reducer_.reset();
+    passes_.reset();
     loss_.reset();
     generator_.reset();
     resharder_.reset();
@@ -193,7 +195,6 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     ep_.reset();
     ep_comm_.reset();
     edp_comm_.reset();
-    routing_.reset();
     cuda::destroy_gpu_context(ctx_);
   }
 
@@ -350,9 +351,8 @@ class GpuPolicyEngine final : public roles::RoleEngine {
       return lp_;
     }
     GpuTransformer& m = role == Weights::policy ? *policy_ : *reference_;
-    if (m.moe()) m.moe()->set_forced_routing(routing().upload(forced_routing, batch.num_tokens()));
-    m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false);
-    if (m.moe()) m.moe()->set_forced_routing(nullptr);
+    const MoeRouting r = passes_->logprob_routing(m.moe() ? forced_routing : nullptr, batch.num_tokens());
+    m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false, /*input=*/nullptr, r);
     lp_ = m.logprobs_host();
     mem_.logprob = std::max(mem_.logprob, persistent() + arena_bytes());
     note_device_use();
@@ -392,41 +392,16 @@ class GpuPolicyEngine final : public roles::RoleEngine {
       note_device_use();
       return metrics;
     }
-    MoeFeedForward<CudaBackend>* moe = policy_->moe();
-    // Under expert parallelism every rank of the group runs as many passes: empty ones first where it has fewer
-    // micro-batches (the last pass, which reduces the gradients while it runs, is a real one where there is one).
-    // Under loss.router_replay each pass first runs a forward that routes by itself (GpuMoeRouting::before_forward):
-    // the empty passes too, so that the group's collectives pair up.
-    const int64_t passes = ep_ ? all_reduce_max_value(ps_.ep(), int64_t(mbs.size())) : int64_t(mbs.size());
-    const bool lockstep_unreplayed = ep_ && moe && s_.router_replay;
-    for (int64_t i = int64_t(mbs.size()); i < passes; ++i) {
-      const PackedBatch empty = empty_pass_batch();
-      moe->set_aux_loss_weight(0);
-      if (lockstep_unreplayed)
-        policy_->forward(empty, loss.temperature, /*need_entropy=*/false, /*need_backward=*/true);
-      policy_->forward(empty, loss.temperature, /*need_entropy=*/false, /*need_backward=*/true);
-      if (reducer_ && mbs.empty() && i + 1 == passes) reducer_->arm();
-      policy_->backward_host(std::vector<float>(size_t(empty.num_tokens()), 0.f), nullptr, optimizer_->grads());
-    }
-    const bool progress = wants_pass_progress();
-    if (progress) pass_events_.start();
-    for (size_t i = 0; i < mbs.size(); ++i) {
-      if (moe) routing().before_forward(*policy_, mbs[i], loss, s_.router_replay, lockstep_unreplayed, moe_stats_);
-      policy_->forward(mbs[i].batch, loss.temperature, /*need_entropy=*/true, /*need_backward=*/true);
-      if (moe) routing().after_forward(*moe, mbs[i], moe_stats_, mc_, ctx_);
-      const auto g = loss_->run(i, mbs[i], loss, policy_->logprobs(), policy_->entropy());
-      if (reducer_ && i + 1 == mbs.size()) reducer_->arm();
-      policy_->backward(g.dlogprob, entropy_grad ? g.dentropy : nullptr, optimizer_->grads());
+    // The passes (rl/training_passes.h); the last backward reduces the gradients over the data-parallel ranks while
+    // it runs.
+    TrainingPassHooks hooks;
+    if (reducer_) hooks.before_last_backward = [&] { reducer_->arm(); };
+    hooks.after_pass = [&](int64_t) {
       mem_.training = std::max(mem_.training, persistent() + arena_bytes() + double(loss_->bytes()));
       note_device_use();
-      if (progress) {  // what the device has finished, not what the host has queued
-        pass_events_.recorded(int64_t(i), ctx_.stream);
-        passes_done(pass_events_.finished());
-      }
-    }
-    std::vector<PolicyLossMetrics> metrics = loss_->metrics(mbs.size());  // waits for the stream
-    passes_done(int64_t(mbs.size()));
-    return metrics;
+    };
+    if (wants_pass_progress()) hooks.progress = [this](int64_t done) { passes_done(done); };
+    return passes_->run(*policy_, *loss_, mbs, loss, optimizer_->grads(), hooks);
   }
 
   double optimizer_step(float lr, double max_grad_norm, bool last_of_step) override {
@@ -456,7 +431,7 @@ class GpuPolicyEngine final : public roles::RoleEngine {
   }
 
   Comm* lockstep_group() const override { return ep_ ? &ps_.ep() : nullptr; }
-  MoeStepStats take_moe_stats() override { return std::exchange(moe_stats_, MoeStepStats{}); }
+  MoeStepStats take_moe_stats() override { return passes_->take_moe_stats(); }
 
   EngineMemory memory() const override {
     EngineMemory m = mem_;
@@ -473,32 +448,17 @@ class GpuPolicyEngine final : public roles::RoleEngine {
   EngineStepStats stats() const override { return stats_; }
 
   // Checkpoints are whole and independent of tp, pp and dp: the dp-rank-0 ranks download their shard and, under tp
-  // or pp, gather the shards over the host tp and pp groups onto world rank 0, one parameter at a time.
+  // or pp, gather the shards over the host tp and pp groups onto world rank 0, one parameter at a time
+  // (rl/learner_state.h, shared with the CPU engine).
   void read_state(ModelWeights& master, Tensor& m, Tensor& v) override {
-    const int64_t n = optimizer_->num_params();
     const bool dp_root = (cp_ ? ps_.dp_cp_rank() : ps_.dp_rank()) == 0;  // rank 0 of the optimizer's group
-    if (ep_) {
-      read_expert_parallel_state(mc_, ps_, stage_, *ep_, *optimizer_, master, m, v);
-      return;
-    }
-    if (!tp_ && !pipe_.split()) {
-      if (dp_root) {
-        if (master.flat.numel() != n) master = allocate_weights(mc_);
-        m = Tensor::empty({n});
-        v = Tensor::empty({n});
-      }
-      optimizer_->read_state(dp_root ? &master : nullptr, dp_root ? m.f32() : nullptr, dp_root ? v.f32() : nullptr, 0);
-      return;
-    }
-    read_sharded_state(mc_, ps_, stage_, dp_root, *optimizer_, master, m, v);
+    read_learner_state<CudaBackend>(mc_, ps_, stage_, tp_ || pipe_.split(), ep_.get(), dp_root, *optimizer_, master,
+                                    m, v);
   }
   void write_state(const ModelWeights& master, const float* m, const float* v, int step_count) override {
     HONE_CHECK(master.flat.numel() == count_parameters(mc_), "checkpoint weights do not match the model");
-    if (!tp_ && !pipe_.split() && !ep_) {
-      optimizer_->write_state(master, m, v, step_count);
-    } else {
-      write_sharded_state(mc_, stage_, *optimizer_, master, m, v, step_count);  // this rank's slices
-    }
+    write_learner_state<CudaBackend>(mc_, stage_, tp_ || pipe_.split() || ep_, *optimizer_, master, m, v,
+                                     step_count);  // this rank's slices
     optimizer_->refit(train_w_->get());
     if (ep_ && gen_w_) ep_->gather_experts(train_w_->get(), gen_w_->get());  // collective: every rank restores
     if (resharder_) resharder_->run(train_w_->get(), gen_w_->get());  // collective: every rank restores
@@ -506,11 +466,6 @@ class GpuPolicyEngine final : public roles::RoleEngine {
   }
 
  private:
-  GpuMoeRouting& routing() {
-    if (!routing_) routing_ = std::make_unique<GpuMoeRouting>(mc_, ctx_);
-    return *routing_;
-  }
-
   void make_generator(const ParamLayout& layout, const bf16* weights, GpuTensorParallel* tp) {
     GpuGenerationOptions go;
     go.kv_cache_gib = s_.kv_cache_gib;
@@ -582,13 +537,11 @@ class GpuPolicyEngine final : public roles::RoleEngine {
   std::unique_ptr<ExpertLockstep> gen_lockstep_;   // generation.experts = parallel: generation's experts split too
   std::unique_ptr<NcclComm> ep_comm_, edp_comm_;   // parallel.ep > 1
   std::unique_ptr<GpuExpertParallel> ep_;
-  std::unique_ptr<GpuMoeRouting> routing_;         // a mixture of experts: routing tables on the device
-  MoeStepStats moe_stats_;
   std::unique_ptr<Resharder<CudaBackend>> resharder_;
   std::unique_ptr<DataParallelOptimizer<CudaBackend>> optimizer_;
   std::unique_ptr<GradReducer<CudaBackend>> reducer_;
   std::unique_ptr<PolicyLossPass<CudaBackend>> loss_;
-  GpuPassEvents pass_events_;  // the training micro-batches the device has finished, for the progress line
+  std::unique_ptr<TrainingPasses<CudaBackend>> passes_;  // pp = 1: the passes, a mixture of experts' routing tables
   bool zero_ = false;
   std::vector<float> lp_;
   EngineMemory mem_;

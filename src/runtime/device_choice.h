@@ -2,7 +2,7 @@
 //   1 visible device (CUDA_VISIBLE_DEVICES set per rank, or Slurm's per-task GPU binding): device 0;
 //   N visible devices and L ranks on the node, L <= N: device local_rank;
 //   L > N > 1: a UserError saying to start one rank per GPU; no device: a UserError.
-// Pure arithmetic (runtime/gpu_device_select.h applies it and logs the mapping).
+// Pure arithmetic (backend/gpu_device_select.h applies it and logs the mapping).
 #pragma once
 
 namespace hone {

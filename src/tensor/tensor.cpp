@@ -8,10 +8,6 @@
 
 #include "runtime/error.h"
 
-#if HONE_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace hone {
 
 float f16_to_f32(uint16_t h) {
@@ -128,15 +124,9 @@ Tensor Tensor::reshape(std::vector<int64_t> shape) const {
 }
 
 void Tensor::fill_zero() {
-  if (device_ == Device::cpu) {
-    std::memset(data_, 0, nbytes());
-    return;
-  }
-#if HONE_CUDA
-  HONE_CHECK(cudaMemset(data_, 0, nbytes()) == cudaSuccess, "cudaMemset failed");
-#else
-  HONE_CHECK(false, "CUDA tensor in a CPU-only build");
-#endif
+  // Device memory is zeroed on its stream, by the backend (B::zero), not here.
+  HONE_CHECK(device_ == Device::cpu, "fill_zero of a device tensor (zero it through the backend)");
+  std::memset(data_, 0, nbytes());
 }
 
 void convert_copy(const Tensor& src, Tensor& dst) {

@@ -43,7 +43,7 @@ class Tensor {
   // The same memory with another shape of equal element count.
   Tensor reshape(std::vector<int64_t> shape) const;
 
-  void fill_zero();  // host or device
+  void fill_zero();  // host memory only
 
  private:
   std::shared_ptr<void> storage_;  // null for views

@@ -63,9 +63,10 @@ BOOST_AUTO_TEST_CASE(matches_cpu_with_the_cpu_routing, *boost::unit_test::precon
 
   hone::Transformer cpu(c, w);
   std::vector<int32_t> cpu_routing(size_t(T) * W);
-  cpu.moe()->set_routing_record(cpu_routing.data());
-  cpu.moe()->set_aux_loss_weight(aux_weight);
-  cpu.forward(batch, 1.f, false);
+  hone::MoeRouting cpu_r;
+  cpu_r.record = cpu_routing.data();
+  cpu_r.aux_loss_weight = aux_weight;
+  cpu.forward(batch, 1.f, false, true, nullptr, cpu_r);
   const std::vector<float> cpu_lp(cpu.logprobs(), cpu.logprobs() + T);
   const double cpu_aux = cpu.moe()->aux_loss({});
   hone::ModelWeights cpu_grads = hone::allocate_weights(c);
@@ -78,8 +79,9 @@ BOOST_AUTO_TEST_CASE(matches_cpu_with_the_cpu_routing, *boost::unit_test::precon
   CUDA_CHECK(cudaMemcpy(forced.get(), cpu_routing.data(), cpu_routing.size() * 4, cudaMemcpyHostToDevice));
 
   // Its own routing first: how often it agrees with the CPU's.
-  gpu.moe()->set_routing_record(record.get());
-  gpu.forward(batch, 1.f, false, false);
+  hone::MoeRouting own_r;
+  own_r.record = record.get();
+  gpu.forward(batch, 1.f, false, false, nullptr, own_r);
   std::vector<int32_t> own(cpu_routing.size());
   CUDA_CHECK(cudaDeviceSynchronize());
   CUDA_CHECK(cudaMemcpy(own.data(), record.get(), own.size() * 4, cudaMemcpyDeviceToHost));
@@ -96,10 +98,10 @@ BOOST_AUTO_TEST_CASE(matches_cpu_with_the_cpu_routing, *boost::unit_test::precon
   BOOST_TEST(agree >= 0.95);
 
   // The CPU's routing replayed: the same experts, so the rest compares as for a dense model.
-  gpu.moe()->set_routing_record(nullptr);
-  gpu.moe()->set_forced_routing(forced.get());
-  gpu.moe()->set_aux_loss_weight(aux_weight);
-  gpu.forward(batch, 1.f, false);
+  hone::MoeRouting replay_r;
+  replay_r.forced = forced.get();
+  replay_r.aux_loss_weight = aux_weight;
+  gpu.forward(batch, 1.f, false, true, nullptr, replay_r);
   const auto lp = gpu.logprobs_host();
   hone::DeviceArray<float> grads(w.flat.numel());
   CUDA_CHECK(cudaMemset(grads.get(), 0, grads.bytes()));
@@ -160,9 +162,9 @@ BOOST_AUTO_TEST_CASE(generation_records_its_routing_and_replays_into_training,
     std::copy(r.routing.begin(), r.routing.end(), forced.begin());
     hone::DeviceArray<int32_t> d(int64_t(forced.size()));
     CUDA_CHECK(cudaMemcpy(d.get(), forced.data(), forced.size() * 4, cudaMemcpyHostToDevice));
-    gpu.moe()->set_forced_routing(d.get());
-    gpu.forward(b, 1.f, false, false);
-    gpu.moe()->set_forced_routing(nullptr);
+    hone::MoeRouting replay;
+    replay.forced = d.get();
+    gpu.forward(b, 1.f, false, false, nullptr, replay);
     const auto lp = gpu.logprobs_host();
     for (size_t j = 0; j < r.completion.size(); ++j) {
       mpe += std::exp(std::fabs(double(lp[r.prompt.size() - 1 + j]) - r.logprobs[j]));

@@ -74,8 +74,9 @@ struct OneRank {
 OneRank one_rank(const ModelConfig& c, const ModelWeights& whole, const PackedBatch& batch, double aux_weight) {
   OneRank r;
   Transformer m(c, whole);
-  m.moe()->set_aux_loss_weight(aux_weight);
-  m.forward(batch, 0.8f, false);
+  MoeRouting aux;
+  aux.aux_loss_weight = aux_weight;
+  m.forward(batch, 0.8f, false, true, nullptr, aux);
   r.logprobs.assign(m.logprobs(), m.logprobs() + batch.num_tokens());
   r.aux = m.moe()->aux_loss({});
   r.grads = allocate_weights(c);
@@ -102,8 +103,9 @@ void run(bool norm) {
     ModelWeights shard = allocate_shard_weights(layout, c);
     extract_shard(layout, whole, shard);
     Transformer m(c, shard, nullptr, ModelSpan{}, nullptr, &ep);
-    m.moe()->set_aux_loss_weight(aux_weight);
-    m.forward(mine, 0.8f, false);
+    MoeRouting aux;
+    aux.aux_loss_weight = aux_weight;
+    m.forward(mine, 0.8f, false, true, nullptr, aux);
     check_close(m.logprobs(), ref.logprobs.data(), mine.num_tokens(), 1e-5, "logprobs");
     BOOST_TEST(std::fabs(m.moe()->aux_loss({}) - ref.aux) < 1e-6);
     ModelWeights g = allocate_shard_weights(layout, c);

@@ -26,7 +26,7 @@
 #include "comm/mpi_comm.h"
 #include "common/compare.h"
 #include "cuda/check.h"
-#include "runtime/gpu_device_select.h"
+#include "backend/gpu_device_select.h"
 #include "comm/nccl_comm.h"
 #include "model/transformer.h"
 #include "model/weights.h"

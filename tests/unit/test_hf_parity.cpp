@@ -148,12 +148,13 @@ void check_aux_loss(const std::string& arch) {
   hone::Transformer model(c, w);
   hone::MoeFeedForward<hone::CpuBackend>* moe = model.moe();
   BOOST_TEST_REQUIRE(moe != nullptr);
-  moe->set_aux_loss_weight(1.0);
+  hone::MoeRouting aux;
+  aux.aux_loss_weight = 1.0;
   hone::ModelWeights g = hone::allocate_weights(c);
   double max_diff = 0;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const hone::PackedBatch b = hone::PackedBatch::pack({seqs[s]});
-    model.forward(b, 1.f, false);
+    model.forward(b, 1.f, false, true, nullptr, aux);
     max_diff = std::max(max_diff, std::fabs(moe->aux_loss({}) - double(want_aux[s])));
     const std::vector<float> zero(size_t(b.num_tokens()), 0.f);
     model.backward(zero.data(), nullptr, g);

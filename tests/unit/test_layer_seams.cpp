@@ -153,7 +153,9 @@ struct LayerCase {
     const int T = int(positions.size());
     inv_freq.resize(size_t(c.head_dim / 2));
     hone::cpu::rope_inv_freq(inv_freq.data(), c.rope);
-    b = hone::LayerBatch{positions.data(), cu.data(), T, 2, 6, inv_freq.data()};
+    b = hone::LayerBatch();
+    b.positions = positions.data(), b.cu_seqlens = cu.data(), b.T = T, b.S = 2, b.max_seqlen = 6;
+    b.inv_freq = inv_freq.data();
     std::mt19937 rng(3);
     std::normal_distribution<float> nd(0.f, 1.f);
     x.resize(size_t(T * c.hidden_size));

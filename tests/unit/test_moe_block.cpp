@@ -223,13 +223,13 @@ BOOST_AUTO_TEST_CASE(load_balancing_loss_is_transformers_formula_and_its_gradien
   aux *= E;
   BOOST_TEST(std::fabs(m.aux_loss({}) - aux) < 1e-6);
   // Its gradient alone (dy = 0, weight 1) against finite differences of the router's entries and of h.
-  m.set_aux_loss_weight(1.0);
   std::vector<float> dy(size_t(T) * C, 0.f), dh(blk.h.size(), 0.f);
   hone::ModelWeights g = hone::allocate_weights(blk.c);
   hone::LayerActivations<hone::CpuBackend> a;
   a.h2 = blk.h.data();
   hone::LayerBatch b;
   b.T = T;
+  b.routing.aux_loss_weight = 1.0;
   hone::LayerScratch<hone::CpuBackend> scratch;
   scratch.dh = scratch.dh_local = dh.data();  // one rank: the layer's input gradient rows are all its rows
   m.backward(0, blk.s, hone::layer_pointers(blk.w.layers[0]), hone::layer_grad_pointers(g.layers[0]), b, a,

@@ -73,13 +73,19 @@ BOOST_AUTO_TEST_CASE(signal_from_outside_stops_the_loop) {
 }
 
 // Under mpirun a SIGTERM (Slurm's at the time limit) makes mpirun exit 1 though hone checkpointed and exited 3;
-// jobs/hone-mpirun returns hone's 3.
+// jobs/hone-mpirun returns hone's 3. The steps are made long enough (tens of milliseconds) that rank 0's step lines
+// do not fill the pipe to mpirun: once mpirun has the signal it stops reading the ranks' output and kills them a
+// second later (odls_base_sigkill_timeout), so a rank blocked writing a line would never reach its checkpoint. The
+// tiny deck's millisecond steps filled it on a fast machine.
 BOOST_AUTO_TEST_CASE(exit_code_3_survives_mpirun_through_jobs_hone_mpirun) {
   const std::string dir = test::temp_dir("stop-mpirun");
   const std::string deck = test_grpo::write_deck(dir);
   const std::string log = dir + "/out.txt";
+  const std::string slower = " grpo.num_prompts_per_step=64 generation.max_new_tokens=24 "
+                             "generation.max_total_sequence_length=40";
   const std::string script = test::source_dir() + "/jobs/hone-mpirun -np 2 --oversubscribe --allow-run-as-root " +
-                             test::hone_exe() + " run " + deck + " run.max_steps=100000 > " + log + " 2>&1 & p=$!; " +
+                             test::hone_exe() + " run " + deck + " run.max_steps=100000" + slower + " > " + log +
+                             " 2>&1 & p=$!; " +
                              "for i in $(seq 300); do grep -q \"^ *1 \" " + log + " && break; sleep 0.1; done; " +
                              "kill -TERM $p; wait $p; s=$?; cat " + log + "; exit $s";
   std::string out;

@@ -1,5 +1,5 @@
 // The mixture-of-experts feed-forward's memory on each backend (what lives where: moe_memory.h).
-#include "model/moe_memory.h"
+#include "backend/moe_memory.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
 // select_rank_device: cudaSetDevice by the node-local rank, and one info line per rank on rank 0.
-#include "runtime/gpu_device_select.h"
+#include "backend/gpu_device_select.h"
 
 #if HONE_CUDA
 

@@ -1,5 +1,6 @@
-// The GPU engine's bf16 weight copies that can wait in pinned host memory while generation runs
-// (train.offload_during_generation); CudaBackend::upload_weights (backend/cuda_backend.h) fills them.
+// A memory policy of the CUDA backend: bf16 weight copies that can wait in pinned host memory while generation runs
+// (train.offload_during_generation; the GPU engine's training and reference copies). CudaBackend::upload_weights
+// (backend/cuda_backend.h) fills them. The CPU has no such policy: its weights stay in host memory.
 #pragma once
 
 #if HONE_CUDA
@@ -10,7 +11,7 @@
 #include "cuda/device_memory.h"
 #include "cuda/ops_cuda.h"
 
-namespace hone::rl {
+namespace hone {
 
 // A device buffer that can wait in pinned host memory (train.offload_during_generation): its device memory is
 // freed while offloaded and allocated again (at another address) when it comes back.
@@ -47,6 +48,6 @@ class OffloadableWeights {
   bool offloaded_ = false;
 };
 
-}  // namespace hone::rl
+}  // namespace hone
 
 #endif  // HONE_CUDA

@@ -1,32 +1,32 @@
-// The GPU's finished training micro-batches, polled for the progress line (see gpu_pass_events.h).
-#include "rl/gpu_pass_events.h"
+// The GPU's finished passes, polled for the progress line (see pass_events.h).
+#include "backend/pass_events.h"
 
 #if HONE_CUDA
 
 #include "cuda/check.h"
 #include "runtime/error.h"
 
-namespace hone::rl {
+namespace hone {
 
-GpuPassEvents::~GpuPassEvents() {
+PassEvents<CudaBackend>::~PassEvents() {
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
 }
 
-void GpuPassEvents::start() { queued_ = finished_ = 0; }
+void PassEvents<CudaBackend>::start() { queued_ = finished_ = 0; }
 
-void GpuPassEvents::recorded(int64_t i, cudaStream_t stream) {
-  HONE_CHECK(i == queued_, "micro-batch ", i, " recorded after ", queued_);
+void PassEvents<CudaBackend>::recorded(int64_t i, const CudaBackend::Exec& x) {
+  HONE_CHECK(i == queued_, "pass ", i, " recorded after ", queued_);
   if (size_t(i) == events_.size()) {
     cudaEvent_t e = nullptr;
     CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     events_.push_back(e);
   }
-  CUDA_CHECK(cudaEventRecord(events_[size_t(i)], stream));
+  CUDA_CHECK(cudaEventRecord(events_[size_t(i)], x.gpu->stream));
   ++queued_;
 }
 
-int64_t GpuPassEvents::finished() {
-  // The stream runs the micro-batches in order: the first unfinished one ends the count.
+int64_t PassEvents<CudaBackend>::finished() {
+  // The stream runs the passes in order: the first unfinished one ends the count.
   while (finished_ < queued_) {
     const cudaError_t r = cudaEventQuery(events_[size_t(finished_)]);
     if (r == cudaErrorNotReady) {
@@ -41,6 +41,6 @@ int64_t GpuPassEvents::finished() {
   return finished_;
 }
 
-}  // namespace hone::rl
+}  // namespace hone
 
 #endif  // HONE_CUDA
