@@ -40,11 +40,9 @@
 #include "ops/ops.h"
 #include "parallel/generation_layout.h"
 #include "parallel/pipeline_model.h"
-#include "parallel/pipeline_simulation.h"
 #include "parallel/reshard.h"
 #include "parallel/shard_weights.h"
 #include "parallel/tensor_parallel.h"
-#include "rl/moe_metrics.h"
 #include "rl/pipeline_broadcast.h"
 #include "rl/learner_state.h"
 #include "rl/policy_loss_pass.h"
@@ -197,15 +195,12 @@ class CpuPolicyEngine final : public roles::RoleEngine {
     }
     po.norm = std::move(norm);
     if (s_.distributed_optimizer && dp.size() > 1) {
-      auto z = std::make_unique<ShardedAdamW<CpuBackend>>(train_w_, s_.adamw, dp, std::move(po));
-      zero_ = z.get();
-      optimizer_ = std::move(z);
+      optimizer_ = std::make_unique<ShardedAdamW<CpuBackend>>(train_w_, s_.adamw, dp, std::move(po));
+      zero_ = true;
     } else {
       // The training weights are the masters: updated in place.
-      auto a = std::make_unique<AllReduceAdamW<CpuBackend>>(train_w_, s_.adamw, &dp, std::move(po),
-                                                             CpuBackend::Exec{}, train_w_.flat.f32());
-      plain_ = a.get();
-      optimizer_ = std::move(a);
+      optimizer_ = std::make_unique<AllReduceAdamW<CpuBackend>>(train_w_, s_.adamw, &dp, std::move(po),
+                                                                 CpuBackend::Exec{}, train_w_.flat.f32());
     }
     grads_ = weights_over(stage_, mc_, optimizer_->grads());  // backward accumulates into the optimizer's buffer
     if (!gen_layout_.same_as_training) {
@@ -383,8 +378,7 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   std::unique_ptr<CpuGenerator> generator_;
   GenerationProgressFn gen_progress_;
   std::unique_ptr<DataParallelOptimizer<CpuBackend>> optimizer_;
-  AllReduceAdamW<CpuBackend>* plain_ = nullptr;  // optimizer_, in its form
-  ShardedAdamW<CpuBackend>* zero_ = nullptr;
+  bool zero_ = false;  // optimizer_ is ShardedAdamW (ZeRO-1)
   PolicyLossPass<CpuBackend> loss_;  // the loss of the training micro-batches and its gradients
   TrainingPasses<CpuBackend> passes_;  // pp = 1: the training passes and their MoE routing
   std::vector<float> lp_;
