@@ -44,6 +44,7 @@
 #include "parallel/shard_weights.h"
 #include "parallel/tensor_parallel.h"
 #include "rl/pipeline_broadcast.h"
+#include "rl/learner_optimizer.h"
 #include "rl/learner_state.h"
 #include "rl/policy_loss_pass.h"
 #include "rl/training_passes.h"
@@ -153,47 +154,12 @@ class CpuPolicyEngine final : public roles::RoleEngine {
 
   void connect(const ModelWeights&) override {
     Comm& dp = optimizer_comm();
-    ShardedNorm norm;
-    // The gradient norm spans the model's shards: the tensor-parallel group, then the pipeline stages; each value
-    // counted once (replicated over tp, or a tied embedding's two stage copies).
-    if (tp_ || pipe_.split()) {
-      norm.group = tp_ ? &tp_->comm() : &ps_.pp();
-      if (tp_)
-        norm.weighted_sum_squares = [tp = tp_.get()](const float* g, int64_t begin, int64_t n) {
-          return tp->weighted_sum_squares(g, begin, n);
-        };
-      else
-        norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
-          return stage_.weighted_sum_squares(begin, n, [g](int64_t off, int64_t count) {
-            return cpu::sum_squares(g + off, count);
-          });
-        };
-      norm.sum = [this](double x) {
-        if (tp_) x = all_reduce_sum_value(tp_->comm(), x);
-        if (pipe_.split()) x = all_reduce_sum_value(ps_.pp(), x);
-        return x;
-      };
-    }
-    DataParallelOptions po;
-    po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
-    if (ep_) {
-      // The norm spans the tensor- and expert-parallel ranks: every dense value is held by all ep ranks (weighted
-      // 1 / ep by the layout), each expert by one.
-      norm.group = &ep_->host();
-      norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
-        return stage_.weighted_sum_squares(begin, n, [g](int64_t off, int64_t count) {
-          return cpu::sum_squares(g + off, count);
-        });
-      };
-      norm.sum = [this](double x) {
-        if (tp_) x = all_reduce_sum_value(tp_->comm(), x);
-        return all_reduce_sum_value(ep_->host(), x);
-      };
-      po.expert_begin = stage_.num_dense_params();
-      po.edp = &ps_.edp();
-      if (!gen_lockstep_) ep_->gather_experts(train_w_.flat.f32(), gen_w_.flat.f32());
-    }
-    po.norm = std::move(norm);
+    // The clipping norm over the model's shards and the experts' group (rl/learner_optimizer.h, shared with the GPU
+    // engine).
+    DataParallelOptions po =
+        learner_optimizer_options<CpuBackend>(stage_, ps_, tp_.get(), pipe_.split(), ep_ != nullptr,
+                                              ep_ ? &ps_.edp() : nullptr, CpuBackend::Exec{}, s_.grad_reduce_in_fp32);
+    if (ep_ && !gen_lockstep_) ep_->gather_experts(train_w_.flat.f32(), gen_w_.flat.f32());
     if (s_.distributed_optimizer && dp.size() > 1) {
       optimizer_ = std::make_unique<ShardedAdamW<CpuBackend>>(train_w_, s_.adamw, dp, std::move(po));
       zero_ = true;
@@ -239,34 +205,32 @@ class CpuPolicyEngine final : public roles::RoleEngine {
     if (generator_) generator_->set_progress(gen_progress_);
   }
 
-  std::span<const float> logprobs(Weights role, const PackedBatch& batch, float temperature,
-                                  const int32_t* forced_routing = nullptr) override {
+  void logprobs(Weights role, const PackedBatch& batch, float temperature, const int32_t* forced_routing,
+                float* out) override {
     HONE_CHECK(role == Weights::policy || ref_w_.flat.defined(), "no reference model (loss.kl_coef = 0)");
-    if (pipeline_) {
-      lp_ = logprobs_batches(role, {&batch}, temperature, {}).front();
-      return lp_;
-    }
+    HONE_CHECK(!pipeline_, "a pipeline's logprobs come from its pass over the stages (logprobs_batches)");
     Transformer& m = role == Weights::policy ? *train_model_ : *ref_model_;
     const MoeRouting r = passes_.logprob_routing(m.moe() ? forced_routing : nullptr, batch.num_tokens());
     m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false, /*input=*/nullptr, r);
     logprob_bytes_ = std::max(logprob_bytes_, m.allocated_bytes());
-    return {m.logprobs(), size_t(batch.num_tokens())};
+    std::memcpy(out, m.logprobs(), size_t(batch.num_tokens()) * sizeof(float));
   }
 
   // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
-  std::vector<std::vector<float>> logprobs_batches(Weights role, const std::vector<const PackedBatch*>& batches,
-                                                   float temperature,
-                                                   const std::vector<const int32_t*>& forced_routing) override {
-    if (!pipeline_) return RoleEngine::logprobs_batches(role, batches, temperature, forced_routing);
+  void logprobs_batches(Weights role, const std::vector<const PackedBatch*>& batches, float temperature,
+                        const std::vector<const int32_t*>& forced_routing,
+                        const std::vector<std::vector<float>*>& out) override {
+    if (!pipeline_) return RoleEngine::logprobs_batches(role, batches, temperature, forced_routing, out);
     HONE_CHECK(role == Weights::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
     PipelineModel& m = role == Weights::policy ? *pipeline_ : *ref_pipeline_;
-    std::vector<std::vector<float>> out;
-    m.logprobs(batches, temperature, out);
+    std::vector<std::vector<float>> lp;
+    m.logprobs(batches, temperature, lp);
     std::vector<int> sizes;
     for (const PackedBatch* b : batches) sizes.push_back(b->num_tokens());
-    broadcast_logprobs(ps_.pp(), out, sizes, pipe_.pp() - 1);
+    broadcast_logprobs(ps_.pp(), lp, sizes, pipe_.pp() - 1);
+    for (size_t i = 0; i < out.size() && i < lp.size(); ++i)
+      if (out[i]) out[i]->swap(lp[i]);
     logprob_bytes_ = std::max(logprob_bytes_, m.allocated_bytes());
-    return out;
   }
 
   Comm* lockstep_group() const override { return ep_ ? &ep_->host() : nullptr; }
@@ -381,7 +345,6 @@ class CpuPolicyEngine final : public roles::RoleEngine {
   bool zero_ = false;  // optimizer_ is ShardedAdamW (ZeRO-1)
   PolicyLossPass<CpuBackend> loss_;  // the loss of the training micro-batches and its gradients
   TrainingPasses<CpuBackend> passes_;  // pp = 1: the training passes and their MoE routing
-  std::vector<float> lp_;
   double persistent_ = 0;
   int64_t peak_kv_ = 0;
   size_t logprob_bytes_ = 0, training_bytes_ = 0;

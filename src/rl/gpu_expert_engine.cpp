@@ -45,29 +45,6 @@ std::unique_ptr<DeviceArray<bf16>> every_expert_weights(const GpuExpertParallel&
   return std::make_unique<DeviceArray<bf16>>(gen.num_params, "generation weights (every expert)");
 }
 
-void set_expert_parallel_options(DataParallelOptions& po, const ShardLayout& stage, const ParallelState& ps,
-                                 GpuTensorParallel* tp, double nccl_timeout_s, const cuda::GpuContext& ctx,
-                                 std::unique_ptr<NcclComm>& edp_comm) {
-  po.norm.weighted_sum_squares = [&stage, ctx](const float* g, int64_t begin, int64_t n) {
-    return stage.weighted_sum_squares(begin, n, [&](int64_t off, int64_t count) {
-      return cuda::sum_squares(g + off, count, ctx);
-    });
-  };
-  Comm& ep = ps.ep();
-  po.norm.group = &ep;
-  po.norm.sum = [tp, &ep](double v) {
-    if (tp) v = tp->sum_over_group(v);
-    return all_reduce_sum_value(ep, v);
-  };
-  po.expert_begin = stage.num_dense_params();
-  if (ps.edp_size() > 1) {
-    NcclOptions eo;
-    eo.timeout_s = nccl_timeout_s;
-    edp_comm = ps.device(CommGroup::edp, eo);
-    po.edp = edp_comm.get();
-  }
-}
-
 }  // namespace hone::rl
 
 #endif  // HONE_CUDA

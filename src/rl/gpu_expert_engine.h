@@ -1,6 +1,6 @@
-// The GPU policy engine's pieces for expert parallelism (parallel.ep > 1; rl/gpu_policy_engine.cpp): generation's
-// weights holding every expert, and the optimizer's clipping norm and expert-data-parallel group (the checkpoint
-// state: rl/learner_state.h).
+// The GPU policy engine's pieces for expert parallelism (parallel.ep > 1; rl/gpu_policy_engine.cpp): whether
+// generation splits the experts, and its weights holding every expert, both decided by the device's free memory (the
+// optimizer's options: rl/learner_optimizer.h; the checkpoint state: rl/learner_state.h).
 #pragma once
 
 #if HONE_CUDA
@@ -30,13 +30,6 @@ bool generation_splits_experts(const std::string& mode, const GpuExpertParallel&
 // Generation's bf16 buffer of every expert (filled by GpuExpertParallel::gather_experts at every refit). A user error
 // when it cannot fit next to what the device holds already.
 std::unique_ptr<DeviceArray<bf16>> every_expert_weights(const GpuExpertParallel& ep);
-
-// The optimizer's options under expert parallelism: the clipping norm over the tensor- and expert-parallel ranks
-// (dense values weighted 1 / ep by the layout, each expert counted once) and the experts' gradients summed over the
-// expert-data-parallel group (its communicator made here, collective over the world, kept in edp_comm).
-void set_expert_parallel_options(DataParallelOptions& po, const ShardLayout& stage, const ParallelState& ps,
-                                 GpuTensorParallel* tp, double nccl_timeout_s, const cuda::GpuContext& ctx,
-                                 std::unique_ptr<NcclComm>& edp_comm);
 
 }  // namespace hone::rl
 

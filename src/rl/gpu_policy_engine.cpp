@@ -65,6 +65,7 @@
 #include "parallel/shard_weights.h"
 #include "rl/gpu_expert_engine.h"
 #include "rl/gpu_memory_check.h"
+#include "rl/learner_optimizer.h"
 #include "rl/learner_state.h"
 #include "rl/policy_loss_pass.h"
 #include "rl/training_passes.h"
@@ -237,26 +238,18 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     o.timeout_s = s_.nccl_timeout_s;
     // dp, or dp x cp: the ranks holding the same weights
     if (ranks > 1) dp_comm_ = ps_.device(cp_ ? CommGroup::dp_cp : CommGroup::dp, o);
-    DataParallelOptions po;
-    po.grad_reduce_in_fp32 = s_.grad_reduce_in_fp32;
-    po.layout = &layout_;  // buckets in backward's order: the reducer launches them while backward runs
-    if (tp_) po.norm = tp_->sharded_norm();
-    if (pipe_.split()) {
-      // The clipping norm spans the stages too: each value once (a tied embedding's two copies weighted 1/2).
-      if (!tp_) {
-        po.norm.weighted_sum_squares = [this](const float* g, int64_t begin, int64_t n) {
-          return stage_.weighted_sum_squares(begin, n, [&](int64_t off, int64_t count) {
-            return cuda::sum_squares(g + off, count, ctx_);
-          });
-        };
-      }
-      po.norm.sum = [this](double x) {
-        if (tp_) x = tp_->sum_over_group(x);
-        return all_reduce_sum_value(ps_.pp(), x);
-      };
+    // The clipping norm over the model's shards and the experts' group (rl/learner_optimizer.h, shared with the CPU
+    // engine); under expert parallelism the experts' gradients cross the expert-data-parallel group over NCCL.
+    if (ep_ && ps_.edp_size() > 1) {
+      NcclOptions eo;
+      eo.timeout_s = s_.nccl_timeout_s;
+      edp_comm_ = ps_.device(CommGroup::edp, eo);
     }
-    if (ep_) set_expert_parallel_options(po, stage_, ps_, tp_.get(), s_.nccl_timeout_s, ctx_, edp_comm_);
     const CudaBackend::Exec x(ctx_);
+    DataParallelOptions po = learner_optimizer_options<CudaBackend>(stage_, ps_, tp_.get(), pipe_.split(),
+                                                                    ep_ != nullptr, edp_comm_.get(), x,
+                                                                    s_.grad_reduce_in_fp32);
+    po.layout = &layout_;  // buckets in backward's order: the reducer launches them while backward runs
     if (zero_)
       optimizer_ = std::make_unique<ShardedAdamW<CudaBackend>>(initial, s_.adamw, *dp_comm_, po, x);
     else
@@ -343,37 +336,36 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     if (s_.offload_during_generation) stats_.offload_s += seconds_since(t0);
   }
 
-  std::span<const float> logprobs(Weights role, const PackedBatch& batch, float temperature,
-                                  const int32_t* forced_routing = nullptr) override {
+  void logprobs(Weights role, const PackedBatch& batch, float temperature, const int32_t* forced_routing,
+                float* out) override {
     HONE_CHECK(role == Weights::policy || ref_w_, "no reference model (loss.kl_coef = 0)");
-    if (pipeline_) {
-      lp_ = logprobs_batches(role, {&batch}, temperature, {}).front();
-      return lp_;
-    }
+    HONE_CHECK(!pipeline_, "a pipeline's logprobs come from its pass over the stages (logprobs_batches)");
     GpuTransformer& m = role == Weights::policy ? *policy_ : *reference_;
     const MoeRouting r = passes_->logprob_routing(m.moe() ? forced_routing : nullptr, batch.num_tokens());
     m.forward(batch, temperature, /*need_entropy=*/false, /*need_backward=*/false, /*input=*/nullptr, r);
-    lp_ = m.logprobs_host();
+    const CudaBackend::Exec x(ctx_);
+    CudaBackend::download(x, out, m.logprobs(), size_t(batch.num_tokens()) * sizeof(float));  // straight to the host
+    CudaBackend::sync(x);
     mem_.logprob = std::max(mem_.logprob, persistent() + arena_bytes());
     note_device_use();
-    return lp_;
   }
 
   // Under pipeline parallelism: one forward-only pass through the stages, the last stage's logprobs broadcast.
-  std::vector<std::vector<float>> logprobs_batches(Weights role, const std::vector<const PackedBatch*>& batches,
-                                                   float temperature,
-                                                   const std::vector<const int32_t*>& forced_routing) override {
-    if (!pipeline_) return RoleEngine::logprobs_batches(role, batches, temperature, forced_routing);
+  void logprobs_batches(Weights role, const std::vector<const PackedBatch*>& batches, float temperature,
+                        const std::vector<const int32_t*>& forced_routing,
+                        const std::vector<std::vector<float>*>& out) override {
+    if (!pipeline_) return RoleEngine::logprobs_batches(role, batches, temperature, forced_routing, out);
     HONE_CHECK(role == Weights::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
     GpuPipelineModel& m = role == Weights::policy ? *pipeline_ : *ref_pipeline_;
-    std::vector<std::vector<float>> out;
-    m.logprobs(batches, temperature, out);
+    std::vector<std::vector<float>> lp;
+    m.logprobs(batches, temperature, lp);
     std::vector<int> sizes;
     for (const PackedBatch* b : batches) sizes.push_back(b->num_tokens());
-    broadcast_logprobs(ps_.pp(), out, sizes, pipe_.pp() - 1);
+    broadcast_logprobs(ps_.pp(), lp, sizes, pipe_.pp() - 1);
+    for (size_t i = 0; i < out.size() && i < lp.size(); ++i)
+      if (out[i]) out[i]->swap(lp[i]);
     mem_.logprob = std::max(mem_.logprob, persistent() + arena_bytes());
     note_device_use();
-    return out;
   }
 
   // Training starts: the reference model's arena (logprob phase only) goes back first. The loss runs on the device
@@ -543,7 +535,6 @@ class GpuPolicyEngine final : public roles::RoleEngine {
   std::unique_ptr<PolicyLossPass<CudaBackend>> loss_;
   std::unique_ptr<TrainingPasses<CudaBackend>> passes_;  // pp = 1: the passes, a mixture of experts' routing tables
   bool zero_ = false;
-  std::vector<float> lp_;
   EngineMemory mem_;
   EngineStepStats stats_;
 };

@@ -68,12 +68,6 @@ PackedBatch empty_pass_batch() {
   return b;
 }
 
-void set_row_values(const MicroBatch& mb, const float* row_values, std::vector<float>& out) {
-  const std::vector<int32_t>& targets = mb.batch.targets;
-  out.resize(targets.size());
-  for (size_t t = 0; t < targets.size(); ++t) out[t] = targets[t] >= 0 ? row_values[t] : 0.f;
-}
-
 std::vector<float> completion_values(const MicroBatch& mb, int seq, const float* row_values,
                                      const std::vector<GrpoSample>& samples) {
   const GrpoSample& s = samples[size_t(mb.samples[size_t(seq)])];

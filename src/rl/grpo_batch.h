@@ -35,7 +35,7 @@ struct MicroBatch {
   std::vector<int64_t> seq_offsets;  // cu_seqlens as int64
   std::vector<uint8_t> mask;         // [T] 1 where a trained completion token is predicted
   std::vector<float> gen, old, ref;  // [T] logprobs of the predicted token (0 elsewhere); old and ref are 0 until
-                                     // the logprob phase sets them (set_row_values)
+                                     // the logprob phase writes them (roles::Learner::policy_logprobs)
   std::vector<float> advantages;     // one per sequence
   // Mixture of experts: generation's experts of each row [T x routing_width] (routing_width = sparse layers x k),
   // -1 where generation routed none (a sequence's last token); empty when the rollouts carry no routing.
@@ -68,10 +68,6 @@ std::vector<std::vector<int64_t>> pack_samples(const std::vector<GrpoSample>& sa
 
 // Builds one micro-batch (old and ref all 0).
 MicroBatch build_micro_batch(const std::vector<GrpoSample>& samples, const std::vector<int64_t>& which);
-
-// Sets out ([T]: mb.old or mb.ref) to a pass's per-row values ([T], e.g. Transformer::logprobs()) at the rows that
-// predict a token, 0 elsewhere.
-void set_row_values(const MicroBatch& mb, const float* row_values, std::vector<float>& out);
 
 // Reads the predicted-token values of `row_values` ([T], e.g. Transformer::logprobs()) back per completion token.
 std::vector<float> completion_values(const MicroBatch& mb, int seq, const float* row_values,

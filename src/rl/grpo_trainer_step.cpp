@@ -252,10 +252,12 @@ void GrpoTrainer::phase_logprob(StepState& st) {
   for (const bool policy : {true, false}) {
     if (policy ? !need_old : !need_ref) continue;
     shown.next_call(mbs);
-    // The old policy's logprobs are the learner's, the reference's the scorer's.
-    const std::vector<std::vector<float>> lp = policy ? roles_.learner->policy_logprobs(batches, T, replay)
-                                                      : roles_.scorer->reference_logprobs(batches, T, replay);
-    for (size_t i = 0; i < mbs.size(); ++i) set_row_values(*mbs[i], lp[i].data(), policy ? mbs[i]->old : mbs[i]->ref);
+    // The old policy's logprobs are the learner's, the reference's the scorer's, written straight into the
+    // micro-batches (0 where targets < 0; the empty passes' are not wanted).
+    std::vector<std::vector<float>*> out(batches.size(), nullptr);
+    for (size_t i = 0; i < mbs.size(); ++i) out[i] = policy ? &mbs[i]->old : &mbs[i]->ref;
+    if (policy) roles_.learner->policy_logprobs(batches, T, replay, out);
+    else roles_.scorer->reference_logprobs(batches, T, replay, out);
   }
 }
 

@@ -28,11 +28,14 @@ class Learner {
   virtual void connect(const ModelWeights& initial) = 0;
 
   // The training weights' logprobs of every packed batch of a pass (0 where targets < 0), on every rank (under
-  // pipeline parallelism one forward-only pass through the stages, broadcast from the last). forced_routing: empty,
-  // or one entry per batch (each may be null): mixture of experts, each row's experts replayed (loss.router_replay).
-  virtual std::vector<std::vector<float>> policy_logprobs(const std::vector<const PackedBatch*>& batches,
-                                                          float temperature,
-                                                          const std::vector<const int32_t*>& forced_routing) = 0;
+  // pipeline parallelism one forward-only pass through the stages, broadcast from the last), written straight into
+  // out[i] (resized to the batch's tokens; a null entry: not wanted, as an empty pass's). One copy from the
+  // backend's memory to the host: the step's metrics (token_mult_prob_error, the KL) read them there, and the
+  // training passes upload a micro-batch's T values once. forced_routing: empty, or one entry per batch (each may be
+  // null): mixture of experts, each row's experts replayed (loss.router_replay).
+  virtual void policy_logprobs(const std::vector<const PackedBatch*>& batches, float temperature,
+                               const std::vector<const int32_t*>& forced_routing,
+                               const std::vector<std::vector<float>*>& out) = 0;
 
   // One optimizer step's gradient: zeroes the gradients, then per micro-batch the forward (with entropy), the loss
   // with its global denominator and the backward, accumulating the gradients (on the GPU the last micro-batch's

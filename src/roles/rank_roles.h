@@ -29,6 +29,7 @@
 #include "roles/role_stats.h"
 #include "roles/scorer.h"
 #include "roles/weight_channel.h"
+#include "runtime/error.h"
 
 namespace hone::roles {
 
@@ -52,36 +53,36 @@ class RoleEngine : public Generator, public Learner, public Scorer, public Weigh
   void set_pass_progress(PassProgressFn fn) { pass_progress_ = std::move(fn); }
 
   // ---- the learner's and the scorer's logprob passes, through one forward of the training or reference weights
-  std::vector<std::vector<float>> policy_logprobs(const std::vector<const PackedBatch*>& batches, float temperature,
-                                                  const std::vector<const int32_t*>& forced_routing) final {
-    return logprobs_batches(Weights::policy, batches, temperature, forced_routing);
+  void policy_logprobs(const std::vector<const PackedBatch*>& batches, float temperature,
+                       const std::vector<const int32_t*>& forced_routing,
+                       const std::vector<std::vector<float>*>& out) final {
+    logprobs_batches(Weights::policy, batches, temperature, forced_routing, out);
   }
-  std::vector<std::vector<float>> reference_logprobs(const std::vector<const PackedBatch*>& batches,
-                                                     float temperature,
-                                                     const std::vector<const int32_t*>& forced_routing) final {
-    return logprobs_batches(Weights::reference, batches, temperature, forced_routing);
+  void reference_logprobs(const std::vector<const PackedBatch*>& batches, float temperature,
+                          const std::vector<const int32_t*>& forced_routing,
+                          const std::vector<std::vector<float>*>& out) final {
+    logprobs_batches(Weights::reference, batches, temperature, forced_routing, out);
   }
 
  protected:
   enum class Weights { policy, reference };
-  // Per-row logprobs of one packed batch (0 where targets < 0), host memory valid until the next call.
-  // forced_routing: as Learner::policy_logprobs' entries.
-  virtual std::span<const float> logprobs(Weights which, const PackedBatch& batch, float temperature,
-                                          const int32_t* forced_routing = nullptr) = 0;
-  // The logprobs of every batch of a pass, on every rank. The default calls logprobs() per batch; an engine with
-  // a pipeline runs one forward-only pass through the stages.
-  virtual std::vector<std::vector<float>> logprobs_batches(Weights which,
-                                                           const std::vector<const PackedBatch*>& batches,
-                                                           float temperature,
-                                                           const std::vector<const int32_t*>& forced_routing) {
-    std::vector<std::vector<float>> out;
+  // Per-row logprobs of one packed batch (0 where targets < 0) into out[batch.num_tokens()] (host memory), copied
+  // once from the backend's memory. forced_routing: as Learner::policy_logprobs' entries.
+  virtual void logprobs(Weights which, const PackedBatch& batch, float temperature, const int32_t* forced_routing,
+                        float* out) = 0;
+  // The logprobs of every batch of a pass, on every rank, into out (as Learner::policy_logprobs). The default calls
+  // logprobs() per batch; an engine with a pipeline runs one forward-only pass through the stages.
+  virtual void logprobs_batches(Weights which, const std::vector<const PackedBatch*>& batches, float temperature,
+                                const std::vector<const int32_t*>& forced_routing,
+                                const std::vector<std::vector<float>*>& out) {
+    HONE_CHECK(out.size() == batches.size(), "one output per batch");
+    std::vector<float> unwanted;
     for (size_t i = 0; i < batches.size(); ++i) {
-      const std::span<const float> lp =
-          logprobs(which, *batches[i], temperature, forced_routing.empty() ? nullptr : forced_routing[i]);
-      out.emplace_back(lp.begin(), lp.end());
+      std::vector<float>& o = out[i] ? *out[i] : unwanted;
+      o.resize(size_t(batches[i]->num_tokens()));
+      logprobs(which, *batches[i], temperature, forced_routing.empty() ? nullptr : forced_routing[i], o.data());
       passes_done(int64_t(i) + 1);  // logprobs() has its values on the host: this pass is done
     }
-    return out;
   }
   bool wants_pass_progress() const { return bool(pass_progress_); }
   void passes_done(int64_t done) const {

@@ -13,10 +13,10 @@ namespace hone::roles {
 class Scorer {
  public:
   virtual ~Scorer() = default;
-  // The reference weights' logprobs of every packed batch of a pass, as Learner::policy_logprobs.
-  virtual std::vector<std::vector<float>> reference_logprobs(const std::vector<const PackedBatch*>& batches,
-                                                             float temperature,
-                                                             const std::vector<const int32_t*>& forced_routing) = 0;
+  // The reference weights' logprobs of every packed batch of a pass into out, as Learner::policy_logprobs.
+  virtual void reference_logprobs(const std::vector<const PackedBatch*>& batches, float temperature,
+                                  const std::vector<const int32_t*>& forced_routing,
+                                  const std::vector<std::vector<float>*>& out) = 0;
 };
 
 }  // namespace hone::roles

@@ -110,9 +110,9 @@ std::vector<std::vector<float>> logprob_phase(RoleEngine& cpu, RoleEngine& gpu, 
   double max_err = 0, sum_err = 0;
   int64_t n = 0;
   for (const MicroBatch& mb : micro_batches(samples, max_tokens)) {
-    const auto c = cpu.policy_logprobs({&mb.batch}, kTemperature, {}).front();
-    const std::vector<float> c_lp(c.begin(), c.end());
-    const auto g = gpu.policy_logprobs({&mb.batch}, kTemperature, {}).front();
+    std::vector<float> c_lp, g;
+    cpu.policy_logprobs({&mb.batch}, kTemperature, {}, {&c_lp});
+    gpu.policy_logprobs({&mb.batch}, kTemperature, {}, {&g});
     for (int q = 0; q < mb.batch.num_seqs(); ++q) {
       const auto cv = hone::rl::completion_values(mb, q, c_lp.data(), samples);
       const auto gv = hone::rl::completion_values(mb, q, g.data(), samples);

@@ -44,10 +44,6 @@ BOOST_AUTO_TEST_CASE(completion_tokens_are_predicted_from_the_row_before) {
   for (int t = 0; t < 9; ++t) rows[size_t(t)] = float(t);
   BOOST_TEST(completion_values(mb, 0, rows.data(), s) == (std::vector<float>{2.f, 3.f}), boost::test_tools::per_element());
   BOOST_TEST(completion_values(mb, 1, rows.data(), s) == (std::vector<float>{5.f, 6.f, 7.f}), boost::test_tools::per_element());
-  // A pass's per-row values kept where a token is predicted (the logprob phase's old and reference logprobs).
-  for (int t = 0; t < 9; ++t) rows[size_t(t)] = float(t) + 0.5f;
-  set_row_values(mb, rows.data(), mb.old);
-  BOOST_TEST(mb.old == (std::vector<float>{0, 0, 2.5f, 3.5f, 0, 5.5f, 6.5f, 7.5f, 0}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(packing_respects_the_budget_and_keeps_every_sample) {
