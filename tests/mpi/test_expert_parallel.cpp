@@ -28,19 +28,7 @@ BOOST_AUTO_TEST_SUITE(expert_parallel)
 
 namespace {
 
-// Two sparse layers around a dense one (mlp_only_layers), 4 experts, 2 per token.
-ModelConfig moe(bool norm) {
-  ModelConfig c = test::tiny_config(Architecture::qwen3, false);
-  c.arch = Architecture::qwen3_moe;
-  c.num_hidden_layers = 3;
-  c.num_experts = 4;
-  c.num_experts_per_tok = 2;
-  c.moe_intermediate_size = 8;
-  c.norm_topk_prob = norm;
-  c.mlp_only_layers = {1};
-  c.validate();
-  return c;
-}
+ModelConfig moe(bool norm) { return test::tiny_moe_config(norm); }
 
 PackedBatch batch_of(const ModelConfig& c, int rank) {
   const auto seqs = rank == 0 ? test::random_sequences({7, 5, 9}, c.vocab_size, 5)

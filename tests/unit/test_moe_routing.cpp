@@ -16,19 +16,7 @@ BOOST_AUTO_TEST_SUITE(moe_routing)
 
 namespace {
 
-// Two sparse layers around a dense one, 4 experts, 2 per token.
-ModelConfig moe_model() {
-  ModelConfig c = test::tiny_config(Architecture::qwen3, false);
-  c.arch = Architecture::qwen3_moe;
-  c.num_hidden_layers = 3;
-  c.num_experts = 4;
-  c.num_experts_per_tok = 2;
-  c.moe_intermediate_size = 8;
-  c.norm_topk_prob = true;
-  c.mlp_only_layers = {1};
-  c.validate();
-  return c;
-}
+ModelConfig moe_model() { return test::tiny_moe_config(/*norm_topk_prob=*/true); }
 
 struct Pass {
   std::vector<float> logprobs;

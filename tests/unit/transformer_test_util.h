@@ -33,6 +33,20 @@ inline hone::ModelConfig tiny_config(hone::Architecture arch, bool tied) {
   return c;
 }
 
+// A tiny Qwen3-MoE: two sparse layers around a dense one (mlp_only_layers), 4 experts, 2 per token.
+inline hone::ModelConfig tiny_moe_config(bool norm_topk_prob) {
+  hone::ModelConfig c = tiny_config(hone::Architecture::qwen3, false);
+  c.arch = hone::Architecture::qwen3_moe;
+  c.num_hidden_layers = 3;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 8;
+  c.norm_topk_prob = norm_topk_prob;
+  c.mlp_only_layers = {1};
+  c.validate();
+  return c;
+}
+
 // Weights with non-trivial values everywhere: larger than the usual init so every path carries gradient, and
 // norm weights and biases perturbed away from 1 and 0.
 inline void randomize(hone::ModelWeights& w, uint64_t seed, float std = 0.3f) {
