@@ -220,6 +220,7 @@ void SafetensorsFile::read_f32(const std::string& name, int64_t begin, int64_t c
   const SafetensorsTensorInfo& t = info(name);
   HONE_CHECK(begin >= 0 && count >= 0 && begin + count <= t.numel(), path_, ": elements [", begin, ", ",
              begin + count, ") of tensor '", name, "' pass its ", t.numel());
+  if (count == 0) return;  // an empty tensor: dst may be null (memcpy's arguments never may)
   // memcpy per element: the file gives no alignment guarantee.
   if (t.supported && t.dtype == DType::f32) {
     std::memcpy(dst, bytes(t) + 4 * begin, size_t(count) * 4);
