@@ -43,7 +43,6 @@
 #include "parallel/reshard.h"
 #include "parallel/shard_weights.h"
 #include "parallel/tensor_parallel.h"
-#include "rl/pipeline_broadcast.h"
 #include "rl/learner_optimizer.h"
 #include "rl/learner_state.h"
 #include "rl/policy_loss_pass.h"
@@ -223,13 +222,7 @@ class CpuPolicyEngine final : public roles::RoleEngine {
     if (!pipeline_) return RoleEngine::logprobs_batches(role, batches, temperature, forced_routing, out);
     HONE_CHECK(role == Weights::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
     PipelineModel& m = role == Weights::policy ? *pipeline_ : *ref_pipeline_;
-    std::vector<std::vector<float>> lp;
-    m.logprobs(batches, temperature, lp);
-    std::vector<int> sizes;
-    for (const PackedBatch* b : batches) sizes.push_back(b->num_tokens());
-    broadcast_logprobs(ps_.pp(), lp, sizes, pipe_.pp() - 1);
-    for (size_t i = 0; i < out.size() && i < lp.size(); ++i)
-      if (out[i]) out[i]->swap(lp[i]);
+    pipeline_logprobs(m, batches, temperature, ps_.pp(), out);  // rl/training_passes.h
     logprob_bytes_ = std::max(logprob_bytes_, m.allocated_bytes());
   }
 

@@ -69,7 +69,6 @@
 #include "rl/learner_state.h"
 #include "rl/policy_loss_pass.h"
 #include "rl/training_passes.h"
-#include "rl/pipeline_broadcast.h"
 #include "backend/gpu_device_select.h"
 #include "backend/offloadable_weights.h"
 #include "train/all_reduce_adamw.h"
@@ -357,13 +356,7 @@ class GpuPolicyEngine final : public roles::RoleEngine {
     if (!pipeline_) return RoleEngine::logprobs_batches(role, batches, temperature, forced_routing, out);
     HONE_CHECK(role == Weights::policy || ref_pipeline_, "no reference model (loss.kl_coef = 0)");
     GpuPipelineModel& m = role == Weights::policy ? *pipeline_ : *ref_pipeline_;
-    std::vector<std::vector<float>> lp;
-    m.logprobs(batches, temperature, lp);
-    std::vector<int> sizes;
-    for (const PackedBatch* b : batches) sizes.push_back(b->num_tokens());
-    broadcast_logprobs(ps_.pp(), lp, sizes, pipe_.pp() - 1);
-    for (size_t i = 0; i < out.size() && i < lp.size(); ++i)
-      if (out[i]) out[i]->swap(lp[i]);
+    pipeline_logprobs(m, batches, temperature, ps_.pp(), out);  // rl/training_passes.h
     mem_.logprob = std::max(mem_.logprob, persistent() + arena_bytes());
     note_device_use();
   }

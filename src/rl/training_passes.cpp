@@ -150,13 +150,27 @@ std::vector<PolicyLossMetrics> train_pipeline(PipelineStage<B>& pipeline, Policy
   return metrics;
 }
 
+template <typename B>
+void pipeline_logprobs(PipelineStage<B>& pipeline, const std::vector<const PackedBatch*>& batches, float temperature,
+                       Comm& pp, const std::vector<std::vector<float>*>& out) {
+  std::vector<std::vector<float>> lp;
+  pipeline.logprobs(batches, temperature, lp);
+  std::vector<int> sizes;
+  for (const PackedBatch* b : batches) sizes.push_back(b->num_tokens());
+  broadcast_logprobs(pp, lp, sizes, pp.size() - 1);
+  for (size_t i = 0; i < out.size() && i < lp.size(); ++i)
+    if (out[i]) out[i]->swap(lp[i]);
+}
+
 #define HONE_INSTANTIATE_TRAINING_PASSES(B)                                                                     \
   template class MoeRoutingTables<B>;                                                                          \
   template class TrainingPasses<B>;                                                                            \
   template std::vector<PolicyLossMetrics> train_pipeline<B>(PipelineStage<B>&, PolicyLossPass<B>&,             \
                                                             const std::vector<MicroBatch>&, const TrainLoss&,  \
                                                             bool, float*, GradReducer<B>*, Comm&,              \
-                                                            EngineStepStats&);
+                                                            EngineStepStats&);          \
+  template void pipeline_logprobs<B>(PipelineStage<B>&, const std::vector<const PackedBatch*>&, float, Comm&,  \
+                                     const std::vector<std::vector<float>*>&);
 HONE_FOR_EACH_BACKEND(HONE_INSTANTIATE_TRAINING_PASSES)
 #undef HONE_INSTANTIATE_TRAINING_PASSES
 

@@ -8,7 +8,8 @@
 //                       from tables in the backend's memory (MoeRoutingTables); under replay each pass first runs a
 //                       forward that routes by itself, for the mismatch replay hides (the empty passes too, so that
 //                       the group's collectives pair up); the routing goes into the step's statistics;
-//   pipeline            the stage's schedule (train_pipeline), the loss on the last stage, its metrics broadcast.
+//   pipeline            the stage's schedule (train_pipeline), the loss on the last stage, its metrics broadcast;
+//                       the logprob passes through the stages (pipeline_logprobs).
 #pragma once
 
 #include <cstdint>
@@ -104,5 +105,12 @@ std::vector<PolicyLossMetrics> train_pipeline(PipelineStage<B>& pipeline, Policy
                                               const std::vector<MicroBatch>& mbs, const TrainLoss& loss,
                                               bool entropy_grad, float* grads, GradReducer<B>* reducer, Comm& pp,
                                               EngineStepStats& stats);
+
+// Under pipeline parallelism, the logprob passes: the batches forward only through this rank's stage of the
+// schedule, the last stage's logprobs broadcast over pp and written into out (as roles::Learner::policy_logprobs:
+// resized to each batch; a null entry is not wanted). Collective over pp (and tp).
+template <typename B>
+void pipeline_logprobs(PipelineStage<B>& pipeline, const std::vector<const PackedBatch*>& batches, float temperature,
+                       Comm& pp, const std::vector<std::vector<float>*>& out);
 
 }  // namespace hone::rl
