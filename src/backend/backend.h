@@ -6,10 +6,16 @@
 //   template <typename B> void layer_forward(...);     // in a .cpp, written against B::Act, B::Exec and B's ops
 //   #define INSTANTIATE(B) template void layer_forward<B>(...);
 //   HONE_FOR_EACH_BACKEND(INSTANTIATE)
+//
+// with_backend(cuda, f) calls f.template operator()<B>() for the run's backend (run.device): the one place a
+// run-time choice becomes a compile-time one.
 #pragma once
+
+#include <utility>
 
 #include "backend/cpu_backend.h"
 #include "backend/cuda_backend.h"
+#include "runtime/error.h"
 
 #if HONE_CUDA
 #define HONE_FOR_EACH_BACKEND(X) X(::hone::CpuBackend) X(::hone::CudaBackend)
@@ -18,3 +24,19 @@
 #define HONE_FOR_EACH_BACKEND(X) X(::hone::CpuBackend)
 #define HONE_HAS_CUDA_BACKEND 0
 #endif
+
+namespace hone {
+
+template <typename F>
+decltype(auto) with_backend(bool cuda, F&& f) {
+#if HONE_CUDA
+  if (cuda) return std::forward<F>(f).template operator()<CudaBackend>();
+#else
+  if (cuda)
+    throw UserError("run.device = \"cuda\": this hone was built without CUDA (rebuild with CUDA=1, or run.device = "
+                    "\"cpu\")");
+#endif
+  return std::forward<F>(f).template operator()<CpuBackend>();
+}
+
+}  // namespace hone

@@ -1,53 +1,55 @@
-// A memory policy of the CUDA backend: bf16 weight copies that can wait in pinned host memory while generation runs
-// (train.offload_during_generation; the GPU engine's training and reference copies). CudaBackend::upload_weights
-// (backend/cuda_backend.h) fills them. The CPU has no such policy: its weights stay in host memory.
+// A memory policy of the backends: compute weight copies that can wait in host memory while generation runs
+// (train.offload_during_generation; the engine's training and reference copies). On a backend whose buffers are
+// device memory the copy moves into B::HostStaging (pinned on the GPU) and its device memory is freed, to come back
+// at another address; on the CPU the weights are host memory already and stay where they are.
 #pragma once
-
-#if HONE_CUDA
 
 #include <cstdint>
 
-#include "cuda/check.h"
-#include "cuda/device_memory.h"
-#include "cuda/ops_cuda.h"
+#include "backend/backend.h"
 
 namespace hone {
 
-// A device buffer that can wait in pinned host memory (train.offload_during_generation): its device memory is
-// freed while offloaded and allocated again (at another address) when it comes back.
+template <typename B>
 class OffloadableWeights {
  public:
-  explicit OffloadableWeights(int64_t n) : n_(n), device_(n, "bf16 weights") {}
-  ~OffloadableWeights() {
-    if (host_) cudaFreeHost(host_);
+  using A = typename B::Act;
+  // n zeroed compute weights (vocabulary padding stays 0 where nothing writes it).
+  OffloadableWeights(int64_t n, const typename B::Exec& x) : n_(n), device_(n, "compute weights") {
+    B::zero(x, device_.get(), device_.bytes());
   }
-  bf16* get() const { return device_.get(); }
+  OffloadableWeights(const OffloadableWeights&) = delete;
+  OffloadableWeights& operator=(const OffloadableWeights&) = delete;
+
+  A* get() const { return device_.get(); }
   int64_t size() const { return n_; }
-  size_t bytes() const { return device_.bytes(); }
+  size_t bytes() const { return size_t(n_) * sizeof(A); }
   bool offloaded() const { return offloaded_; }
-  void offload(cudaStream_t stream) {
-    if (offloaded_) return;
-    if (!host_) CUDA_CHECK(cudaMallocHost(&host_, size_t(n_) * sizeof(bf16)));
-    CUDA_CHECK(cudaMemcpyAsync(host_, device_.get(), size_t(n_) * sizeof(bf16), cudaMemcpyDeviceToHost, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    device_ = DeviceArray<bf16>();
-    offloaded_ = true;
+  void offload(const typename B::Exec& x) {
+    if constexpr (B::kDeviceMemory) {
+      if (offloaded_) return;
+      if (!host_.get()) host_ = typename B::template HostStaging<A>(n_, "offloaded weights");
+      B::download(x, host_.get(), device_.get(), bytes());
+      B::sync(x);
+      device_ = typename B::template Array<A>();
+      offloaded_ = true;
+    }
   }
-  void reload(cudaStream_t stream) {
-    if (!offloaded_) return;
-    device_ = DeviceArray<bf16>(n_, "bf16 weights");
-    CUDA_CHECK(cudaMemcpyAsync(device_.get(), host_, size_t(n_) * sizeof(bf16), cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    offloaded_ = false;
+  void reload(const typename B::Exec& x) {
+    if constexpr (B::kDeviceMemory) {
+      if (!offloaded_) return;
+      device_ = typename B::template Array<A>(n_, "compute weights");
+      B::upload(x, device_.get(), host_.get(), bytes());
+      B::sync(x);
+      offloaded_ = false;
+    }
   }
 
  private:
   int64_t n_;
-  DeviceArray<bf16> device_;
-  bf16* host_ = nullptr;
+  typename B::template Array<A> device_;
+  typename B::template HostStaging<A> host_;
   bool offloaded_ = false;
 };
 
 }  // namespace hone
-
-#endif  // HONE_CUDA

@@ -6,6 +6,7 @@
 #include <map>
 #include <span>
 
+#include "parallel/shard_weights.h"
 #include "runtime/error.h"
 
 namespace hone {
@@ -227,6 +228,14 @@ void CpuGenerator::take_token(Sequence& seq, Rollout& r, const float* logits_row
 void CpuGenerator::end_pass() {
   timeline_.pass(seconds_since(call_start_), finished_, stats_.generated_tokens);
   if (progress_) progress_({finished_, stats_.sequences, stats_.generated_tokens});
+}
+
+std::unique_ptr<CpuGenerator> make_generator(const ModelConfig& config, const ShardLayout& layout, float* weights,
+                                             const CpuBackend::Exec&, const GeneratorSettings& settings,
+                                             TensorParallel* tp, ExpertParallel* ep, ExpertLockstep* lockstep) {
+  GenerationOptions go;
+  go.max_batch = std::max(1, std::min(256, settings.max_seqs));
+  return std::make_unique<CpuGenerator>(config, shard_weights_view(layout, config, weights), go, tp, ep, lockstep);
 }
 
 }  // namespace hone

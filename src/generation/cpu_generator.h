@@ -16,10 +16,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/cpu_backend.h"
 #include "generation/cached_forward.h"
+#include "generation/generator_of.h"
 #include "generation/rollout.h"
 #include "generation/generation_progress.h"
 #include "generation/generation_tail.h"
@@ -45,6 +48,8 @@ struct GenerationStats {
   int64_t peak_kv_bytes = 0;     // largest KV cache in use (K and V, all layers)
   double prefill_seconds = 0, decode_seconds = 0;  // decode includes sampling and stop checks
   GenerationTail tail;  // the call's wall time, tokens/s, its last 10 % of sequences, batch occupancy
+  int64_t cuda_graph_replays = 0;   // GPU: decode steps replayed from a graph
+  int64_t cuda_graph_captures = 0;  // GPU: decode graphs captured (0 when every bucket's graph was kept from before)
 };
 
 class ExpertLockstep;
@@ -74,6 +79,10 @@ class CpuGenerator {
                                 const StopCriteria& stop, uint64_t seed, uint32_t step,
                                 int max_total_sequence_length, const DecodeFunction& decode = {});
 
+  // Nothing to give back: the cache and buffers are reused by the next call (GpuGenerator::release frees its
+  // device memory).
+  void release() {}
+
   const GenerationStats& stats() const { return stats_; }
   // Called after every batched pass of later generate() calls (empty: none).
   void set_progress(GenerationProgressFn fn) { progress_ = std::move(fn); }
@@ -94,7 +103,7 @@ class CpuGenerator {
   void end_pass();
 
   const ModelConfig config_;  // a copy: the caller's may be a temporary
-  const ModelWeights& weights_;
+  const ModelWeights weights_;  // views of the caller's buffers (Tensor copies share them)
   GenerationOptions options_;
   CachedForward forward_;
   KvCache cache_;
@@ -115,5 +124,16 @@ class CpuGenerator {
   std::vector<int32_t> tokens_, positions_, slots_, cu_seqlens_, active_;
   std::vector<int32_t> prefill_routing_;  // a mixture of experts: the last prefill's routing rows
 };
+
+template <>
+struct GeneratorOf<CpuBackend> {
+  using type = CpuGenerator;
+};
+class ShardLayout;
+// The CPU's generator over `weights` (fp32, this rank's shard in `layout`; outliving the generator), its waves of
+// at most 256 sequences (settings.max_seqs fewer).
+std::unique_ptr<CpuGenerator> make_generator(const ModelConfig& config, const ShardLayout& layout, float* weights,
+                                             const CpuBackend::Exec&, const GeneratorSettings& settings,
+                                             TensorParallel* tp, ExpertParallel* ep, ExpertLockstep* lockstep);
 
 }  // namespace hone

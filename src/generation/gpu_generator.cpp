@@ -15,6 +15,7 @@
 #include "generation/gpu_generation_forward.h"
 #include "generation/kv_block_manager.h"
 #include "generation/scheduler.h"
+#include "parallel/shard_layout.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
 
@@ -470,6 +471,19 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
   stats_.tail = generation_tail(timeline);
   stats_.tail.idle_passes = idle;
   return out;
+}
+
+std::unique_ptr<GpuGenerator> make_generator(const ModelConfig& config, const ShardLayout& layout, bf16* weights,
+                                             const CudaBackend::Exec& x, const GeneratorSettings& settings,
+                                             GpuTensorParallel* tp, GpuExpertParallel* ep, ExpertLockstep* lockstep) {
+  GpuGenerationOptions go;
+  go.kv_cache_gib = settings.kv_cache_gib;
+  go.kv_cache_memory_fraction = settings.kv_cache_memory_fraction;
+  go.block_size = settings.block_size;
+  go.cuda_graphs = settings.cuda_graphs;
+  go.keep_graphs = settings.keep_graphs;
+  go.max_num_seqs = std::max(1, std::min(1024, settings.max_seqs));
+  return std::make_unique<GpuGenerator>(config, layout.param_layout(), weights, x.ctx(), go, tp, ep, lockstep);
 }
 
 }  // namespace hone

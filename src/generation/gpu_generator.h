@@ -49,8 +49,6 @@ struct GpuGenerationOptions {
 struct GpuGenerationStats : GenerationStats {
   int64_t preemptions = 0;          // sequences sent back to the queue for lack of KV blocks
   int64_t kv_capacity_tokens = 0;   // blocks x block size
-  int64_t cuda_graph_replays = 0;   // decode steps replayed from a graph
-  int64_t cuda_graph_captures = 0;  // decode graphs captured (0 when every bucket's graph was kept from before)
   int64_t shared_prefix_rows = 0;   // decode rows (summed over steps) that read their prompt through a shared group
   int64_t prefill_passes = 0;       // model passes of each kind
 };
@@ -96,6 +94,18 @@ class GpuGenerator {
   GpuGenerationStats stats_;
   GenerationProgressFn progress_;
 };
+
+template <>
+struct GeneratorOf<CudaBackend> {
+  using type = GpuGenerator;
+};
+class ShardLayout;
+// The GPU's generator over `weights` (bf16, this rank's shard in `layout`; outliving the generator, as does the
+// Exec's context) with the deck's KV cache and CUDA graph settings, at most 1024 sequences at once (settings.max_seqs
+// fewer).
+std::unique_ptr<GpuGenerator> make_generator(const ModelConfig& config, const ShardLayout& layout, bf16* weights,
+                                             const CudaBackend::Exec& x, const GeneratorSettings& settings,
+                                             GpuTensorParallel* tp, GpuExpertParallel* ep, ExpertLockstep* lockstep);
 
 }  // namespace hone
 

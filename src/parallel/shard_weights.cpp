@@ -8,11 +8,9 @@
 
 namespace hone {
 
-ModelWeights allocate_shard_weights(const ShardLayout& layout, const ModelConfig& c) {
-  c.validate();
-  ModelWeights w;
+namespace {
+void bind_shard(ModelWeights& w, const ShardLayout& layout, const ModelConfig& c) {
   w.layers.resize(size_t(c.num_hidden_layers));
-  w.flat = Tensor::zeros({layout.num_local_params()}, DType::f32);
   for (const ParamShard& p : layout.params()) {
     ParamSpec local = p.spec;
     local.shape = p.local_shape;
@@ -20,6 +18,21 @@ ModelWeights allocate_shard_weights(const ShardLayout& layout, const ModelConfig
     w.specs.push_back(std::move(local));
   }
   if (c.tie_word_embeddings) w.lm_head = w.embed_tokens;
+}
+}  // namespace
+
+ModelWeights allocate_shard_weights(const ShardLayout& layout, const ModelConfig& c) {
+  c.validate();
+  ModelWeights w;
+  w.flat = Tensor::zeros({layout.num_local_params()}, DType::f32);
+  bind_shard(w, layout, c);
+  return w;
+}
+
+ModelWeights shard_weights_view(const ShardLayout& layout, const ModelConfig& c, float* data) {
+  ModelWeights w;
+  w.flat = Tensor::view(data, {layout.num_local_params()}, DType::f32);
+  bind_shard(w, layout, c);
   return w;
 }
 

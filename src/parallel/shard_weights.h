@@ -15,6 +15,8 @@ namespace hone {
 
 // Zeroed fp32 weights shaped as this rank's shard (tp = 1: allocate_weights(c)). A tied lm_head is the embedding.
 ModelWeights allocate_shard_weights(const ShardLayout& layout, const ModelConfig& c);
+// The same shapes as views of data[layout.num_local_params()] (which must outlive them).
+ModelWeights shard_weights_view(const ShardLayout& layout, const ModelConfig& c, float* data);
 
 // local[num_local_params] = this rank's slices of whole[num_params] (a flat buffer in ParamLayout::of(c)'s order:
 // weights, gradients or optimizer moments alike). Vocabulary padding rows are zero.

@@ -104,8 +104,7 @@ GrpoTrainer::GrpoTrainer(const Config& c, const ParallelState& parallel)
       extract_shard(layout, whole, initial_);
     }
   }
-  roles_ = roles::colocated_roles(s_.cuda ? make_gpu_engine(s_, mc_, initial_, ps_)
-                                          : make_cpu_engine(s_, mc_, initial_, ps_));
+  roles_ = roles::colocated_roles(make_engine(s_, mc_, initial_, ps_));
   timer_ = PhaseTimer([this] { roles_.engine->synchronize(); });  // phase times wait for the device
 }
 

@@ -8,6 +8,7 @@
 #include "comm/parallel_state.h"
 #include "data/prompt_source.h"
 #include "generation/rollout.h"
+#include "parallel/generation_layout.h"
 #include "model/layer_shape.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
@@ -102,6 +103,8 @@ HostMemoryPlan host_memory_plan(const GrpoSettings& s, const ModelConfig& c, con
   HostMemoryPlan p = host_memory_plan(s, c, ps.tp_size(), ps.dp_size(), random_init);
   p.writer_on_host = ps.world_rank() == 0 || local_size() == ps.world_size();
   p.ranks_on_host = std::max(1, local_size());
+  p.generation_copy = !GenerationLayout::of(ps.grid(), s.generation_tp).same_as_training ||
+                      (ps.ep_size() > 1 && s.generation_experts != "parallel");
   // The GPU engine's initial weights are this rank's pipeline stage and experts: fewer than counted; not counted.
   if (p.gpu && (ps.pp_size() > 1 || ps.ep_size() > 1)) p.num_params = 0;
   return p;
@@ -179,7 +182,8 @@ std::string host_memory_refusal(const HostMemoryPlan& p, double available, const
   m += cat(": ", p.ranks_on_host > 1 ? "each rank holds " : "", p.roles(), " fp32 copies of ",
            p.tp > 1 ? cat("its 1/", p.tp, " tensor-parallel shard of ", p.num_params, " parameters")
                     : cat("the model's ", p.num_params, " parameters"),
-           " (training, generation, gradients", p.reference ? ", reference" : "", ") = ",
+           " (training, ", p.generation_copy ? "generation, " : "", "gradients", p.reference ? ", reference" : "",
+           ") = ",
            gib(double(p.roles()) * p.weights()), ", ", gib(p.optimizer_state()),
            p.distributed ? cat(" of AdamW state (a 1/", p.dp, " shard)") : std::string(" of AdamW moments"), ", ",
            gib(p.activations + p.reference_activations), " of activations for a ", p.microbatch_tokens,

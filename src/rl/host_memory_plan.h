@@ -1,10 +1,12 @@
 // What one CPU rank of `hone run` (run.device = cpu) must hold in host memory, counted before any weight is
 // allocated, so that a run that cannot fit ends at once with the numbers and the deck keys that change them instead
 // of a failed allocation ("host allocation of N bytes failed") or the kernel's out-of-memory killer minutes later.
-// The twin of the GPU planner (rl/device_memory_plan.h). What the CPU engine (rl/cpu_policy_engine.cpp) holds, in
-// fp32, for this rank's tensor-parallel shard of P parameters:
-//   roles      training (= master) weights, generation weights, gradients, and the frozen reference when
-//              loss.kl_coef > 0: 3 or 4 x 4P bytes
+// The twin of the GPU planner (rl/device_memory_plan.h). What the engine (rl/colocated_engine.cpp) holds on the CPU,
+// in fp32, for this rank's tensor-parallel shard of P parameters:
+//   roles      training (= master, and generation's when the layouts coincide) weights, gradients, the generation
+//              weights of a generation layout of its own (pipeline or context parallelism, another generation.tp)
+//              or of every expert (parallel.ep with generation.experts other than parallel), and the frozen
+//              reference when loss.kl_coef > 0: 2 to 4 x 4P bytes
 //   optimizer  the AdamW moments: 2 x 4P whole on every rank, or under ZeRO-1 (train.distributed_optimizer, dp > 1)
 //              this rank's 1/dp shard of master weights and moments (the gradients reduce in place, in a buffer
 //              padded to a multiple of dp)
@@ -44,6 +46,7 @@ struct HostMemoryPlan {
   int dp = 1;                 // data-parallel ranks
   bool distributed = false;   // ZeRO-1 over dp
   bool reference = false;     // loss.kl_coef > 0
+  bool generation_copy = false;  // generation holds weights of its own (a layout of its own, or every expert)
   bool random_init = false;   // no model.path: the weights are drawn
   // World rank 0, which gathers and writes the checkpoints, runs on this host (every rank of a one-host run says so,
   // so that they all print the same refusal).
@@ -61,7 +64,7 @@ struct HostMemoryPlan {
 
   double weights() const { return 4.0 * double(num_params); }  // one fp32 copy of this rank's shard
   double whole_weights() const { return 4.0 * double(whole_params); }
-  int roles() const { return reference ? 4 : 3; }
+  int roles() const { return 2 + (generation_copy ? 1 : 0) + (reference ? 1 : 0); }
   double optimizer_state() const;
   double arenas() const { return activations + reference_activations + kv_cache; }
   double step_sample_bytes() const;        // at least, for step_samples

@@ -5,11 +5,10 @@
 // the device between them, freeing the KV cache before the logprob phase and the activation arenas before
 // generation); asynchronous GRPO will place generators on ranks of their own, where a RankRoles holds only the
 // roles that rank runs.
-//   cpu:  fp32 weights, the CPU transformer and generator; gradients summed over the data-parallel ranks with MPI,
-//         or reduce-scattered (ZeRO-1) (train/data_parallel_optimizer.h).
-//   cuda: bf16 compute weights shared by training and generation (the weight channel casts the fp32 master weights
-//         into them in place), the GPU transformer and generator (paged KV cache); gradients reduced over NCCL
-//         while the last micro-batch's backward runs (train/grad_reducer.h). doc/grpo.md, "Memory on the GPU".
+// The engine is one class over the backend (rl/colocated_engine.cpp): compute weights shared by training and
+// generation (the weight channel refits them from the fp32 masters in place; on the CPU they are the masters), the
+// one transformer, the backend's generator, gradients reduced while the last micro-batch's backward runs
+// (train/grad_reducer.h). doc/grpo.md, "Memory on the GPU".
 #pragma once
 
 #include <cstdint>
@@ -117,13 +116,14 @@ inline RankRoles colocated_roles(std::unique_ptr<RoleEngine> engine) {
 
 namespace hone::rl {
 
-// The engine of run.device (rl/cpu_policy_engine.cpp, rl/gpu_policy_engine.cpp), built from the initial fp32
-// weights without communicating (connect() next, with the same weights). It keeps a reference to ps (which must
-// outlive it) for its communicators.
-std::unique_ptr<roles::RoleEngine> make_cpu_engine(const GrpoSettings& s, const ModelConfig& mc,
-                                                   const ModelWeights& initial, const ParallelState& ps);
-// Throws UserError in a build without CUDA.
-std::unique_ptr<roles::RoleEngine> make_gpu_engine(const GrpoSettings& s, const ModelConfig& mc,
-                                                   const ModelWeights& initial, const ParallelState& ps);
+// The colocated engine over backend B (rl/colocated_engine.cpp), built from the initial fp32 weights of this rank's
+// shard without communicating (connect() next, with the same weights). It keeps a reference to ps (which must
+// outlive it) for its communicators. Instantiated for each backend of the build.
+template <typename B>
+std::unique_ptr<roles::RoleEngine> make_engine(const GrpoSettings& s, const ModelConfig& mc,
+                                               const ModelWeights& initial, const ParallelState& ps);
+// The engine of run.device (s.cuda): a UserError for "cuda" in a build without CUDA.
+std::unique_ptr<roles::RoleEngine> make_engine(const GrpoSettings& s, const ModelConfig& mc,
+                                               const ModelWeights& initial, const ParallelState& ps);
 
 }  // namespace hone::rl

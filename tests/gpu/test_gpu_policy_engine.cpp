@@ -203,8 +203,8 @@ void check_step(bool on_policy) {
   const hone::ModelWeights w0 = test::gpu_test_weights(mc, 29);
   const hone::rl::GrpoSettings s = settings();
   const hone::ParallelState ps(hone::RankGrid(1, 1, 1));  // one rank: local groups, no NCCL communicator
-  auto cpu = hone::rl::make_cpu_engine(s, mc, w0, ps);
-  auto gpu = hone::rl::make_gpu_engine(s, mc, w0, ps);
+  auto cpu = hone::rl::make_engine<hone::CpuBackend>(s, mc, w0, ps);
+  auto gpu = hone::rl::make_engine<hone::CudaBackend>(s, mc, w0, ps);
   cpu->connect(w0);
   gpu->connect(w0);
 

@@ -36,10 +36,12 @@ hone::ModelConfig llama_8b_shape() {
 
 BOOST_AUTO_TEST_SUITE(host_memory_plan)
 
-BOOST_AUTO_TEST_CASE(a_rank_keeps_three_or_four_copies_and_the_adamw_state) {
+BOOST_AUTO_TEST_CASE(a_rank_keeps_two_to_four_copies_and_the_adamw_state) {
   hone::rl::HostMemoryPlan p;
   p.num_params = p.whole_params = 10;
-  BOOST_TEST(p.steps() == 3 * 40.0 + 80.0);  // training, generation, gradients; two moments
+  BOOST_TEST(p.steps() == 2 * 40.0 + 80.0);  // training (generation's too), gradients; two moments
+  p.generation_copy = true;
+  BOOST_TEST(p.steps() == 3 * 40.0 + 80.0);  // and generation's own
   p.reference = true;
   BOOST_TEST(p.steps() == 4 * 40.0 + 80.0);
   p.dp = 3;
@@ -56,6 +58,7 @@ BOOST_AUTO_TEST_CASE(a_rank_keeps_three_or_four_copies_and_the_adamw_state) {
 BOOST_AUTO_TEST_CASE(the_writer_gathers_the_whole_state_and_ranks_of_a_host_add_up) {
   hone::rl::HostMemoryPlan p;
   p.num_params = 5, p.whole_params = 10, p.tp = 2;
+  p.generation_copy = true;
   const double steps = 3 * 20.0 + 40.0;
   BOOST_TEST(p.peak(false) == std::max(steps, p.setup()));
   BOOST_TEST(p.peak(true) == steps + 3 * 40.0);  // whole weights and both moments, in fp32
@@ -72,7 +75,8 @@ BOOST_AUTO_TEST_CASE(a_run_that_cannot_fit_is_refused_with_the_numbers_and_the_k
   hone::rl::set_host_tensor_parallel(p, llama_8b_shape(), 1);
   BOOST_TEST(p.num_params == 8030261248);
   BOOST_TEST(p.next_tp == 2);
-  p.reference = true, p.writer_on_host = true, p.microbatch_tokens = 1024, p.activations = 2 * GiB;
+  p.reference = true, p.generation_copy = true, p.writer_on_host = true, p.microbatch_tokens = 1024,
+  p.activations = 2 * GiB;
   const std::string limit = "MemAvailable + SwapFree of /proc/meminfo";
   BOOST_TEST(hone::rl::host_memory_refusal(p, 1024 * GiB, limit).empty());  // fits a 1 TiB host
   BOOST_TEST(hone::rl::host_memory_refusal(p, -1, limit).empty());           // unknown: nothing said

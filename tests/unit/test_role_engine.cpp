@@ -22,7 +22,7 @@ BOOST_AUTO_TEST_CASE(logprob_passes_write_the_callers_buffers) {
   rl::GrpoSettings s;
   s.loss.kl_coef = 0.05;  // a reference model for the scorer
   const ParallelState ps(RankGrid(1, 1, 1));
-  auto engine = rl::make_cpu_engine(s, c, w, ps);
+  auto engine = rl::make_engine<CpuBackend>(s, c, w, ps);
   engine->connect(w);
 
   PackedBatch a = PackedBatch::pack(test::random_sequences({7, 4}, c.vocab_size, 8));
