@@ -148,6 +148,21 @@ void paged_attention_decode_forward(float* out, const float* q, const float* k_p
                                     const int32_t* block_tables, const int32_t* seq_lens, int B, int max_blocks,
                                     int block_size, int Hq, int Hkv, int D, float scale);
 
+// ---- the paged KV cache's data movers (the layout of cuda/generation_ops.h, in fp32; exact moves) ------------------
+// Writes k[t], v[t] ([T, Hkv, D]) to slot slot_mapping[t] (block slot / block_size, offset slot % block_size);
+// slots < 0 are skipped. v's rows lie ldv values apart (0: Hkv * D).
+void kv_append(float* k_pool, float* v_pool, const float* k, const float* v, const int32_t* slot_mapping, int T,
+               int Hkv, int D, int block_size, int64_t ldv = 0);
+// Copies whole blocks src[i] -> dst[i] (n pairs) in both pools (copy-on-write of a shared partial block).
+void kv_copy_blocks(float* k_pool, float* v_pool, const int32_t* src, const int32_t* dst, int n, int Hkv, int D,
+                    int block_size);
+
+// ---- generation's stop conditions after sampling (cuda::check_stops) ------------------------------------------------
+// done[b] = 1 (stop) when tokens[b] is one of stop_ids[0..n_stop); else 2 (length) when gen_len[b] + 1 >= max_new[b]
+// or seq_len[b] + 1 >= max_total; else 0. gen_len and seq_len count the tokens before this one.
+void check_stops(int32_t* done, const int32_t* tokens, const int32_t* gen_len, const int32_t* seq_len,
+                 const int32_t* max_new, int max_total, const int32_t* stop_ids, int n_stop, int B);
+
 // ---- SwiGLU: out = silu(gate) * up, elementwise over N values --------------------------------------------------
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t N);
 // dgate and dup are written, or (accumulate) added to.

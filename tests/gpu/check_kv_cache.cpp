@@ -1,5 +1,5 @@
-// GPU checks of the paged KV cache's data movers (cuda/generation_ops.h) against the same moves done on the host:
-// exact (tolerance 0). The pools start with random values, so an entry written where it should not be, or not
+// GPU checks of the paged KV cache's data movers (cuda/generation_ops.h) against their CPU twins (src/ops/cpu/
+// kv_cache.cpp): exact (tolerance 0). The pools start with random values, so an entry written where it should not be, or not
 // written, shows up; every pool element is compared.
 //   kv_append: shape {T, Hkv, D, block_size, num_blocks}; distinct random slots, every third token skipped (-1).
 //     D = 12 (not a multiple of 8) takes the element path, the others the 16-byte path. A sixth value pads v's rows
@@ -13,6 +13,7 @@
 #include "cuda/generation_ops.h"
 #include "device_buffer.h"
 #include "op_checks.h"
+#include "ops/ops.h"
 
 namespace {
 
@@ -40,17 +41,7 @@ double check_append(const test::OpShape& s, std::mt19937_64& rng) {
   hone::cuda::kv_append(dkp.get(), dvp.get(), dk.get(), dv.get(), dslots.get(), T, Hkv, D, bs, test::check_context(),
                         ldv);
   const std::vector<float> gk = dkp.download(), gv = dvp.download();
-  for (int t = 0; t < T; ++t) {
-    const int slot = slots[size_t(t)];
-    if (slot < 0) continue;
-    for (int h = 0; h < Hkv; ++h)
-      for (int d = 0; d < D; ++d) {
-        const int64_t dst = ((int64_t(slot / bs) * Hkv + h) * bs + slot % bs) * D + d;
-        const int64_t src = (int64_t(t) * Hkv + h) * D + d;
-        kp[size_t(dst)] = k[size_t(src)];
-        vp[size_t(dst)] = v[size_t(ldv ? int64_t(t) * ldv + int64_t(h) * D + d : src)];
-      }
-  }
+  hone::cpu::kv_append(kp.data(), vp.data(), k.data(), v.data(), slots.data(), T, Hkv, D, bs, ldv);  // the CPU twin
   return std::max(test::rel_l2(gk.data(), kp.data(), pool_n), test::rel_l2(gv.data(), vp.data(), pool_n));
 }
 
@@ -71,11 +62,7 @@ double check_copy(const test::OpShape& s, std::mt19937_64& rng) {
   test::inputs_ready();
   hone::cuda::kv_copy_blocks(dkp.get(), dvp.get(), dsrc.get(), ddst.get(), n, Hkv, D, bs, test::check_context());
   const std::vector<float> gk = dkp.download(), gv = dvp.download();
-  for (int i = 0; i < n; ++i)
-    for (int64_t e = 0; e < per_block; ++e) {
-      kp[size_t(dst[size_t(i)] * per_block + e)] = kp[size_t(src[size_t(i)] * per_block + e)];
-      vp[size_t(dst[size_t(i)] * per_block + e)] = vp[size_t(src[size_t(i)] * per_block + e)];
-    }
+  hone::cpu::kv_copy_blocks(kp.data(), vp.data(), src.data(), dst.data(), n, Hkv, D, bs);  // the CPU twin
   return std::max(test::rel_l2(gk.data(), kp.data(), pool_n), test::rel_l2(gv.data(), vp.data(), pool_n));
 }
 

@@ -34,6 +34,7 @@
 
 #if HONE_CUDA
 #include "cuda/generation_ops.h"
+#include "ops/ops.h"
 #include "device_buffer.h"
 #include "generation/sampler.h"
 #include "ops/philox.h"
@@ -574,6 +575,10 @@ BOOST_AUTO_TEST_CASE(check_stops_flags_stop_tokens_and_lengths, *boost::unit_tes
   std::vector<int32_t> got(static_cast<size_t>(B));
   CUDA_CHECK(cudaMemcpy(got.data(), done.get(), size_t(B) * sizeof(int32_t), cudaMemcpyDeviceToHost));
   BOOST_TEST(got == want, boost::test_tools::per_element());
+  std::vector<int32_t> cpu(static_cast<size_t>(B), -7);  // the CPU twin on the same rows
+  hone::cpu::check_stops(cpu.data(), tokens.data(), gen_len.data(), seq_len.data(), max_new.data(), max_total,
+                         stops.data(), 2, B);
+  BOOST_TEST(cpu == got, boost::test_tools::per_element());
 
   // No stop ids at all: only the length rules.
   done.poison();
