@@ -354,16 +354,19 @@ class ColocatedEngine final : public roles::RoleEngine {
   // The global loss denominator already makes the sum over ranks the mean gradient.
   double optimizer_step(float lr, double max_grad_norm, bool last_of_step) override {
     HONE_CHECK(optimizer_, "optimizer step before connect()");
-    // The buckets launched during the last backward, and the rest; a rank with no micro-batch in this optimizer
-    // step launches them all here, in the same bucket order. Every rank reduces over dp before it sums the partial
-    // gradients over tp and the tied embedding's pair: a rank that reduced after its sums would take its peers'
-    // gradients unsummed.
-    if (reducer_) reducer_->wait_all();
-    if (tp_) tp_->sum_partial_gradients(optimizer_->grads());  // parameters several ranks hold: gradients add up
-    if (emb_comm_) {  // a tied embedding's two stage copies: their gradients summed over the pair
+    // A tied embedding's two stage copies: their gradients summed over the pair first. The copies lie at other
+    // offsets of their stages' buffers, so a reduce-scatter over dp would shard them differently; the reducer
+    // leaves such a stage's buckets to this call (train()).
+    if (emb_comm_) {
       float* g = optimizer_->grads() + tied_->offset;
       emb_comm_->all_reduce_sum(g, tied_->local_numel());
     }
+    // The buckets launched during the last backward, and the rest; a rank with no micro-batch in this optimizer
+    // step launches them all here, in the same bucket order. Every rank reduces over dp before it sums the partial
+    // gradients over tp (whose ranks lay their shards out alike): a rank that reduced after its sums would take its
+    // peers' gradients unsummed.
+    if (reducer_) reducer_->wait_all();
+    if (tp_) tp_->sum_partial_gradients(optimizer_->grads());  // parameters several ranks hold: gradients add up
     const OptimizerStepResult r = optimizer_->update(lr, max_grad_norm);
     if (!last_of_step) optimizer_->refit(train_w_->get());  // the next micro-batches train on the new weights
     return r.grad_norm;

@@ -90,6 +90,18 @@ BOOST_AUTO_TEST_CASE(tp2_by_pp2_on_four_ranks) {
   check_equal_runs(one, four);
 }
 
+// dp = 2 x pp = 2 with the distributed optimizer over stages of different sizes (3 layers and 1, layers smaller
+// than the embedding): the reduce-scatter shards each stage's buffer at its own middle, which falls after the tied
+// embedding on the first stage and inside its copy on the last, so the two copies' gradients must be summed before
+// the reduce-scatter.
+BOOST_AUTO_TEST_CASE(pp2_by_dp2_with_the_distributed_optimizer) {
+  const std::string args = kArgs + " model.intermediate_size=4 model.num_key_value_heads=1";
+  const std::string one = run_in("grpo-pp1-dp", args, 1);
+  const std::string four = run_in("grpo-pp2-dp2", args + " parallel.pp=2 parallel.pp_layers=[3,1] "
+                                  "train.distributed_optimizer=true", 4, "distributed optimizer (ZeRO-1) over 2 ranks");
+  check_equal_runs(one, four);
+}
+
 BOOST_AUTO_TEST_CASE(interleaved_over_an_uneven_split) {
   const std::string one = run_in("grpo-pp1-vpp", kArgs, 1);
   const std::string two = run_in("grpo-pp2-vpp2", kArgs + " parallel.pp=2 parallel.vpp=2 parallel.pp_layers=[2,1,0,1]",
