@@ -250,7 +250,8 @@ soak: $(HONE)
 # bundle for a test machine.
 BUNDLE_BUILD := build-bundle
 BUNDLE_TARGETS := $(BUNDLE_BUILD)/hone $(if $(filter 1,$(CUDA)),$(BUNDLE_BUILD)/tests/gpu_tests \
-                  $(addprefix $(BUNDLE_BUILD)/tests/programs/,bench_decode_attention bench_sampler bench_gemm_algos nccl_check))
+                  $(addprefix $(BUNDLE_BUILD)/tests/programs/,bench_decode_attention bench_sampler bench_gemm_algos \
+                  bench_moe_decode nccl_check))
 BUNDLE_DIST := dist/hone-$(VERSION)-linux-$(shell uname -m)
 bundle:
 	@$(MAKE) --no-print-directory BUILD=$(BUNDLE_BUILD) SMS="$(BUNDLE_SM)" CUDNN_FE_INC=$(CUDNN_FE_INC) $(BUNDLE_TARGETS)

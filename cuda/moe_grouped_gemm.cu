@@ -6,7 +6,12 @@
 //   dx       dx[r] += dout[r] w[e]
 //   dw       dw[e] += dout[rows of e]^T x[rows of e]   one grid plane per expert, k running over its rows
 // Edges (rows past an expert's end, widths not a multiple of the tile) load zeros and store nothing.
+// Forward with few rows an expert (at most 64 on average, as in decode): a kernel of its own below, which reads each
+// expert's weights once through a cp.async pipeline instead of once per 64-row tile with synchronous loads.
 #include <mma.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "cuda/check.h"
 #include "cuda/moe_ops.h"
@@ -187,10 +192,127 @@ __global__ void __launch_bounds__(kThreads) grouped_weight_grad_kernel(float* dw
 // Grid rows enough for every expert's row tiles: sum ceil(n_e / BM) <= max_rows / BM + E.
 int row_tiles(int max_rows, int E) { return (max_rows + BM - 1) / BM + E; }
 
+// ---- few rows an expert (decode): the weights streamed once at the copy bandwidth ---------------------------------
+// A block computes FN output columns of one expert (grid y = the expert, so no tile search) for all of its rows, in
+// chunks of FM rows; an expert's weight slab [FN, K] crosses the block once per chunk (once when it has at most FM
+// rows, as in decode), through an FS-stage cp.async pipeline of FK-deep slices, so the weight reads stay in flight
+// while the tensor cores run. Eight warps, each 16 columns and every row tile of the chunk (up to FM / 16).
+constexpr int FM = 64, FN = 128, FK = 32, FS = 3, kFewThreads = 256;
+constexpr int FLD = FK + 8;  // smem row pitch (bf16): 80 bytes, a multiple of 16, off the banks' period
+constexpr int kStageA = FM * FLD, kStageB = FN * FLD;
+constexpr int kFewSmemBytes = FS * (kStageA + kStageB) * int(sizeof(bf16));  // 46,080 bytes
+constexpr int CLD = FN + 4;                                                 // fp32 staging of the results
+static_assert(FM * CLD * int(sizeof(float)) <= kFewSmemBytes, "the results' staging reuses the pipeline's memory");
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// out[r] = x[r] w[e]^T for the rows of expert blockIdx.y, columns [blockIdx.x * FN, +FN). K % 8 == 0 and 16-byte
+// aligned x and w (the caller checks).
+__global__ void __launch_bounds__(kFewThreads) few_rows_forward_kernel(bf16* out, const bf16* x, const bf16* w,
+                                                                       const int32_t* offsets, int K, int N) {
+  const int e = blockIdx.y;
+  const int64_t begin = offsets[e], end = offsets[e + 1];
+  if (begin >= end) return;
+  const int64_t n0 = int64_t(blockIdx.x) * FN;
+  const bf16* we = w + int64_t(e) * N * K;
+  __shared__ __align__(128) unsigned char smem_raw[kFewSmemBytes];
+  bf16* As = reinterpret_cast<bf16*>(smem_raw);
+  bf16* Bs = As + FS * kStageA;
+  float* Cs = reinterpret_cast<float*>(smem_raw);
+  const int warp = threadIdx.x / 32, ksteps = (K + FK - 1) / FK;
+
+  for (int64_t r0 = begin; r0 < end; r0 += FM) {
+    const int rows = int(std::min<int64_t>(FM, end - r0)), mtiles = (rows + 15) / 16;
+    // Stage s of slice t: A's rows x [r0, r0 + FM) and B's columns [n0, n0 + FN), both k in [t FK, t FK + FK).
+    auto load = [&](int t, int s) {
+      const int64_t k0 = int64_t(t) * FK;
+      for (int i = threadIdx.x; i < (FM + FN) * (FK / 8); i += kFewThreads) {
+        const int row = i / (FK / 8), kc = (i % (FK / 8)) * 8;
+        const bool k_ok = k0 + kc < K;
+        if (row < FM) {
+          const bool ok = row < rows && k_ok;
+          cp_async16(As + s * kStageA + row * FLD + kc, ok ? x + (r0 + row) * K + k0 + kc : x, ok);
+        } else {
+          const int n = row - FM;
+          const bool ok = n0 + n < N && k_ok;
+          cp_async16(Bs + s * kStageB + n * FLD + kc, ok ? we + (n0 + n) * K + k0 + kc : we, ok);
+        }
+      }
+    };
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM / 16];
+#pragma unroll
+    for (int m = 0; m < FM / 16; ++m) wmma::fill_fragment(acc[m], 0.f);
+#pragma unroll
+    for (int s = 0; s < FS - 1; ++s) {
+      if (s < ksteps) load(s, s);
+      cp_async_commit();
+    }
+    for (int t = 0; t < ksteps; ++t) {
+      cp_async_wait<FS - 2>();  // slice t has landed
+      __syncthreads();          // ... for every thread; and slice t - 1's stage is free
+      if (t + FS - 1 < ksteps) load(t + FS - 1, (t + FS - 1) % FS);
+      cp_async_commit();
+      const bf16* a = As + (t % FS) * kStageA;
+      const bf16* b = Bs + (t % FS) * kStageB + warp * 16 * FLD;
+#pragma unroll
+      for (int kk = 0; kk < FK; kk += 16) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb;
+        wmma::load_matrix_sync(fb, b + kk, FLD);
+#pragma unroll
+        for (int m = 0; m < FM / 16; ++m) {
+          if (m < mtiles) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
+            wmma::load_matrix_sync(fa, a + m * 16 * FLD + kk, FLD);
+            wmma::mma_sync(acc[m], fa, fb, acc[m]);
+          }
+        }
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // every stage read: the staging may overwrite them
+#pragma unroll
+    for (int m = 0; m < FM / 16; ++m)
+      if (m < mtiles) wmma::store_matrix_sync(Cs + m * 16 * CLD + warp * 16, acc[m], CLD, wmma::mem_row_major);
+    __syncthreads();
+    for (int i = threadIdx.x; i < rows * FN; i += kFewThreads) {
+      const int r = i / FN, c = i % FN;
+      if (n0 + c < N) out[(r0 + r) * N + n0 + c] = __float2bfloat16_rn(Cs[r * CLD + c]);
+    }
+    __syncthreads();  // the staging is the next chunk's pipeline
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 }  // namespace
 
 void moe_grouped_linear_forward(bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int IC,
                                 int OC, int max_rows, const GpuContext& ctx) {
+  if (max_rows == 0 || E == 0 || OC == 0) return;
+  HONE_CHECK(IC > 0, "grouped linear with no input features");
+  // Few rows an expert on average (decode): the kernel that streams each expert's weights once.
+  if (int64_t(max_rows) <= int64_t(FM) * E && IC % 8 == 0 && aligned16(x) && aligned16(w)) {
+    const dim3 grid((OC + FN - 1) / FN, E);
+    few_rows_forward_kernel<<<grid, kFewThreads, 0, ctx.stream>>>(out, x, w, offsets, IC, OC);
+    CUDA_CHECK_LAST();
+    return;
+  }
+  const dim3 grid((OC + BN - 1) / BN, row_tiles(max_rows, E));
+  grouped_rows_kernel<Mode::forward><<<grid, kThreads, 0, ctx.stream>>>(out, x, w, offsets, E, IC, OC);
+  CUDA_CHECK_LAST();
+}
+
+void moe_grouped_linear_forward_tiled(bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int IC,
+                                      int OC, int max_rows, const GpuContext& ctx) {
   if (max_rows == 0 || E == 0 || OC == 0) return;
   HONE_CHECK(IC > 0, "grouped linear with no input features");
   const dim3 grid((OC + BN - 1) / BN, row_tiles(max_rows, E));

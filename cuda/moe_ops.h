@@ -51,8 +51,12 @@ void moe_unpermute_backward(bf16* dyp, float* dtopk_w, const bf16* dy, const bf1
 // ---- the experts' grouped linear layers: w [E, OC, IC] bf16, offsets [E + 1] on the device ------------------------
 // Our tensor-core kernel (one launch for every expert; it reads the offsets on the device, so it also runs inside
 // CUDA graphs). max_rows: an upper bound of offsets[E] known on the host (sizes the launch).
+// With at most 64 rows an expert on average (max_rows <= 64 E: decode) it runs the kernel that streams each expert's
+// weights once; otherwise the tiled one (moe_grouped_linear_forward_tiled, which benchmarks compare).
 void moe_grouped_linear_forward(bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int IC,
                                 int OC, int max_rows, const GpuContext& ctx);
+void moe_grouped_linear_forward_tiled(bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int IC,
+                                      int OC, int max_rows, const GpuContext& ctx);
 // dx (bf16, accumulated; may be null) += dout w[e]; dw (fp32, accumulated) += dout^T x per expert.
 void moe_grouped_linear_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w,
                                  const int32_t* offsets, int E, int IC, int OC, int max_rows, const GpuContext& ctx);

@@ -29,7 +29,7 @@ cp tools/hone-log "$dest/bin/hone-log"
 gpu_tests=$(dirname "$exe")/tests/gpu_tests
 [ -x "$gpu_tests" ] && cp "$gpu_tests" "$dest/bin/gpu_tests"
 # So do the GPU programs among the test programs (benchmarks and multi-GPU checks run by hand there).
-gpu_programs=(bench_decode_attention bench_sampler bench_gemm_algos nccl_check)
+gpu_programs=(bench_decode_attention bench_sampler bench_gemm_algos bench_moe_decode nccl_check)
 for p in "${gpu_programs[@]}"; do
   f=$(dirname "$exe")/tests/programs/$p
   [ -x "$f" ] && cp "$f" "$dest/bin/$p"

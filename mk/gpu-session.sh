@@ -33,7 +33,8 @@
 #             long tail: tail (input/bench-grpo-qwen3-1.7b-tail.toml and its fixed-length companion, 2 steps each),
 #             tail-step (the tail's decode steps alone: input/bench-gen-qwen3-1.7b-tail-step.toml at 32 and 8 rows,
 #             2,048-token prompts of their own, 1,024 new tokens)
-#   GEMMs (one GPU): gemm (bench_gemm_algos: cuBLASLt's first candidate against its fastest at the layers' shapes)
+#   GEMMs (one GPU): gemm (bench_gemm_algos: cuBLASLt's first candidate against its fastest at the layers' shapes),
+#             moe-decode (bench_moe_decode: the experts' forward GEMMs at decode shapes, tiled against few-rows kernel)
 #   checkpoints (two GPUs): resume-check (mk/gpu-resume-check.sh: tp=2, pp=2 and ep=2 saved and resumed on the
 #             same layout against a straight run)
 #   the real model (one GPU; the GGUF at $HONE_SMOLLM2_GGUF): smollm2 (input/smollm2-arithmetic.toml, 60 steps),
@@ -82,6 +83,9 @@ if want kernels && [ -x "$bundle/bin/bench_sampler" ]; then
 fi
 if want gemm && [ -x "$bundle/bin/bench_gemm_algos" ]; then  # cuBLASLt's first choice against its fastest candidate
   run_part 120 gemm "$bundle/bin/bench_gemm_algos"
+fi
+if want moe-decode && [ -x "$bundle/bin/bench_moe_decode" ]; then  # the experts' decode GEMMs against the copy bandwidth
+  run_part 60 moe-decode "$bundle/bin/bench_moe_decode"
 fi
 if want gen; then
   if command -v gdb >/dev/null; then  # a crash prints its stack

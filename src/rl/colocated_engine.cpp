@@ -427,7 +427,8 @@ class ColocatedEngine final : public roles::RoleEngine {
     gs.cuda_graphs = s_.cuda_graphs;
     gs.keep_graphs = s_.keep_graphs;
     // A replica generates its share of the step's groups.
-    gs.max_seqs = int(std::max<int64_t>(1, std::min<int64_t>(1 << 20, s_.rollouts_per_step() / gen_layout_.replicas())));
+    gs.max_seqs =
+        int(std::max<int64_t>(1, std::min<int64_t>(1 << 20, s_.rollouts_per_step() / gen_layout_.replicas())));
     generator_ = make_generator(mc_, layout, weights, x_, gs, tp, gen_lockstep_ ? ep_.get() : nullptr,
                                 gen_lockstep_.get());
     if (gen_progress_) generator_->set_progress(gen_progress_);

@@ -288,8 +288,12 @@ const std::vector<test::OpShape> kRouter = {{1, 4, 1, 0}, {37, 8, 2, 1}, {100, 6
 const std::vector<test::OpShape> kRoute = {{1, 4, 1, 0}, {37, 8, 2, 0}, {9, 16, 2, 0}, {50, 8, 2, 1},
                                            {4096, 128, 8, 0}};
 const std::vector<test::OpShape> kRows = {{1, 4, 1, 8}, {37, 8, 2, 33}, {300, 16, 4, 256}};
+// At most 64 rows an expert on average the forward runs the few-rows kernel: 100 x 2 rows over 8 experts skewed onto
+// two (100 rows each: two chunks of 64) covers its row chunks; 2048 x 2 over 8 and an input width that is not a
+// multiple of 8 (36) run the tiled kernel.
 const std::vector<test::OpShape> kGemm = {{5, 4, 2, 16, 16, 0},   {37, 8, 2, 40, 24, 0},      {64, 8, 2, 64, 96, 1},
-                                          {9, 16, 2, 32, 48, 0}, {512, 128, 8, 2048, 768, 0}, {300, 32, 4, 768, 2048, 0}};
+                                          {9, 16, 2, 32, 48, 0}, {512, 128, 8, 2048, 768, 0}, {300, 32, 4, 768, 2048, 0},
+                                          {100, 8, 2, 64, 200, 1}, {2048, 8, 2, 64, 96, 0},   {37, 8, 2, 36, 24, 0}};
 
 const test::OpCheckRegistration reg_topk_f{{"moe_topk_forward", 1e-5, kRouter, &check_topk_forward}};
 const test::OpCheckRegistration reg_topk_b{{"moe_topk_backward", 1e-5, kRouter, &check_topk_backward}};
