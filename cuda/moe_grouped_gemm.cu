@@ -196,13 +196,19 @@ int row_tiles(int max_rows, int E) { return (max_rows + BM - 1) / BM + E; }
 // A block computes FN output columns of one expert (grid y = the expert, so no tile search) for all of its rows, in
 // chunks of FM rows; an expert's weight slab [FN, K] crosses the block once per chunk (once when it has at most FM
 // rows, as in decode), through an FS-stage cp.async pipeline of FK-deep slices, so the weight reads stay in flight
-// while the tensor cores run. Eight warps, each 16 columns and every row tile of the chunk (up to FM / 16).
-constexpr int FM = 64, FN = 128, FK = 32, FS = 3, kFewThreads = 256;
-constexpr int FLD = FK + 8;  // smem row pitch (bf16): 80 bytes, a multiple of 16, off the banks' period
-constexpr int kStageA = FM * FLD, kStageB = FN * FLD;
-constexpr int kFewSmemBytes = FS * (kStageA + kStageB) * int(sizeof(bf16));  // 46,080 bytes
-constexpr int CLD = FN + 4;                                                 // fp32 staging of the results
-static_assert(FM * CLD * int(sizeof(float)) <= kFewSmemBytes, "the results' staging reuses the pipeline's memory");
+// while the tensor cores run. FN / 16 warps, each 16 columns and every row tile of the chunk (up to FM / 16).
+// The variants (column width, slice depth, stages) are benchmarked by bench_moe_decode; kDefaultFewRows runs.
+constexpr int FM = 64;
+
+template <int FN, int FK, int FS>
+struct FewRows {
+  static constexpr int kThreads = FN * 2;            // FN / 16 warps
+  static constexpr int kLd = FK + 8;                 // smem row pitch (bf16): a multiple of 16 bytes, off the banks
+  static constexpr int kStageA = FM * kLd, kStageB = FN * kLd;
+  static constexpr int kCld = FN + 4;                // fp32 staging of the results, reusing the pipeline's memory
+  static constexpr int kPipeBytes = FS * (kStageA + kStageB) * int(sizeof(bf16));
+  static constexpr int kSmemBytes = std::max(kPipeBytes, FM * kCld * int(sizeof(float)));
+};
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -217,16 +223,18 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // out[r] = x[r] w[e]^T for the rows of expert blockIdx.y, columns [blockIdx.x * FN, +FN). K % 8 == 0 and 16-byte
 // aligned x and w (the caller checks).
-__global__ void __launch_bounds__(kFewThreads) few_rows_forward_kernel(bf16* out, const bf16* x, const bf16* w,
-                                                                       const int32_t* offsets, int K, int N) {
+template <int FN, int FK, int FS>
+__global__ void __launch_bounds__(FN * 2) few_rows_forward_kernel(bf16* out, const bf16* x, const bf16* w,
+                                                                  const int32_t* offsets, int K, int N) {
+  using P = FewRows<FN, FK, FS>;
   const int e = blockIdx.y;
   const int64_t begin = offsets[e], end = offsets[e + 1];
   if (begin >= end) return;
   const int64_t n0 = int64_t(blockIdx.x) * FN;
   const bf16* we = w + int64_t(e) * N * K;
-  __shared__ __align__(128) unsigned char smem_raw[kFewSmemBytes];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* As = reinterpret_cast<bf16*>(smem_raw);
-  bf16* Bs = As + FS * kStageA;
+  bf16* Bs = As + FS * P::kStageA;
   float* Cs = reinterpret_cast<float*>(smem_raw);
   const int warp = threadIdx.x / 32, ksteps = (K + FK - 1) / FK;
 
@@ -235,16 +243,16 @@ __global__ void __launch_bounds__(kFewThreads) few_rows_forward_kernel(bf16* out
     // Stage s of slice t: A's rows x [r0, r0 + FM) and B's columns [n0, n0 + FN), both k in [t FK, t FK + FK).
     auto load = [&](int t, int s) {
       const int64_t k0 = int64_t(t) * FK;
-      for (int i = threadIdx.x; i < (FM + FN) * (FK / 8); i += kFewThreads) {
+      for (int i = threadIdx.x; i < (FM + FN) * (FK / 8); i += P::kThreads) {
         const int row = i / (FK / 8), kc = (i % (FK / 8)) * 8;
         const bool k_ok = k0 + kc < K;
         if (row < FM) {
           const bool ok = row < rows && k_ok;
-          cp_async16(As + s * kStageA + row * FLD + kc, ok ? x + (r0 + row) * K + k0 + kc : x, ok);
+          cp_async16(As + s * P::kStageA + row * P::kLd + kc, ok ? x + (r0 + row) * K + k0 + kc : x, ok);
         } else {
           const int n = row - FM;
           const bool ok = n0 + n < N && k_ok;
-          cp_async16(Bs + s * kStageB + n * FLD + kc, ok ? we + (n0 + n) * K + k0 + kc : we, ok);
+          cp_async16(Bs + s * P::kStageB + n * P::kLd + kc, ok ? we + (n0 + n) * K + k0 + kc : we, ok);
         }
       }
     };
@@ -261,17 +269,17 @@ __global__ void __launch_bounds__(kFewThreads) few_rows_forward_kernel(bf16* out
       __syncthreads();          // ... for every thread; and slice t - 1's stage is free
       if (t + FS - 1 < ksteps) load(t + FS - 1, (t + FS - 1) % FS);
       cp_async_commit();
-      const bf16* a = As + (t % FS) * kStageA;
-      const bf16* b = Bs + (t % FS) * kStageB + warp * 16 * FLD;
+      const bf16* a = As + (t % FS) * P::kStageA;
+      const bf16* b = Bs + (t % FS) * P::kStageB + warp * 16 * P::kLd;
 #pragma unroll
       for (int kk = 0; kk < FK; kk += 16) {
         wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb;
-        wmma::load_matrix_sync(fb, b + kk, FLD);
+        wmma::load_matrix_sync(fb, b + kk, P::kLd);
 #pragma unroll
         for (int m = 0; m < FM / 16; ++m) {
           if (m < mtiles) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-            wmma::load_matrix_sync(fa, a + m * 16 * FLD + kk, FLD);
+            wmma::load_matrix_sync(fa, a + m * 16 * P::kLd + kk, P::kLd);
             wmma::mma_sync(acc[m], fa, fb, acc[m]);
           }
         }
@@ -281,13 +289,49 @@ __global__ void __launch_bounds__(kFewThreads) few_rows_forward_kernel(bf16* out
     __syncthreads();  // every stage read: the staging may overwrite them
 #pragma unroll
     for (int m = 0; m < FM / 16; ++m)
-      if (m < mtiles) wmma::store_matrix_sync(Cs + m * 16 * CLD + warp * 16, acc[m], CLD, wmma::mem_row_major);
+      if (m < mtiles)
+        wmma::store_matrix_sync(Cs + m * 16 * P::kCld + warp * 16, acc[m], P::kCld, wmma::mem_row_major);
     __syncthreads();
-    for (int i = threadIdx.x; i < rows * FN; i += kFewThreads) {
+    for (int i = threadIdx.x; i < rows * FN; i += P::kThreads) {
       const int r = i / FN, c = i % FN;
-      if (n0 + c < N) out[(r0 + r) * N + n0 + c] = __float2bfloat16_rn(Cs[r * CLD + c]);
+      if (n0 + c < N) out[(r0 + r) * N + n0 + c] = __float2bfloat16_rn(Cs[r * P::kCld + c]);
     }
     __syncthreads();  // the staging is the next chunk's pipeline
+  }
+}
+
+template <int FN, int FK, int FS>
+void launch_few_rows(bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int K, int N,
+                     const GpuContext& ctx) {
+  using P = FewRows<FN, FK, FS>;
+  if constexpr (P::kSmemBytes > 48 * 1024) {
+    static bool opted_in = false;  // per process: the attribute is the kernel's, on the current device
+    if (!opted_in) {
+      CUDA_CHECK(cudaFuncSetAttribute(few_rows_forward_kernel<FN, FK, FS>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, P::kSmemBytes));
+      opted_in = true;
+    }
+  }
+  const dim3 grid((N + FN - 1) / FN, E);
+  few_rows_forward_kernel<FN, FK, FS><<<grid, P::kThreads, P::kSmemBytes, ctx.stream>>>(out, x, w, offsets, K, N);
+  CUDA_CHECK_LAST();
+}
+
+// The variants: {column width, slice depth, stages}.
+constexpr int kFewRowsVariants = 5;
+const char* const kFewRowsNames[kFewRowsVariants] = {"128 x 32, 3 stages", "64 x 32, 4 stages", "128 x 64, 3 stages",
+                                                     "256 x 32, 3 stages", "64 x 64, 4 stages"};
+constexpr int kDefaultFewRows = 0;
+
+void few_rows(int variant, bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int K, int N,
+              const GpuContext& ctx) {
+  switch (variant) {
+    case 0: return launch_few_rows<128, 32, 3>(out, x, w, offsets, E, K, N, ctx);
+    case 1: return launch_few_rows<64, 32, 4>(out, x, w, offsets, E, K, N, ctx);
+    case 2: return launch_few_rows<128, 64, 3>(out, x, w, offsets, E, K, N, ctx);
+    case 3: return launch_few_rows<256, 32, 3>(out, x, w, offsets, E, K, N, ctx);
+    case 4: return launch_few_rows<64, 64, 4>(out, x, w, offsets, E, K, N, ctx);
+    default: HONE_CHECK(false, "no few-rows variant ", variant);
   }
 }
 
@@ -300,15 +344,25 @@ void moe_grouped_linear_forward(bf16* out, const bf16* x, const bf16* w, const i
   if (max_rows == 0 || E == 0 || OC == 0) return;
   HONE_CHECK(IC > 0, "grouped linear with no input features");
   // Few rows an expert on average (decode): the kernel that streams each expert's weights once.
-  if (int64_t(max_rows) <= int64_t(FM) * E && IC % 8 == 0 && aligned16(x) && aligned16(w)) {
-    const dim3 grid((OC + FN - 1) / FN, E);
-    few_rows_forward_kernel<<<grid, kFewThreads, 0, ctx.stream>>>(out, x, w, offsets, IC, OC);
-    CUDA_CHECK_LAST();
-    return;
-  }
+  if (int64_t(max_rows) <= int64_t(FM) * E && IC % 8 == 0 && aligned16(x) && aligned16(w))
+    return few_rows(kDefaultFewRows, out, x, w, offsets, E, IC, OC, ctx);
   const dim3 grid((OC + BN - 1) / BN, row_tiles(max_rows, E));
   grouped_rows_kernel<Mode::forward><<<grid, kThreads, 0, ctx.stream>>>(out, x, w, offsets, E, IC, OC);
   CUDA_CHECK_LAST();
+}
+
+int moe_few_rows_variants() { return kFewRowsVariants; }
+const char* moe_few_rows_variant_name(int variant) {
+  HONE_CHECK(variant >= 0 && variant < kFewRowsVariants, "no few-rows variant ", variant);
+  return kFewRowsNames[variant];
+}
+
+void moe_grouped_linear_forward_few_rows(int variant, bf16* out, const bf16* x, const bf16* w, const int32_t* offsets,
+                                         int E, int IC, int OC, const GpuContext& ctx) {
+  if (E == 0 || OC == 0) return;
+  HONE_CHECK(IC > 0 && IC % 8 == 0 && aligned16(x) && aligned16(w),
+             "the few-rows kernel takes an input width that is a multiple of 8 and 16-byte aligned operands");
+  few_rows(variant, out, x, w, offsets, E, IC, OC, ctx);
 }
 
 void moe_grouped_linear_forward_tiled(bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int IC,

@@ -57,6 +57,12 @@ void moe_grouped_linear_forward(bf16* out, const bf16* x, const bf16* w, const i
                                 int OC, int max_rows, const GpuContext& ctx);
 void moe_grouped_linear_forward_tiled(bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int IC,
                                       int OC, int max_rows, const GpuContext& ctx);
+// The few-rows kernel's variants (column width, slice depth, pipeline stages) one by one, for the benchmark and the
+// op checks: IC a multiple of 8, x and w 16-byte aligned. The forward above runs the default one.
+int moe_few_rows_variants();
+const char* moe_few_rows_variant_name(int variant);
+void moe_grouped_linear_forward_few_rows(int variant, bf16* out, const bf16* x, const bf16* w, const int32_t* offsets,
+                                         int E, int IC, int OC, const GpuContext& ctx);
 // dx (bf16, accumulated; may be null) += dout w[e]; dw (fp32, accumulated) += dout^T x per expert.
 void moe_grouped_linear_backward(bf16* dx, float* dw, const bf16* dout, const bf16* x, const bf16* w,
                                  const int32_t* offsets, int E, int IC, int OC, int max_rows, const GpuContext& ctx);

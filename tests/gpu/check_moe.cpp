@@ -313,6 +313,37 @@ const test::OpCheckRegistration reg_gemm_f{{"moe_grouped_linear_forward", 1e-2, 
                                             [](const test::OpShape& s, std::mt19937_64& r) { return check_grouped(s, r, true, false); }}};
 const test::OpCheckRegistration reg_gemm_b{{"moe_grouped_linear_backward", 1e-2, kGemm,
                                             [](const test::OpShape& s, std::mt19937_64& r) { return check_grouped(s, r, false, false); }}};
+// The few-rows kernel's variants one by one (the forward runs one of them): IC a multiple of 8.
+double check_few_rows(const test::OpShape& s, std::mt19937_64& rng, int variant) {
+  const int T = int(s[0]), E = int(s[1]), k = int(s[2]), IC = int(s[3]), OC = int(s[4]), N = T * k;
+  const Plan p = make_plan(T, E, k, s[5] != 0, rng);
+  std::vector<float> x = test::random_vector(int64_t(N) * IC, rng), w = test::random_vector(int64_t(E) * OC * IC, rng, 0.05f);
+  test::DeviceBuffer<bf16> bx(int64_t(N) * IC), bw(int64_t(E) * OC * IC), bout(int64_t(N) * OC);
+  test::DeviceBuffer<int32_t> bo(E + 1);
+  bx.upload(x);
+  bw.upload(w);
+  bo.upload_raw(p.offsets);
+  bout.poison();
+  test::inputs_ready();
+  hone::cuda::moe_grouped_linear_forward_few_rows(variant, bout.get(), bx.get(), bw.get(), bo.get(), E, IC, OC,
+                                                  test::check_context());
+  std::vector<float> out(size_t(N) * OC);
+  hone::cpu::moe_grouped_linear_forward(out.data(), x.data(), w.data(), p.offsets.data(), E, IC, OC);
+  return test::rel_l2(bout.download(), out);
+}
+const std::vector<test::OpShape> kFewRows = {{5, 4, 2, 16, 16, 0},   {37, 8, 2, 40, 24, 0},   {64, 8, 2, 64, 96, 1},
+                                             {100, 8, 2, 64, 200, 1}, {300, 32, 4, 768, 2048, 0},
+                                             {512, 128, 8, 2048, 768, 0}};
+const test::OpCheckRegistration reg_few_0{{"moe_grouped_linear_forward_few_rows_0", 1e-2, kFewRows,
+                                           [](const test::OpShape& s, std::mt19937_64& r) { return check_few_rows(s, r, 0); }}};
+const test::OpCheckRegistration reg_few_1{{"moe_grouped_linear_forward_few_rows_1", 1e-2, kFewRows,
+                                           [](const test::OpShape& s, std::mt19937_64& r) { return check_few_rows(s, r, 1); }}};
+const test::OpCheckRegistration reg_few_2{{"moe_grouped_linear_forward_few_rows_2", 1e-2, kFewRows,
+                                           [](const test::OpShape& s, std::mt19937_64& r) { return check_few_rows(s, r, 2); }}};
+const test::OpCheckRegistration reg_few_3{{"moe_grouped_linear_forward_few_rows_3", 1e-2, kFewRows,
+                                           [](const test::OpShape& s, std::mt19937_64& r) { return check_few_rows(s, r, 3); }}};
+const test::OpCheckRegistration reg_few_4{{"moe_grouped_linear_forward_few_rows_4", 1e-2, kFewRows,
+                                           [](const test::OpShape& s, std::mt19937_64& r) { return check_few_rows(s, r, 4); }}};
 const test::OpCheckRegistration reg_cublas_f{
     {"moe_grouped_linear_forward_cublas", 1e-2, kGemm,
      [](const test::OpShape& s, std::mt19937_64& r) { return check_grouped(s, r, true, true); }}};

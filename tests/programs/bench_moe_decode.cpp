@@ -2,9 +2,10 @@
 // 768, hidden 2048, 8 experts a token): T = 64 .. 1024 tokens a step, a random routing (k distinct experts a token),
 // random data. Times, with CUDA events after warm-up, the tiled kernel (moe_grouped_linear_forward_tiled: 64 x 64
 // tiles, synchronous loads, each 64-row tile of an expert reading its weights) against what
-// moe_grouped_linear_forward runs at these sizes (the few-rows kernel: each expert's weights streamed once), checks
-// that the two agree, and counts the bytes the step must move: the weights of every expert with a row, the rows in
-// and the rows out. GB/s is those bytes over the time, against the device's copy bandwidth (1 GiB, read + write).
+// moe_grouped_linear_forward runs at these sizes (the few-rows kernel: each expert's weights streamed once) and each
+// of the few-rows kernel's variants (column width, slice depth, stages), checks that they agree, and counts the
+// bytes the step must move: the weights of every expert with a row, the rows in and the rows out. GB/s is those
+// bytes over the time, against the device's copy bandwidth (1 GiB, read + write).
 // Prints its numbers and exits 0; a CPU-only build prints that there is nothing to measure.
 #include <cstdio>
 
@@ -117,24 +118,29 @@ void bench(const hone::cuda::GpuContext& ctx, double copy) {
       const double tiled = time_us([&] {
         hone::cuda::moe_grouped_linear_forward_tiled(o1, x, w, d_off, E, IC, OC, N, ctx);
       }, ctx.stream, 3, 20);
-      const double few = time_us([&] {
-        hone::cuda::moe_grouped_linear_forward(o2, x, w, d_off, E, IC, OC, N, ctx);
-      }, ctx.stream, 3, 20);
       std::vector<uint16_t> h1(static_cast<size_t>(N) * OC), h2(h1.size());
       CUDA_CHECK(cudaMemcpy(h1.data(), o1, h1.size() * 2, cudaMemcpyDeviceToHost));
-      CUDA_CHECK(cudaMemcpy(h2.data(), o2, h2.size() * 2, cudaMemcpyDeviceToHost));
-      double num = 0, den = 0;
-      for (size_t i = 0; i < h1.size(); ++i) {
-        const double a = to_float(h1[i]), b = to_float(h2[i]);
-        num += (a - b) * (a - b);
-        den += a * a;
-      }
       const double bytes = double(touched) * OC * IC * 2 + double(N) * (IC + OC) * 2;
-      std::printf("  T %4d (%2d..%3d rows, %3d experts) %-8s tiled %8.1f us %6.0f GB/s %5.1f%%   few-rows %8.1f us "
-                  "%6.0f GB/s %5.1f%%   x%.2f   rel_l2 %.1e\n",
-                  T, N / E, most, touched, shape == 0 ? "gate/up" : "down", tiled, bytes / (tiled * 1e3),
-                  100.0 * bytes / (tiled * 1e3) / copy, few, bytes / (few * 1e3), 100.0 * bytes / (few * 1e3) / copy,
-                  tiled / few, std::sqrt(num / std::max(den, 1e-30)));
+      std::printf("  T %4d (%2d..%3d rows, %3d experts) %-8s tiled              %8.1f us %6.0f GB/s %5.1f%%\n", T,
+                  N / E, most, touched, shape == 0 ? "gate/up" : "down", tiled, bytes / (tiled * 1e3),
+                  100.0 * bytes / (tiled * 1e3) / copy);
+      for (int v = -1; v < hone::cuda::moe_few_rows_variants(); ++v) {  // -1: what the forward runs
+        CUDA_CHECK(cudaMemset(o2, 0xFF, size_t(N) * OC * 2));
+        const double us = time_us([&] {
+          if (v < 0) hone::cuda::moe_grouped_linear_forward(o2, x, w, d_off, E, IC, OC, N, ctx);
+          else hone::cuda::moe_grouped_linear_forward_few_rows(v, o2, x, w, d_off, E, IC, OC, ctx);
+        }, ctx.stream, 3, 20);
+        CUDA_CHECK(cudaMemcpy(h2.data(), o2, h2.size() * 2, cudaMemcpyDeviceToHost));
+        double num = 0, den = 0;
+        for (size_t i = 0; i < h1.size(); ++i) {
+          const double a = to_float(h1[i]), b = to_float(h2[i]);
+          num += (a - b) * (a - b);
+          den += a * a;
+        }
+        std::printf("    %-26s %8.1f us %6.0f GB/s %5.1f%%  x%.2f  rel_l2 %.1e\n",
+                    v < 0 ? "forward (its choice)" : hone::cuda::moe_few_rows_variant_name(v), us, bytes / (us * 1e3),
+                    100.0 * bytes / (us * 1e3) / copy, tiled / us, std::sqrt(num / std::max(den, 1e-30)));
+      }
       CUDA_CHECK(cudaFree(x));
       CUDA_CHECK(cudaFree(w));
       CUDA_CHECK(cudaFree(o1));
