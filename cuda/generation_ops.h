@@ -30,27 +30,10 @@ void kv_copy_blocks(bf16* k_pool, bf16* v_pool, const int32_t* src, const int32_
 // q[B, Hq, D] bf16 (after q norm and RoPE), out[B, Hq, D] bf16. Row b attends to the seq_lens[b] tokens of its block
 // table (block_tables[b * max_blocks ...]; the new token's K/V already appended). Hq is a multiple of Hkv; each KV
 // head is read once for its Hq / Hkv query heads.
-// Shared prefix (num_groups > 0): rows group_offsets[g] .. group_offsets[g+1]-1 are consecutive rows of one group
-// whose block tables begin with the same prefix_lens[g] / block_size blocks (prefix_lens[g] a multiple of
-// block_size, <= every member's seq_len); the kernel reads those blocks once for the whole group. Rows outside every
-// group (or num_groups == 0) take the plain path. The result equals the plain path up to rounding.
-struct PagedDecodeArgs {
-  const int32_t* block_tables = nullptr;  // [B, max_blocks]
-  const int32_t* seq_lens = nullptr;      // [B], >= 1
-  int B = 0;
-  int max_blocks = 0;   // row stride of block_tables
-  int max_seq_len = 0;  // >= every seq_lens[b] (host bound; sizes the split along the sequence)
-  int block_size = 16;
-  int num_groups = 0;
-  const int32_t* group_offsets = nullptr;  // [num_groups + 1], device
-  const int32_t* prefix_lens = nullptr;    // [num_groups], device
-  int max_prefix_len = 0;                  // host bound on prefix_lens
-  // The shared-prefix path's plan; 0 leaves it to the op. Benchmarks and tests set them to compare plans.
-  int max_group_rows = 0;       // rows of the largest group (0: B / num_groups; a captured graph's padding groups
-                                // make that average too small); any group size stays correct
-  int prefix_vectors = 0;       // query vectors a CTA attends over a group's prefix: 1, 2, 4 or 8
-  int prefix_split_tokens = 0;  // the shortest piece the prefix is split into along the sequence (>= 16)
-};
+// Shared prefix (num_groups > 0): see hone::PagedDecodeArgs (ops/ops.h); the kernel reads a group's shared blocks
+// once for the whole group, and rows outside every group take the plain path. The result equals the plain path up
+// to rounding.
+using ::hone::PagedDecodeArgs;
 void paged_attention_decode_forward(bf16* out, const bf16* q, const bf16* k_pool, const bf16* v_pool,
                                     const PagedDecodeArgs& a, int Hq, int Hkv, int D, float scale,
                                     const GpuContext& ctx);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "generation/cpu_generator.h"
+#include "generation/generator.h"
 #include "io/hdf5_file.h"
 #include "model/deck_model.h"
 #include "model/model_config.h"
@@ -28,7 +28,6 @@
 #include <cuda_profiler_api.h>
 
 #include "cuda/check.h"
-#include "generation/gpu_generator.h"
 #include "model/transformer.h"
 #include "backend/gpu_device_select.h"
 #endif
@@ -115,7 +114,7 @@ int run_cuda(const Config& cfg) {
   HONE_USER_CHECK(prompt_len + new_tokens <= mc.max_position_embeddings, "bench.prompt_tokens + ",
                   "generation.max_new_tokens = ", prompt_len + new_tokens, " exceeds model.max_position_embeddings = ",
                   mc.max_position_embeddings);
-  GpuGenerationOptions opt;
+  GenerationOptions opt;
   opt.kv_cache_gib = cfg.get_float("generation.kv_cache_gib");
   opt.kv_cache_memory_fraction = cfg.get_float("generation.kv_cache_memory_fraction");
   opt.block_size = int(cfg.get_int("generation.kv_block_size"));
@@ -161,9 +160,9 @@ int run_cuda(const Config& cfg) {
     for (auto& t : p) t = ud(rng);
   const std::vector<GenerationRequest> requests = group_requests(prompts, G);
 
-  GpuGenerator gen(mc, layout, weights.get(), ctx, opt);
+  Generator<CudaBackend> gen(mc, layout, weights.get(), CudaBackend::Exec(ctx), opt);
   std::vector<double> wall, prefill_s, decode_s, tokens_per_s;
-  GpuGenerationStats last;
+  GenerationStats last;
   const int profile_pass = int(cfg.get_int("bench.profile_pass"));
   for (int r = 0; r <= rounds; ++r) {
     if (profile_pass > 0 && r == rounds) {  // a window of two passes for a profiler that starts with its range off
@@ -176,7 +175,7 @@ int run_cuda(const Config& cfg) {
     const auto t0 = Clock::now();
     const std::vector<Rollout> out = gen.generate(requests, sp, stop, seed, uint32_t(r), prompt_len + new_tokens);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    const GpuGenerationStats& st = gen.stats();
+    const GenerationStats& st = gen.stats();
     for (const Rollout& ro : out)
       HONE_CHECK(int(ro.completion.size()) == new_tokens, "a rollout of ", ro.completion.size(), " tokens");
     std::printf("  round %d%s: %.3f s, %.0f tokens/s (prefill %.3f s, decode %.3f s, %lld decode steps, %lld "

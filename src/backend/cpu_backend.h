@@ -35,6 +35,9 @@ class HostArray {
   int64_t n_ = 0;
 };
 
+class HostGenerationRegion;
+class EagerDecodeSteps;
+
 struct CpuBackend {
   using Act = float;
   static constexpr const char* kName = "cpu";
@@ -261,6 +264,43 @@ struct CpuBackend {
   }
   static void swiglu_forward(const Exec&, float* out, const float* gate, const float* up, int64_t N) {
     cpu::swiglu_forward(out, gate, up, N);
+  }
+
+  // Generation (generation/generation_forward.h): the paged KV cache's movers, decode attention over it (every row
+  // through the plain path), the sampler and the stop checks; its memory regions and decode steps
+  // (backend/host_generation_memory.h: plain buffers, eager steps), the most rows a pass decodes together (the
+  // host memory plan's wave, rl/host_memory_plan.cpp), and the KV cache sized for each call (no free memory to
+  // take a fraction of).
+  using GenerationRegion = HostGenerationRegion;
+  using DecodeSteps = EagerDecodeSteps;
+  static constexpr int kMaxDecodeRows = 256;
+  static bool generation_keeps_addresses(bool /*tensor_parallel*/) { return false; }
+  static void kv_append(const Exec&, float* k_pool, float* v_pool, const float* k, const float* v,
+                        const int32_t* slots, int T, int Hkv, int D, int block_size, int64_t ldv) {
+    cpu::kv_append(k_pool, v_pool, k, v, slots, T, Hkv, D, block_size, ldv);
+  }
+  static void kv_copy_blocks(const Exec&, float* k_pool, float* v_pool, const int32_t* src, const int32_t* dst, int n,
+                             int Hkv, int D, int block_size) {
+    cpu::kv_copy_blocks(k_pool, v_pool, src, dst, n, Hkv, D, block_size);
+  }
+  static void paged_attention_decode_forward(const Exec&, float* out, const float* q, const float* k_pool,
+                                             const float* v_pool, const PagedDecodeArgs& a, int Hq, int Hkv, int D,
+                                             float scale) {
+    cpu::paged_attention_decode_forward(out, q, k_pool, v_pool, a.block_tables, a.seq_lens, a.B, a.max_blocks,
+                                        a.block_size, Hq, Hkv, D, scale);
+  }
+  static size_t paged_attention_decode_workspace(const Exec&, const PagedDecodeArgs&, int /*Hq*/, int /*D*/) {
+    return 0;
+  }
+  static void sample_tokens(const Exec&, int32_t* tokens, float* logprobs, const float* logits, int64_t ld, int B,
+                            int V, const SamplingParams& p, uint64_t seed, uint32_t step, const int32_t* sample_index,
+                            const int32_t* position) {
+    cpu::sample_tokens(tokens, logprobs, logits, ld, B, V, p, seed, step, sample_index, position);
+  }
+  static void check_stops(const Exec&, int32_t* done, const int32_t* tokens, const int32_t* gen_len,
+                          const int32_t* seq_len, const int32_t* max_new, int max_total, const int32_t* stop_ids,
+                          int n_stop, int B) {
+    cpu::check_stops(done, tokens, gen_len, seq_len, max_new, max_total, stop_ids, n_stop, B);
   }
   static void swiglu_backward(const Exec&, float* dgate, float* dup, const float* dout, const float* gate,
                               const float* up, int64_t N, bool accumulate) {

@@ -16,6 +16,7 @@
 #include "cuda/check.h"
 #include "cuda/context_parallel_kernels.h"
 #include "cuda/device_memory.h"
+#include "cuda/generation_ops.h"
 #include "cuda/lm_head_kernels.h"
 #include "cuda/moe_ops.h"
 #include "cuda/ops_cuda.h"
@@ -57,6 +58,10 @@ class PinnedHostArray {
   T* p_ = nullptr;
   int64_t n_ = 0;
 };
+
+class CudaGenerationRegion;
+class CudaDecodeGraphs;
+bool cuda_generation_keeps_addresses(bool tensor_parallel);
 
 struct CudaBackend {
   using Act = cuda::bf16;
@@ -300,6 +305,55 @@ struct CudaBackend {
   }
   static void swiglu_forward(const Exec& x, Act* out, const Act* gate, const Act* up, int64_t N) {
     cuda::swiglu_forward(out, gate, up, N, *x.gpu);
+  }
+
+  // Generation (generation/generation_forward.h): the paged KV cache's kernels, paged decode attention, the fused
+  // sampler and the stop checks; its memory regions and decode steps (backend/cuda_generation_memory.h: virtual
+  // memory, CUDA graphs), the most rows a pass decodes together, and the device's free memory (the KV cache takes
+  // a fraction of it).
+  using GenerationRegion = CudaGenerationRegion;
+  using DecodeSteps = CudaDecodeGraphs;
+  static constexpr int kMaxDecodeRows = 1024;
+  static bool generation_keeps_addresses(bool tensor_parallel) {
+    return cuda_generation_keeps_addresses(tensor_parallel);
+  }
+  static size_t free_memory_bytes(const Exec&) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return free_b;
+  }
+  static void kv_append(const Exec& x, Act* k_pool, Act* v_pool, const Act* k, const Act* v, const int32_t* slots,
+                        int T, int Hkv, int D, int block_size, int64_t ldv) {
+    cuda::kv_append(k_pool, v_pool, k, v, slots, T, Hkv, D, block_size, *x.gpu, ldv);
+  }
+  static void kv_copy_blocks(const Exec& x, Act* k_pool, Act* v_pool, const int32_t* src, const int32_t* dst, int n,
+                             int Hkv, int D, int block_size) {
+    cuda::kv_copy_blocks(k_pool, v_pool, src, dst, n, Hkv, D, block_size, *x.gpu);
+  }
+  static void paged_attention_decode_forward(const Exec& x, Act* out, const Act* q, const Act* k_pool,
+                                             const Act* v_pool, const PagedDecodeArgs& a, int Hq, int Hkv, int D,
+                                             float scale) {
+    cuda::paged_attention_decode_forward(out, q, k_pool, v_pool, a, Hq, Hkv, D, scale, *x.gpu);
+  }
+  static size_t paged_attention_decode_workspace(const Exec& x, const PagedDecodeArgs& a, int Hq, int D) {
+    return cuda::paged_attention_decode_workspace(a, Hq, D, *x.gpu);
+  }
+  // top_k at or above the vocabulary is off (0) for the kernel.
+  static void sample_tokens(const Exec& x, int32_t* tokens, float* logprobs, const float* logits, int64_t ld, int B,
+                            int V, const SamplingParams& p, uint64_t seed, uint32_t step, const int32_t* sample_index,
+                            const int32_t* position) {
+    cuda::GpuSamplingParams g;
+    g.temperature = p.temperature;
+    g.top_k = p.top_k >= V ? 0 : int(p.top_k);
+    g.top_p = p.top_p;
+    g.min_p = p.min_p;
+    g.greedy = p.greedy;
+    cuda::sample_tokens(tokens, logprobs, logits, ld, B, V, g, seed, step, sample_index, position, *x.gpu);
+  }
+  static void check_stops(const Exec& x, int32_t* done, const int32_t* tokens, const int32_t* gen_len,
+                          const int32_t* seq_len, const int32_t* max_new, int max_total, const int32_t* stop_ids,
+                          int n_stop, int B) {
+    cuda::check_stops(done, tokens, gen_len, seq_len, max_new, max_total, stop_ids, n_stop, B, *x.gpu);
   }
   static void swiglu_backward(const Exec& x, Act* dgate, Act* dup, const Act* dout, const Act* gate, const Act* up,
                               int64_t N, bool accumulate) {

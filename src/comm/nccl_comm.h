@@ -205,7 +205,7 @@ bool disable_nvls_unless_set();
 // Sets NCCL_GRAPH_REGISTER=0 unless the environment already sets it (says so at debug level). Returns whether it set
 // it. Registration would let the peers map the buffers of a generation decode graph's collectives, and that mapping
 // would keep the old memory alive past the generator's release(), while the kept graph goes on with new memory at
-// the same address (src/generation/gpu_generation_forward.h).
+// the same address (src/generation/generation_forward.h).
 bool disable_graph_register_unless_set();
 }  // namespace detail
 

@@ -240,7 +240,7 @@ std::vector<KeySpec> build_schema() {
       make("generation.stop_token_ids", KeyType::int_list, std::vector<int64_t>{}, at_least(0), "", "a completion ends after any of these tokens (besides the tokenizer's EOS)"),
       b("generation.ignore_eos", false, "keep generating after EOS up to max_new_tokens (for benchmarks)"),
       f("generation.kv_cache_memory_fraction", 0.3, open(0, 1), "", "share of free GPU memory given to the KV cache (when kv_cache_gib = 0)"),
-      f("generation.kv_cache_gib", 0.0, at_least(0), "GiB", "KV cache size; 0 = use kv_cache_memory_fraction"),
+      f("generation.kv_cache_gib", 0.0, at_least(0), "GiB", "KV cache size; 0 = use kv_cache_memory_fraction on a GPU, what the step runs at once on the CPU"),
       with_check(i("generation.kv_block_size", 16, closed(1, 1024), "tokens", "tokens per KV cache page (a power of two)"), check_power_of_two),
       b("generation.cuda_graphs", true, "capture the decode step in CUDA graphs"),
       b("generation.keep_graphs", true,

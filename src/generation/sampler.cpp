@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
+#include "ops/ops.h"
 #include "ops/philox.h"
 #include "runtime/error.h"
 
@@ -160,6 +162,11 @@ SampledToken sample_token(std::span<const float> logits, const SamplingParams& p
       acc += f.weight[i];
       if (acc > target) break;
     }
+    // No token drawn: the logits were not finite (the caller names the phase, non_finite_logits).
+    if (out.token < 0) {
+      out.logprob = std::numeric_limits<float>::quiet_NaN();
+      return out;
+    }
     // The same value as temperature_logprob, from the weights already computed.
     const double inv_t = 1.0 / static_cast<double>(params.temperature);
     out.logprob = static_cast<float>(logits[out.token] * inv_t - f.zmax - std::log(f.total_mass));
@@ -171,5 +178,21 @@ SampledToken sample_token(std::span<const float> logits, const SamplingParams& p
                           uint32_t sample, uint32_t position) {
   return sample_token(logits, params, philox_uniform(seed, step, sample, position, kStreamToken));
 }
+
+namespace cpu {
+
+// The batched sampler op (ops/ops.h): the CPU twin of cuda::sample_tokens.
+void sample_tokens(int32_t* tokens, float* logprobs, const float* logits, int64_t ld, int B, int V,
+                   const SamplingParams& p, uint64_t seed, uint32_t step, const int32_t* sample_index,
+                   const int32_t* position) {
+  for (int b = 0; b < B; ++b) {
+    const SampledToken t = sample_token(std::span<const float>(logits + int64_t(b) * ld, size_t(V)), p, seed, step,
+                                        uint32_t(sample_index[b]), uint32_t(position[b]));
+    tokens[b] = t.token;
+    logprobs[b] = t.logprob;
+  }
+}
+
+}  // namespace cpu
 
 }  // namespace hone

@@ -20,19 +20,13 @@
 #include <span>
 #include <vector>
 
+#include "ops/sampling_params.h"
+
 namespace hone {
 
 // The end of a run whose model produces NaN or infinite logits (a diverging run after a too large update, or a
 // broken model file): one line naming the phase and the keys that usually cause it, never an internal check.
 [[noreturn]] void non_finite_logits(const std::string& where);
-
-struct SamplingParams {
-  float temperature = 1.0f;  // > 0
-  int64_t top_k = 0;         // 0 (or >= vocab): off
-  float top_p = 1.0f;        // (0, 1]; 1: off
-  float min_p = 0.0f;        // [0, 1]; 0: off
-  bool greedy = false;
-};
 
 struct SampledToken {
   int32_t token = -1;

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "ops/policy_loss_config.h"
+#include "ops/sampling_params.h"
 
 namespace hone {
 
@@ -43,6 +44,31 @@ struct AttentionSegments {
   const int32_t* kv_len = nullptr;
   int count = 0;
   int max_q = 0, max_kv = 0;
+};
+
+// The arguments of paged decode attention on every backend (cuda::paged_attention_decode_forward reads them all;
+// the CPU reference reads the block tables and lengths and runs every row through the plain path, which the
+// shared-prefix path equals up to rounding).
+// Shared prefix (num_groups > 0): rows group_offsets[g] .. group_offsets[g+1]-1 are consecutive rows of one group
+// whose block tables begin with the same prefix_lens[g] / block_size blocks (prefix_lens[g] a multiple of
+// block_size, <= every member's seq_len); the GPU kernel reads those blocks once for the whole group. Rows outside
+// every group (or num_groups == 0) take the plain path.
+struct PagedDecodeArgs {
+  const int32_t* block_tables = nullptr;  // [B, max_blocks]
+  const int32_t* seq_lens = nullptr;      // [B], >= 1
+  int B = 0;
+  int max_blocks = 0;   // row stride of block_tables
+  int max_seq_len = 0;  // >= every seq_lens[b] (host bound; sizes the split along the sequence)
+  int block_size = 16;
+  int num_groups = 0;
+  const int32_t* group_offsets = nullptr;  // [num_groups + 1]
+  const int32_t* prefix_lens = nullptr;    // [num_groups]
+  int max_prefix_len = 0;                  // host bound on prefix_lens
+  // The shared-prefix path's plan; 0 leaves it to the op. Benchmarks and tests set them to compare plans.
+  int max_group_rows = 0;       // rows of the largest group (0: B / num_groups; a captured graph's padding groups
+                                // make that average too small); any group size stays correct
+  int prefix_vectors = 0;       // query vectors a CTA attends over a group's prefix: 1, 2, 4 or 8
+  int prefix_split_tokens = 0;  // the shortest piece the prefix is split into along the sequence (>= 16)
 };
 
 namespace cpu {
@@ -162,6 +188,14 @@ void kv_copy_blocks(float* k_pool, float* v_pool, const int32_t* src, const int3
 // or seq_len[b] + 1 >= max_total; else 0. gen_len and seq_len count the tokens before this one.
 void check_stops(int32_t* done, const int32_t* tokens, const int32_t* gen_len, const int32_t* seq_len,
                  const int32_t* max_new, int max_total, const int32_t* stop_ids, int n_stop, int B);
+
+// ---- generation's sampler (the rules of generation/sampler.h, row by row) ------------------------------------------
+// tokens[b] sampled from logits row b ([B, V], row stride ld >= V) with the uniform philox_uniform(seed, step,
+// sample_index[b], position[b], kStreamToken); logprobs[b] = log_softmax(logits[b] / temperature)[token] over the
+// full vocabulary. A row with non-finite logits gives the token the sampler finds, which may be -1.
+void sample_tokens(int32_t* tokens, float* logprobs, const float* logits, int64_t ld, int B, int V,
+                   const SamplingParams& p, uint64_t seed, uint32_t step, const int32_t* sample_index,
+                   const int32_t* position);
 
 // ---- SwiGLU: out = silu(gate) * up, elementwise over N values --------------------------------------------------
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t N);

@@ -45,8 +45,7 @@
 #include "backend/engine_device.h"
 #include "backend/offloadable_weights.h"
 #include "comm/host_collectives.h"
-#include "generation/cpu_generator.h"
-#include "generation/gpu_generator.h"
+#include "generation/generator.h"
 #include "model/moe_feed_forward.h"
 #include "model/transformer.h"
 #include "parallel/context_parallel.h"
@@ -84,7 +83,7 @@ class ColocatedEngine final : public roles::RoleEngine {
   using Model = TransformerModel<B>;
   using Pipeline = PipelineStage<B>;
   using TensorParallel = TensorParallelGroup<B>;
-  using Generator = typename GeneratorOf<B>::type;
+  using Generator = ::hone::Generator<B>;
 
   ColocatedEngine(const GrpoSettings& s, const ModelConfig& mc, const ModelWeights& initial, const ParallelState& ps)
       : s_(s),
@@ -429,7 +428,7 @@ class ColocatedEngine final : public roles::RoleEngine {
     // A replica generates its share of the step's groups.
     gs.max_seqs =
         int(std::max<int64_t>(1, std::min<int64_t>(1 << 20, s_.rollouts_per_step() / gen_layout_.replicas())));
-    generator_ = make_generator(mc_, layout, weights, x_, gs, tp, gen_lockstep_ ? ep_.get() : nullptr,
+    generator_ = make_generator<B>(mc_, layout, weights, x_, gs, tp, gen_lockstep_ ? ep_.get() : nullptr,
                                 gen_lockstep_.get());
     if (gen_progress_) generator_->set_progress(gen_progress_);
   }

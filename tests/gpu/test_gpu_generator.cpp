@@ -18,11 +18,8 @@
 #include <cmath>
 #include <random>
 
-#include "generation/cached_forward.h"
-#include "generation/cpu_generator.h"
-#include "generation/gpu_generation_forward.h"
-#include "generation/gpu_generator.h"
-#include "generation/kv_cache.h"
+#include "generation/generation_forward.h"
+#include "generation/generator.h"
 #include "gpu_transformer_test_util.h"
 #include "model/transformer.h"
 
@@ -44,8 +41,8 @@ struct GenModel {
     gpu = std::make_unique<hone::GpuTransformer>(c, hone::ParamLayout::of(c), g.ctx, 512);
     gpu->upload_weights(w);
   }
-  hone::GpuGenerator generator(hone::GpuGenerationOptions o = {}) {
-    return hone::GpuGenerator(c, hone::ParamLayout::of(c), gpu->weights(), g.ctx, o);
+  hone::Generator<hone::CudaBackend> generator(hone::GenerationOptions o = {}) {
+    return hone::Generator<hone::CudaBackend>(c, hone::ParamLayout::of(c), gpu->weights(), g.ctx, o);
   }
 };
 
@@ -64,13 +61,18 @@ std::vector<hone::GenerationRequest> make_requests(int prompts, int G, int min_l
 void cpu_greedy_margins(const GenModel& m, const std::vector<int32_t>& prompt, int max_new,
                         const std::vector<int32_t>& stop_ids, std::vector<int32_t>& tokens,
                         std::vector<float>& margins) {
-  hone::CachedForward fwd(m.c);
-  hone::KvCache cache;
-  cache.reshape(m.c.num_hidden_layers, 1, int(prompt.size()) + max_new, m.c.num_key_value_heads, m.c.head_dim);
-  std::vector<float> logits(size_t(m.c.vocab_size));
-  const int32_t cu[2] = {0, int32_t(prompt.size())};
-  const int32_t slot = 0;
-  fwd.prefill(m.w, cache, prompt.data(), cu, &slot, 1, logits.data());
+  // The CPU's generation forward over one sequence in consecutive blocks of 16 tokens.
+  const int n = int(prompt.size()) + max_new, bs = 16, blocks = (n + bs - 1) / bs;
+  hone::GenerationForward<hone::CpuBackend> fwd(m.c, hone::param_layout_of(m.w), m.w.flat.f32(),
+                                                hone::CpuBackend::Exec{});
+  fwd.allocate_cache(blocks, bs);
+  fwd.reserve(1, blocks, n, 1);
+  std::vector<int32_t> pos(prompt.size()), slots(prompt.size()), table(static_cast<size_t>(blocks));
+  for (size_t p = 0; p < prompt.size(); ++p) pos[p] = int32_t(p), slots[p] = int32_t(p);  // block b holds slots b*16..
+  for (int b = 0; b < blocks; ++b) table[size_t(b)] = b;
+  fwd.prefill(prompt, pos, slots, {0, int32_t(prompt.size())}, int(prompt.size()), {int32_t(prompt.size()) - 1});
+  const int V = m.c.vocab_size;
+  std::vector<float> logits(fwd.logits(), fwd.logits() + V);
   tokens.clear();
   margins.clear();
   for (int i = 0; i < max_new; ++i) {
@@ -80,8 +82,13 @@ void cpu_greedy_margins(const GenModel& m, const std::vector<int32_t>& prompt, i
     const int32_t t = hone::greedy_token(logits);
     tokens.push_back(t);
     if (std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end() || i + 1 == max_new) break;
-    const int32_t pos = int32_t(prompt.size()) + i;
-    fwd.decode(m.w, cache, &t, &pos, &slot, 1, logits.data());
+    const int32_t p = int32_t(prompt.size()) + i;
+    hone::DecodeBatch db;
+    db.B = 1;
+    db.tokens = {t}, db.positions = {p}, db.slots = {p}, db.seq_lens = {p + 1}, db.block_tables = table;
+    db.max_seq_len = p + 1;
+    fwd.decode(db, /*use_graph=*/false);
+    logits.assign(fwd.logits(), fwd.logits() + V);
   }
 }
 
@@ -127,12 +134,11 @@ BOOST_AUTO_TEST_CASE(greedy_equals_cpu_token_for_token, *boost::unit_test::preco
   hone::SamplingParams sp;
   sp.greedy = true;
   const hone::StopCriteria st = stops(16);
-  hone::GpuGenerationOptions o;
+  hone::GenerationOptions o;
   o.kv_cache_gib = 0.01;
   auto gen = m.generator(o);
   const auto gpu = gen.generate(req, sp, st, 5, 2, 256);
-  hone::CpuGenerator cpu_gen(m.c, m.w);
-  const auto cpu = cpu_gen.generate(req, sp, st, 5, 2, 256);
+  const auto cpu = hone::make_cpu_generator(m.c, m.w)->generate(req, sp, st, 5, 2, 256);
   int64_t compared = 0, total = 0, full = 0;
   for (size_t i = 0; i < req.size(); ++i) {
     std::vector<int32_t> toks;
@@ -174,12 +180,11 @@ BOOST_AUTO_TEST_CASE(sampling_matches_cpu_with_the_same_seed, *boost::unit_test:
   sp.temperature = 0.9f;
   sp.top_k = 50;
   const hone::StopCriteria st = stops(4);
-  hone::GpuGenerationOptions o;
+  hone::GenerationOptions o;
   o.kv_cache_gib = 0.01;
   auto gen = m.generator(o);
   const auto gpu = gen.generate(req, sp, st, 77, 3, 256);
-  hone::CpuGenerator cpu_gen(m.c, m.w);
-  const auto cpu = cpu_gen.generate(req, sp, st, 77, 3, 256);
+  const auto cpu = hone::make_cpu_generator(m.c, m.w)->generate(req, sp, st, 77, 3, 256);
   const Agreement a = agree(gpu, cpu);
   BOOST_TEST_MESSAGE("sampled vs CPU: " << 100 * a.identical << "% of sequences identical, logprob diff "
                                         << a.max_logprob_diff);
@@ -197,10 +202,10 @@ BOOST_AUTO_TEST_CASE(tiny_cache_preempts_and_gives_the_same_rollouts,
     hone::SamplingParams sp;
     sp.greedy = greedy;
     const hone::StopCriteria st = stops(24);
-    hone::GpuGenerationOptions big, tiny;
+    hone::GenerationOptions big, tiny;
     big.kv_cache_gib = 0.01;
     tiny.block_size = 8;
-    const int64_t block = hone::GpuGenerationForward::block_bytes(m.c, 8, m.c.num_key_value_heads);
+    const int64_t block = hone::GenerationForward<hone::CudaBackend>::block_bytes(m.c, 8, m.c.num_key_value_heads);
     tiny.kv_cache_gib = 20.5 * double(block) / double(1 << 30);
     auto g_big = m.generator(big);
     auto g_tiny = m.generator(tiny);
@@ -225,10 +230,10 @@ BOOST_AUTO_TEST_CASE(graphs_and_shared_prefix_change_nothing, *boost::unit_test:
   const auto req = make_requests(10, 5, 3, 50, m.c.vocab_size, 4);
   hone::SamplingParams sp;
   const hone::StopCriteria st = stops(30);
-  hone::GpuGenerationOptions base;
+  hone::GenerationOptions base;
   base.kv_cache_gib = 0.01;
   base.max_num_seqs = 24;  // several batch buckets as sequences finish
-  hone::GpuGenerationOptions no_graphs = base, no_share = base, prefix_path = base;
+  hone::GenerationOptions no_graphs = base, no_share = base, prefix_path = base;
   no_graphs.cuda_graphs = false;
   no_share.shared_prefix = false;
   prefix_path.prefix_attention = true;  // the groups' prompt blocks through the shared-prefix attention path
@@ -276,7 +281,7 @@ BOOST_AUTO_TEST_CASE(token_mult_prob_error_against_the_training_path,
   hone::SamplingParams sp;
   sp.temperature = 0.8f;
   const hone::StopCriteria st = stops(40);
-  hone::GpuGenerationOptions o;
+  hone::GenerationOptions o;
   o.kv_cache_gib = 0.01;
   auto gen = m.generator(o);
   const auto out = gen.generate(req, sp, st, 6, 1, 256);
@@ -321,12 +326,12 @@ BOOST_AUTO_TEST_CASE(each_request_stops_at_its_own_length, *boost::unit_test::pr
   hone::StopCriteria st;  // nothing stops a sample before its length
   st.max_new_tokens = 40;
   hone::SamplingParams sp;
-  hone::GpuGenerationOptions big, tiny;
+  hone::GenerationOptions big, tiny;
   big.kv_cache_gib = 0.01;
   tiny.block_size = 8;
-  tiny.kv_cache_gib = 12.5 * double(hone::GpuGenerationForward::block_bytes(m.c, 8, m.c.num_key_value_heads)) /
+  tiny.kv_cache_gib = 12.5 * double(hone::GenerationForward<hone::CudaBackend>::block_bytes(m.c, 8, m.c.num_key_value_heads)) /
                       double(1 << 30);
-  for (const hone::GpuGenerationOptions& o : {big, tiny}) {
+  for (const hone::GenerationOptions& o : {big, tiny}) {
     auto gen = m.generator(o);
     const auto out = gen.generate(req, sp, st, 3, 1, 256);
     for (size_t i = 0; i < out.size(); ++i) {
@@ -356,7 +361,7 @@ BOOST_AUTO_TEST_CASE(each_request_stops_at_its_own_length, *boost::unit_test::pr
 
 BOOST_AUTO_TEST_CASE(bad_requests_are_refused, *boost::unit_test::precondition(test::needs_gpu)) {
   GenModel m(36);
-  hone::GpuGenerationOptions o;
+  hone::GenerationOptions o;
   o.kv_cache_gib = 0.01;
   auto gen = m.generator(o);
   hone::SamplingParams sp;
@@ -365,7 +370,7 @@ BOOST_AUTO_TEST_CASE(bad_requests_are_refused, *boost::unit_test::precondition(t
   BOOST_CHECK_THROW(gen.generate({{{1, 400}, 0}}, sp, st, 1, 1, 64), hone::UserError);
   BOOST_CHECK_THROW(gen.generate({{{1, 2, 3}, 0}}, sp, st, 1, 1, 3), hone::UserError);
   BOOST_TEST(gen.generate({}, sp, st, 1, 1, 64).empty());
-  hone::GpuGenerationOptions small;
+  hone::GenerationOptions small;
   small.kv_cache_gib = 1e-6;  // no room for one sequence
   auto g2 = m.generator(small);
   BOOST_CHECK_THROW(g2.generate({{{1, 2, 3}, 0}}, sp, st, 1, 1, 64), hone::UserError);

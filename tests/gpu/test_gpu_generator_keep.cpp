@@ -15,9 +15,8 @@
 #include <random>
 
 #include "cuda/device_memory.h"
-#include "generation/cpu_generator.h"
-#include "generation/gpu_generation_forward.h"
-#include "generation/gpu_generator.h"
+#include "generation/generation_forward.h"
+#include "generation/generator.h"
 #include "gpu_transformer_test_util.h"
 #include "model/transformer.h"
 
@@ -37,8 +36,8 @@ struct KeepModel {
     gpu = std::make_unique<hone::GpuTransformer>(c, hone::ParamLayout::of(c), g.ctx, 512);
     gpu->upload_weights(w);
   }
-  std::unique_ptr<hone::GpuGenerator> generator(const hone::GpuGenerationOptions& o) {
-    return std::make_unique<hone::GpuGenerator>(c, hone::ParamLayout::of(c), gpu->weights(), g.ctx, o);
+  std::unique_ptr<hone::Generator<hone::CudaBackend>> generator(const hone::GenerationOptions& o) {
+    return std::make_unique<hone::Generator<hone::CudaBackend>>(c, hone::ParamLayout::of(c), gpu->weights(), g.ctx, o);
   }
 };
 
@@ -60,8 +59,8 @@ hone::StopCriteria stops(int max_new) {
   return s;
 }
 
-hone::GpuGenerationOptions options() {
-  hone::GpuGenerationOptions o;
+hone::GenerationOptions options() {
+  hone::GenerationOptions o;
   o.kv_cache_gib = 0.05;
   o.max_num_seqs = 24;  // buckets 1, 2, 4, 8, 16, 24
   return o;
@@ -96,7 +95,7 @@ BOOST_AUTO_TEST_CASE(release_keeps_the_graphs_and_the_next_call_captures_nothing
   const hone::StopCriteria st = stops(30);
   auto gen = m.generator(options());
   const auto a = gen->generate(req, sp, st, 4, 8, 256);
-  const hone::GpuGenerationStats first = gen->stats();
+  const hone::GenerationStats first = gen->stats();
   BOOST_TEST(first.cuda_graph_captures > 1);  // several buckets
   BOOST_TEST(first.cuda_graph_replays > 0);
   // A bucket's first step runs eagerly and is captured; every later one is a replay.
@@ -132,7 +131,7 @@ BOOST_AUTO_TEST_CASE(without_keep_graphs_every_call_captures_again, *boost::unit
   const auto req = requests(10, 5, m.c.vocab_size, 7);
   hone::SamplingParams sp;
   const hone::StopCriteria st = stops(30);
-  hone::GpuGenerationOptions o = options();
+  hone::GenerationOptions o = options();
   o.keep_graphs = false;
   auto gen = m.generator(o);
   const auto a = gen->generate(req, sp, st, 5, 1, 256);
@@ -176,13 +175,13 @@ BOOST_AUTO_TEST_CASE(released_memory_goes_back_and_no_room_sizes_anew,
   const auto req = requests(10, 5, m.c.vocab_size, 9);
   hone::SamplingParams sp;
   const hone::StopCriteria st = stops(30);
-  hone::GpuGenerationOptions o = options();
+  hone::GenerationOptions o = options();
   o.kv_cache_gib = 0;
   o.kv_cache_memory_fraction = 0.02;  // about 1.6 GB on an 80 GB GPU
   auto gen = m.generator(o);
   const auto a = gen->generate(req, sp, st, 7, 1, 256);
   const int64_t capacity = gen->stats().kv_capacity_tokens;
-  const double cache_bytes = double(capacity) / 16.0 * double(hone::GpuGenerationForward::block_bytes(
+  const double cache_bytes = double(capacity) / 16.0 * double(hone::GenerationForward<hone::CudaBackend>::block_bytes(
                                                                    m.c, 16, m.c.num_key_value_heads));
   const size_t used_generating = hone::cuda::device_memory_info().used_bytes();
   gen->release();

@@ -19,7 +19,7 @@
 #include <random>
 #include <thread>
 
-#include "generation/gpu_generator.h"
+#include "generation/generator.h"
 #include "gpu_transformer_test_util.h"
 #include "model/transformer.h"
 #include "model/packed_batch.h"
@@ -43,11 +43,11 @@ Run generate(const hone::ModelConfig& c, const hone::ModelWeights& whole, const 
   const hone::ParamLayout& layout = me.layout;
   hone::GpuTransformer model(c, layout, g.ctx, 64, tp);
   model.upload_weights(me.weights);
-  hone::GpuGenerationOptions o;
+  hone::GenerationOptions o;
   o.kv_cache_gib = 0.01;
   o.cuda_graphs = false;
   o.max_num_seqs = 16;
-  hone::GpuGenerator gen(c, layout, model.weights(), g.ctx, o, tp);
+  hone::Generator<hone::CudaBackend> gen(c, layout, model.weights(), g.ctx, o, tp);
   Run r;
   r.rollouts = gen.generate(req, sp, st, 21, 4, 256);
   r.kv_capacity_tokens = gen.stats().kv_capacity_tokens;

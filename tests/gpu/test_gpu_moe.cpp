@@ -16,7 +16,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "generation/gpu_generator.h"
+#include "generation/generator.h"
 #include "gpu_transformer_test_util.h"
 #include "model/moe_feed_forward.h"
 #include "model/transformer.h"
@@ -138,10 +138,10 @@ BOOST_AUTO_TEST_CASE(generation_records_its_routing_and_replays_into_training,
   test::ScopedGpuContext g;
   hone::GpuTransformer gpu(c, hone::ParamLayout::of(c), g.ctx, 512);
   gpu.upload_weights(w);
-  hone::GpuGenerationOptions o;
+  hone::GenerationOptions o;
   o.kv_cache_gib = 0.05;
   o.cuda_graphs = true;
-  hone::GpuGenerator gen(c, hone::ParamLayout::of(c), gpu.weights(), g.ctx, o);
+  hone::Generator<hone::CudaBackend> gen(c, hone::ParamLayout::of(c), gpu.weights(), g.ctx, o);
   std::vector<std::vector<int32_t>> prompts = {{5, 9, 11, 3}, {7, 1, 2, 3, 4, 5, 6, 8, 10}, {40}};
   const auto requests = hone::group_requests(prompts, 3, 0);
   hone::SamplingParams sp;

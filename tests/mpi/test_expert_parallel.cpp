@@ -14,7 +14,7 @@
 
 #include "comm/host_collectives.h"
 #include "comm/mpi_comm.h"
-#include "generation/cpu_generator.h"
+#include "generation/generator.h"
 #include "model/moe_feed_forward.h"
 #include "model/transformer.h"
 #include "parallel/expert_lockstep.h"
@@ -157,8 +157,10 @@ BOOST_AUTO_TEST_CASE(generation_with_split_experts_equals_every_expert) {
   ModelWeights shard = allocate_shard_weights(ep.layout(), c);
   extract_shard(ep.layout(), whole, shard);
   ExpertLockstep lockstep(world);
-  CpuGenerator split(c, shard, GenerationOptions{2}, nullptr, &ep, &lockstep);  // waves of 2: several prefills
-  CpuGenerator every(c, whole, GenerationOptions{2});
+  GenerationOptions two;
+  two.max_num_seqs = 2;  // two sequences at once: several prefills
+  auto split = make_cpu_generator(c, shard, two, nullptr, &ep, &lockstep);
+  auto every = make_cpu_generator(c, whole, two);
   SamplingParams p;
   p.temperature = 0.9f;
   StopCriteria stop;
@@ -166,8 +168,8 @@ BOOST_AUTO_TEST_CASE(generation_with_split_experts_equals_every_expert) {
   for (int call = 0; call < 2; ++call) {
     BOOST_TEST_CONTEXT("rank " << world.rank() << ", call " << call) {
       const std::vector<GenerationRequest> req = requests_of(c, world.rank(), call);
-      const std::vector<Rollout> got = split.generate(req, p, stop, 7, uint32_t(call), 64);
-      const std::vector<Rollout> want = every.generate(req, p, stop, 7, uint32_t(call), 64);
+      const std::vector<Rollout> got = split->generate(req, p, stop, 7, uint32_t(call), 64);
+      const std::vector<Rollout> want = every->generate(req, p, stop, 7, uint32_t(call), 64);
       BOOST_REQUIRE_EQUAL(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         BOOST_TEST(got[i].completion == want[i].completion);
@@ -175,11 +177,11 @@ BOOST_AUTO_TEST_CASE(generation_with_split_experts_equals_every_expert) {
         check_close(got[i].logprobs.data(), want[i].logprobs.data(), int64_t(want[i].logprobs.size()), 1e-5,
                     "generation logprobs");
       }
-      // A rank's own passes: a prefill per wave and its decode steps. The rank with fewer idles until the other is
+      // A rank's own passes: its prefills and decode steps. The rank with fewer idles until the other is
       // done (rank 1 has no requests at all in call 1).
-      const int64_t mine = split.stats().waves + split.stats().decode_steps;
+      const int64_t mine = split->stats().waves + split->stats().decode_steps;
       const int64_t most = all_reduce_max_value(world, mine);
-      const int64_t idle = split.stats().tail.idle_passes;
+      const int64_t idle = split->stats().tail.idle_passes;
       BOOST_TEST(idle == most - mine);
       if (call == 1 && world.rank() == 1) BOOST_TEST(idle > 0);
     }

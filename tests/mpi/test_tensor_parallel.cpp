@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "comm/mpi_comm.h"
-#include "generation/cpu_generator.h"
+#include "generation/generator.h"
 #include "model/transformer.h"
 #include "parallel/shard_weights.h"
 #include "parallel/tensor_parallel.h"
@@ -148,9 +148,9 @@ BOOST_AUTO_TEST_CASE(rollouts_are_token_identical) {
     filtered.top_p = 0.9f;
     filtered.min_p = 0.02f;
     for (const SamplingParams& sp : {greedy, SamplingParams{}, filtered}) {
-      CpuGenerator one(c, whole), two(c, shard, {}, &tp);
-      const auto a = one.generate(requests, sp, stop, 5, 1, 40);
-      const auto b = two.generate(requests, sp, stop, 5, 1, 40);
+      auto one = make_cpu_generator(c, whole), two = make_cpu_generator(c, shard, {}, &tp);
+      const auto a = one->generate(requests, sp, stop, 5, 1, 40);
+      const auto b = two->generate(requests, sp, stop, 5, 1, 40);
       BOOST_REQUIRE_EQUAL(a.size(), b.size());
       int64_t tokens = 0;
       for (size_t i = 0; i < a.size(); ++i) {

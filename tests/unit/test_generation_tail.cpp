@@ -6,9 +6,9 @@
 #include <random>
 
 #include "common/finite_diff.h"
-#include "generation/cpu_generator.h"
+#include "generation/generator.h"
 #include "generation/generation_tail.h"
-#include "unit/test_cpu_generator_util.h"
+#include "unit/test_generator_util.h"
 
 using namespace hone;
 
@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(empty_calls_and_several_calls) {
 // One wave, every request with its own length L_i: the prefill gives token 1 of every sequence, decode step j
 // token j + 1 of those with L_i > j. So sequence i stops in pass L_i, there are max L - 1 decode steps holding
 // sum (L_i - 1) rows, and by the pass where the k-th shortest stopped the call had generated sum min(L_i, L_(k)).
-BOOST_AUTO_TEST_CASE(the_cpu_generator_records_its_timeline) {
+BOOST_AUTO_TEST_CASE(the_generator_records_its_timeline_on_the_cpu) {
   const test::TinyModel m = test::tiny_model(test::TinyKind::qwen3_tied, 3);
   const std::vector<int64_t> lengths = {5, 1, 9, 3, 3, 7, 2, 6, 4, 12};
   std::mt19937_64 rng(5);
@@ -98,8 +98,10 @@ BOOST_AUTO_TEST_CASE(the_cpu_generator_records_its_timeline) {
   }
   StopCriteria stop;
   stop.max_new_tokens = 16;
-  CpuGenerator gen(m.config, m.weights, GenerationOptions{16});
-  const std::vector<Rollout> out = gen.generate(reqs, SamplingParams{}, stop, 1, 0, 64);
+  GenerationOptions o;
+  o.max_num_seqs = 16;
+  auto gen = make_cpu_generator(m.config, m.weights, o);
+  const std::vector<Rollout> out = gen->generate(reqs, SamplingParams{}, stop, 1, 0, 64);
 
   int64_t total = 0, rows = 0;
   for (int64_t n : lengths) total += n, rows += n - 1;
@@ -109,7 +111,7 @@ BOOST_AUTO_TEST_CASE(the_cpu_generator_records_its_timeline) {
   int64_t by_then = 0;
   for (int64_t n : lengths) by_then += std::min(n, kth);
 
-  const GenerationTail& g = gen.stats().tail;
+  const GenerationTail& g = gen->stats().tail;
   BOOST_TEST(g.generated_tokens == total);
   BOOST_TEST(g.tail_tokens == total - by_then);
   BOOST_TEST(g.decode_steps == sorted.back() - 1);

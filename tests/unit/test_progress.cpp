@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "common/paths.h"
-#include "generation/cpu_generator.h"
+#include "generation/generator.h"
 #include "runtime/progress.h"
 #include "test_grpo_util.h"
-#include "unit/test_cpu_generator_util.h"
+#include "unit/test_generator_util.h"
 
 using namespace hone;
 
@@ -190,7 +190,7 @@ BOOST_AUTO_TEST_CASE(heartbeat_shows_a_phase_that_updates_rarely) {
 BOOST_AUTO_TEST_CASE(slowed_generation_prints_one_line_per_interval) {
   using Clock = std::chrono::steady_clock;
   const test::TinyModel m = test::tiny_model(test::TinyKind::qwen3_tied, 5);
-  CpuGenerator gen(m.config, m.weights);
+  auto gen = make_cpu_generator(m.config, m.weights);
   std::vector<double> at;  // seconds since the start of each line
   std::vector<std::string> text;
   Clock::time_point t0;
@@ -201,7 +201,7 @@ BOOST_AUTO_TEST_CASE(slowed_generation_prints_one_line_per_interval) {
     text.push_back(s);
   });
   int passes = 0;
-  gen.set_progress([&](const GenerationProgress& g) {
+  gen->set_progress([&](const GenerationProgress& g) {
     ++passes;
     BOOST_TEST(g.total == 8);
     BOOST_TEST(g.finished <= g.total);
@@ -215,7 +215,7 @@ BOOST_AUTO_TEST_CASE(slowed_generation_prints_one_line_per_interval) {
   SamplingParams sp;
   t0 = Clock::now();
   p.begin("step 1 generation", "sequences");
-  gen.generate(req, sp, stop, 1, 1, 100);
+  gen->generate(req, sp, stop, 1, 1, 100);
   p.end();
   const double total = std::chrono::duration<double>(Clock::now() - t0).count();
   BOOST_TEST_MESSAGE("slowed generation: " << passes << " passes in " << total << " s, " << at.size() << " lines");

@@ -1,20 +1,20 @@
-// The GPU generation engine's host loop: scheduling, packing of prefill and decode inputs, stop rules (see
-// gpu_generator.h and doc/generation-gpu.md).
-#include "generation/gpu_generator.h"
-
-#if HONE_CUDA
+// The generation engine's host loop over B: scheduling, packing of prefill and decode inputs, stop rules (see
+// generator.h and doc/generation-gpu.md).
+#include "generation/generator.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
 
-#include "cuda/check.h"
-#include "generation/gpu_generation_forward.h"
+#include "backend/backend.h"
+#include "generation/generation_forward.h"
 #include "generation/kv_block_manager.h"
 #include "generation/scheduler.h"
+#include "model/weights.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/shard_layout.h"
 #include "parallel/tensor_parallel.h"
 #include "runtime/error.h"
@@ -31,9 +31,9 @@ struct TextState {
   size_t text_end = std::string::npos;
 };
 
-// What the sampler needs besides the rows: the sampling settings in device form and the Philox key.
+// What the sampler needs besides the rows: the sampling settings and the Philox key.
 struct SamplerSettings {
-  cuda::GpuSamplingParams params;
+  SamplingParams params;
   uint64_t seed = 0;
   uint32_t step = 0;
   int max_total_sequence_length = 0;
@@ -48,60 +48,14 @@ int longest_sequence(const std::vector<GenerationRequest>& requests, const StopC
   return int(std::min<int64_t>(max_total_sequence_length, longest));
 }
 
-SamplerSettings sampler_settings(const SamplingParams& sampling, int vocab_size, uint64_t seed, uint32_t step,
-                                 int max_total_sequence_length) {
-  SamplerSettings s;
-  s.params.temperature = sampling.temperature;
-  s.params.top_k = sampling.top_k >= vocab_size ? 0 : int(sampling.top_k);
-  s.params.top_p = sampling.top_p;
-  s.params.min_p = sampling.min_p;
-  s.params.greedy = sampling.greedy;
-  s.seed = seed;
-  s.step = step;
-  s.max_total_sequence_length = max_total_sequence_length;
-  return s;
-}
-
-// Allocates the KV cache at the first call (kv_cache_gib, or a fraction of the free memory now), checks that one
-// sequence of max_len tokens fits, and reserves the per-pass buffers. A cache kept by release() comes back at its
-// addresses, with the decode graphs, when it holds one such sequence and the device has room for it now; otherwise
-// it is freed and sized anew.
-void prepare_cache(GpuGenerationForward& fwd, const GpuGenerationOptions& options, int max_len,
-                   const StopCriteria& stop) {
-  const int bs = options.block_size;
-  const int64_t block_bytes = fwd.block_bytes(bs);
-  const int max_blocks = (max_len + bs - 1) / bs;
-  if (fwd.suspended()) {  // the same answer on every rank of a tensor-parallel group: same sizes, same requests
-    if (max_blocks <= fwd.num_blocks()) fwd.resume();
-    else fwd.release_all();
-  }
-  if (!fwd.has_cache()) {
-    size_t free_b = 0, total_b = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    const double bytes = options.kv_cache_gib > 0 ? options.kv_cache_gib * double(int64_t(1) << 30)
-                                                  : options.kv_cache_memory_fraction * double(free_b);
-    int64_t nb = std::min<int64_t>(int64_t(bytes / double(block_bytes)), std::numeric_limits<int32_t>::max() / bs);
-    // The ranks of a tensor-parallel group schedule the same sequences: they need the same number of blocks.
-    if (GpuTensorParallel* tp = fwd.tensor_parallel()) nb = tp->min_over_group(nb);
-    HONE_USER_CHECK(nb >= 1, "the KV cache (", bytes / double(int64_t(1) << 30), " GiB) holds no block of ",
-                    block_bytes, " bytes: raise generation.kv_cache_gib or kv_cache_memory_fraction");
-    fwd.allocate_cache(int(nb), bs);
-  }
-  const int num_blocks = fwd.num_blocks();
-  HONE_USER_CHECK(max_blocks <= num_blocks, "the KV cache holds ", int64_t(num_blocks) * bs,
-                  " tokens, fewer than one sequence of up to ", max_len,
-                  " tokens: raise generation.kv_cache_gib or kv_cache_memory_fraction");
-  fwd.reserve(options.max_num_seqs, max_blocks, std::max(options.max_prefill_tokens, max_len),
-              int(stop.stop_token_ids.size()));
-}
-
 // One generate() call: the rollouts being built, the KV blocks and the scheduler that hands out passes over them,
 // and the packing buffers reused from pass to pass. A pass lists its sequences in rows_, in the order of the
 // logits rows the sampler reads.
+template <typename B>
 class GenerationCall {
  public:
-  GenerationCall(GpuGenerationForward& fwd, const ModelConfig& config, const GpuGenerationOptions& options,
-                 GpuGenerationStats& stats, const std::vector<GenerationRequest>& requests, const StopCriteria& stop,
+  GenerationCall(GenerationForward<B>& fwd, const ModelConfig& config, const GenerationOptions& options,
+                 GenerationStats& stats, const std::vector<GenerationRequest>& requests, const StopCriteria& stop,
                  int max_len);
   GenerationCall(const GenerationCall&) = delete;
   GenerationCall& operator=(const GenerationCall&) = delete;
@@ -127,9 +81,9 @@ class GenerationCall {
   void append_sampled_token(int row, const DecodeFunction& decode);
   FinishReason finish_reason(int64_t seq, int32_t token, int32_t done, const DecodeFunction& decode);
 
-  GpuGenerationForward& fwd_;
-  const GpuGenerationOptions& options_;
-  GpuGenerationStats& stats_;
+  GenerationForward<B>& fwd_;
+  const GenerationOptions& options_;
+  GenerationStats& stats_;
   const StopCriteria& stop_;
   int64_t finished_ = 0;
   const int vocab_size_;
@@ -149,8 +103,9 @@ class GenerationCall {
   SampleRows sr_;
 };
 
-GenerationCall::GenerationCall(GpuGenerationForward& fwd, const ModelConfig& config,
-                               const GpuGenerationOptions& options, GpuGenerationStats& stats,
+template <typename B>
+GenerationCall<B>::GenerationCall(GenerationForward<B>& fwd, const ModelConfig& config,
+                                  const GenerationOptions& options, GenerationStats& stats,
                                const std::vector<GenerationRequest>& requests, const StopCriteria& stop, int max_len)
     : fwd_(fwd),
       options_(options),
@@ -181,18 +136,21 @@ GenerationCall::GenerationCall(GpuGenerationForward& fwd, const ModelConfig& con
   }
 }
 
-int GenerationCall::slot_of(int64_t seq, int pos) const {
+template <typename B>
+int GenerationCall<B>::slot_of(int64_t seq, int pos) const {
   const std::vector<int32_t>& t = kv_.block_table(seq);
   return t[size_t(pos / bs_)] * bs_ + pos % bs_;
 }
 
-int GenerationCall::length_of(int64_t seq) const {
+template <typename B>
+int GenerationCall<B>::length_of(int64_t seq) const {
   return int(out_[size_t(seq)].prompt.size() + out_[size_t(seq)].completion.size());
 }
 
 // Packs the computed sequences into one pass: prompt + generated tokens (a recompute after preemption); a fork
 // samples from its leader's last row. Then copies the blocks the step asked for.
-void GenerationCall::run_prefill(const Scheduler::Step& st) {
+template <typename B>
+void GenerationCall<B>::run_prefill(const Scheduler::Step& st) {
   rows_.clear();
   p_tokens_.clear(), p_pos_.clear(), p_slots_.clear(), p_gather_.clear();
   p_cu_.assign(1, 0);
@@ -232,7 +190,8 @@ void GenerationCall::run_prefill(const Scheduler::Step& st) {
   ++stats_.prefill_passes;
 }
 
-void GenerationCall::run_decode(const Scheduler::Step& st) {
+template <typename B>
+void GenerationCall<B>::run_decode(const Scheduler::Step& st) {
   rows_.clear();
   routing_rows_.clear();
   order_decode_rows(st.decode);
@@ -243,7 +202,8 @@ void GenerationCall::run_decode(const Scheduler::Step& st) {
 
 // A group's members d[begin, end) by their first KV block: members recomputed after a preemption hold their own
 // blocks.
-std::vector<std::vector<int64_t>> GenerationCall::split_by_first_block(const std::vector<int64_t>& d, size_t begin,
+template <typename B>
+std::vector<std::vector<int64_t>> GenerationCall<B>::split_by_first_block(const std::vector<int64_t>& d, size_t begin,
                                                                        size_t end) const {
   std::vector<std::vector<int64_t>> subs;
   for (size_t k = begin; k < end; ++k) {
@@ -257,7 +217,8 @@ std::vector<std::vector<int64_t>> GenerationCall::split_by_first_block(const std
 }
 
 // The full blocks every member shares with the first one, within the shortest member's tokens.
-int GenerationCall::shared_prefix_blocks(const std::vector<int64_t>& members) const {
+template <typename B>
+int GenerationCall<B>::shared_prefix_blocks(const std::vector<int64_t>& members) const {
   int common = std::numeric_limits<int>::max(), shortest = std::numeric_limits<int>::max();
   for (int64_t m : members) {
     common = std::min(common, kv_.common_prefix_blocks(members[0], m));
@@ -268,7 +229,8 @@ int GenerationCall::shared_prefix_blocks(const std::vector<int64_t>& members) co
 
 // Decode rows: the rows that share prompt blocks first, each group's rows consecutive (with prefix attention, its
 // bounds and prefix length in db_), then the other rows.
-void GenerationCall::order_decode_rows(const std::vector<int64_t>& d) {
+template <typename B>
+void GenerationCall<B>::order_decode_rows(const std::vector<int64_t>& d) {
   std::vector<int64_t> rest;
   db_.group_offsets.clear();
   db_.prefix_lens.clear();
@@ -295,14 +257,15 @@ void GenerationCall::order_decode_rows(const std::vector<int64_t>& d) {
 }
 
 // Each row feeds its last sampled token at position n - 1 and reads its blocks through its block table.
-void GenerationCall::pack_decode_batch() {
-  const int B = int(rows_.size());
-  db_.B = B;
-  db_.tokens.resize(size_t(B)), db_.positions.resize(size_t(B)), db_.slots.resize(size_t(B));
-  db_.seq_lens.resize(size_t(B));
-  db_.block_tables.assign(size_t(B) * size_t(max_blocks_), fwd_.dummy_block());
+template <typename B>
+void GenerationCall<B>::pack_decode_batch() {
+  const int n_rows = int(rows_.size());
+  db_.B = n_rows;
+  db_.tokens.resize(size_t(n_rows)), db_.positions.resize(size_t(n_rows)), db_.slots.resize(size_t(n_rows));
+  db_.seq_lens.resize(size_t(n_rows));
+  db_.block_tables.assign(size_t(n_rows) * size_t(max_blocks_), fwd_.dummy_block());
   db_.max_seq_len = 0;
-  for (int b = 0; b < B; ++b) {
+  for (int b = 0; b < n_rows; ++b) {
     const int64_t seq = rows_[size_t(b)];
     const int n = length_of(seq);
     db_.tokens[size_t(b)] = out_[size_t(seq)].completion.back();
@@ -316,7 +279,8 @@ void GenerationCall::pack_decode_batch() {
   }
 }
 
-void GenerationCall::sample_next_tokens(const SamplerSettings& s, const DecodeFunction& decode) {
+template <typename B>
+void GenerationCall<B>::sample_next_tokens(const SamplerSettings& s, const DecodeFunction& decode) {
   const int R = int(rows_.size());
   sr_.R = R;
   for (auto* v : {&sr_.sample_index, &sr_.position, &sr_.gen_len, &sr_.seq_len, &sr_.max_new}) v->resize(size_t(R));
@@ -337,7 +301,8 @@ void GenerationCall::sample_next_tokens(const SamplerSettings& s, const DecodeFu
 // A mixture of experts: the experts of every token fed to the model, position by position (valid once sample()
 // returned). A prefill (or the recompute of a preempted sequence) sets a sequence's rows from its packed rows; a
 // decode step appends the row of the token it fed.
-void GenerationCall::record_routing() {
+template <typename B>
+void GenerationCall<B>::record_routing() {
   const int W = fwd_.routing_width();
   if (W == 0) return;
   const int32_t* h = fwd_.routing();
@@ -353,14 +318,15 @@ void GenerationCall::record_routing() {
   }
 }
 
-void GenerationCall::append_sampled_token(int row, const DecodeFunction& decode) {
+template <typename B>
+void GenerationCall<B>::append_sampled_token(int row, const DecodeFunction& decode) {
   const int64_t seq = rows_[size_t(row)];
   Rollout& o = out_[size_t(seq)];
   const int32_t tok = fwd_.tokens()[row];
   const float logprob = fwd_.logprobs()[row];
-  // The fused sampler finds no token, or gives a NaN logprob, only when a row's logits are NaN or Inf.
-  if (tok < 0 || tok >= vocab_size_) non_finite_logits(cat("the GPU sampler found no token: ", tok));
-  if (std::isnan(logprob)) non_finite_logits(cat("the GPU sampler's logprob of token ", tok, " is NaN"));
+  // The sampler finds no token, or gives a NaN logprob, only when a row's logits are NaN or Inf.
+  if (tok < 0 || tok >= vocab_size_) non_finite_logits(cat("the sampler found no token: ", tok));
+  if (std::isnan(logprob)) non_finite_logits(cat("the sampler's logprob of token ", tok, " is NaN"));
   o.completion.push_back(tok);
   o.logprobs.push_back(logprob);
   sched_.on_token(seq);
@@ -374,7 +340,8 @@ void GenerationCall::append_sampled_token(int row, const DecodeFunction& decode)
 }
 
 // `done` is the device's verdict (1: a stop token, 2: a length limit); a stop string outranks a length limit.
-FinishReason GenerationCall::finish_reason(int64_t seq, int32_t token, int32_t done, const DecodeFunction& decode) {
+template <typename B>
+FinishReason GenerationCall<B>::finish_reason(int64_t seq, int32_t token, int32_t done, const DecodeFunction& decode) {
   FinishReason reason = done == 1 ? FinishReason::stop : FinishReason::none;
   if (!stop_.stop_strings.empty()) {
     TextState& ts = text_[size_t(seq)];
@@ -391,7 +358,8 @@ FinishReason GenerationCall::finish_reason(int64_t seq, int32_t token, int32_t d
   return reason;
 }
 
-std::vector<Rollout> GenerationCall::finish(const DecodeFunction& decode) {
+template <typename B>
+std::vector<Rollout> GenerationCall<B>::finish(const DecodeFunction& decode) {
   HONE_CHECK(kv_.num_free() == num_blocks_, "KV blocks leaked: ", num_blocks_ - kv_.num_free(), " still in use");
   if (decode) {
     for (size_t i = 0; i < out_.size(); ++i) {
@@ -407,10 +375,51 @@ std::vector<Rollout> GenerationCall::finish(const DecodeFunction& decode) {
 
 }  // namespace
 
-GpuGenerator::GpuGenerator(const ModelConfig& config, const ParamLayout& layout, const cuda::bf16* weights,
-                           const cuda::GpuContext& ctx, GpuGenerationOptions options, GpuTensorParallel* tp,
-                           GpuExpertParallel* ep, ExpertLockstep* lockstep)
-    : config_(config), options_(options), ctx_(ctx) {
+
+// Allocates the KV cache at the first call, checks that one sequence of max_len tokens fits, and reserves the
+// per-pass buffers. The cache holds kv_cache_gib; else on the GPU a fraction of the free memory now, and on the CPU
+// what this call's sequences need at once (the most that run together, each of max_len tokens: no preemption), sized
+// again when a later call needs more. A cache kept by release() comes back at its addresses, with the decode graphs,
+// when it holds one such sequence and the device has room for it now; otherwise it is freed and sized anew.
+template <typename B>
+void Generator<B>::prepare_cache(int64_t sequences, int max_len, const StopCriteria& stop) {
+  GenerationForward<B>& fwd = *fwd_;
+  const int bs = options_.block_size;
+  const int64_t block_bytes = fwd.block_bytes(bs);
+  const int max_blocks = (max_len + bs - 1) / bs;
+  if (fwd.suspended()) {  // the same answer on every rank of a tensor-parallel group: same sizes, same requests
+    if (max_blocks <= fwd.num_blocks()) fwd.resume();
+    else fwd.release_all();
+  }
+  const bool per_call = options_.kv_cache_gib <= 0 && !B::kDeviceMemory;
+  const int64_t running = std::max<int64_t>(1, std::min<int64_t>(sequences, options_.max_num_seqs));
+  const int64_t call_blocks = running * max_blocks;
+  if (per_call && fwd.has_cache() && fwd.num_blocks() < call_blocks) fwd.release_all();
+  if (!fwd.has_cache()) {
+    double bytes = 0;
+    if (options_.kv_cache_gib > 0) bytes = options_.kv_cache_gib * double(int64_t(1) << 30);
+    else if constexpr (B::kDeviceMemory) bytes = options_.kv_cache_memory_fraction * double(B::free_memory_bytes(fwd.exec()));
+    else bytes = double(call_blocks) * double(block_bytes);
+    int64_t nb = std::min<int64_t>(int64_t(bytes / double(block_bytes)), std::numeric_limits<int32_t>::max() / bs);
+    // The ranks of a tensor-parallel group schedule the same sequences: they need the same number of blocks.
+    if (TensorParallelGroup<B>* tp = fwd.tensor_parallel()) nb = tp->min_over_group(nb);
+    HONE_USER_CHECK(nb >= 1, "the KV cache (", bytes / double(int64_t(1) << 30), " GiB) holds no block of ",
+                    block_bytes, " bytes: raise generation.kv_cache_gib or kv_cache_memory_fraction");
+    fwd.allocate_cache(int(nb), bs);
+  }
+  const int num_blocks = fwd.num_blocks();
+  HONE_USER_CHECK(max_blocks <= num_blocks, "the KV cache holds ", int64_t(num_blocks) * bs,
+                  " tokens, fewer than one sequence of up to ", max_len,
+                  " tokens: raise generation.kv_cache_gib or kv_cache_memory_fraction");
+  fwd.reserve(options_.max_num_seqs, max_blocks, std::max(options_.max_prefill_tokens, max_len),
+              int(stop.stop_token_ids.size()));
+}
+
+template <typename B>
+Generator<B>::Generator(const ModelConfig& config, const ParamLayout& layout, const A* weights,
+                        const typename B::Exec& x, GenerationOptions options, TensorParallelGroup<B>* tp,
+                        ExpertParallelGroup<B>* ep, ExpertLockstep* lockstep)
+    : config_(config), options_(options) {
   const int bs = options_.block_size;
   HONE_USER_CHECK(bs > 0 && (bs & (bs - 1)) == 0, "KV block size must be a power of two, got ", bs);
   HONE_USER_CHECK(options_.max_num_seqs > 0, "max_num_seqs must be > 0, got ", options_.max_num_seqs);
@@ -420,32 +429,36 @@ GpuGenerator::GpuGenerator(const ModelConfig& config, const ParamLayout& layout,
   HONE_USER_CHECK(options_.kv_cache_gib > 0 ||
                       (options_.kv_cache_memory_fraction > 0 && options_.kv_cache_memory_fraction < 1),
                   "kv_cache_memory_fraction must be in (0, 1), got ", options_.kv_cache_memory_fraction);
-  fwd_ = std::make_unique<GpuGenerationForward>(config_, layout, weights, ctx_, tp, options_.keep_graphs, ep,
-                                                lockstep);
+  fwd_ = std::make_unique<GenerationForward<B>>(config_, layout, weights, x, tp, options_.keep_graphs, ep, lockstep);
 }
 
-GpuGenerator::~GpuGenerator() = default;
+template <typename B>
+Generator<B>::~Generator() = default;
 
-void GpuGenerator::release() { fwd_->release(); }
+template <typename B>
+void Generator<B>::release() {
+  fwd_->release();
+}
 
-std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>& requests,
+template <typename B>
+std::vector<Rollout> Generator<B>::generate(const std::vector<GenerationRequest>& requests,
                                             const SamplingParams& sampling, const StopCriteria& stop, uint64_t seed,
                                             uint32_t step, int max_total_sequence_length,
                                             const DecodeFunction& decode) {
   validate_generation_call(requests, sampling, stop, max_total_sequence_length, bool(decode), config_.vocab_size);
   const auto call_start = Clock::now();  // the tail's clock: cache allocation and graph capture count, as in the phase
-  stats_ = GpuGenerationStats{};
+  stats_ = GenerationStats{};
   stats_.sequences = int64_t(requests.size());
   if (requests.empty() && !fwd_->splits_experts()) return {};
 
   // Nothing of its own to generate with the experts split: buffers for the idle passes (the group's rows) all the same.
   const int max_len = requests.empty() ? 2 : longest_sequence(requests, stop, max_total_sequence_length);
-  prepare_cache(*fwd_, options_, max_len, stop);
+  prepare_cache(int64_t(requests.size()), max_len, stop);
   stats_.kv_capacity_tokens = int64_t(fwd_->num_blocks()) * options_.block_size;
   const int64_t replays0 = fwd_->graph_replays(), captures0 = fwd_->graph_captures();
-  const SamplerSettings sampler = sampler_settings(sampling, config_.vocab_size, seed, step, max_total_sequence_length);
+  const SamplerSettings sampler{sampling, seed, step, max_total_sequence_length};
 
-  GenerationCall call(*fwd_, config_, options_, stats_, requests, stop, max_len);
+  GenerationCall<B> call(*fwd_, config_, options_, stats_, requests, stop, max_len);
   GenerationTimeline timeline;
   timeline.sequences = stats_.sequences;
   timeline.max_num_seqs = options_.max_num_seqs;
@@ -473,19 +486,36 @@ std::vector<Rollout> GpuGenerator::generate(const std::vector<GenerationRequest>
   return out;
 }
 
-std::unique_ptr<GpuGenerator> make_generator(const ModelConfig& config, const ShardLayout& layout, bf16* weights,
-                                             const CudaBackend::Exec& x, const GeneratorSettings& settings,
-                                             GpuTensorParallel* tp, GpuExpertParallel* ep, ExpertLockstep* lockstep) {
-  GpuGenerationOptions go;
+template <typename B>
+std::unique_ptr<Generator<B>> make_generator(const ModelConfig& config, const ShardLayout& layout,
+                                             typename B::Act* weights, const typename B::Exec& x,
+                                             const GeneratorSettings& settings, TensorParallelGroup<B>* tp,
+                                             ExpertParallelGroup<B>* ep, ExpertLockstep* lockstep) {
+  GenerationOptions go;
   go.kv_cache_gib = settings.kv_cache_gib;
   go.kv_cache_memory_fraction = settings.kv_cache_memory_fraction;
   go.block_size = settings.block_size;
   go.cuda_graphs = settings.cuda_graphs;
   go.keep_graphs = settings.keep_graphs;
-  go.max_num_seqs = std::max(1, std::min(1024, settings.max_seqs));
-  return std::make_unique<GpuGenerator>(config, layout.param_layout(), weights, x.ctx(), go, tp, ep, lockstep);
+  go.max_num_seqs = std::max(1, std::min(B::kMaxDecodeRows, settings.max_seqs));
+  return std::make_unique<Generator<B>>(config, layout.param_layout(), weights, x, go, tp, ep, lockstep);
 }
 
-}  // namespace hone
+std::unique_ptr<Generator<CpuBackend>> make_cpu_generator(const ModelConfig& config, const ModelWeights& weights,
+                                                          GenerationOptions options, TensorParallelGroup<CpuBackend>* tp,
+                                                          ExpertParallelGroup<CpuBackend>* ep,
+                                                          ExpertLockstep* lockstep) {
+  return std::make_unique<Generator<CpuBackend>>(config, param_layout_of(weights), weights.flat.f32(),
+                                                 CpuBackend::Exec{}, options, tp, ep, lockstep);
+}
 
-#endif  // HONE_CUDA
+#define INSTANTIATE(B)                                                                                          \
+  template class Generator<B>;                                                                                  \
+  template std::unique_ptr<Generator<B>> make_generator<B>(const ModelConfig&, const ShardLayout&, B::Act*,    \
+                                                           const B::Exec&, const GeneratorSettings&,            \
+                                                           TensorParallelGroup<B>*, ExpertParallelGroup<B>*,    \
+                                                           ExpertLockstep*);
+HONE_FOR_EACH_BACKEND(INSTANTIATE)
+#undef INSTANTIATE
+
+}  // namespace hone

@@ -1,5 +1,5 @@
-// Tiny random models and the full-forward reference of the generation tests (see test_cpu_generator_util.h).
-#include "unit/test_cpu_generator_util.h"
+// Tiny random models and the full-forward reference of the generation tests (see test_generator_util.h).
+#include "unit/test_generator_util.h"
 
 #include <algorithm>
 #include <cmath>

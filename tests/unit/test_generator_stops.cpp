@@ -1,4 +1,4 @@
-// The CPU generation engine's stop rules (stop token, stop string, max_new_tokens, a request's own max_new_tokens,
+// The generation engine's stop rules (on the CPU backend) (stop token, stop string, max_new_tokens, a request's own max_new_tokens,
 // max_total_sequence_length), GRPO groups sharing one prompt prefill, its statistics, and the errors it reports for
 // bad requests.
 #include <boost/test/unit_test.hpp>
@@ -8,14 +8,14 @@
 
 #include "common/finite_diff.h"
 #include "data/response_length.h"
-#include "generation/cpu_generator.h"
+#include "generation/generator.h"
 #include "runtime/error.h"
-#include "unit/test_cpu_generator_util.h"
+#include "unit/test_generator_util.h"
 
 using namespace hone;
 using test::TinyKind;
 
-BOOST_AUTO_TEST_SUITE(cpu_generator_stops)
+BOOST_AUTO_TEST_SUITE(generator_stops)
 
 namespace {
 
@@ -54,8 +54,8 @@ struct Fixture {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(max_new_tokens_gives_length, Fixture) {
-  CpuGenerator gen(m.config, m.weights);
-  const auto out = gen.generate(requests(), p, max_new(9), 1, 0, 64, letters);
+  auto gen = make_cpu_generator(m.config, m.weights);
+  const auto out = gen->generate(requests(), p, max_new(9), 1, 0, 64, letters);
   for (const Rollout& r : out) {
     BOOST_TEST(r.completion.size() == 9u);
     BOOST_TEST(reason(r) == "length");
@@ -64,12 +64,12 @@ BOOST_FIXTURE_TEST_CASE(max_new_tokens_gives_length, Fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(a_stop_token_ends_the_completion_and_is_kept, Fixture) {
-  CpuGenerator gen(m.config, m.weights);
-  const auto free_run = gen.generate(requests(), p, max_new(12), 1, 0, 64);
+  auto gen = make_cpu_generator(m.config, m.weights);
+  const auto free_run = gen->generate(requests(), p, max_new(12), 1, 0, 64);
   StopCriteria stop = max_new(12);
   const int32_t eos = free_run[0].completion[3];
   stop.stop_token_ids = {eos};
-  const auto out = gen.generate(requests(), p, stop, 1, 0, 64);
+  const auto out = gen->generate(requests(), p, stop, 1, 0, 64);
   for (size_t s = 0; s < out.size(); ++s) {
     const auto& full = free_run[s].completion;
     const auto first = std::find(full.begin(), full.end(), eos);
@@ -104,10 +104,12 @@ BOOST_FIXTURE_TEST_CASE(each_request_stops_at_its_own_drawn_length, Fixture) {
     drawn.push_back(reqs[i].max_new_tokens);
   }
   BOOST_TEST(*std::max_element(drawn.begin(), drawn.end()) > *std::min_element(drawn.begin(), drawn.end()));
-  const auto free_run = CpuGenerator(m.config, m.weights).generate(group_requests(prompts, G), p, max_new(24), 1, 0, 64);
-  for (int max_batch : {256, 3}) {  // one wave, and waves that split the groups
-    CpuGenerator gen(m.config, m.weights, GenerationOptions{max_batch});
-    const auto out = gen.generate(reqs, p, max_new(24), 1, 0, 64);
+  const auto free_run = make_cpu_generator(m.config, m.weights)->generate(group_requests(prompts, G), p, max_new(24), 1, 0, 64);
+  for (int max_seqs : {256, 3}) {  // every sequence at once, and three at a time (groups split)
+    GenerationOptions o;
+    o.max_num_seqs = max_seqs;
+    auto gen = make_cpu_generator(m.config, m.weights, o);
+    const auto out = gen->generate(reqs, p, max_new(24), 1, 0, 64);
     int64_t total = 0;
     for (size_t i = 0; i < out.size(); ++i) {
       BOOST_TEST(int64_t(out[i].completion.size()) == drawn[i], "request " << i);
@@ -116,20 +118,20 @@ BOOST_FIXTURE_TEST_CASE(each_request_stops_at_its_own_drawn_length, Fixture) {
                                                            free_run[i].completion.begin() + drawn[i]));
       total += drawn[i];
     }
-    BOOST_TEST(gen.stats().generated_tokens == total);
+    BOOST_TEST(gen->stats().generated_tokens == total);
   }
   // A request's own limit above the call's is refused, naming the request.
   reqs[2].max_new_tokens = 25;
-  BOOST_CHECK_THROW(CpuGenerator(m.config, m.weights).generate(reqs, p, max_new(24), 1, 0, 64), hone::UserError);
+  BOOST_CHECK_THROW(make_cpu_generator(m.config, m.weights)->generate(reqs, p, max_new(24), 1, 0, 64), hone::UserError);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_stop_string_cuts_the_text_not_the_tokens, Fixture) {
-  CpuGenerator gen(m.config, m.weights);
-  const auto free_run = gen.generate(requests(), p, max_new(12), 1, 0, 64, letters);
+  auto gen = make_cpu_generator(m.config, m.weights);
+  const auto free_run = gen->generate(requests(), p, max_new(12), 1, 0, 64, letters);
   const std::string stop_string = free_run[1].text.substr(4, 2);
   StopCriteria stop = max_new(12);
   stop.stop_strings = {stop_string};
-  const auto out = gen.generate(requests(), p, stop, 1, 0, 64, letters);
+  const auto out = gen->generate(requests(), p, stop, 1, 0, 64, letters);
   for (size_t s = 0; s < out.size(); ++s) {
     const std::string full = free_run[s].text;
     const size_t at = full.find(stop_string);
@@ -147,10 +149,10 @@ BOOST_FIXTURE_TEST_CASE(a_stop_string_cuts_the_text_not_the_tokens, Fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(max_total_sequence_length_caps_prompt_plus_completion, Fixture) {
-  CpuGenerator gen(m.config, m.weights);
+  auto gen = make_cpu_generator(m.config, m.weights);
   const auto reqs = requests();  // prompts of 3..7 tokens
-  const auto out = gen.generate(reqs, p, max_new(16), 1, 0, 9);
-  const auto free_run = gen.generate(reqs, p, max_new(16), 1, 0, 64);
+  const auto out = gen->generate(reqs, p, max_new(16), 1, 0, 9);
+  const auto free_run = gen->generate(reqs, p, max_new(16), 1, 0, 64);
   for (size_t s = 0; s < out.size(); ++s) {
     BOOST_TEST(out[s].prompt.size() + out[s].completion.size() == 9u);
     BOOST_TEST(reason(out[s]) == "length");
@@ -159,29 +161,27 @@ BOOST_FIXTURE_TEST_CASE(max_total_sequence_length_caps_prompt_plus_completion, F
                                     free_run[s].completion.begin() + int64_t(out[s].completion.size())));
   }
   // A prompt as long as the limit leaves no room: refused, naming the request.
-  BOOST_CHECK_THROW(gen.generate({{random_tokens(9, m.config.vocab_size, 1), 0}}, p, max_new(4), 1, 0, 9),
+  BOOST_CHECK_THROW(gen->generate({{random_tokens(9, m.config.vocab_size, 1), 0}}, p, max_new(4), 1, 0, 9),
                     hone::UserError);
 }
 
 BOOST_FIXTURE_TEST_CASE(group_samples_share_the_prompt_prefill, Fixture) {
   const std::vector<int32_t> a = random_tokens(8, m.config.vocab_size, 5), b = random_tokens(6, m.config.vocab_size, 6);
-  // Two groups interleaved: a x 4 (samples 10..13) and b x 3 (samples 20..22).
+  // Two groups, each's requests consecutive (as group_requests gives them): a x 4 (samples 10..13) and b x 3
+  // (samples 20..22).
   std::vector<GenerationRequest> reqs;
-  for (int i = 0; i < 4; ++i) {
-    reqs.push_back({a, 10 + i});
-    if (i < 3) reqs.push_back({b, 20 + i});
-  }
-  CpuGenerator gen(m.config, m.weights);
-  const auto out = gen.generate(reqs, p, max_new(10), 3, 1, 64);
-  BOOST_TEST(gen.stats().prefill_tokens == int64_t(a.size() + b.size()));
-  BOOST_TEST(gen.stats().sequences == 7);
+  for (int i = 0; i < 4; ++i) reqs.push_back({a, 10 + i});
+  for (int i = 0; i < 3; ++i) reqs.push_back({b, 20 + i});
+  auto gen = make_cpu_generator(m.config, m.weights);
+  const auto out = gen->generate(reqs, p, max_new(10), 3, 1, 64);
+  BOOST_TEST(gen->stats().prefill_tokens == int64_t(a.size() + b.size()));
+  BOOST_TEST(gen->stats().sequences == 7);
   int64_t generated = 0;
   for (const Rollout& r : out) generated += int64_t(r.completion.size());
-  BOOST_TEST(gen.stats().generated_tokens == generated);
+  BOOST_TEST(gen->stats().generated_tokens == generated);
   bool differ = false;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    CpuGenerator alone(m.config, m.weights);
-    const Rollout r = alone.generate({reqs[i]}, p, max_new(10), 3, 1, 64)[0];
+    const Rollout r = make_cpu_generator(m.config, m.weights)->generate({reqs[i]}, p, max_new(10), 3, 1, 64)[0];
     BOOST_TEST(out[i].completion == r.completion);
     // Within a few ulps: BLAS may sum a row in another order when the batch has another number of rows.
     for (size_t t = 0; t < r.logprobs.size(); ++t)
@@ -199,37 +199,51 @@ BOOST_FIXTURE_TEST_CASE(group_requests_number_samples_globally, Fixture) {
     BOOST_TEST(reqs[i].prompt == prompts[i / 4]);
     BOOST_TEST(reqs[i].sample_index == int64_t(100 + i));
   }
-  // A group split over two waves (max_batch 3) gives what one wave gives: prefilled once per wave it touches.
-  CpuGenerator one(m.config, m.weights), split(m.config, m.weights, GenerationOptions{3});
-  const auto a = one.generate(reqs, p, max_new(5), 2, 0, 64), b = split.generate(reqs, p, max_new(5), 2, 0, 64);
+  // Groups split by a limit of three sequences at once give what one pass over all of them gives; a group's prompt is
+  // prefilled once when its samples start together, again for the samples that start later.
+  GenerationOptions three;
+  three.max_num_seqs = 3;
+  auto one = make_cpu_generator(m.config, m.weights), split = make_cpu_generator(m.config, m.weights, three);
+  const auto a = one->generate(reqs, p, max_new(5), 2, 0, 64), b = split->generate(reqs, p, max_new(5), 2, 0, 64);
   for (size_t i = 0; i < reqs.size(); ++i) BOOST_TEST(a[i].completion == b[i].completion);
-  BOOST_TEST(one.stats().prefill_tokens == 6);
-  BOOST_TEST(split.stats().prefill_tokens == 2 + (2 + 1) + (1 + 3) + 3);  // waves: a a a | a b b | b b c | c c c
+  BOOST_TEST(one->stats().prefill_tokens == 6);
+  BOOST_TEST(split->stats().prefill_tokens > 6);
+  BOOST_TEST(split->stats().prefill_tokens <= 2 * 4 + 1 * 4 + 3 * 4);
   BOOST_CHECK_THROW(group_requests(prompts, 0), hone::UserError);
 }
 
-BOOST_FIXTURE_TEST_CASE(the_kv_cache_is_sized_by_the_wave, Fixture) {
-  CpuGenerator gen(m.config, m.weights, GenerationOptions{2});
-  const auto reqs = requests();  // 5 requests, prompts up to 7 tokens
-  gen.generate(reqs, p, max_new(4), 1, 0, 64);
-  // The largest wave: 2 slots of (longest prompt in the wave 6 + 4) tokens, K and V, every layer, fp32.
-  const int64_t row = int64_t(m.config.num_key_value_heads) * m.config.head_dim;
-  BOOST_TEST(gen.stats().peak_kv_bytes == 2 * m.config.num_hidden_layers * 2 * (6 + 4) * row * 4);
-  BOOST_TEST(gen.stats().waves == 3);
-  BOOST_TEST(gen.stats().generated_tokens == 5 * 4);
-  BOOST_TEST(gen.stats().decode_steps == 3 * 3);  // 4 tokens: one from the prefill, three decode steps per wave
+BOOST_FIXTURE_TEST_CASE(the_kv_cache_holds_what_runs_at_once, Fixture) {
+  GenerationOptions o;
+  o.max_num_seqs = 2;
+  auto gen = make_cpu_generator(m.config, m.weights, o);
+  const auto reqs = requests();  // 5 requests of distinct prompts, up to 7 tokens
+  gen->generate(reqs, p, max_new(4), 1, 0, 64);
+  // Two sequences at once, each at most 7 + 4 tokens: one block of 16 tokens each (K and V, every layer, fp32).
+  const int64_t block_bytes = 2 * int64_t(m.config.num_hidden_layers) * m.config.num_key_value_heads * 16 *
+                              m.config.head_dim * 4;
+  BOOST_TEST(gen->stats().kv_capacity_tokens == 2 * 16);
+  BOOST_TEST(gen->stats().peak_kv_bytes == 2 * block_bytes);
+  BOOST_TEST(gen->stats().preemptions == 0);
+  BOOST_TEST(gen->stats().generated_tokens == 5 * 4);
+  // 4 tokens a sequence: one from its prefill, three from decode steps shared by the two that run together.
+  BOOST_TEST(gen->stats().decode_steps >= 3 * 3);
+  BOOST_TEST(gen->stats().decode_steps <= 5 * 3);
+  // A later call with longer sequences sizes the cache again (nothing is preempted).
+  gen->generate(reqs, p, max_new(20), 1, 0, 64);
+  BOOST_TEST(gen->stats().kv_capacity_tokens == 2 * 2 * 16);
+  BOOST_TEST(gen->stats().preemptions == 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(bad_requests_are_user_errors, Fixture) {
-  CpuGenerator gen(m.config, m.weights);
-  BOOST_CHECK_THROW(gen.generate({{{}, 0}}, p, max_new(4), 1, 0, 64), hone::UserError);
-  BOOST_CHECK_THROW(gen.generate({{{1, m.config.vocab_size}, 0}}, p, max_new(4), 1, 0, 64), hone::UserError);
-  BOOST_CHECK_THROW(gen.generate({{{1, 2}, -1}}, p, max_new(4), 1, 0, 64), hone::UserError);
-  BOOST_CHECK_THROW(gen.generate({{{1, 2}, 0}}, p, max_new(0), 1, 0, 64), hone::UserError);
+  auto gen = make_cpu_generator(m.config, m.weights);
+  BOOST_CHECK_THROW(gen->generate({{{}, 0}}, p, max_new(4), 1, 0, 64), hone::UserError);
+  BOOST_CHECK_THROW(gen->generate({{{1, m.config.vocab_size}, 0}}, p, max_new(4), 1, 0, 64), hone::UserError);
+  BOOST_CHECK_THROW(gen->generate({{{1, 2}, -1}}, p, max_new(4), 1, 0, 64), hone::UserError);
+  BOOST_CHECK_THROW(gen->generate({{{1, 2}, 0}}, p, max_new(0), 1, 0, 64), hone::UserError);
   StopCriteria s = max_new(4);
   s.stop_strings = {"x"};
-  BOOST_CHECK_THROW(gen.generate({{{1, 2}, 0}}, p, s, 1, 0, 64), hone::UserError);  // no decoder
-  BOOST_TEST(gen.generate({}, p, max_new(4), 1, 0, 64).empty());
+  BOOST_CHECK_THROW(gen->generate({{{1, 2}, 0}}, p, s, 1, 0, 64), hone::UserError);  // no decoder
+  BOOST_TEST(gen->generate({}, p, max_new(4), 1, 0, 64).empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
