@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda/check.h"
 #include "cuda/moe_ops.h"
@@ -321,7 +322,22 @@ void launch_few_rows(bf16* out, const bf16* x, const bf16* w, const int32_t* off
 constexpr int kFewRowsVariants = 5;
 const char* const kFewRowsNames[kFewRowsVariants] = {"128 x 32, 3 stages", "64 x 32, 4 stages", "128 x 64, 3 stages",
                                                      "256 x 32, 3 stages", "64 x 64, 4 stages"};
-constexpr int kDefaultFewRows = 0;
+// 128 x 64, 3 stages: 52-60 % of the copy bandwidth at the 30B-A3B decode shapes against 48-52 % for 128 x 32
+// (doc/performance.md). HONE_MOE_FEW_ROWS_VARIANT=<index> picks another for a comparison, read once.
+constexpr int kDefaultFewRows = 2;
+
+int few_rows_variant() {
+  static const int v = [] {
+    const char* e = std::getenv("HONE_MOE_FEW_ROWS_VARIANT");
+    if (!e || !*e) return kDefaultFewRows;
+    char* end = nullptr;
+    const long i = std::strtol(e, &end, 10);
+    HONE_CHECK(*end == 0 && i >= 0 && i < kFewRowsVariants, "HONE_MOE_FEW_ROWS_VARIANT=", e, ": not a variant 0..",
+               kFewRowsVariants - 1);
+    return int(i);
+  }();
+  return v;
+}
 
 void few_rows(int variant, bf16* out, const bf16* x, const bf16* w, const int32_t* offsets, int E, int K, int N,
               const GpuContext& ctx) {
@@ -345,7 +361,7 @@ void moe_grouped_linear_forward(bf16* out, const bf16* x, const bf16* w, const i
   HONE_CHECK(IC > 0, "grouped linear with no input features");
   // Few rows an expert on average (decode): the kernel that streams each expert's weights once.
   if (int64_t(max_rows) <= int64_t(FM) * E && IC % 8 == 0 && aligned16(x) && aligned16(w))
-    return few_rows(kDefaultFewRows, out, x, w, offsets, E, IC, OC, ctx);
+    return few_rows(few_rows_variant(), out, x, w, offsets, E, IC, OC, ctx);
   const dim3 grid((OC + BN - 1) / BN, row_tiles(max_rows, E));
   grouped_rows_kernel<Mode::forward><<<grid, kThreads, 0, ctx.stream>>>(out, x, w, offsets, E, IC, OC);
   CUDA_CHECK_LAST();
