@@ -382,7 +382,8 @@ std::vector<Rollout> GenerationCall<B>::finish(const DecodeFunction& decode) {
 // again when a later call needs more. A cache kept by release() comes back at its addresses, with the decode graphs,
 // when it holds one such sequence and the device has room for it now; otherwise it is freed and sized anew.
 template <typename B>
-void Generator<B>::prepare_cache(int64_t sequences, int max_len, const StopCriteria& stop) {
+void Generator<B>::prepare_cache(const GenerationOptions& call, int64_t sequences, int max_len,
+                                 const StopCriteria& stop) {
   GenerationForward<B>& fwd = *fwd_;
   const int bs = options_.block_size;
   const int64_t block_bytes = fwd.block_bytes(bs);
@@ -392,7 +393,7 @@ void Generator<B>::prepare_cache(int64_t sequences, int max_len, const StopCrite
     else fwd.release_all();
   }
   const bool per_call = options_.kv_cache_gib <= 0 && !B::kDeviceMemory;
-  const int64_t running = std::max<int64_t>(1, std::min<int64_t>(sequences, options_.max_num_seqs));
+  const int64_t running = std::max<int64_t>(1, std::min<int64_t>(sequences, call.max_num_seqs));
   const int64_t call_blocks = running * max_blocks;
   if (per_call && fwd.has_cache() && fwd.num_blocks() < call_blocks) fwd.release_all();
   if (!fwd.has_cache()) {
@@ -411,7 +412,7 @@ void Generator<B>::prepare_cache(int64_t sequences, int max_len, const StopCrite
   HONE_USER_CHECK(max_blocks <= num_blocks, "the KV cache holds ", int64_t(num_blocks) * bs,
                   " tokens, fewer than one sequence of up to ", max_len,
                   " tokens: raise generation.kv_cache_gib or kv_cache_memory_fraction");
-  fwd.reserve(options_.max_num_seqs, max_blocks, std::max(options_.max_prefill_tokens, max_len),
+  fwd.reserve(call.max_num_seqs, max_blocks, std::max(call.max_prefill_tokens, max_len),
               int(stop.stop_token_ids.size()));
 }
 
@@ -453,12 +454,25 @@ std::vector<Rollout> Generator<B>::generate(const std::vector<GenerationRequest>
 
   // Nothing of its own to generate with the experts split: buffers for the idle passes (the group's rows) all the same.
   const int max_len = requests.empty() ? 2 : longest_sequence(requests, stop, max_total_sequence_length);
-  prepare_cache(int64_t(requests.size()), max_len, stop);
+  // In host memory (freed by release() every step) the buffers hold what this call runs: no more rows than it has
+  // sequences, no longer prefills than its prompts (a group's once). Device memory keeps the configured sizes, so
+  // that the kept addresses and graphs fit every step.
+  GenerationOptions call_options = options_;
+  if constexpr (!B::kDeviceMemory) {
+    int64_t prompt_tokens = 0;
+    for (size_t i = 0; i < requests.size(); ++i)
+      if (i == 0 || requests[i].prompt != requests[i - 1].prompt) prompt_tokens += int64_t(requests[i].prompt.size());
+    call_options.max_num_seqs =
+        int(std::max<int64_t>(1, std::min<int64_t>(options_.max_num_seqs, int64_t(requests.size()))));
+    call_options.max_prefill_tokens =
+        int(std::max<int64_t>(max_len, std::min<int64_t>(options_.max_prefill_tokens, prompt_tokens)));
+  }
+  prepare_cache(call_options, int64_t(requests.size()), max_len, stop);
   stats_.kv_capacity_tokens = int64_t(fwd_->num_blocks()) * options_.block_size;
   const int64_t replays0 = fwd_->graph_replays(), captures0 = fwd_->graph_captures();
   const SamplerSettings sampler{sampling, seed, step, max_total_sequence_length};
 
-  GenerationCall<B> call(*fwd_, config_, options_, stats_, requests, stop, max_len);
+  GenerationCall<B> call(*fwd_, config_, call_options, stats_, requests, stop, max_len);
   GenerationTimeline timeline;
   timeline.sequences = stats_.sequences;
   timeline.max_num_seqs = options_.max_num_seqs;

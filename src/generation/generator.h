@@ -112,7 +112,7 @@ class Generator {
   void set_progress(GenerationProgressFn fn) { progress_ = std::move(fn); }
 
  private:
-  void prepare_cache(int64_t sequences, int max_len, const StopCriteria& stop);
+  void prepare_cache(const GenerationOptions& call, int64_t sequences, int max_len, const StopCriteria& stop);
 
   const ModelConfig config_;
   GenerationOptions options_;
