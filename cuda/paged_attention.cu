@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda/check.h"
 #include "cuda/dependent_launch.cuh"
@@ -391,6 +392,21 @@ struct Plan {
 
 int query_chunk_max(int nvec) { return pow2_at_least(std::clamp(nvec, 1, 8)); }
 
+// The plain path's query vectors a CTA: the group's, up to 4. Groups of 8 (Qwen3-30B-A3B's 32 query heads over 4 KV
+// heads) ran 1.25-1.33x faster as two CTAs of 4 than as one of 8 (bench_decode_attention, H200: 8 hold twice the
+// registers and halve the CTAs an SM runs; the second CTA finds the KV in L2), as the prefix path found before.
+// HONE_DECODE_PLAIN_VECTORS (1, 2, 4 or 8, read once) picks another count for comparisons end to end.
+int plain_vectors_of(int R) {
+  static const int forced = [] {
+    const char* e = std::getenv("HONE_DECODE_PLAIN_VECTORS");
+    if (!e || !*e) return 0;
+    const int v = std::atoi(e);
+    HONE_CHECK(v == 1 || v == 2 || v == 4 || v == 8, "HONE_DECODE_PLAIN_VECTORS=", e, ": not 1, 2, 4 or 8");
+    return v;
+  }();
+  return std::min(forced > 0 ? forced : 4, query_chunk_max(R));
+}
+
 int prefix_min_split(const PagedDecodeArgs& a) {
   return a.prefix_split_tokens > 0 ? a.prefix_split_tokens : kMinSplitTokens;
 }
@@ -398,7 +414,7 @@ int prefix_min_split(const PagedDecodeArgs& a) {
 Plan make_plan(const PagedDecodeArgs& a, int Hq, int Hkv, const GpuContext& ctx) {
   Plan p;
   const int R = Hq / Hkv;
-  p.qmax = query_chunk_max(R);
+  p.qmax = a.plain_vectors > 0 ? std::min(a.plain_vectors, query_chunk_max(R)) : plain_vectors_of(R);
   p.qchunks = ceil_div(R, p.qmax);
   p.nsplit = splits_for(int64_t(a.B) * Hkv * p.qchunks, a.max_seq_len, ctx.sm_count);
   p.chunk = ceil_div(a.max_seq_len, p.nsplit);
@@ -459,6 +475,9 @@ void check_args(const PagedDecodeArgs& a, int Hq, int Hkv, int D) {
   HONE_CHECK(a.prefix_vectors == 0 || a.prefix_vectors == 1 || a.prefix_vectors == 2 || a.prefix_vectors == 4 ||
                  a.prefix_vectors == 8,
              "prefix_vectors must be 0, 1, 2, 4 or 8, got ", a.prefix_vectors);
+  HONE_CHECK(a.plain_vectors == 0 || a.plain_vectors == 1 || a.plain_vectors == 2 || a.plain_vectors == 4 ||
+                 a.plain_vectors == 8,
+             "plain_vectors must be 0, 1, 2, 4 or 8, got ", a.plain_vectors);
   HONE_CHECK(a.max_group_rows >= 0, "negative max_group_rows ", a.max_group_rows);
   HONE_CHECK(a.prefix_split_tokens == 0 || a.prefix_split_tokens >= 16, "prefix_split_tokens must be 0 or >= 16, got ",
              a.prefix_split_tokens);

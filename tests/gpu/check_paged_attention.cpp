@@ -9,7 +9,8 @@
 // Blocks are placed in random order; every pool entry no row owns (whole blocks and the tails of last blocks) is
 // NaN, so a read beyond a row's length fails the check. "paged_attention_decode_shared" runs the shared-prefix path
 // (its own plan and each prefix plan a caller may set) and, on the same data, the plain path (num_groups = 0), and
-// returns the worst of the errors.
+// returns the worst of the errors; "paged_attention_decode" runs the plain path with each plan of query vectors a
+// CTA (plain_vectors).
 #if HONE_CUDA
 #include <algorithm>
 #include <cmath>
@@ -135,10 +136,13 @@ double check_paged(const test::OpShape& s, std::mt19937_64& rng, bool shared_pat
   double err = 0;
   // The shared-prefix path with the op's own plan, then with each prefix plan a caller may ask for (query vectors
   // per CTA; the last also splits the prefix into pieces of 16 tokens); then the plain path on the same data.
+  // The plain path runs with the op's own plan, then with each plan of query vectors a CTA a caller may ask for.
   const int kPlans[][2] = {{0, 0}, {1, 0}, {2, 0}, {4, 0}, {8, 16}};
-  const int passes = shared_path ? 6 : 1;
+  const int kPlainPlans[] = {0, 1, 2, 4, 8};
+  const int passes = shared_path ? 6 : 5;
   for (int pass = 0; pass < passes; ++pass) {
     const bool groups = shared_path && pass < 5;
+    a.plain_vectors = shared_path ? 0 : kPlainPlans[pass];
     a.num_groups = groups ? int(b.prefix_lens.size()) : 0;
     a.group_offsets = groups ? doffsets.get() : nullptr;
     a.prefix_lens = groups ? dprefix.get() : nullptr;
@@ -166,6 +170,7 @@ const std::vector<test::OpShape> kPlainShapes = {
     {16, 8, 128, 32, 3, 1000, 0, 0, 0, 0},    // block 32
     {32, 8, 128, 256, 2, 600, 0, 0, 0, 0},    // block 256, GQA 4
     {12, 1, 64, 16, 3, 500, 0, 0, 0, 0},      // GQA 12: two query chunks (8 + 4)
+    {32, 4, 128, 16, 40, 700, 0, 0, 0, 0},    // Qwen3-30B-A3B heads (GQA 8)
     {4, 2, 16, 16, 6, 40, 0, 0, 0, 0},        // head dim 16 (the demo deck's model)
     {8, 2, 32, 16, 5, 300, 0, 0, 0, 0},       // head dim 32
 };

@@ -1,7 +1,7 @@
-// Micro-benchmark of the generation kernels at the Qwen3-0.6B (Hq 16, Hkv 8, D 128) and Llama-3.2-1B (Hq 32, Hkv 8,
-// D 64) decode shapes, KV block 16: B = 512 rows in 64 groups of 8 sharing a 128-token prompt, contexts of 129 ..
-// 640 tokens, random data. Decode attention is timed with CUDA events after warm-up, plain path vs shared-prefix
-// path (the op's own plan and each plan it accepts), over the same block tables (a group's prompt blocks are
+// Micro-benchmark of the generation kernels at the Qwen3-0.6B (Hq 16, Hkv 8, D 128), Llama-3.2-1B (Hq 32, Hkv 8,
+// D 64) and Qwen3-30B-A3B (Hq 32, Hkv 4, D 128) decode shapes, KV block 16: B = 512 rows in 64 groups of 8 sharing a 128-token prompt, contexts of 129 ..
+// 640 tokens, random data. Decode attention is timed with CUDA events after warm-up, plain path (the op's own plan
+// and each count of query vectors a CTA) vs shared-prefix path (the op's own plan and each plan it accepts), over the same block tables (a group's prompt blocks are
 // physically shared, as in the engine). Achieved GB/s counts the bytes each path must read:
 //   plain : sum_b L_b * Hkv * D * 2 (K and V) * 2 bytes + q and out (B * Hq * D * 2 bytes each)
 //   shared: (sum_g P_g + sum_b (L_b - P_g(b))) * Hkv * D * 2 * 2 bytes + q and out
@@ -130,7 +130,12 @@ void bench_attention(const hone::cuda::GpuContext& ctx, const AttentionShape& sh
     bool shared, graph;
     int rows, vectors, split;
   };
-  std::vector<Plan> plans = {{false, false, 0, 0, 0}, {true, false, 0, 0, 0}, {true, true, 0, 0, 0}};
+  // The plain path with the op's own plan and with each count of query vectors a CTA (plain_vectors), then the
+  // shared-prefix path.
+  std::vector<Plan> plans;
+  for (int v : {0, 1, 2, 4, 8}) plans.push_back({false, false, 0, v, 0});
+  plans.push_back({true, false, 0, 0, 0});
+  plans.push_back({true, true, 0, 0, 0});
   for (int v : {0, 1, 2, 4, 8})
     for (int split : {0, 64, 32}) plans.push_back({true, true, G, v, split});
   for (int len : {129, 384, 640}) {
@@ -145,6 +150,7 @@ void bench_attention(const hone::cuda::GpuContext& ctx, const AttentionShape& sh
       a.max_blocks = max_blocks;
       a.max_seq_len = pl.graph ? max_ctx : len;
       a.block_size = bs;
+      if (!pl.shared) a.plain_vectors = pl.vectors;
       if (pl.shared) {
         a.num_groups = pl.graph ? B / 2 : groups;
         a.group_offsets = d_offsets;
@@ -161,8 +167,8 @@ void bench_attention(const hone::cuda::GpuContext& ctx, const AttentionShape& sh
       const double bytes = tokens * kv_token + qo;
       auto num = [](int v) { return v ? std::to_string(v) : std::string("auto"); };
       std::printf("  %-8d %-7s %-6s %5s %8s %6s %12.1f %12.1f %10.0f\n", len, pl.shared ? "shared" : "plain",
-                  pl.graph ? "graph" : "exact", pl.shared ? num(pl.rows).c_str() : "-",
-                  pl.shared ? num(pl.vectors).c_str() : "-", pl.shared ? num(pl.split).c_str() : "-", us, bytes / 1e6,
+                  pl.graph ? "graph" : "exact", pl.shared ? num(pl.rows).c_str() : "-", num(pl.vectors).c_str(),
+                  pl.shared ? num(pl.split).c_str() : "-", us, bytes / 1e6,
                   bytes / (us * 1e3));
     }
   }
@@ -178,6 +184,7 @@ int main() {
   return test::run_gpu_bench("bench_decode_attention", [](const hone::cuda::GpuContext& ctx) {
     bench_attention(ctx, {"Qwen3-0.6B", 16, 8, 128});
     bench_attention(ctx, {"Llama-3.2-1B", 32, 8, 64});
+    bench_attention(ctx, {"Qwen3-30B-A3B", 32, 4, 128});
   });
 }
 
