@@ -274,6 +274,188 @@ __global__ void __launch_bounds__(kThreads) plain_kernel(Args a, bool direct) {
                   a.plain_lse);
 }
 
+// ---- the plain path at GQA 8 and head dim 128 on the tensor cores ------------------------------------------------
+// A CTA takes the 8 query heads of one row on one KV head (Qwen3-30B-A3B's 32 over 4) over tokens [t0, t1), each warp
+// 16 tokens a step. S = Q K^T is an m16n8k16 MMA with the 8 heads as rows 0-7 (rows 8-15 zero) and 8 tokens as
+// columns; P V is one with the heads as rows, 16 tokens as k and 8 output dimensions as columns, P taken from the two
+// S tiles' accumulators. The dot product does not depend on the order of its dimensions, so a lane's k slots map to
+// dimensions it loads as whole 16-byte vectors of Q and K (slots 2t, 2t+1 and 2t+8, 2t+9 of k step 2j + h are
+// dimensions 8t + 32j + 4h + {0, 1} and + {2, 3}); likewise output column g of n tile nt is dimension 16g + nt, so a
+// lane reads its 4 tokens' values as 16-dimension runs. The online softmax is the CUDA-core path's (base 2, fp32).
+__device__ __forceinline__ void mma_16816(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+  // Rows 8-15 of A are zero (a1 = a3 = 0): only 8 query heads.
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint4 load16_or_zero(const bf16* p, bool valid) {
+  return valid ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
+}
+
+__device__ void attend_mma8(const Args& a, const int32_t* table, int t0, int t1, int h, const int64_t* qoff,
+                            const int64_t* dst, bool direct, float* part_o, float* part_lse) {
+  constexpr int D = 128, NQ = 8;
+  __shared__ float s_acc[kWarps][NQ][D];
+  __shared__ float s_m[kWarps][NQ], s_l[kWarps][NQ];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int bs_mask = (1 << a.block_shift) - 1;
+  auto kv_offset = [&](int j) {  // element offset of token j's row of KV head h
+    const int64_t blk = table[j >> a.block_shift];
+    return (((blk * a.Hkv + h) << a.block_shift) + (j & bs_mask)) * D;
+  };
+
+  uint4 q[4];  // head g, dimensions 8t + 32j .. + 7
+#pragma unroll
+  for (int j = 0; j < 4; ++j) q[j] = __ldg(reinterpret_cast<const uint4*>(a.q + qoff[g] + 8 * t + 32 * j));
+  float acc[16][4];
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  float m = -INFINITY, l = 0.f;
+
+  for (int T0 = t0 + warp * 16; T0 < t1; T0 += kWarps * 16) {
+    // Keys: token T0 + g (tile 0) and T0 + 8 + g (tile 1); values: tokens T0 + 2t, + 1, T0 + 8 + 2t, + 1, dimensions
+    // 16g .. 16g + 15. Tokens at or past t1 read nothing (zeros: a pool entry no row owns may hold anything).
+    uint4 k[2][4], v[4][2];
+#pragma unroll
+    for (int tile = 0; tile < 2; ++tile) {
+      const int j = T0 + 8 * tile + g;
+      const bool ok = j < t1;
+      const int64_t e = ok ? kv_offset(j) : 0;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) k[tile][c] = load16_or_zero(a.k_pool + e + 8 * t + 32 * c, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j = T0 + 8 * (i >> 1) + 2 * t + (i & 1);
+      const bool ok = j < t1;
+      const int64_t e = ok ? kv_offset(j) : 0;
+      v[i][0] = load16_or_zero(a.v_pool + e + 16 * g, ok);
+      v[i][1] = load16_or_zero(a.v_pool + e + 16 * g + 8, ok);
+    }
+    // S for the 16 tokens: s[tile][c] is head g against token T0 + 8 tile + 2t + c.
+    float s[2][4];
+#pragma unroll
+    for (int tile = 0; tile < 2; ++tile) {
+      s[tile][0] = s[tile][1] = s[tile][2] = s[tile][3] = 0.f;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        mma_16816(s[tile], q[c].x, q[c].y, k[tile][c].x, k[tile][c].y);
+        mma_16816(s[tile], q[c].z, q[c].w, k[tile][c].z, k[tile][c].w);
+      }
+    }
+    float p[4];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j = T0 + 8 * (i >> 1) + 2 * t + (i & 1);
+      p[i] = j < t1 ? s[i >> 1][i & 1] * a.qscale : -INFINITY;
+      mx = fmaxf(mx, p[i]);
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mn = fmaxf(m, mx);
+    const float base = mn == -INFINITY ? 0.f : mn;
+    const float alpha = exp2f(m - base);  // 0 while m is -inf
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      p[i] = exp2f(p[i] - base);  // 0 for tokens past t1
+      sum += p[i];
+    }
+    l = l * alpha + sum;
+    m = mn;
+    const uint32_t pa0 = pack_bf16(p[0], p[1]), pa2 = pack_bf16(p[2], p[3]);
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt) {
+      acc[nt][0] *= alpha;
+      acc[nt][1] *= alpha;
+      // Dimension 16g + nt of the 4 tokens: 32-bit word nt / 2 of the pair (v[i][0], v[i][1]), half nt % 2.
+      const int w = (nt >> 1) & 3, hv = nt >> 3;
+      const uint32_t* v0 = reinterpret_cast<const uint32_t*>(&v[0][hv]);
+      const uint32_t* v1 = reinterpret_cast<const uint32_t*>(&v[1][hv]);
+      const uint32_t* v2 = reinterpret_cast<const uint32_t*>(&v[2][hv]);
+      const uint32_t* v3 = reinterpret_cast<const uint32_t*>(&v[3][hv]);
+      const uint32_t sel = (nt & 1) ? 0x7632u : 0x5410u;
+      mma_16816(acc[nt], pa0, pa2, __byte_perm(v0[w], v1[w], sel), __byte_perm(v2[w], v3[w], sel));
+    }
+  }
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) {
+    s_acc[warp][g][32 * t + nt] = acc[nt][0];
+    s_acc[warp][g][32 * t + 16 + nt] = acc[nt][1];
+  }
+  if (t == 0) {
+    s_m[warp][g] = m;
+    s_l[warp][g] = l;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < NQ * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
+    float o = 0.f, lse = -INFINITY;
+    if (M != -INFINITY) {
+      float den = 0.f, num = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float e = exp2f(s_m[w][r] - M);
+        den += s_l[w][r] * e;
+        num += s_acc[w][r][d] * e;
+      }
+      o = num / den;
+      lse = M + log2f(den);
+    }
+    if (direct) {
+      a.out[dst[r] * D + d] = __float2bfloat16(o);
+    } else {
+      part_o[dst[r] * D + d] = o;
+      if (d == 0) part_lse[dst[r]] = lse;
+    }
+  }
+}
+
+// The plain path at GQA 8, head dim 128 (attend_mma8): CTA (b * Hkv + h) * nsplit + s.
+__global__ void __launch_bounds__(kThreads) plain_mma8_kernel(Args a, bool direct) {
+  dependent_wait();  // may start before the grid before it ends (cuda/dependent_launch.cuh)
+  int64_t idx = blockIdx.x;
+  const int s = int(idx % a.nsplit);
+  idx /= a.nsplit;
+  const int h = int(idx % a.Hkv);
+  const int b = int(idx / a.Hkv);
+  const int len = a.seq_lens[b];
+  int start = 0;
+  if (a.num_groups > 0 && b >= a.group_offsets[0] && b < a.group_offsets[a.num_groups]) {
+    int lo = 0, hi = a.num_groups - 1;  // the last group g with group_offsets[g] <= b
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (a.group_offsets[mid] <= b) lo = mid;
+      else hi = mid - 1;
+    }
+    start = a.prefix_lens[lo];
+  }
+  const int t0 = start + s * a.chunk;
+  const int t1 = min(t0 + a.chunk, len);
+  int64_t qoff[8], dst[8];
+#pragma unroll
+  for (int r = 0; r < 8; ++r) {
+    const int head = h * 8 + r;
+    qoff[r] = (int64_t(b) * a.Hq + head) * 128;
+    dst[r] = direct ? int64_t(b) * a.Hq + head : (int64_t(b) * a.Hq + head) * a.nsplit + s;
+  }
+  attend_mma8(a, a.block_tables + int64_t(b) * a.max_blocks, t0, t1, h, qoff, dst, direct, a.plain_o, a.plain_lse);
+}
+
 // Prefix path: CTA ((g * Hkv + h) * nsplit_p + s) * qy + y; it takes the group's query chunks y, y + qy, ...
 // (chunks of QMAX vectors; vector i is row r0 + i / R, query head h * R + i % R), all over the first row's table.
 template <int D, int QMAX>
@@ -385,6 +567,7 @@ int splits_for(int64_t base_ctas, int max_len, int sm_count, int min_split_token
 }
 
 struct Plan {
+  bool mma8 = false;  // the plain path on the tensor cores (GQA 8, head dim 128)
   int qmax = 1, qchunks = 1, nsplit = 1, chunk = 1;
   int qmax_p = 1, qy = 1, nsplit_p = 1, chunk_p = 1;
   bool direct = true;
@@ -396,7 +579,7 @@ int query_chunk_max(int nvec) { return pow2_at_least(std::clamp(nvec, 1, 8)); }
 // heads) ran 1.25-1.33x faster as two CTAs of 4 than as one of 8 (bench_decode_attention, H200: 8 hold twice the
 // registers and halve the CTAs an SM runs; the second CTA finds the KV in L2), as the prefix path found before.
 // HONE_DECODE_PLAIN_VECTORS (1, 2, 4 or 8, read once) picks another count for comparisons end to end.
-int plain_vectors_of(int R) {
+int forced_plain_vectors() {
   static const int forced = [] {
     const char* e = std::getenv("HONE_DECODE_PLAIN_VECTORS");
     if (!e || !*e) return 0;
@@ -404,17 +587,20 @@ int plain_vectors_of(int R) {
     HONE_CHECK(v == 1 || v == 2 || v == 4 || v == 8, "HONE_DECODE_PLAIN_VECTORS=", e, ": not 1, 2, 4 or 8");
     return v;
   }();
-  return std::min(forced > 0 ? forced : 4, query_chunk_max(R));
+  return forced;
 }
+int plain_vectors_of(int R) { return std::min(forced_plain_vectors() > 0 ? forced_plain_vectors() : 4, query_chunk_max(R)); }
 
 int prefix_min_split(const PagedDecodeArgs& a) {
   return a.prefix_split_tokens > 0 ? a.prefix_split_tokens : kMinSplitTokens;
 }
 
-Plan make_plan(const PagedDecodeArgs& a, int Hq, int Hkv, const GpuContext& ctx) {
+Plan make_plan(const PagedDecodeArgs& a, int Hq, int Hkv, int D, const GpuContext& ctx) {
   Plan p;
   const int R = Hq / Hkv;
-  p.qmax = a.plain_vectors > 0 ? std::min(a.plain_vectors, query_chunk_max(R)) : plain_vectors_of(R);
+  // GQA 8 at head dim 128 runs on the tensor cores unless a count of vectors a CTA is asked for.
+  p.mma8 = R == 8 && D == 128 && a.plain_vectors == 0 && forced_plain_vectors() == 0;
+  p.qmax = p.mma8 ? 8 : a.plain_vectors > 0 ? std::min(a.plain_vectors, query_chunk_max(R)) : plain_vectors_of(R);
   p.qchunks = ceil_div(R, p.qmax);
   p.nsplit = splits_for(int64_t(a.B) * Hkv * p.qchunks, a.max_seq_len, ctx.sm_count);
   p.chunk = ceil_div(a.max_seq_len, p.nsplit);
@@ -486,7 +672,14 @@ void check_args(const PagedDecodeArgs& a, int Hq, int Hkv, int D) {
 template <int D>
 void launch(const Args& args, const Plan& p, const PagedDecodeArgs& a, const GpuContext& ctx) {
   const unsigned plain_ctas = unsigned(int64_t(a.B) * args.Hkv * p.nsplit * p.qchunks);
-  switch (p.qmax) {
+  bool launched = false;
+  if constexpr (D == 128) {
+    if (p.mma8) {
+      launch_dependent(plain_mma8_kernel, dim3(plain_ctas), dim3(kThreads), 0, ctx.stream, args, p.direct);
+      launched = true;
+    }
+  }
+  if (!launched) switch (p.qmax) {
     case 1:
       launch_dependent(plain_kernel<D, 1>, dim3(plain_ctas), dim3(kThreads), 0, ctx.stream, args, p.direct);
       break;
@@ -547,7 +740,7 @@ void paged_attention_decode_forward(bf16* out, const bf16* q, const bf16* k_pool
   if (a.B == 0) return;
   HONE_CHECK(aligned16(q) && aligned16(k_pool) && aligned16(v_pool), "paged decode attention needs 16-byte aligned q "
              "and KV pools");
-  const Plan p = make_plan(a, Hq, Hkv, ctx);
+  const Plan p = make_plan(a, Hq, Hkv, D, ctx);
   Args args{};
   args.q = q;
   args.k_pool = k_pool;

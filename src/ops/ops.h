@@ -69,7 +69,8 @@ struct PagedDecodeArgs {
                                 // make that average too small); any group size stays correct
   int prefix_vectors = 0;       // query vectors a CTA attends over a group's prefix: 1, 2, 4 or 8
   int prefix_split_tokens = 0;  // the shortest piece the prefix is split into along the sequence (>= 16)
-  int plain_vectors = 0;        // query vectors a CTA attends on the plain path: 1, 2, 4 or 8 (0: the op's choice)
+  int plain_vectors = 0;        // query vectors a CTA attends on the plain path: 1, 2, 4 or 8 (0: the op's choice;
+                                // a count is the CUDA-core path, also at GQA 8 and head dim 128)
 };
 
 namespace cpu {
