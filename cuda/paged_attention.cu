@@ -35,6 +35,7 @@ using paged::Args;
 using paged::kThreads;
 using paged::kWarps;
 using paged::row_start;
+using paged::store_merged;
 
 constexpr int kMinSplitTokens = 128;    // never split a sequence into pieces shorter than this
 constexpr int kLongSplitTokens = 2048;  // never leave a CTA more tokens than this (long sequences split anyway)
@@ -193,30 +194,7 @@ __device__ void attend(const Args& a, const int32_t* table, int t0, int t1, int 
     }
   }
   __syncthreads();
-  for (int t = threadIdx.x; t < nq * D; t += kThreads) {
-    const int r = t / D, d = t % D;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
-    float o = 0.f, lse = -INFINITY;
-    if (M != -INFINITY) {
-      float den = 0.f, num = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float e = exp2f(s_m[w][r] - M);
-        den += s_l[w][r] * e;
-        num += s_acc[w][r][d] * e;
-      }
-      o = num / den;
-      lse = M + log2f(den);
-    }
-    if (direct) {
-      a.out[dst[r] * D + d] = __float2bfloat16(o);
-    } else {
-      part_o[dst[r] * D + d] = o;
-      if (d == 0) part_lse[dst[r]] = lse;
-    }
-  }
+  store_merged<D, QMAX>(a, s_acc, s_m, s_l, nq, dst, direct, part_o, part_lse);
   __syncthreads();  // the shared arrays are reused by the caller's next call
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "cuda/ops_cuda.h"
@@ -47,6 +48,39 @@ __device__ __forceinline__ int row_start(const Args& a, int b) {
     else hi = mid - 1;
   }
   return a.prefix_lens[lo];
+}
+
+// The last step of a CTA, after a __syncthreads(): merges its warps' softmax states of nq vectors (s_m, s_l
+// [kWarps][Q] and s_acc [kWarps][Q][D] in shared memory; base-2 maxima) and writes each vector's output: bf16 at
+// a.out (direct) or the fp32 partial and its lse (log2 units; -inf with a zero output when no warp saw a token).
+template <int D, int Q>
+__device__ __forceinline__ void store_merged(const Args& a, const float (*s_acc)[Q][D], const float (*s_m)[Q],
+                                             const float (*s_l)[Q], int nq, const int64_t* dst, bool direct,
+                                             float* part_o, float* part_lse) {
+  for (int t = threadIdx.x; t < nq * D; t += kThreads) {
+    const int r = t / D, d = t % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
+    float o = 0.f, lse = -INFINITY;
+    if (M != -INFINITY) {
+      float den = 0.f, num = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float e = exp2f(s_m[w][r] - M);
+        den += s_l[w][r] * e;
+        num += s_acc[w][r][d] * e;
+      }
+      o = num / den;
+      lse = M + log2f(den);
+    }
+    if (direct) {
+      a.out[dst[r] * D + d] = __float2bfloat16(o);
+    } else {
+      part_o[dst[r] * D + d] = o;
+      if (d == 0) part_lse[dst[r]] = lse;
+    }
+  }
 }
 
 // The plain path at GQA 8 and head dim 128 on the tensor cores over `ctas` CTAs ((b * Hkv + h) * nsplit + s),

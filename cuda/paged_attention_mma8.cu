@@ -137,30 +137,7 @@ __device__ void attend_mma8(const Args& a, const int32_t* table, int t0, int t1,
     s_l[warp][g] = l;
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < NQ * D; i += kThreads) {
-    const int r = i / D, d = i % D;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, s_m[w][r]);
-    float o = 0.f, lse = -INFINITY;
-    if (M != -INFINITY) {
-      float den = 0.f, num = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float e = exp2f(s_m[w][r] - M);
-        den += s_l[w][r] * e;
-        num += s_acc[w][r][d] * e;
-      }
-      o = num / den;
-      lse = M + log2f(den);
-    }
-    if (direct) {
-      a.out[dst[r] * D + d] = __float2bfloat16(o);
-    } else {
-      part_o[dst[r] * D + d] = o;
-      if (d == 0) part_lse[dst[r]] = lse;
-    }
-  }
+  store_merged<D, NQ>(a, s_acc, s_m, s_l, NQ, dst, direct, part_o, part_lse);
 }
 
 __global__ void __launch_bounds__(kThreads) plain_mma8_kernel(Args a, bool direct) {
