@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/one_line.h"
 
 namespace hone::data {
 
@@ -13,7 +14,8 @@ std::string DataCursor::to_string() const {
 }
 
 DataCursor DataCursor::parse(const std::string& text) {
-  const std::string bad = cat("invalid data cursor '", text, "': expected {\"epoch\":E,\"position\":P,\"epoch_size\":N}");
+  const std::string bad =
+      cat("invalid data cursor '", one_line_excerpt(text), "': expected {\"epoch\":E,\"position\":P,\"epoch_size\":N}");
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   HONE_USER_CHECK(j.is_object() && j.contains("epoch") && j.contains("position"), bad);
   auto get = [&](const char* key, int64_t fallback) -> int64_t {

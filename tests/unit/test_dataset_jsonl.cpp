@@ -265,6 +265,14 @@ BOOST_AUTO_TEST_CASE(cursor_restores_exactly) {
   BOOST_CHECK_THROW(data::DataCursor::parse("epoch 3"), hone::UserError);
   BOOST_CHECK_THROW(data::DataCursor::parse("{\"epoch\": -1, \"position\": 0}"), hone::UserError);
   BOOST_CHECK_THROW(data::DataCursor::parse("{\"epoch\": \"1\", \"position\": 0}"), hone::UserError);
+  // A broken cursor from a checkpoint is named on one line, its line breaks escaped.
+  try {
+    data::DataCursor::parse("{\"epoch\":0,\nposition\":6}");
+    BOOST_FAIL("a broken cursor was accepted");
+  } catch (const hone::UserError& e) {
+    BOOST_TEST(std::string(e.what()).find('\n') == std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("\\n") != std::string::npos, e.what());
+  }
   // A cursor saved from a different dataset is refused rather than silently misread.
   data::JsonlPromptDataset smaller(options_for(numbered("dataset_cursor2", 5)));
   BOOST_CHECK_THROW(smaller.restore_cursor(saved), hone::UserError);
