@@ -503,16 +503,10 @@ std::vector<Rollout> Generator<B>::generate(const std::vector<GenerationRequest>
 template <typename B>
 std::unique_ptr<Generator<B>> make_generator(const ModelConfig& config, const ShardLayout& layout,
                                              typename B::Act* weights, const typename B::Exec& x,
-                                             const GeneratorSettings& settings, TensorParallelGroup<B>* tp,
+                                             GenerationOptions options, TensorParallelGroup<B>* tp,
                                              ExpertParallelGroup<B>* ep, ExpertLockstep* lockstep) {
-  GenerationOptions go;
-  go.kv_cache_gib = settings.kv_cache_gib;
-  go.kv_cache_memory_fraction = settings.kv_cache_memory_fraction;
-  go.block_size = settings.block_size;
-  go.cuda_graphs = settings.cuda_graphs;
-  go.keep_graphs = settings.keep_graphs;
-  go.max_num_seqs = std::max(1, std::min(B::kMaxDecodeRows, settings.max_seqs));
-  return std::make_unique<Generator<B>>(config, layout.param_layout(), weights, x, go, tp, ep, lockstep);
+  options.max_num_seqs = std::max(1, std::min(B::kMaxDecodeRows, options.max_num_seqs));
+  return std::make_unique<Generator<B>>(config, layout.param_layout(), weights, x, options, tp, ep, lockstep);
 }
 
 std::unique_ptr<Generator<CpuBackend>> make_cpu_generator(const ModelConfig& config, const ModelWeights& weights,
@@ -526,7 +520,7 @@ std::unique_ptr<Generator<CpuBackend>> make_cpu_generator(const ModelConfig& con
 #define INSTANTIATE(B)                                                                                          \
   template class Generator<B>;                                                                                  \
   template std::unique_ptr<Generator<B>> make_generator<B>(const ModelConfig&, const ShardLayout&, B::Act*,    \
-                                                           const B::Exec&, const GeneratorSettings&,            \
+                                                           const B::Exec&, GenerationOptions,                   \
                                                            TensorParallelGroup<B>*, ExpertParallelGroup<B>*,    \
                                                            ExpertLockstep*);
 HONE_FOR_EACH_BACKEND(INSTANTIATE)

@@ -121,23 +121,13 @@ class Generator {
   GenerationProgressFn progress_;
 };
 
-// The deck's generation settings a generator reads (each backend the ones it has a use for).
-struct GeneratorSettings {
-  int max_seqs = 256;                     // sequences decoded together at most (each backend caps it further)
-  double kv_cache_gib = 0;                // KV cache size; 0: the backend's default (GenerationOptions)
-  double kv_cache_memory_fraction = 0.3;  // GPU
-  int block_size = 16;                    // tokens per KV block
-  bool cuda_graphs = true;                // GPU: decode steps replayed from CUDA graphs
-  bool keep_graphs = true;                // GPU: release() keeps addresses and graphs
-};
-
 // B's generator over `weights` (this rank's shard in `layout`; outliving the generator, as does the Exec's context)
-// with the deck's KV cache and CUDA graph settings, at most B::kMaxDecodeRows sequences at once (settings.max_seqs
-// fewer).
+// with `options` (the deck's KV cache and CUDA graph settings), at most B::kMaxDecodeRows sequences at once
+// (options.max_num_seqs fewer).
 template <typename B>
 std::unique_ptr<Generator<B>> make_generator(const ModelConfig& config, const ShardLayout& layout,
                                              typename B::Act* weights, const typename B::Exec& x,
-                                             const GeneratorSettings& settings, TensorParallelGroup<B>* tp,
+                                             GenerationOptions options, TensorParallelGroup<B>* tp,
                                              ExpertParallelGroup<B>* ep, ExpertLockstep* lockstep);
 
 // A CPU generator over fp32 ModelWeights (their flat buffer; tests and tools that hold weights so).

@@ -419,16 +419,16 @@ class ColocatedEngine final : public roles::RoleEngine {
 
  private:
   void make_generator_on(const ShardLayout& layout, A* weights, TensorParallel* tp) {
-    GeneratorSettings gs;
-    gs.kv_cache_gib = s_.kv_cache_gib;
-    gs.kv_cache_memory_fraction = s_.kv_cache_memory_fraction;
-    gs.block_size = s_.kv_block_size;
-    gs.cuda_graphs = s_.cuda_graphs;
-    gs.keep_graphs = s_.keep_graphs;
-    // A replica generates its share of the step's groups.
-    gs.max_seqs =
+    GenerationOptions go;
+    go.kv_cache_gib = s_.kv_cache_gib;
+    go.kv_cache_memory_fraction = s_.kv_cache_memory_fraction;
+    go.block_size = s_.kv_block_size;
+    go.cuda_graphs = s_.cuda_graphs;
+    go.keep_graphs = s_.keep_graphs;
+    // A replica generates its share of the step's groups (make_generator caps it at the backend's most).
+    go.max_num_seqs =
         int(std::max<int64_t>(1, std::min<int64_t>(1 << 20, s_.rollouts_per_step() / gen_layout_.replicas())));
-    generator_ = make_generator<B>(mc_, layout, weights, x_, gs, tp, gen_lockstep_ ? ep_.get() : nullptr,
+    generator_ = make_generator<B>(mc_, layout, weights, x_, go, tp, gen_lockstep_ ? ep_.get() : nullptr,
                                 gen_lockstep_.get());
     if (gen_progress_) generator_->set_progress(gen_progress_);
   }
